@@ -1,0 +1,35 @@
+/* The CPU backend record: supports every op in both dtypes and routes each
+ * call to its kernel family. */
+#include "cpu.h"
+
+static bool cpu_supports(tl_opcode op, tl_dtype dt)
+{
+    (void)dt;
+    return op < TL_OP_COUNT && (tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP);
+}
+
+static tl_code cpu_run(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
+                       tl_status *st)
+{
+    switch (tl_ops[op].kind) {
+    case TL_KIND_BIN:
+    case TL_KIND_CMP:
+    case TL_KIND_UN: return cpu_elementwise(op, n, in, a, out, st);
+    case TL_KIND_RED: return out->numel ? cpu_reduce(op, in[0], a, out, st) : TL_OK;
+    default: break;
+    }
+    switch (op) {
+    case TL_OP_CAST:
+    case TL_OP_WHERE:
+    case TL_OP_GELU_GRAD: return cpu_elementwise(op, n, in, a, out, st);
+    case TL_OP_SOFTMAX:
+    case TL_OP_LOG_SOFTMAX: return out->numel ? cpu_softmax(op, in[0], a, out) : TL_OK;
+    case TL_OP_MATMUL: return cpu_matmul(in[0], in[1], a, out);
+    case TL_OP_MAP:
+    case TL_OP_MAP_GRAD: return cpu_map(op, n, in, a, out, st);
+    case TL_OP_PROD_GRAD: return out->numel ? cpu_prod_grad(in[0], in[1], out) : TL_OK;
+    default: return cpu_shape_op(op, n, in, a, out);
+    }
+}
+
+const tl_backend tl_cpu_backend = {"cpu", TL_DEV_CPU, cpu_supports, cpu_run};

@@ -1,0 +1,37 @@
+/* CPU kernels, grouped by family.  Each writes into `out`, which the caller
+ * allocated with the shape the shape rules computed; none allocates
+ * results of its own except short-lived scratch it frees. */
+#ifndef TL_CPU_H
+#define TL_CPU_H
+
+#include "backends/backend.h"
+
+typedef const tl_tensor *const *cpu_ins;
+
+tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
+                        tl_status *st);
+tl_code cpu_reduce(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out,
+                   tl_status *st);
+tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out);
+tl_code cpu_prod_grad(const tl_tensor *x, const tl_tensor *g, tl_tensor *out);
+tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, tl_tensor *out);
+tl_code cpu_map(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
+                tl_status *st);
+tl_code cpu_shape_op(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out);
+
+/* Broadcast iteration shared by the families: strides (in elements) of up
+ * to three operands over the output's index space, with adjacent axes
+ * merged where every operand allows it. */
+typedef struct cpu_bcast {
+    int ndim;
+    int nops;
+    int64_t shape[TL_MAXDIM];
+    int64_t stride[3][TL_MAXDIM];
+} cpu_bcast;
+
+void cpu_bcast_init(cpu_bcast *p, int ndim, const int64_t *shape, int nops, const int *op_ndim,
+                    const int64_t *const *op_shape);
+/* Row-major element strides of a shape. */
+void cpu_strides(int ndim, const int64_t *shape, int64_t *strides);
+
+#endif

@@ -1,0 +1,235 @@
+/* Elementwise kernels: one tight loop per (op, dtype), written once as an
+ * expression and instantiated for float and double through <tgmath.h>, so
+ * the compiler sees plain arithmetic it can vectorise (no per-element
+ * function pointers). */
+#include <tgmath.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "scalar.h"
+
+void cpu_strides(int ndim, const int64_t *shape, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= shape[d];
+    }
+}
+
+static bool mergeable(const cpu_bcast *p, int d)
+{
+    for (int k = 0; k < p->nops; k++) {
+        int64_t hi = p->stride[k][d], lo = p->stride[k][d + 1];
+        if (!(hi == lo * p->shape[d + 1] || (hi == 0 && lo == 0)))
+            return false;
+    }
+    return true;
+}
+
+void cpu_bcast_init(cpu_bcast *p, int ndim, const int64_t *shape, int nops, const int *op_ndim,
+                    const int64_t *const *op_shape)
+{
+    p->nops = nops;
+    p->ndim = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 1)
+            continue; /* size-1 axes move nothing */
+        int nd = p->ndim++;
+        p->shape[nd] = shape[d];
+        for (int k = 0; k < nops; k++) {
+            int od = d - (ndim - op_ndim[k]);
+            int64_t st[TL_MAXDIM];
+            cpu_strides(op_ndim[k], op_shape[k], st);
+            p->stride[k][nd] = (od < 0 || op_shape[k][od] == 1) ? 0 : st[od];
+        }
+    }
+    for (int d = p->ndim - 2; d >= 0; d--) {
+        if (!mergeable(p, d))
+            continue;
+        p->shape[d] *= p->shape[d + 1];
+        for (int k = 0; k < nops; k++)
+            p->stride[k][d] = p->stride[k][d + 1];
+        for (int e = d + 1; e < p->ndim - 1; e++) {
+            p->shape[e] = p->shape[e + 1];
+            for (int k = 0; k < nops; k++)
+                p->stride[k][e] = p->stride[k][e + 1];
+        }
+        p->ndim--;
+    }
+    if (p->ndim == 0) {
+        p->ndim = 1;
+        p->shape[0] = 1;
+        for (int k = 0; k < nops; k++)
+            p->stride[k][0] = 0;
+    }
+}
+
+/* Runs BODY once per innermost row of the plan P, with `o` the output
+ * offset, off0..off2 the operand offsets, `len` the row length and s0..s2
+ * the operands' strides along the row. */
+#define BCAST_ROWS(P, ...)                                                         \
+    do {                                                                           \
+        const cpu_bcast *p_ = (P);                                                 \
+        int nd_ = p_->ndim, k_;                                                    \
+        int64_t len = p_->shape[nd_ - 1], rows_ = 1;                               \
+        for (int d_ = 0; d_ < nd_ - 1; d_++)                                       \
+            rows_ *= p_->shape[d_];                                                \
+        int64_t idx_[TL_MAXDIM] = {0}, off[3] = {0, 0, 0}, s[3] = {0, 0, 0};       \
+        for (k_ = 0; k_ < p_->nops; k_++)                                          \
+            s[k_] = p_->stride[k_][nd_ - 1];                                       \
+        for (int64_t r_ = 0, o = 0; r_ < rows_; r_++, o += len) {                  \
+            __VA_ARGS__;                                                           \
+            for (int d_ = nd_ - 2; d_ >= 0; d_--) {                                \
+                for (k_ = 0; k_ < p_->nops; k_++)                                  \
+                    off[k_] += p_->stride[k_][d_];                                 \
+                if (++idx_[d_] < p_->shape[d_])                                    \
+                    break;                                                         \
+                for (k_ = 0; k_ < p_->nops; k_++)                                  \
+                    off[k_] -= p_->stride[k_][d_] * p_->shape[d_];                 \
+                idx_[d_] = 0;                                                      \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
+/* a and b are the operands' elements; EXPR computes the result. */
+#define BIN_KERNEL(T, EXPR)                                                        \
+    do {                                                                           \
+        const T *A_ = in[0]->data, *B_ = in[1]->data;                              \
+        T *Y_ = out->data;                                                         \
+        BCAST_ROWS(&plan, {                                                        \
+            const T *pa = A_ + off[0], *pb = B_ + off[1];                              \
+            T *py = Y_ + o;                                                        \
+            if (s[0] == 1 && s[1] == 1) {                                              \
+                for (int64_t i = 0; i < len; i++) {                                \
+                    T a = pa[i], b = pb[i];                                        \
+                    py[i] = (T)(EXPR);                                             \
+                }                                                                  \
+            } else if (s[0] == 0 && s[1] == 1) {                                       \
+                T a = pa[0];                                                       \
+                for (int64_t i = 0; i < len; i++) {                                \
+                    T b = pb[i];                                                   \
+                    py[i] = (T)(EXPR);                                             \
+                }                                                                  \
+            } else if (s[0] == 1 && s[1] == 0) {                                       \
+                T b = pb[0];                                                       \
+                for (int64_t i = 0; i < len; i++) {                                \
+                    T a = pa[i];                                                   \
+                    py[i] = (T)(EXPR);                                             \
+                }                                                                  \
+            } else {                                                               \
+                for (int64_t i = 0; i < len; i++) {                                \
+                    T a = pa[i * s[0]], b = pb[i * s[1]];                              \
+                    py[i] = (T)(EXPR);                                             \
+                }                                                                  \
+            }                                                                      \
+        });                                                                        \
+    } while (0)
+
+#define UN_KERNEL(T, EXPR)                                                         \
+    do {                                                                           \
+        const T *X_ = in[0]->data;                                                 \
+        T *Y_ = out->data;                                                         \
+        int64_t n_ = out->numel;                                                   \
+        for (int64_t i = 0; i < n_; i++) {                                         \
+            T v = X_[i];                                                           \
+            Y_[i] = (T)(EXPR);                                                     \
+        }                                                                          \
+    } while (0)
+
+#define WHERE_KERNEL(T, UNUSED)                                                    \
+    do {                                                                           \
+        const T *C_ = in[0]->data, *A_ = in[1]->data, *B_ = in[2]->data;           \
+        T *Y_ = out->data;                                                         \
+        BCAST_ROWS(&plan, {                                                        \
+            for (int64_t i = 0; i < len; i++)                                      \
+                Y_[o + i] = C_[off[0] + i * s[0]] != 0 ? A_[off[1] + i * s[1]]             \
+                                                   : B_[off[2] + i * s[2]];            \
+        });                                                                        \
+    } while (0)
+
+#define BY_DTYPE(KERNEL, EXPR)                                                     \
+    do {                                                                           \
+        if (out->dtype == TL_F32)                                                  \
+            KERNEL(float, EXPR);                                                   \
+        else                                                                       \
+            KERNEL(double, EXPR);                                                  \
+    } while (0)
+
+#define CLAMP_KERNEL(T, UNUSED)                                                    \
+    do {                                                                           \
+        const T *X_ = in[0]->data;                                                 \
+        T *Y_ = out->data;                                                         \
+        T lo = (T)a->min, hi = (T)a->max;                                          \
+        bool hl = a->has_min, hh = a->has_max;                                     \
+        for (int64_t i = 0; i < out->numel; i++) {                                 \
+            T v = X_[i];                                                           \
+            Y_[i] = TL_CLAMP(v, lo, hi, hl, hh);                                   \
+        }                                                                          \
+    } while (0)
+
+static void cast(const tl_tensor *x, tl_tensor *out)
+{
+    int64_t n = out->numel;
+    if (x->dtype == out->dtype) {
+        memcpy(out->data, x->data, (size_t)n * tl_dtype_size(x->dtype));
+    } else if (x->dtype == TL_F32) {
+        const float *s = x->data;
+        double *d = out->data;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = (double)s[i];
+    } else {
+        const double *s = x->data;
+        float *d = out->data;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = (float)s[i];
+    }
+}
+
+static tl_code binary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    cpu_bcast plan;
+    int nd[2] = {in[0]->ndim, in[1]->ndim};
+    const int64_t *sh[2] = {in[0]->shape, in[1]->shape};
+    cpu_bcast_init(&plan, out->ndim, out->shape, 2, nd, sh);
+    int approx = a->approximate;
+    switch (op) {
+#define BIN_CASE(E, EXPR) case TL_OP_##E: BY_DTYPE(BIN_KERNEL, EXPR); break;
+    TL_BINARY_EXPRS(BIN_CASE)
+#undef BIN_CASE
+    /* (x, g) -> g * gelu'(x) */
+    case TL_OP_GELU_GRAD: BY_DTYPE(BIN_KERNEL, b * TL_GELU_GRAD(a, approx)); break;
+    default: return tl_fail(st, TL_ERUNTIME, "internal: %s is not binary", tl_ops[op].name);
+    }
+    return TL_OK;
+}
+
+static tl_code unary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    int approx = a->approximate;
+    switch (op) {
+#define UN_CASE(E, EXPR) case TL_OP_##E: BY_DTYPE(UN_KERNEL, EXPR); break;
+    TL_UNARY_EXPRS(UN_CASE)
+#undef UN_CASE
+    case TL_OP_CLAMP: BY_DTYPE(CLAMP_KERNEL, 0); break;
+    case TL_OP_CAST: cast(in[0], out); break;
+    default: return tl_fail(st, TL_ERUNTIME, "internal: %s is not unary", tl_ops[op].name);
+    }
+    return TL_OK;
+}
+
+tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
+                        tl_status *st)
+{
+    if (out->numel == 0)
+        return TL_OK;
+    if (op == TL_OP_WHERE) {
+        cpu_bcast plan;
+        int nd[3] = {in[0]->ndim, in[1]->ndim, in[2]->ndim};
+        const int64_t *sh[3] = {in[0]->shape, in[1]->shape, in[2]->shape};
+        cpu_bcast_init(&plan, out->ndim, out->shape, 3, nd, sh);
+        BY_DTYPE(WHERE_KERNEL, 0);
+        return TL_OK;
+    }
+    return n == 2 ? binary(op, in, a, out, st) : unary(op, in, a, out, st);
+}

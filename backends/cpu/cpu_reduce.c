@@ -1,0 +1,307 @@
+/* Reductions, softmax and the product's derivative.  Every reduction runs
+ * in one fixed order (reduced axes are taken in groups from the last, and
+ * contiguous sums are pairwise over fixed blocks), so the bits of a result
+ * never depend on the run or on threads. */
+#include <stdlib.h>
+#include <string.h>
+#include <tgmath.h>
+
+#include "cpu.h"
+
+#define DEFINE_PSUM(T, SUF)                                                        \
+    static T psum_##SUF(const T *x, int64_t n)                                     \
+    {                                                                              \
+        if (n > 256) {                                                             \
+            int64_t h = (n / 2) & ~(int64_t)7;                                     \
+            return psum_##SUF(x, h) + psum_##SUF(x + h, n - h);                    \
+        }                                                                          \
+        T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, rest = 0;                             \
+        int64_t i = 0;                                                             \
+        for (; i + 8 <= n; i += 8)                                                 \
+            for (int k = 0; k < 8; k++)                                            \
+                acc[k] += x[i + k];                                                \
+        for (; i < n; i++)                                                         \
+            rest += x[i];                                                          \
+        return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +                           \
+               ((acc[4] + acc[5]) + (acc[6] + acc[7])) + rest;                     \
+    }
+DEFINE_PSUM(float, f)
+DEFINE_PSUM(double, d)
+#define PSUM(x, n) _Generic((x), const float *: psum_f, const double *: psum_d)((x), (n))
+
+/* One step: [outer, r, inner] -> [outer, inner].  ACC folds v into acc. */
+#define REDUCE_STEP(T, INIT, ACC)                                                  \
+    do {                                                                           \
+        const T *X_ = xin;                                                         \
+        T *Y_ = yout;                                                              \
+        for (int64_t o = 0; o < outer; o++) {                                      \
+            const T *xs = X_ + o * r * inner;                                      \
+            T *ys = Y_ + o * inner;                                                \
+            for (int64_t j = 0; j < inner; j++)                                    \
+                ys[j] = (T)(INIT);                                                 \
+            for (int64_t k = 0; k < r; k++)                                        \
+                for (int64_t j = 0; j < inner; j++) {                              \
+                    T acc = ys[j], v = xs[k * inner + j];                          \
+                    ys[j] = (T)(ACC);                                              \
+                }                                                                  \
+        }                                                                          \
+    } while (0)
+
+#define SUM_STEP(T)                                                                \
+    do {                                                                           \
+        if (inner == 1) {                                                          \
+            const T *X_ = xin;                                                     \
+            T *Y_ = yout;                                                          \
+            for (int64_t o = 0; o < outer; o++)                                    \
+                Y_[o] = PSUM(X_ + o * r, r);                                       \
+        } else {                                                                   \
+            REDUCE_STEP(T, 0, acc + v);                                            \
+        }                                                                          \
+    } while (0)
+
+#define NANMAX(acc, v) ((v) != (v) || (v) > (acc) ? (v) : (acc))
+#define NANMIN(acc, v) ((v) != (v) || (v) < (acc) ? (v) : (acc))
+
+static void reduce_step(tl_opcode op, tl_dtype dt, const void *xin, void *yout, int64_t outer,
+                        int64_t r, int64_t inner)
+{
+    bool f = dt == TL_F32;
+    switch (op) {
+    case TL_OP_MAX:
+        if (f) REDUCE_STEP(float, -INFINITY, NANMAX(acc, v));
+        else REDUCE_STEP(double, -INFINITY, NANMAX(acc, v));
+        break;
+    case TL_OP_MIN:
+        if (f) REDUCE_STEP(float, INFINITY, NANMIN(acc, v));
+        else REDUCE_STEP(double, INFINITY, NANMIN(acc, v));
+        break;
+    case TL_OP_PROD:
+        if (f) REDUCE_STEP(float, 1, acc * v);
+        else REDUCE_STEP(double, 1, acc * v);
+        break;
+    default: /* sum */
+        if (f) SUM_STEP(float);
+        else SUM_STEP(double);
+    }
+}
+
+/* Reduces x (ndim, shape) over the axes set in mask into y, whose element
+ * count is the product of the kept sizes. */
+static tl_code reduce_buf(tl_opcode op, tl_dtype dt, const void *x, int ndim,
+                          const int64_t *shape, const bool *mask, void *y, tl_status *st)
+{
+    int64_t cur[TL_MAXDIM], n = 1;
+    size_t es = tl_dtype_size(dt);
+    memcpy(cur, shape, sizeof(int64_t) * (size_t)ndim);
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    const void *src = x;
+    void *tmp = NULL;
+    int d = ndim - 1;
+    bool any = false;
+    for (;;) {
+        while (d >= 0 && !mask[d])
+            d--;
+        if (d < 0)
+            break;
+        int hi = d;
+        while (d >= 0 && mask[d])
+            d--;
+        int lo = d + 1; /* axes lo..hi form one group */
+        int64_t outer = 1, r = 1, inner = 1;
+        for (int e = 0; e < lo; e++)
+            outer *= cur[e];
+        for (int e = lo; e <= hi; e++)
+            r *= cur[e];
+        for (int e = hi + 1; e < ndim; e++)
+            inner *= cur[e];
+        bool last = true;
+        for (int e = 0; e < lo; e++)
+            last = last && !mask[e];
+        void *dst = y;
+        if (!last) {
+            dst = tl_malloc((size_t)(outer * inner), es, "reduction scratch", st);
+            if (!dst) {
+                free(tmp);
+                return st->code;
+            }
+        }
+        reduce_step(op, dt, src, dst, outer, r, inner);
+        free(tmp);
+        tmp = last ? NULL : dst;
+        src = dst;
+        for (int e = lo; e <= hi; e++)
+            cur[e] = 1;
+        any = true;
+    }
+    if (!any)
+        memcpy(y, x, (size_t)n * es);
+    return TL_OK;
+}
+
+/* Output shape with the reduced axes kept as size 1. */
+static tl_tensor keepdims_view(const tl_tensor *x, const bool *mask, void *data)
+{
+    tl_tensor v = *x;
+    for (int d = 0; d < x->ndim; d++)
+        if (mask[d])
+            v.shape[d] = 1;
+    v.numel = 1;
+    for (int d = 0; d < v.ndim; d++)
+        v.numel *= v.shape[d];
+    v.data = data;
+    return v;
+}
+
+/* log(sum(exp(x - m))) + m with m the max, infinite maxima replaced by 0:
+ * the same steps as PyTorch's logsumexp. */
+static tl_code logsumexp(const tl_tensor *x, const bool *mask, tl_tensor *out, tl_status *st)
+{
+    tl_status ignore;
+    tl_attrs none;
+    tl_attrs_init(&none);
+    tl_tensor *t = tl_tensor_new(x->dtype, x->ndim, x->shape, st);
+    if (!t)
+        return st->code;
+    tl_tensor m = keepdims_view(x, mask, out->data);
+    if (reduce_buf(TL_OP_MAX, x->dtype, x->data, x->ndim, x->shape, mask, out->data, st)) {
+        tl_tensor_unref(t);
+        return st->code;
+    }
+    for (int64_t i = 0; i < m.numel; i++) {
+        double v = tl_tensor_get(&m, i);
+        if (isinf(v))
+            tl_tensor_set(&m, i, 0);
+    }
+    const tl_tensor *sub[2] = {x, &m};
+    cpu_elementwise(TL_OP_SUB, 2, sub, &none, t, &ignore);
+    const tl_tensor *ex[1] = {t};
+    cpu_elementwise(TL_OP_EXP, 1, ex, &none, t, &ignore);
+    tl_tensor s = m;
+    s.data = tl_malloc((size_t)m.numel, tl_dtype_size(x->dtype), "logsumexp scratch", st);
+    if (!s.data || reduce_buf(TL_OP_SUM, x->dtype, t->data, x->ndim, x->shape, mask, s.data, st)) {
+        free(s.data);
+        tl_tensor_unref(t);
+        return st->code;
+    }
+    if (x->dtype == TL_F32) {
+        float *y = out->data, *sv = s.data;
+        for (int64_t i = 0; i < m.numel; i++)
+            y[i] = log(sv[i]) + y[i];
+    } else {
+        double *y = out->data, *sv = s.data;
+        for (int64_t i = 0; i < m.numel; i++)
+            y[i] = log(sv[i]) + y[i];
+    }
+    free(s.data);
+    tl_tensor_unref(t);
+    return TL_OK;
+}
+
+tl_code cpu_reduce(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out,
+                   tl_status *st)
+{
+    bool mask[TL_MAXDIM] = {false};
+    int64_t count = 1;
+    for (int i = 0; i < a->naxes; i++) {
+        mask[a->axes[i]] = true;
+        count *= x->shape[a->axes[i]];
+    }
+    if (op == TL_OP_LOGSUMEXP)
+        return logsumexp(x, mask, out, st);
+    tl_opcode base = op == TL_OP_MEAN ? TL_OP_SUM : op;
+    if (reduce_buf(base, x->dtype, x->data, x->ndim, x->shape, mask, out->data, st))
+        return st->code;
+    if (op == TL_OP_MEAN) {
+        if (x->dtype == TL_F32) {
+            float *y = out->data;
+            for (int64_t i = 0; i < out->numel; i++)
+                y[i] = y[i] / (float)count;
+        } else {
+            double *y = out->data;
+            for (int64_t i = 0; i < out->numel; i++)
+                y[i] = y[i] / (double)count;
+        }
+    }
+    return TL_OK;
+}
+
+#define SOFTMAX(T)                                                                 \
+    do {                                                                           \
+        const T *X_ = x->data;                                                     \
+        T *Y_ = out->data;                                                         \
+        for (int64_t o = 0; o < outer; o++)                                        \
+            for (int64_t j = 0; j < inner; j++) {                                  \
+                const T *xs = X_ + o * r * inner + j;                              \
+                T *ys = Y_ + o * r * inner + j;                                    \
+                T m = -INFINITY, s = 0;                                            \
+                for (int64_t k = 0; k < r; k++)                                    \
+                    m = NANMAX(m, xs[k * inner]);                                  \
+                for (int64_t k = 0; k < r; k++)                                    \
+                    s += exp(xs[k * inner] - m);                                   \
+                if (op == TL_OP_SOFTMAX)                                           \
+                    for (int64_t k = 0; k < r; k++)                                \
+                        ys[k * inner] = exp(xs[k * inner] - m) / s;                \
+                else {                                                             \
+                    T ls = log(s);                                                 \
+                    for (int64_t k = 0; k < r; k++)                                \
+                        ys[k * inner] = xs[k * inner] - m - ls;                    \
+                }                                                                  \
+            }                                                                      \
+    } while (0)
+
+tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out)
+{
+    int ax = (int)a->axis;
+    int64_t outer = 1, r = x->shape[ax], inner = 1;
+    for (int d = 0; d < ax; d++)
+        outer *= x->shape[d];
+    for (int d = ax + 1; d < x->ndim; d++)
+        inner *= x->shape[d];
+    if (x->dtype == TL_F32)
+        SOFTMAX(float);
+    else
+        SOFTMAX(double);
+    return TL_OK;
+}
+
+/* x: [outer, r], g: [outer] -> g times the product of the other entries of
+ * each row: g*prod/x where no entry is zero, else exact products that skip
+ * the zero (so one zero gets the product of the rest, two zeros give 0). */
+#define PROD_GRAD(T)                                                               \
+    do {                                                                           \
+        const T *X_ = x->data, *G_ = g->data;                                      \
+        T *Y_ = out->data;                                                         \
+        for (int64_t o = 0; o < outer; o++) {                                      \
+            const T *xs = X_ + o * r;                                              \
+            T *ys = Y_ + o * r;                                                    \
+            int64_t zeros = 0;                                                     \
+            T p = 1;                                                               \
+            for (int64_t k = 0; k < r; k++) {                                      \
+                zeros += xs[k] == 0;                                               \
+                p *= xs[k];                                                        \
+            }                                                                      \
+            if (zeros == 0) {                                                      \
+                for (int64_t k = 0; k < r; k++)                                    \
+                    ys[k] = G_[o] * p / xs[k];                                     \
+                continue;                                                          \
+            }                                                                      \
+            for (int64_t k = 0; k < r; k++) {                                      \
+                T q = 1;                                                           \
+                if (zeros == 1 && xs[k] == 0)                                      \
+                    for (int64_t j = 0; j < r; j++)                                \
+                        q = j == k ? q : q * xs[j];                                \
+                ys[k] = zeros == 1 && xs[k] == 0 ? G_[o] * q : 0;                  \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
+tl_code cpu_prod_grad(const tl_tensor *x, const tl_tensor *g, tl_tensor *out)
+{
+    int64_t outer = x->shape[0], r = x->shape[1];
+    if (x->dtype == TL_F32)
+        PROD_GRAD(float);
+    else
+        PROD_GRAD(double);
+    return TL_OK;
+}

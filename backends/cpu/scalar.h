@@ -1,0 +1,91 @@
+/* The scalar formulas of the elementwise ops, written once.  Include after
+ * <tgmath.h>: each expression is instantiated for float and double by the
+ * CPU kernels (over tensors) and by the map engine (per element), so both
+ * compute the same bits.  In the expressions, `v` is the operand of a
+ * unary op, `a`/`b` those of a binary one, `approx` gelu's attribute. */
+#ifndef TL_SCALAR_H
+#define TL_SCALAR_H
+
+#define TL_SQRT1_2 0.70710678118654752440     /* 1/sqrt(2) */
+#define TL_SQRT_2_PI 0.79788456080286535588   /* sqrt(2/pi) */
+#define TL_INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2*pi) */
+#define TL_2_SQRTPI 1.12837916709551257390    /* 2/sqrt(pi) */
+
+/* NaN-propagating max/min, as torch.maximum / numpy.maximum. */
+#define TL_MAXIMUM(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
+#define TL_MINIMUM(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) < (b) ? (a) : (b))
+
+/* GELU and its derivative, in the same formulas as PyTorch. */
+#define TL_DEFINE_GELU(T, SUF)                                                     \
+    static inline T tl_gelu_##SUF(T x, int approx)                                 \
+    {                                                                              \
+        if (!approx)                                                               \
+            return x * (T)0.5 * ((T)1 + erf(x * (T)TL_SQRT1_2));                   \
+        T inner = (T)TL_SQRT_2_PI * (x + (T)0.044715 * x * x * x);                 \
+        return (T)0.5 * x * ((T)1 + tanh(inner));                                  \
+    }                                                                              \
+    static inline T tl_gelu_grad_##SUF(T x, int approx)                            \
+    {                                                                              \
+        if (!approx) {                                                             \
+            T cdf = (T)0.5 * ((T)1 + erf(x * (T)TL_SQRT1_2));                      \
+            T pdf = exp((T)-0.5 * x * x) * (T)TL_INV_SQRT_2PI;                     \
+            return cdf + x * pdf;                                                  \
+        }                                                                          \
+        const T beta = (T)TL_SQRT_2_PI, kappa = (T)0.044715;                       \
+        T x2 = x * x, th = tanh(beta * (x + kappa * x2 * x));                      \
+        T left = (T)0.5 * x, right = (T)1 + th;                                    \
+        return (T)0.5 * right +                                                    \
+               left * ((T)1 - th * th) * beta * ((T)1 + (T)3 * kappa * x2);        \
+    }
+TL_DEFINE_GELU(float, f)
+TL_DEFINE_GELU(double, d)
+#define TL_GELU(x, ap) _Generic((x), float: tl_gelu_f, double: tl_gelu_d)((x), (ap))
+#define TL_GELU_GRAD(x, ap) _Generic((x), float: tl_gelu_grad_f, double: tl_gelu_grad_d)((x), (ap))
+
+#define TL_BINARY_EXPRS(X)                                                         \
+    X(ADD, a + b)                                                                  \
+    X(SUB, a - b)                                                                  \
+    X(MUL, a * b)                                                                  \
+    X(DIV, a / b)                                                                  \
+    X(POW, pow(a, b))                                                              \
+    X(MAXIMUM, TL_MAXIMUM(a, b))                                                   \
+    X(MINIMUM, TL_MINIMUM(a, b))                                                   \
+    X(EQ, a == b)                                                                  \
+    X(NE, a != b)                                                                  \
+    X(LT, a < b)                                                                   \
+    X(LE, a <= b)                                                                  \
+    X(GT, a > b)                                                                   \
+    X(GE, a >= b)
+
+#define TL_UNARY_EXPRS(X)                                                          \
+    X(NEG, -v)                                                                     \
+    X(ABS, fabs(v))                                                                \
+    X(SIGN, v > 0 ? 1 : v < 0 ? -1 : v == 0 ? 0 : v)                               \
+    X(EXP, exp(v))                                                                 \
+    X(EXPM1, expm1(v))                                                             \
+    X(LOG, log(v))                                                                 \
+    X(LOG1P, log1p(v))                                                             \
+    X(SQRT, sqrt(v))                                                               \
+    X(RSQRT, 1 / sqrt(v))                                                          \
+    X(RECIPROCAL, 1 / v)                                                           \
+    X(SQUARE, v * v)                                                               \
+    X(SIN, sin(v))                                                                 \
+    X(COS, cos(v))                                                                 \
+    X(TAN, tan(v))                                                                 \
+    X(TANH, tanh(v))                                                               \
+    X(SIGMOID, 1 / (1 + exp(-v)))                                                  \
+    X(ERF, erf(v))                                                                 \
+    X(RELU, v > 0 || v != v ? v : 0)                                               \
+    /* log(1+e^x) without overflow: max(x,0) + log1p(e^-|x|) */                    \
+    X(SOFTPLUS, (v > 0 ? v : 0) + log1p(exp(-fabs(v))))                            \
+    X(GELU, TL_GELU(v, approx))                                                    \
+    X(SILU, v / (1 + exp(-v)))                                                     \
+    X(DETACH, v)
+
+/* clamp with optional bounds; NaN stays NaN */
+#define TL_CLAMP(v, lo, hi, has_lo, has_hi)                                        \
+    ((has_hi) && ((has_lo) && (v) < (lo) ? (lo) : (v)) > (hi)                      \
+         ? (hi)                                                                    \
+         : ((has_lo) && (v) < (lo) ? (lo) : (v)))
+
+#endif

@@ -1,0 +1,47 @@
+/* A map body compiled to a small register program over scalars: what a
+ * backend runs for every element of a `map` (forward values, and forward-
+ * mode derivatives for its backward).  Built by exec/map.c, which owns it;
+ * backends only read it. */
+#ifndef TL_MPROG_H
+#define TL_MPROG_H
+
+#include <stdint.h>
+
+#include "ops.h"
+
+typedef enum tl_mcode {
+    TL_M_UN,    /* dst = op(a) */
+    TL_M_BIN,   /* dst = op(a, b) */
+    TL_M_WHERE, /* dst = a != 0 ? b : c */
+    TL_M_CLAMP, /* dst = clamp(a, lo, hi) */
+    TL_M_MOV,   /* dst = a */
+    TL_M_JZ,    /* if a == 0 (NaN is not zero): jump to imm */
+    TL_M_JMP,   /* jump to imm */
+    TL_M_LOOP_INIT, /* counter[c] = 0 */
+    TL_M_LOOP_TEST, /* if counter[c] >= b: jump to imm; else dst (if >= 0) = counter */
+    TL_M_LOOP_INC,  /* counter[c]++ */
+} tl_mcode;
+
+typedef struct tl_mins {
+    uint8_t code;
+    uint8_t op; /* tl_opcode for UN/BIN */
+    uint8_t approx, has_lo, has_hi;
+    int32_t dst, a, c;
+    int64_t b; /* operand register, or a loop count */
+    int64_t imm;
+    double lo, hi;
+} tl_mins;
+
+typedef struct tl_mprog {
+    int nins;
+    tl_mins *ins;
+    int nregs, ncounters;
+    int nconst;
+    int *const_reg; /* weak numbers of the body */
+    double *const_val;
+    int nin;     /* the op's inputs: the map's args, then captured scalars */
+    int *in_reg;
+    int result;
+} tl_mprog;
+
+#endif

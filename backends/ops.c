@@ -1,0 +1,25 @@
+#include "ops.h"
+
+#include <string.h>
+
+const tl_opinfo tl_ops[TL_OP_COUNT] = {
+#define OP(e, nm, lo, hi, k, at) [TL_OP_##e] = {nm, lo, hi, TL_KIND_##k, at},
+#include "ops.def"
+#undef OP
+};
+
+_Static_assert(sizeof tl_ops / sizeof tl_ops[0] == TL_OP_COUNT, "one table row per op");
+
+tl_opcode tl_op_lookup(const char *name)
+{
+    for (int i = 0; i < TL_OP_COUNT; i++)
+        if (tl_ops[i].kind != TL_KIND_INT && !strcmp(tl_ops[i].name, name))
+            return (tl_opcode)i;
+    return TL_OP_COUNT;
+}
+
+void tl_attrs_init(tl_attrs *a)
+{
+    memset(a, 0, sizeof *a);
+    a->step = 1;
+}

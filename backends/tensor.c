@@ -1,0 +1,132 @@
+#include "tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t tl_dtype_size(tl_dtype dt) { return dt == TL_F32 ? 4 : 8; }
+
+const char *tl_dtype_name(tl_dtype dt) { return dt == TL_F32 ? "f32" : "f64"; }
+
+bool tl_dtype_parse(const char *s, tl_dtype *dt)
+{
+    if (!strcmp(s, "f32") || !strcmp(s, "float32"))
+        *dt = TL_F32;
+    else if (!strcmp(s, "f64") || !strcmp(s, "float64"))
+        *dt = TL_F64;
+    else
+        return false;
+    return true;
+}
+
+tl_code tl_shape_numel(int ndim, const int64_t *shape, int64_t *numel, tl_status *st)
+{
+    const int64_t limit = (int64_t)1 << 60;
+    int64_t n = 1;
+    if (ndim < 0 || ndim > TL_MAXDIM)
+        return tl_fail(st, TL_EINPUT, "%d dimensions (at most %d)", ndim, TL_MAXDIM);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return tl_fail(st, TL_EINPUT, "negative size %lld", (long long)shape[i]);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) {
+            n = 0;
+            break;
+        }
+        if (n > limit / shape[i])
+            return tl_fail(st, TL_EINPUT, "shape too large (more than 2^60 elements)");
+        n *= shape[i];
+    }
+    *numel = n;
+    return TL_OK;
+}
+
+char *tl_shape_desc(tl_dtype dt, int ndim, const int64_t *shape, char *buf, size_t len)
+{
+    size_t k = (size_t)snprintf(buf, len, "%s[", tl_dtype_name(dt));
+    for (int i = 0; i < ndim && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, i ? ",%lld" : "%lld", (long long)shape[i]);
+    if (k < len)
+        snprintf(buf + k, len - k, "]");
+    return buf;
+}
+
+char *tl_tensor_desc(const tl_tensor *t, char *buf, size_t len)
+{
+    return tl_shape_desc(t->dtype, t->ndim, t->shape, buf, len);
+}
+
+bool tl_same_shape(const tl_tensor *a, const tl_tensor *b)
+{
+    return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
+}
+
+tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st)
+{
+    int64_t n;
+    if (tl_shape_numel(ndim, shape, &n, st))
+        return NULL;
+    tl_tensor *t = tl_malloc(1, sizeof *t, "a tensor", st);
+    if (!t)
+        return NULL;
+    char what[64];
+    snprintf(what, sizeof what, "a %s tensor of %lld elements", tl_dtype_name(dt), (long long)n);
+    t->data = tl_malloc((size_t)n, tl_dtype_size(dt), what, st);
+    if (!t->data) {
+        free(t);
+        return NULL;
+    }
+    t->refs = 1;
+    t->dtype = dt;
+    t->device = (tl_device){TL_DEV_CPU, 0};
+    t->ndim = ndim;
+    memset(t->shape, 0, sizeof t->shape);
+    if (ndim)
+        memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    t->numel = n;
+    return t;
+}
+
+tl_tensor *tl_tensor_zeros(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st)
+{
+    tl_tensor *t = tl_tensor_new(dt, ndim, shape, st);
+    if (t)
+        memset(t->data, 0, (size_t)t->numel * tl_dtype_size(dt));
+    return t;
+}
+
+tl_tensor *tl_tensor_scalar(tl_dtype dt, double v, tl_status *st)
+{
+    tl_tensor *t = tl_tensor_new(dt, 0, NULL, st);
+    if (t)
+        tl_tensor_set(t, 0, v);
+    return t;
+}
+
+tl_tensor *tl_tensor_ref(tl_tensor *t)
+{
+    if (t)
+        t->refs++;
+    return t;
+}
+
+void tl_tensor_unref(tl_tensor *t)
+{
+    if (!t || --t->refs > 0)
+        return;
+    free(t->data);
+    free(t);
+}
+
+double tl_tensor_get(const tl_tensor *t, int64_t i)
+{
+    return t->dtype == TL_F32 ? (double)((const float *)t->data)[i] : ((const double *)t->data)[i];
+}
+
+void tl_tensor_set(tl_tensor *t, int64_t i, double v)
+{
+    if (t->dtype == TL_F32)
+        ((float *)t->data)[i] = (float)v;
+    else
+        ((double *)t->data)[i] = v;
+}

@@ -1,0 +1,59 @@
+/* Dense, contiguous, row-major tensors.  A tensor is reference counted:
+ * whoever holds a pointer owns one reference and drops it with
+ * tl_tensor_unref.  The data lives on `device`; the CPU backend owns
+ * host memory, other backends their own. */
+#ifndef TL_TENSOR_H
+#define TL_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#define TL_MAXDIM 16 /* NumPy allows 32; 16 keeps tensors and tape entries small */
+
+typedef enum tl_dtype { TL_F32 = 0, TL_F64 = 1 } tl_dtype;
+
+typedef enum tl_devkind { TL_DEV_CPU = 0, TL_DEV_CUDA = 1 } tl_devkind;
+
+typedef struct tl_device {
+    tl_devkind kind;
+    int index;
+} tl_device;
+
+typedef struct tl_tensor {
+    int refs;
+    tl_dtype dtype;
+    tl_device device;
+    int ndim;
+    int64_t shape[TL_MAXDIM];
+    int64_t numel;
+    void *data; /* numel * tl_dtype_size(dtype) bytes, at least 1 */
+} tl_tensor;
+
+size_t tl_dtype_size(tl_dtype dt);
+const char *tl_dtype_name(tl_dtype dt); /* "f32", "f64" */
+/* Parses "f32"/"f64" (also "float32"/"float64"); returns false otherwise. */
+bool tl_dtype_parse(const char *s, tl_dtype *dt);
+
+/* Product of a shape with overflow and negativity checks; the product of
+ * the sizes must also fit in bytes of f64 (2^60 elements). */
+tl_code tl_shape_numel(int ndim, const int64_t *shape, int64_t *numel, tl_status *st);
+/* Writes "f32[2,3]" into buf. */
+char *tl_tensor_desc(const tl_tensor *t, char *buf, size_t len);
+char *tl_shape_desc(tl_dtype dt, int ndim, const int64_t *shape, char *buf, size_t len);
+bool tl_same_shape(const tl_tensor *a, const tl_tensor *b);
+
+/* New host tensor with uninitialised data (refs = 1). */
+tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);
+/* New host tensor filled with zeros. */
+tl_tensor *tl_tensor_zeros(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);
+tl_tensor *tl_tensor_scalar(tl_dtype dt, double v, tl_status *st);
+tl_tensor *tl_tensor_ref(tl_tensor *t);
+void tl_tensor_unref(tl_tensor *t);
+/* Element i as double (host tensors only). */
+double tl_tensor_get(const tl_tensor *t, int64_t i);
+void tl_tensor_set(tl_tensor *t, int64_t i, double v);
+
+#endif

@@ -1,0 +1,421 @@
+/* tl: run and differentiate JSON computation graphs.  Parses the command
+ * line, loads the graph and tensors, runs, and writes results.  Exit codes
+ * (cli.md): 0 success, 1 a difference, 2 bad usage or input, 3 runtime. */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "formats/npz.h"
+
+static const char usage_text[] =
+    "usage: tl run  GRAPH [NAME=TENSOR]... [options]\n"
+    "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
+    "       tl ops\n"
+    "\n"
+    "TENSOR: file.npy, file.npz:key, - (a .npy on stdin), or a literal such as\n"
+    "        3.5, '[[1,2],[3,4]]', f32:[1,2,3] (default dtype f64)\n"
+    "\n"
+    "options:\n"
+    "  -i, --inputs FILE.npz   supply every input whose name is a key\n"
+    "  -o, --output PATH       .npy (one tensor) or .npz (all); - for stdout\n"
+    "      --format text|json  stdout format without -o (default text)\n"
+    "      --full              print every element in text format\n"
+    "  -d, --device DEV        cpu (default), cuda[:N], gpu, auto\n"
+    "      --strict-device     a fallback to the CPU is an error (exit 3)\n"
+    "      --seed [OUT=]TENSOR cotangent of an output (grad; default all ones)\n"
+    "      --wrt NAME,...      differentiate only these inputs (grad)\n"
+    "  -v, --verbose           device, fallbacks, counts and timings on stderr\n"
+    "  -q, --quiet             no warnings\n"
+    "  -h, --help              this text\n"
+    "      --version           print the version\n"
+    "\n"
+    "exit status: 0 ok, 2 bad usage or input, 3 runtime failure\n";
+
+typedef struct cmd {
+    bool grad;
+    const char *graph;
+    const char *output, *inputs_npz, *device, *wrt;
+    bool json, full, strict, verbose, quiet;
+    int nbind, nseed;
+    const char **bind; /* NAME=TENSOR */
+    const char **seed; /* [OUT=]TENSOR */
+} cmd;
+
+static int fail(const tl_status *st)
+{
+    fprintf(stderr, "tl: error: %s\n", st->msg);
+    return st->code ? (int)st->code : 3;
+}
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "tl: error: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see tl --help)\n");
+    return TL_EINPUT;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Option value: "--opt=value" or the next argument. */
+static const char *value(int argc, char **argv, int *i, const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    if (!strncmp(arg, name, n) && arg[n] == '=')
+        return arg + n + 1;
+    if (*i + 1 < argc)
+        return argv[++*i];
+    return NULL;
+}
+
+static bool is_opt(const char *arg, const char *s, const char *l)
+{
+    size_t n = l ? strlen(l) : 0;
+    return (s && !strcmp(arg, s)) || (l && !strncmp(arg, l, n) && (arg[n] == '\0' || arg[n] == '='));
+}
+
+static int parse(int argc, char **argv, cmd *c)
+{
+    static const struct {
+        const char *s, *l;
+        size_t off;
+    } valued[] = {
+        {"-o", "--output", offsetof(cmd, output)}, {"-i", "--inputs", offsetof(cmd, inputs_npz)},
+        {"-d", "--device", offsetof(cmd, device)}, {NULL, "--wrt", offsetof(cmd, wrt)},
+    };
+    c->bind = calloc((size_t)argc, sizeof *c->bind);
+    c->seed = calloc((size_t)argc, sizeof *c->seed);
+    if (!c->bind || !c->seed)
+        return usage_error("out of memory");
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        bool done = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0] && !done; k++) {
+            if (!is_opt(a, valued[k].s, valued[k].l))
+                continue;
+            const char *v = value(argc, argv, &i, a, valued[k].l);
+            if (!v)
+                return usage_error("%s needs a value", a);
+            *(const char **)((char *)c + valued[k].off) = v;
+            done = true;
+        }
+        if (done)
+            continue;
+        if (is_opt(a, NULL, "--seed")) {
+            const char *v = value(argc, argv, &i, a, "--seed");
+            if (!v)
+                return usage_error("--seed needs a tensor");
+            c->seed[c->nseed++] = v;
+        } else if (is_opt(a, NULL, "--format")) {
+            const char *v = value(argc, argv, &i, a, "--format");
+            if (!v || (strcmp(v, "text") && strcmp(v, "json")))
+                return usage_error("--format takes text or json");
+            c->json = !strcmp(v, "json");
+        } else if (!strcmp(a, "--full"))
+            c->full = true;
+        else if (!strcmp(a, "--strict-device"))
+            c->strict = true;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
+            c->verbose = true;
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+            c->quiet = true;
+        else if (a[0] == '-' && a[1])
+            return usage_error("unknown option %s", a);
+        else if (!c->graph)
+            c->graph = a;
+        else if (strchr(a, '='))
+            c->bind[c->nbind++] = a;
+        else
+            return usage_error("'%s' is not NAME=TENSOR", a);
+    }
+    if (!c->graph)
+        return usage_error("no graph file given");
+    if (!c->grad && (c->nseed || c->wrt))
+        return usage_error("--seed and --wrt belong to tl grad");
+    return 0;
+}
+
+/* ---------- device ---------- */
+
+static int pick_backend(const cmd *c, const tl_backend **be, const char **name)
+{
+    const char *d = c->device ? c->device : "cpu";
+    *be = &tl_cpu_backend;
+    *name = "cpu";
+    if (!strcmp(d, "cpu"))
+        return 0;
+    bool cuda = !strcmp(d, "cuda") || !strcmp(d, "gpu") || !strncmp(d, "cuda:", 5);
+    if (!cuda && strcmp(d, "auto"))
+        return usage_error("unknown device '%s' (cpu, cuda[:N], gpu, auto)", d);
+    if (!strncmp(d, "cuda:", 5)) {
+        char *end;
+        long n = strtol(d + 5, &end, 10);
+        if (!d[5] || *end || n < 0)
+            return usage_error("bad device '%s'", d);
+    }
+    if (!strcmp(d, "auto"))
+        return 0; /* no usable GPU in this build: the CPU, silently */
+    const char *why = "this tl was built without the CUDA backend";
+    if (c->strict) {
+        fprintf(stderr, "tl: error: --device %s: %s (--strict-device forbids the CPU fallback)\n", d, why);
+        return TL_ERUNTIME;
+    }
+    if (!c->quiet)
+        fprintf(stderr, "tl: warning: --device %s: %s; running on the CPU\n", d, why);
+    return 0;
+}
+
+/* ---------- inputs ---------- */
+
+static int bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *st)
+{
+    if (c->inputs_npz) {
+        tl_npz *z = tl_npz_open(c->inputs_npz, st);
+        if (!z)
+            return tl_wrap(st, "-i %s", c->inputs_npz), fail(st);
+        for (int k = 0; k < g->ninputs; k++)
+            if (tl_npz_has(z, g->inputs[k].name) &&
+                !(in[k] = tl_npz_get(z, g->inputs[k].name, st))) {
+                tl_wrap(st, "%s: input \"%s\"", c->inputs_npz, g->inputs[k].name);
+                tl_npz_close(z);
+                return fail(st);
+            }
+        tl_npz_close(z);
+    }
+    for (int i = 0; i < c->nbind; i++) {
+        const char *eq = strchr(c->bind[i], '=');
+        char name[256];
+        size_t n = (size_t)(eq - c->bind[i]);
+        snprintf(name, sizeof name, "%.*s", (int)(n < 255 ? n : 255), c->bind[i]);
+        int k = tl_graph_input_index(g, name);
+        if (k < 0)
+            return tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph", g->path, name), fail(st);
+        if (in[k])
+            return tl_fail(st, TL_EINPUT, "input \"%s\" is supplied twice", name), fail(st);
+        if (!(in[k] = cli_read_tensor(eq + 1, st)))
+            return tl_wrap(st, "input \"%s\"", name), fail(st);
+    }
+    for (int k = 0; k < g->ninputs; k++)
+        if (!in[k])
+            return tl_fail(st, TL_EINPUT, "%s: missing input \"%s\"", g->path, g->inputs[k].name), fail(st);
+    return 0;
+}
+
+static int parse_wrt(const cmd *c, const tl_graph *g, bool *wrt, tl_status *st)
+{
+    for (int k = 0; k < g->ninputs; k++)
+        wrt[k] = c->wrt == NULL;
+    if (!c->wrt)
+        return 0;
+    const char *p = c->wrt;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(n < 255 ? n : 255), p);
+        int k = tl_graph_input_index(g, name);
+        if (k < 0)
+            return tl_fail(st, TL_EINPUT, "--wrt: \"%s\" is not an input of the graph", name), fail(st);
+        wrt[k] = true;
+        p += n + (e != NULL);
+    }
+    return 0;
+}
+
+static int read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_status *st)
+{
+    int no = tl_result_noutputs(r);
+    for (int i = 0; i < c->nseed; i++) {
+        const char *s = c->seed[i], *eq = strchr(s, '=');
+        int k = -1;
+        if (eq) {
+            for (int j = 0; j < no; j++)
+                if ((size_t)(eq - s) == strlen(tl_result_output_name(r, j)) &&
+                    !strncmp(s, tl_result_output_name(r, j), (size_t)(eq - s)))
+                    k = j;
+            if (k < 0)
+                return tl_fail(st, TL_EINPUT, "--seed %.*s: not an output of the graph", (int)(eq - s), s), fail(st);
+            s = eq + 1;
+        } else if (no != 1) {
+            return tl_fail(st, TL_EINPUT, "--seed without OUT= needs a graph with one output (this one has %d)", no), fail(st);
+        } else {
+            k = 0;
+        }
+        if (seeds[k])
+            return tl_fail(st, TL_EINPUT, "--seed: output \"%s\" is seeded twice", tl_result_output_name(r, k)), fail(st);
+        if (!(seeds[k] = cli_read_tensor(s, st)))
+            return tl_wrap(st, "--seed %s", tl_result_output_name(r, k)), fail(st);
+    }
+    return 0;
+}
+
+/* ---------- the command ---------- */
+
+static void report(const cmd *c, const tl_result *r, const char *dev, double t_load, double t_run,
+                   double t_back)
+{
+    const tl_stats *s = tl_result_stats(r);
+    if (!c->verbose)
+        return;
+    fprintf(stderr, "tl: device %s\n", dev);
+    fprintf(stderr, "tl: %lld nodes evaluated, %lld ops, %lld recorded, %lld fallbacks\n",
+            (long long)s->nodes, (long long)s->ops, (long long)s->tape_entries,
+            (long long)s->fallbacks);
+    for (int i = 0; i < s->nlog; i++)
+        fprintf(stderr, "tl: if \"%s\" took %s\n", s->log[i].node, s->log[i].then ? "then" : "else");
+    if (s->branches > s->nlog)
+        fprintf(stderr, "tl: ... %lld if decisions in all\n", (long long)s->branches);
+    fprintf(stderr, "tl: load %.3f ms, run %.3f ms", t_load, t_run);
+    if (c->grad)
+        fprintf(stderr, ", backward %.3f ms (%lld ops)", t_back, (long long)s->backward_ops);
+    fprintf(stderr, "\n");
+}
+
+static int execute(const cmd *c)
+{
+    tl_status st = {0};
+    const tl_backend *be;
+    const char *dev;
+    int rc = pick_backend(c, &be, &dev);
+    if (rc)
+        return rc;
+    double t0 = now_ms();
+    tl_graph *g = tl_graph_load(c->graph, &st);
+    if (!g)
+        return fail(&st);
+    int ni = g->ninputs, no = g->noutputs;
+    tl_tensor **in = calloc((size_t)ni + 1, sizeof *in);
+    tl_tensor **grads = calloc((size_t)ni + 1, sizeof *grads);
+    tl_tensor **seeds = calloc((size_t)no + 1, sizeof *seeds);
+    bool *wrt = calloc((size_t)ni + 1, sizeof *wrt);
+    const char **names = calloc((size_t)(no + ni) * 2 + 1, sizeof *names);
+    const tl_tensor **ts = calloc((size_t)(no + ni) + 1, sizeof *ts);
+    char **gnames = calloc((size_t)ni + 1, sizeof *gnames);
+    tl_result *r = NULL;
+    double t1 = 0, t2 = 0, t3 = 0;
+    if (!in || !grads || !seeds || !wrt || !names || !ts || !gnames) {
+        rc = tl_fail(&st, TL_ERUNTIME, "out of memory"), fail(&st);
+        goto done;
+    }
+    if ((rc = bind_inputs(c, g, in, &st)) || (rc = parse_wrt(c, g, wrt, &st)))
+        goto done;
+    t1 = now_ms();
+    tl_run_opts o = {c->grad, wrt, be};
+    if (tl_run(g, in, &o, &r, &st)) {
+        rc = fail(&st);
+        goto done;
+    }
+    t2 = now_ms();
+    if (c->grad) {
+        if ((rc = read_seeds(c, r, seeds, &st)))
+            goto done;
+        if (tl_result_pullback(r, seeds, grads, &st)) {
+            rc = fail(&st);
+            goto done;
+        }
+    }
+    t3 = now_ms();
+    int n = 0;
+    for (int i = 0; i < no; i++) {
+        names[n] = tl_result_output_name(r, i);
+        ts[n++] = tl_result_output(r, i);
+    }
+    for (int k = 0; k < ni; k++) {
+        if (!grads[k])
+            continue;
+        size_t len = strlen(g->inputs[k].name) + 6;
+        if (!(gnames[k] = malloc(len))) {
+            rc = tl_fail(&st, TL_ERUNTIME, "out of memory"), fail(&st);
+            goto done;
+        }
+        snprintf(gnames[k], len, "grad/%s", g->inputs[k].name);
+        names[n] = gnames[k];
+        ts[n++] = grads[k];
+    }
+    cli_out out = {c->output, c->json, c->full, dev, n, names, ts, no};
+    if (cli_write(&out, &st))
+        rc = fail(&st);
+    report(c, r, dev, t1 - t0, t2 - t1, t3 - t2);
+done:
+    for (int k = 0; in && k < ni; k++) {
+        tl_tensor_unref(in[k]);
+        tl_tensor_unref(grads[k]);
+        free(gnames ? gnames[k] : NULL);
+    }
+    for (int i = 0; seeds && i < no; i++)
+        tl_tensor_unref(seeds[i]);
+    tl_result_free(r);
+    tl_graph_free(g);
+    free(in);
+    free(grads);
+    free(seeds);
+    free(wrt);
+    free(names);
+    free(ts);
+    free(gnames);
+    return rc;
+}
+
+static int list_ops(void)
+{
+    static const char *kinds[] = {"binary", "compare", "unary", "reduce", "other", "control"};
+    for (int i = 0; i < TL_OP_COUNT; i++) {
+        if (tl_ops[i].kind == TL_KIND_INT)
+            continue;
+        printf("%-13s %-8s ", tl_ops[i].name, kinds[tl_ops[i].kind]);
+        if (tl_ops[i].max_args < 0)
+            printf("%d+ args\n", tl_ops[i].min_args);
+        else if (tl_ops[i].kind == TL_KIND_FLOW)
+            printf("(graph.md)\n");
+        else
+            printf("%d arg%s\n", tl_ops[i].min_args, tl_ops[i].min_args == 1 ? "" : "s");
+    }
+    return ferror(stdout) || fflush(stdout) ? TL_ERUNTIME : 0;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN); /* a closed pipe is an I/O error (exit 3), not a kill */
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return TL_EINPUT;
+    }
+    const char *sub = argv[1];
+    if (!strcmp(sub, "-h") || !strcmp(sub, "--help") || !strcmp(sub, "help")) {
+        fputs(usage_text, stdout);
+        return fflush(stdout) ? TL_ERUNTIME : 0;
+    }
+    if (!strcmp(sub, "--version")) {
+        printf("tl %s\n", TL_VERSION);
+        return fflush(stdout) ? TL_ERUNTIME : 0;
+    }
+    if (!strcmp(sub, "ops"))
+        return list_ops();
+    if (strcmp(sub, "run") && strcmp(sub, "grad"))
+        return usage_error("unknown command '%s' (run, grad, ops)", sub);
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+    cmd c = {.grad = !strcmp(sub, "grad")};
+    int rc = parse(argc, argv, &c);
+    if (!rc)
+        rc = execute(&c);
+    free(c.bind);
+    free(c.seed);
+    return rc;
+}

@@ -1,0 +1,47 @@
+/* Tensor arguments on the command line. */
+#include <string.h>
+
+#include "cli.h"
+#include "formats/npy.h"
+#include "formats/npz.h"
+#include "formats/text.h"
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
+{
+    tl_tensor *t = NULL;
+    const char *npz = strstr(spec, ".npz:");
+    if (!strcmp(spec, "-")) {
+        if (!(t = tl_npy_read_stream(stdin, st)))
+            tl_wrap(st, "standard input");
+    } else if (ends_with(spec, ".npy")) {
+        if (!(t = tl_npy_read_file(spec, st)))
+            tl_wrap(st, "%s", spec);
+    } else if (npz) {
+        size_t plen = (size_t)(npz - spec) + 4;
+        char path[4096];
+        if (plen >= sizeof path) {
+            tl_fail(st, TL_EINPUT, "path too long");
+            return NULL;
+        }
+        memcpy(path, spec, plen);
+        path[plen] = '\0';
+        tl_npz *z = tl_npz_open(path, st);
+        if (z)
+            t = tl_npz_get(z, npz + 5, st);
+        tl_npz_close(z);
+        if (!t)
+            tl_wrap(st, "%s", path);
+    } else if (ends_with(spec, ".npz")) {
+        tl_fail(st, TL_EINPUT, "%s: name the member as %s:KEY (or use -i for all inputs)", spec, spec);
+    } else if (!(t = tl_literal_parse(spec, st))) {
+        tl_wrap(st, "'%.40s%s' (neither a .npy/.npz:key file nor a literal)", spec,
+                strlen(spec) > 40 ? "..." : "");
+    }
+    return t;
+}

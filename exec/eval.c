@@ -1,0 +1,509 @@
+/* The evaluator: walks the recipe in order, one op call per node, records
+ * differentiable calls on the tape, runs only the selected block of an
+ * `if` and each step of an `iterate` in turn.  Blocks nest by recursion on
+ * the graph's nesting depth only; steps and nodes are loops. */
+#include "eval.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/npy.h"
+#include "formats/npz.h"
+
+struct tl_result {
+    const tl_graph *g;
+    tl_ctx cx;
+    tl_stats stats;
+    int noutputs;
+    tl_tensor **outputs;
+    int *out_var;
+    int ninputs;
+    int *in_var;          /* -1: not differentiated */
+    tl_tensor **inputs;   /* for the shapes of zero gradients */
+    tl_tape tape;
+    enum { REC_NONE, REC_LIVE, REC_CONSUMED, REC_CLOSED } rec;
+};
+
+/* ---------- environment ---------- */
+
+static tl_code load_const(tl_eval *ev, const tl_const *c, tl_value *v)
+{
+    tl_status *st = ev->st;
+    if (c->kind == TL_CONST_WEAK) {
+        *v = (tl_value){NULL, -1, true, c->num};
+        return TL_OK;
+    }
+    tl_tensor *t = NULL;
+    if (c->kind == TL_CONST_FILE) {
+        if (c->key) {
+            tl_npz *z = tl_npz_open(c->path, st);
+            t = z ? tl_npz_get(z, c->key, st) : NULL;
+            tl_npz_close(z);
+        } else {
+            t = tl_npy_read_file(c->path, st);
+        }
+        if (!t)
+            return tl_wrap(st, "const \"%s\": %s", c->name, c->path);
+    } else if (c->typed || ev->call_dtype == TL_F64) {
+        t = tl_tensor_ref(c->tensor);
+    } else { /* untyped data takes the call's element type */
+        tl_tensor *in[1] = {c->tensor};
+        tl_attrs a;
+        tl_attrs_init(&a);
+        a.dtype = ev->call_dtype;
+        if (!(t = tl_op(ev->cx, TL_OP_CAST, 1, in, &a, st)))
+            return tl_wrap(st, "const \"%s\"", c->name);
+    }
+    *v = (tl_value){t, -1, false, 0};
+    return TL_OK;
+}
+
+tl_code tl_eval_get(tl_eval *ev, int slot, tl_value *out)
+{
+    tl_value *v = &ev->env[slot];
+    if (!v->t && !v->weak) {
+        int ci = ev->g->slot_const[slot];
+        if (ci < 0)
+            return tl_fail(ev->st, TL_ERUNTIME, "internal: \"%s\" has no value",
+                           ev->g->slot_name[slot]);
+        if (load_const(ev, &ev->g->consts[ci], v))
+            return ev->st->code;
+    }
+    *out = *v;
+    return TL_OK;
+}
+
+tl_code tl_eval_arg(tl_eval *ev, const tl_arg *a, tl_value *out)
+{
+    if (a->slot < 0) {
+        *out = (tl_value){NULL, -1, true, a->num};
+        return TL_OK;
+    }
+    return tl_eval_get(ev, a->slot, out);
+}
+
+void tl_eval_clear(tl_eval *ev, int slot)
+{
+    tl_tensor_unref(ev->env[slot].t);
+    ev->env[slot] = (tl_value){NULL, -1, false, 0};
+}
+
+void tl_eval_set(tl_eval *ev, int slot, tl_tensor *t, int var)
+{
+    tl_eval_clear(ev, slot);
+    ev->env[slot] = (tl_value){t, var, false, 0};
+}
+
+static void set_value(tl_eval *ev, int slot, const tl_value *v)
+{
+    tl_tensor_ref(v->t);
+    tl_eval_clear(ev, slot);
+    ev->env[slot] = *v;
+}
+
+tl_tensor *tl_eval_materialize(const tl_value *v, tl_dtype dt, tl_status *st)
+{
+    return v->weak ? tl_tensor_scalar(dt, v->num, st) : tl_tensor_ref(v->t);
+}
+
+/* ---------- nodes ---------- */
+
+static tl_code eval_block(tl_eval *ev, const tl_block *b);
+
+static bool differentiable(tl_opcode op)
+{
+    return tl_ops[op].kind != TL_KIND_CMP && op != TL_OP_SIGN && op != TL_OP_DETACH;
+}
+
+static tl_code eval_op(tl_eval *ev, const tl_node *n)
+{
+    tl_tensor *small[8], **in = small;
+    int vsmall[8], *vars = vsmall;
+    tl_value v;
+    if (n->nargs > 8) {
+        in = tl_calloc((size_t)n->nargs, sizeof *in + sizeof *vars, "op arguments", ev->st);
+        if (!in)
+            return ev->st->code;
+        vars = (int *)(in + n->nargs);
+    }
+    /* weak scalars take the dtype of the first tensor operand */
+    tl_dtype dt = ev->call_dtype;
+    for (int i = n->nargs - 1; i >= 0; i--)
+        if (n->args[i].slot >= 0 && !tl_eval_get(ev, n->args[i].slot, &v) && !v.weak)
+            dt = v.t->dtype;
+    tl_code rc = TL_OK;
+    bool any = false;
+    int made = 0;
+    for (; made < n->nargs && !rc; made++) {
+        if (!(rc = tl_eval_arg(ev, &n->args[made], &v))) {
+            in[made] = tl_eval_materialize(&v, dt, ev->st);
+            rc = in[made] ? TL_OK : ev->st->code;
+            vars[made] = v.var;
+            any = any || v.var >= 0;
+        }
+    }
+    if (rc)
+        made--;
+    tl_tensor *out = rc ? NULL : tl_op(ev->cx, n->op, n->nargs, in, &n->attrs, ev->st);
+    int var = -1;
+    if (out && ev->tape && any && differentiable(n->op)) {
+        var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, &n->attrs, NULL, ev->st);
+        if (var < 0) {
+            tl_tensor_unref(out);
+            out = NULL;
+        }
+    }
+    for (int i = 0; i < made; i++)
+        tl_tensor_unref(in[i]);
+    if (in != small)
+        free(in);
+    if (!out)
+        return ev->st->code;
+    tl_eval_set(ev, n->out[0], out, var);
+    return TL_OK;
+}
+
+/* Releases every name a block defined (its results have been taken). */
+static void leave_block(tl_eval *ev, const tl_block *b)
+{
+    for (int i = 0; i < b->nnodes; i++)
+        for (int k = 0; k < b->nodes[i].nout; k++)
+            tl_eval_clear(ev, b->nodes[i].out[k]);
+}
+
+static tl_code eval_if(tl_eval *ev, const tl_node *n)
+{
+    tl_value c;
+    if (tl_eval_arg(ev, &n->cond, &c))
+        return ev->st->code;
+    if (!c.weak && c.t->ndim != 0) {
+        char d[96];
+        return tl_fail(ev->st, TL_EINPUT, "cond must be a scalar (shape []), got %s",
+                       tl_tensor_desc(c.t, d, sizeof d));
+    }
+    double x = c.weak ? c.num : tl_tensor_get(c.t, 0);
+    bool then = x != 0; /* NaN selects then, as in C */
+    const tl_block *b = then ? n->then_b : n->else_b;
+    tl_stats *s = ev->stats;
+    if (s->nlog < (int)(sizeof s->log / sizeof s->log[0]))
+        s->log[s->nlog++] = (tl_branch_log){n->name, then};
+    s->branches++;
+    if (eval_block(ev, b))
+        return tl_wrap(ev->st, "%s branch", then ? "then" : "else");
+    tl_value r[256];
+    for (int i = 0; i < n->nout; i++)
+        if (tl_eval_get(ev, b->result[i], &r[i]))
+            return ev->st->code;
+    for (int i = 0; i < n->nout; i++)
+        tl_tensor_ref(r[i].t);
+    leave_block(ev, b);
+    for (int i = 0; i < n->nout; i++) {
+        set_value(ev, n->out[i], &r[i]);
+        tl_tensor_unref(r[i].t);
+    }
+    return TL_OK;
+}
+
+static tl_code check_state(tl_eval *ev, const tl_node *n, int i, const tl_tensor *init,
+                           const tl_tensor *now, int64_t step)
+{
+    char a[96], b[96];
+    if (init->dtype == now->dtype && tl_same_shape(init, now))
+        return TL_OK;
+    return tl_fail(ev->st, TL_EINPUT, "step %lld: state \"%s\" changed from %s to %s",
+                   (long long)step, ev->g->slot_name[n->state[i]], tl_tensor_desc(init, a, sizeof a),
+                   tl_tensor_desc(now, b, sizeof b));
+}
+
+static tl_code eval_iterate(tl_eval *ev, const tl_node *n)
+{
+    const tl_block *body = n->body;
+    for (int i = 0; i < n->nargs; i++) {
+        tl_value v;
+        if (tl_eval_arg(ev, &n->args[i], &v))
+            return ev->st->code;
+        tl_tensor *t = tl_eval_materialize(&v, ev->call_dtype, ev->st);
+        if (!t)
+            return ev->st->code;
+        tl_eval_set(ev, n->state[i], t, v.var);
+    }
+    tl_value next[256];
+    for (int64_t step = 0; step < n->count; step++) {
+        if (n->index_slot >= 0)
+            ev->env[n->index_slot] = (tl_value){NULL, -1, true, (double)step};
+        if (eval_block(ev, body))
+            return tl_wrap(ev->st, "step %lld", (long long)step);
+        for (int i = 0; i < n->nargs; i++) {
+            if (tl_eval_get(ev, body->result[i], &next[i]))
+                return ev->st->code;
+            if (next[i].weak) {
+                next[i].t = tl_tensor_scalar(ev->call_dtype, next[i].num, ev->st);
+                if (!next[i].t)
+                    return ev->st->code;
+                next[i].weak = false;
+            } else {
+                tl_tensor_ref(next[i].t);
+            }
+        }
+        tl_code rc = TL_OK;
+        for (int i = 0; i < n->nargs && !rc; i++)
+            rc = check_state(ev, n, i, ev->env[n->state[i]].t, next[i].t, step);
+        leave_block(ev, body);
+        for (int i = 0; i < n->nargs; i++)
+            tl_eval_set(ev, n->state[i], next[i].t, next[i].var);
+        if (rc)
+            return rc;
+    }
+    for (int i = 0; i < n->nargs; i++) {
+        set_value(ev, n->out[i], &ev->env[n->state[i]]);
+        tl_eval_clear(ev, n->state[i]);
+    }
+    if (n->index_slot >= 0)
+        tl_eval_clear(ev, n->index_slot);
+    return TL_OK;
+}
+
+static tl_code eval_node(tl_eval *ev, const tl_node *n)
+{
+    switch (n->op) {
+    case TL_OP_IF: return eval_if(ev, n);
+    case TL_OP_ITERATE: return eval_iterate(ev, n);
+    case TL_OP_MAP: return tl_eval_map(ev, n);
+    default: return eval_op(ev, n);
+    }
+}
+
+static tl_code eval_block(tl_eval *ev, const tl_block *b)
+{
+    for (int i = 0; i < b->nnodes; i++) {
+        const tl_node *n = &b->nodes[i];
+        ev->stats->nodes++;
+        if (eval_node(ev, n))
+            return tl_wrap(ev->st, "node \"%s\" (%s)", n->name, tl_ops[n->op].name);
+        for (int k = 0; k < n->nfree; k++)
+            tl_eval_clear(ev, n->free_after[k]);
+    }
+    return TL_OK;
+}
+
+/* ---------- inputs ---------- */
+
+static tl_code check_input(const tl_graph *g, const tl_input *in, const tl_tensor *t,
+                           int64_t *sizes, tl_status *st)
+{
+    char have[96];
+    tl_tensor_desc(t, have, sizeof have);
+    if (t->device.kind != TL_DEV_CPU)
+        return tl_fail(st, TL_EINPUT, "input \"%s\": not a host tensor", in->name);
+    if (in->has_dtype && t->dtype != in->dtype)
+        return tl_fail(st, TL_EINPUT, "input \"%s\": expected dtype %s, got %s", in->name,
+                       tl_dtype_name(in->dtype), have);
+    if (in->ndim >= 0 && in->ndim != t->ndim)
+        return tl_fail(st, TL_EINPUT, "input \"%s\": expected %d dimensions, got %s", in->name,
+                       in->ndim, have);
+    for (int d = 0; d < in->ndim; d++) {
+        const tl_dimspec *s = &in->dims[d];
+        if (s->kind == TL_DIM_FIXED && s->size != t->shape[d])
+            return tl_fail(st, TL_EINPUT, "input \"%s\": axis %d must have size %lld, got %s",
+                           in->name, d, (long long)s->size, have);
+        if (s->kind != TL_DIM_VAR)
+            continue;
+        if (sizes[s->var] >= 0 && sizes[s->var] != t->shape[d])
+            return tl_fail(st, TL_EINPUT, "input \"%s\": axis %d is size \"%s\" = %lld elsewhere, got %s",
+                           in->name, d, g->sizevars[s->var], (long long)sizes[s->var], have);
+        sizes[s->var] = t->shape[d];
+    }
+    return TL_OK;
+}
+
+/* ---------- results ---------- */
+
+static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl_run_opts *o)
+{
+    const tl_graph *g = r->g;
+    tl_status *st = ev->st;
+    int64_t *sizes = tl_malloc((size_t)g->nsizevars + 1, sizeof(int64_t), "size table", st);
+    if (!sizes)
+        return st->code;
+    for (int i = 0; i < g->nsizevars; i++)
+        sizes[i] = -1;
+    tl_code rc = TL_OK;
+    for (int i = 0; i < g->ninputs && !rc; i++) {
+        rc = check_input(g, &g->inputs[i], inputs[i], sizes, st);
+        bool want = o->record && (!o->wrt || o->wrt[i]);
+        r->in_var[i] = want ? tl_tape_new_var(&r->tape) : -1;
+        r->inputs[i] = tl_tensor_ref(inputs[i]);
+        if (!rc)
+            tl_eval_set(ev, g->inputs[i].slot, tl_tensor_ref(inputs[i]), r->in_var[i]);
+    }
+    free(sizes);
+    if (rc || (rc = eval_block(ev, &g->top)))
+        return rc;
+    for (int i = 0; i < r->noutputs; i++) {
+        tl_value v;
+        if ((rc = tl_eval_get(ev, g->outputs[i], &v)))
+            return rc;
+        if (!(r->outputs[i] = tl_eval_materialize(&v, ev->call_dtype, st)))
+            return st->code;
+        r->out_var[i] = v.var;
+    }
+    return TL_OK;
+}
+
+tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *opts,
+               tl_result **out, tl_status *st)
+{
+    tl_run_opts none = {0};
+    const tl_run_opts *o = opts ? opts : &none;
+    *out = NULL;
+    tl_result *r = tl_calloc(1, sizeof *r, "a result", st);
+    if (!r)
+        return st->code;
+    r->g = g;
+    tl_ctx_init(&r->cx, o->backend);
+    r->noutputs = g->noutputs;
+    r->ninputs = g->ninputs;
+    r->outputs = tl_calloc((size_t)g->noutputs, sizeof(tl_tensor *), "outputs", st);
+    r->out_var = tl_calloc((size_t)g->noutputs, sizeof(int), "outputs", st);
+    r->in_var = tl_calloc((size_t)g->ninputs + 1, sizeof(int), "inputs", st);
+    r->inputs = tl_calloc((size_t)g->ninputs + 1, sizeof(tl_tensor *), "inputs", st);
+    tl_eval ev = {g, &r->cx, o->record ? &r->tape : NULL, NULL,
+                  g->ninputs ? inputs[0]->dtype : TL_F64, &r->stats, st};
+    ev.env = tl_calloc((size_t)g->nslots + 1, sizeof(tl_value), "the environment", st);
+    tl_code rc = r->outputs && r->out_var && r->in_var && r->inputs && ev.env
+                     ? run(r, &ev, inputs, o)
+                     : st->code;
+    for (int s = 0; ev.env && s < g->nslots; s++)
+        tl_tensor_unref(ev.env[s].t);
+    free(ev.env);
+    r->stats.ops = r->cx.ops;
+    r->stats.fallbacks = r->cx.fallbacks;
+    r->stats.tape_entries = r->tape.n;
+    r->rec = o->record ? REC_LIVE : REC_NONE;
+    if (rc) {
+        tl_result_free(r);
+        return rc;
+    }
+    *out = r;
+    return TL_OK;
+}
+
+int tl_result_noutputs(const tl_result *r) { return r->noutputs; }
+const tl_tensor *tl_result_output(const tl_result *r, int i) { return r->outputs[i]; }
+const char *tl_result_output_name(const tl_result *r, int i)
+{
+    return r->g->slot_name[r->g->outputs[i]];
+}
+tl_device tl_result_device(const tl_result *r)
+{
+    return (tl_device){r->cx.backend->kind, 0};
+}
+const tl_stats *tl_result_stats(const tl_result *r) { return &r->stats; }
+
+static tl_code seed(tl_result *r, int i, tl_tensor *c, tl_tensor **grads, tl_status *st)
+{
+    const tl_tensor *y = r->outputs[i];
+    char want[96], got[96];
+    if (c && (c->dtype != y->dtype || !tl_same_shape(c, y)))
+        return tl_fail(st, TL_EINPUT, "seed for output \"%s\": expected %s, got %s",
+                       tl_result_output_name(r, i), tl_tensor_desc(y, want, sizeof want),
+                       tl_tensor_desc(c, got, sizeof got));
+    if (r->out_var[i] < 0)
+        return TL_OK; /* a constant output: nothing to pull back */
+    tl_tensor *s = c ? tl_tensor_ref(c) : tl_tensor_new(y->dtype, y->ndim, y->shape, st);
+    if (!s)
+        return st->code;
+    if (!c)
+        for (int64_t k = 0; k < s->numel; k++)
+            tl_tensor_set(s, k, 1.0);
+    tl_tensor **slot = &grads[r->out_var[i]];
+    if (!*slot) {
+        *slot = s;
+        return TL_OK;
+    }
+    tl_tensor *pair[2] = {*slot, s};
+    tl_tensor *sum = tl_op(&r->cx, TL_OP_ADD, 2, pair, NULL, st);
+    tl_tensor_unref(s);
+    if (!sum)
+        return st->code;
+    tl_tensor_unref(*slot);
+    *slot = sum;
+    return TL_OK;
+}
+
+tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor **grads,
+                           tl_status *st)
+{
+    static const char *why[] = {"the run was not recorded (gradients off)", "",
+                                "the recording was already consumed by a pullback",
+                                "the recording was closed"};
+    for (int k = 0; k < r->ninputs; k++)
+        grads[k] = NULL;
+    if (r->rec != REC_LIVE)
+        return tl_fail(st, TL_EINPUT, "cannot pull back: %s", why[r->rec]);
+    r->rec = REC_CONSUMED;
+    tl_tensor **g = tl_calloc((size_t)r->tape.nvars + 1, sizeof *g, "gradients", st);
+    if (!g) {
+        tl_tape_free(&r->tape);
+        return st->code;
+    }
+    int64_t ops0 = r->cx.ops;
+    tl_code rc = TL_OK;
+    for (int i = 0; i < r->noutputs && !rc; i++)
+        rc = seed(r, i, cotangents ? cotangents[i] : NULL, g, st);
+    if (!rc)
+        rc = tl_tape_backward(&r->tape, &r->cx, g, st);
+    int nvars = r->tape.nvars;
+    tl_tape_free(&r->tape);
+    for (int k = 0; k < r->ninputs && !rc; k++) {
+        int v = r->in_var[k];
+        if (v < 0)
+            continue;
+        const tl_tensor *x = r->inputs[k];
+        grads[k] = g[v] ? g[v] : tl_tensor_zeros(x->dtype, x->ndim, x->shape, st);
+        g[v] = NULL;
+        if (!grads[k])
+            rc = st->code;
+    }
+    for (int v = 0; v < nvars; v++)
+        tl_tensor_unref(g[v]);
+    free(g);
+    r->stats.backward_ops = r->cx.ops - ops0;
+    if (rc)
+        for (int k = 0; k < r->ninputs; k++) {
+            tl_tensor_unref(grads[k]);
+            grads[k] = NULL;
+        }
+    return rc;
+}
+
+tl_code tl_result_backward(tl_result *r, tl_tensor **grads, tl_status *st)
+{
+    return tl_result_pullback(r, NULL, grads, st);
+}
+
+void tl_result_close(tl_result *r)
+{
+    if (!r)
+        return;
+    tl_tape_free(&r->tape);
+    if (r->rec == REC_LIVE)
+        r->rec = REC_CLOSED;
+}
+
+void tl_result_free(tl_result *r)
+{
+    if (!r)
+        return;
+    tl_tape_free(&r->tape);
+    for (int i = 0; r->outputs && i < r->noutputs; i++)
+        tl_tensor_unref(r->outputs[i]);
+    for (int i = 0; r->inputs && i < r->ninputs; i++)
+        tl_tensor_unref(r->inputs[i]);
+    free(r->outputs);
+    free(r->out_var);
+    free(r->in_var);
+    free(r->inputs);
+    free(r);
+}

@@ -1,0 +1,62 @@
+/* Running a graph.  tl_run evaluates a loaded graph eagerly on bound input
+ * tensors and returns a tl_result that owns the output values and, when
+ * gradients were requested, the recording (tape) of the run.
+ *
+ * Lifecycle: tl_result_pullback / tl_result_backward consume the recording
+ * (a second call is an error); tl_result_close releases an unused
+ * recording (harmless when repeated); the output values stay readable after
+ * either, until tl_result_free.  A result points into its graph: free the
+ * result before the graph. */
+#ifndef TL_EXEC_H
+#define TL_EXEC_H
+
+#include "graph/graph.h"
+#include "op.h"
+
+typedef struct tl_run_opts {
+    bool record;           /* keep a tape for gradients */
+    const bool *wrt;       /* per graph input: differentiate it; NULL = all */
+    const tl_backend *backend; /* NULL = CPU */
+} tl_run_opts;
+
+typedef struct tl_branch_log {
+    const char *node; /* graph-owned name of the if node */
+    bool then;        /* which block ran */
+} tl_branch_log;
+
+typedef struct tl_stats {
+    int64_t nodes;    /* graph nodes evaluated (each iterate step counts its body) */
+    int64_t ops;      /* op calls made forward */
+    int64_t backward_ops;
+    int64_t fallbacks;
+    int64_t tape_entries;
+    int64_t branches; /* if decisions taken; the first ones are logged */
+    int nlog;
+    tl_branch_log log[64];
+} tl_stats;
+
+typedef struct tl_result tl_result;
+
+/* inputs[i] binds g->inputs[i]; each is checked against its declaration. */
+tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *opts,
+               tl_result **out, tl_status *st);
+
+int tl_result_noutputs(const tl_result *r);
+const tl_tensor *tl_result_output(const tl_result *r, int i);
+const char *tl_result_output_name(const tl_result *r, int i);
+tl_device tl_result_device(const tl_result *r);
+const tl_stats *tl_result_stats(const tl_result *r);
+
+/* Vector-Jacobian product: cotangents[i] seeds output i (NULL: all ones;
+ * shape and dtype must equal the output's).  grads[k] receives a new
+ * reference to the gradient of input k, or NULL for inputs not
+ * differentiated (wrt false).  Consumes the recording. */
+tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor **grads,
+                           tl_status *st);
+/* The same with every seed all ones: the gradient of the sum of outputs. */
+tl_code tl_result_backward(tl_result *r, tl_tensor **grads, tl_status *st);
+/* Releases the recording; harmless when repeated or after a pullback. */
+void tl_result_close(tl_result *r);
+void tl_result_free(tl_result *r);
+
+#endif

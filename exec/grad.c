@@ -1,0 +1,434 @@
+/* Backward rules, each written with the same op interface as the forward
+ * (tl_op), so they run wherever the forward ran.  Each rule reads like its
+ * formula in ops.md; temporaries are collected in a `bw` scope and dropped
+ * at the end, so an error anywhere simply yields NULL down the chain. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shape.h"
+#include "tape.h"
+
+typedef struct bw {
+    tl_ctx *cx;
+    tl_status *st;
+    tl_tensor **tmp;
+    int ntmp, cap;
+    bool failed;
+} bw;
+
+static tl_tensor *keep(bw *b, tl_tensor *t)
+{
+    if (!t) {
+        b->failed = true;
+        return NULL;
+    }
+    if (b->ntmp == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 32;
+        tl_tensor **p = realloc(b->tmp, sizeof *p * (size_t)cap);
+        if (!p) {
+            tl_fail(b->st, TL_ERUNTIME, "out of memory in a backward rule");
+            tl_tensor_unref(t);
+            b->failed = true;
+            return NULL;
+        }
+        b->tmp = p;
+        b->cap = cap;
+    }
+    return b->tmp[b->ntmp++] = t;
+}
+
+static tl_tensor *call(bw *b, tl_opcode op, int n, tl_tensor **in, const tl_attrs *a)
+{
+    for (int i = 0; i < n; i++)
+        if (!in[i] || b->failed)
+            return NULL;
+    return keep(b, tl_op(b->cx, op, n, in, a, b->st));
+}
+
+static tl_tensor *op1(bw *b, tl_opcode op, tl_tensor *x) { return call(b, op, 1, &x, NULL); }
+
+static tl_tensor *op2(bw *b, tl_opcode op, tl_tensor *x, tl_tensor *y)
+{
+    tl_tensor *in[2] = {x, y};
+    return call(b, op, 2, in, NULL);
+}
+
+static tl_tensor *op3(bw *b, tl_opcode op, tl_tensor *x, tl_tensor *y, tl_tensor *z)
+{
+    tl_tensor *in[3] = {x, y, z};
+    return call(b, op, 3, in, NULL);
+}
+
+/* A 0-d constant in the dtype of `like`. */
+static tl_tensor *num(bw *b, const tl_tensor *like, double v)
+{
+    if (!like || b->failed)
+        return NULL;
+    return keep(b, tl_tensor_scalar(like->dtype, v, b->st));
+}
+
+static tl_tensor *reshape(bw *b, tl_tensor *x, int ndim, const int64_t *shape)
+{
+    tl_attrs a;
+    tl_attrs_init(&a);
+    a.nshape = ndim;
+    memcpy(a.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    return call(b, TL_OP_RESHAPE, 1, &x, &a);
+}
+
+static tl_tensor *broadcast(bw *b, tl_tensor *x, int ndim, const int64_t *shape)
+{
+    tl_attrs a;
+    tl_attrs_init(&a);
+    a.nshape = ndim;
+    memcpy(a.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    return call(b, TL_OP_BROADCAST_TO, 1, &x, &a);
+}
+
+static tl_tensor *sum_axes(bw *b, tl_tensor *x, int naxes, const int64_t *axes, bool keepdims)
+{
+    tl_attrs a;
+    tl_attrs_init(&a);
+    a.has_axes = true;
+    a.naxes = naxes;
+    memcpy(a.axes, axes, sizeof(int64_t) * (size_t)naxes);
+    a.keepdims = keepdims;
+    return call(b, TL_OP_SUM, 1, &x, &a);
+}
+
+/* Sums g over the axes along which x was broadcast, back to x's shape. */
+static tl_tensor *sum_to(bw *b, tl_tensor *g, const tl_tensor *x)
+{
+    if (!g || b->failed)
+        return NULL;
+    if (tl_same_shape(g, x))
+        return g;
+    int64_t axes[TL_MAXDIM];
+    int n = 0, lead = g->ndim - x->ndim;
+    for (int d = 0; d < g->ndim; d++)
+        if (d < lead || (x->shape[d - lead] == 1 && g->shape[d] != 1))
+            axes[n++] = d;
+    return reshape(b, sum_axes(b, g, n, axes, true), x->ndim, x->shape);
+}
+
+/* The reduced output's cotangent with the reduced axes kept as size 1. */
+static tl_tensor *keepdims(bw *b, tl_tensor *g, const tl_tensor *x, const tl_attrs *a)
+{
+    int64_t shape[TL_MAXDIM];
+    memcpy(shape, x->shape, sizeof shape);
+    for (int i = 0; i < a->naxes; i++)
+        shape[a->axes[i]] = 1;
+    return reshape(b, g, x->ndim, shape);
+}
+
+static tl_tensor *expand(bw *b, tl_tensor *g, const tl_tensor *x, const tl_attrs *a)
+{
+    return broadcast(b, keepdims(b, g, x, a), x->ndim, x->shape);
+}
+
+static tl_tensor *softmax_sum(bw *b, tl_tensor *t, const tl_attrs *a)
+{
+    return sum_axes(b, t, 1, &a->axis, true);
+}
+
+/* prod over arbitrary axes: move them last, flatten to [outer, r], use the
+ * fused prod_grad kernel, and undo the moves. */
+static tl_tensor *prod_rule(bw *b, tl_tensor *g, tl_tensor *x, const tl_attrs *a)
+{
+    tl_attrs perm;
+    tl_attrs_init(&perm);
+    bool red[TL_MAXDIM] = {false};
+    int64_t outer = 1, r = 1, pshape[TL_MAXDIM];
+    for (int i = 0; i < a->naxes; i++)
+        red[a->axes[i]] = true;
+    perm.has_axes = true;
+    perm.naxes = x->ndim;
+    for (int pass = 0, k = 0; pass < 2; pass++)
+        for (int d = 0; d < x->ndim; d++)
+            if (red[d] == (pass == 1)) {
+                perm.axes[k] = d;
+                pshape[k++] = x->shape[d];
+                *(pass ? &r : &outer) *= x->shape[d];
+            }
+    tl_tensor *xp = call(b, TL_OP_TRANSPOSE, 1, &x, &perm);
+    tl_tensor *x2 = reshape(b, xp, 2, (int64_t[]){outer, r});
+    tl_tensor *g1 = reshape(b, g, 1, &outer);
+    tl_tensor *p = reshape(b, op2(b, TL_OP_PROD_GRAD, x2, g1), x->ndim, pshape);
+    tl_attrs inv;
+    tl_attrs_init(&inv);
+    inv.has_axes = true;
+    inv.naxes = x->ndim;
+    for (int d = 0; d < x->ndim; d++)
+        inv.axes[perm.axes[d]] = d;
+    return call(b, TL_OP_TRANSPOSE, 1, &p, &inv);
+}
+
+/* matmul: promote 1-D operands to matrices, then gA = g B^T, gB = A^T g
+ * through gemm transpose flags, summed over broadcast batch axes. */
+static void matmul_rule(bw *b, tl_tensor *g, tl_tensor *A, tl_tensor *B, const bool *want,
+                        tl_tensor **ga, tl_tensor **gb)
+{
+    tl_tensor *a2 = A, *b2 = B, *g2 = g;
+    int64_t shape[TL_MAXDIM];
+    if (A->ndim == 1)
+        a2 = reshape(b, A, 2, (int64_t[]){1, A->shape[0]});
+    if (B->ndim == 1)
+        b2 = reshape(b, B, 2, (int64_t[]){B->shape[0], 1});
+    if (A->ndim == 1 || B->ndim == 1) {
+        int nd = g->ndim;
+        memcpy(shape, g->shape, sizeof(int64_t) * (size_t)nd);
+        if (A->ndim == 1 && B->ndim == 1) { /* a dot product: g is 0-d */
+            shape[0] = shape[1] = 1;
+            nd = 2;
+        } else if (A->ndim == 1) { /* re-insert the row axis before the last */
+            shape[nd] = shape[nd - 1];
+            shape[nd - 1] = 1;
+            nd++;
+        } else {
+            shape[nd++] = 1; /* the column axis */
+        }
+        g2 = reshape(b, g, nd, shape);
+    }
+    tl_attrs tb, ta;
+    tl_attrs_init(&tb);
+    tl_attrs_init(&ta);
+    tb.trans_b = true;
+    ta.trans_a = true;
+    if (want[0]) {
+        tl_tensor *in[2] = {g2, b2};
+        *ga = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &tb), a2), A->ndim, A->shape);
+    }
+    if (want[1]) {
+        tl_tensor *in[2] = {a2, g2};
+        *gb = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &ta), b2), B->ndim, B->shape);
+    }
+}
+
+static tl_tensor *slice_along(bw *b, tl_tensor *g, int64_t axis, int64_t start, int64_t stop)
+{
+    tl_attrs a;
+    tl_attrs_init(&a);
+    a.axis = axis;
+    a.has_start = a.has_stop = true;
+    a.start = start;
+    a.stop = stop;
+    return call(b, TL_OP_SLICE, 1, &g, &a);
+}
+
+/* Fills out[i] for each input that wants a gradient. */
+static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, tl_tensor *g,
+                 tl_tensor **out)
+{
+    tl_tensor *x = e->in[0], *y = e->out, *w = e->nin > 1 ? e->in[1] : NULL;
+    tl_tensor *zero = num(b, g, 0), *ga = NULL, *gb = NULL;
+    switch (e->op) {
+    case TL_OP_ADD: ga = g; gb = g; break;
+    case TL_OP_SUB: ga = g; gb = op1(b, TL_OP_NEG, g); break;
+    case TL_OP_MUL: ga = op2(b, TL_OP_MUL, g, w); gb = op2(b, TL_OP_MUL, g, x); break;
+    case TL_OP_DIV: /* -g * ((a/b)/b), as torch */
+        ga = op2(b, TL_OP_DIV, g, w);
+        gb = op2(b, TL_OP_MUL, op1(b, TL_OP_NEG, g), op2(b, TL_OP_DIV, y, w));
+        break;
+    case TL_OP_POW:
+        if (want[0]) /* g * b * a^(b-1), 0 where b == 0 */
+            ga = op3(b, TL_OP_WHERE, op2(b, TL_OP_EQ, w, zero), zero,
+                     op2(b, TL_OP_MUL, g,
+                         op2(b, TL_OP_MUL, w, op2(b, TL_OP_POW, x, op2(b, TL_OP_SUB, w, num(b, w, 1))))));
+        if (want[1]) /* g * a^b * log a, 0 where a == 0 and b >= 0 */
+            gb = op3(b, TL_OP_WHERE,
+                     op2(b, TL_OP_MUL, op2(b, TL_OP_EQ, x, zero), op2(b, TL_OP_GE, w, zero)), zero,
+                     op2(b, TL_OP_MUL, g, op2(b, TL_OP_MUL, y, op1(b, TL_OP_LOG, x))));
+        break;
+    case TL_OP_MAXIMUM:
+    case TL_OP_MINIMUM: { /* winner takes g, a tie gives each g/2 */
+        tl_opcode lose_a = e->op == TL_OP_MAXIMUM ? TL_OP_LT : TL_OP_GT;
+        tl_opcode lose_b = e->op == TL_OP_MAXIMUM ? TL_OP_GT : TL_OP_LT;
+        tl_tensor *tie = op2(b, TL_OP_EQ, x, w), *half = op2(b, TL_OP_DIV, g, num(b, g, 2));
+        ga = op3(b, TL_OP_WHERE, tie, half, op3(b, TL_OP_WHERE, op2(b, lose_a, x, w), zero, g));
+        gb = op3(b, TL_OP_WHERE, tie, half, op3(b, TL_OP_WHERE, op2(b, lose_b, x, w), zero, g));
+        break;
+    }
+    case TL_OP_NEG: ga = op1(b, TL_OP_NEG, g); break;
+    case TL_OP_ABS: ga = op2(b, TL_OP_MUL, g, op1(b, TL_OP_SIGN, x)); break;
+    case TL_OP_EXP: ga = op2(b, TL_OP_MUL, g, y); break;
+    case TL_OP_EXPM1: ga = op2(b, TL_OP_MUL, g, op2(b, TL_OP_ADD, y, num(b, y, 1))); break;
+    case TL_OP_LOG: ga = op2(b, TL_OP_DIV, g, x); break;
+    case TL_OP_LOG1P: ga = op2(b, TL_OP_DIV, g, op2(b, TL_OP_ADD, x, num(b, x, 1))); break;
+    case TL_OP_SQRT: ga = op2(b, TL_OP_DIV, g, op2(b, TL_OP_MUL, y, num(b, y, 2))); break;
+    case TL_OP_RSQRT: /* -g/2 * y^3 */
+        ga = op2(b, TL_OP_MUL, op2(b, TL_OP_MUL, g, num(b, g, -0.5)),
+                 op2(b, TL_OP_MUL, op1(b, TL_OP_SQUARE, y), y));
+        break;
+    case TL_OP_RECIPROCAL: ga = op2(b, TL_OP_MUL, op1(b, TL_OP_NEG, g), op1(b, TL_OP_SQUARE, y)); break;
+    case TL_OP_SQUARE: ga = op2(b, TL_OP_MUL, g, op2(b, TL_OP_MUL, x, num(b, x, 2))); break;
+    case TL_OP_SIN: ga = op2(b, TL_OP_MUL, g, op1(b, TL_OP_COS, x)); break;
+    case TL_OP_COS: ga = op2(b, TL_OP_MUL, g, op1(b, TL_OP_NEG, op1(b, TL_OP_SIN, x))); break;
+    case TL_OP_TAN: ga = op2(b, TL_OP_MUL, g, op2(b, TL_OP_ADD, num(b, y, 1), op1(b, TL_OP_SQUARE, y))); break;
+    case TL_OP_TANH: ga = op2(b, TL_OP_MUL, g, op2(b, TL_OP_SUB, num(b, y, 1), op1(b, TL_OP_SQUARE, y))); break;
+    case TL_OP_SIGMOID:
+        ga = op2(b, TL_OP_MUL, op2(b, TL_OP_MUL, g, op2(b, TL_OP_SUB, num(b, y, 1), y)), y);
+        break;
+    case TL_OP_ERF: /* g * 2/sqrt(pi) * exp(-x^2) */
+        ga = op2(b, TL_OP_MUL, g,
+                 op2(b, TL_OP_MUL, num(b, x, 1.12837916709551257390),
+                     op1(b, TL_OP_EXP, op1(b, TL_OP_NEG, op1(b, TL_OP_SQUARE, x)))));
+        break;
+    case TL_OP_RELU: ga = op3(b, TL_OP_WHERE, op2(b, TL_OP_GT, x, zero), g, zero); break;
+    case TL_OP_SOFTPLUS: ga = op2(b, TL_OP_MUL, g, op1(b, TL_OP_SIGMOID, x)); break;
+    case TL_OP_GELU: {
+        tl_tensor *in[2] = {x, g};
+        ga = call(b, TL_OP_GELU_GRAD, 2, in, a);
+        break;
+    }
+    case TL_OP_SILU: { /* g * s * (1 + x * (1 - s)) */
+        tl_tensor *s = op1(b, TL_OP_SIGMOID, x), *one = num(b, x, 1);
+        ga = op2(b, TL_OP_MUL, g,
+                 op2(b, TL_OP_MUL, s, op2(b, TL_OP_ADD, one, op2(b, TL_OP_MUL, x, op2(b, TL_OP_SUB, one, s)))));
+        break;
+    }
+    case TL_OP_CLAMP: { /* g where min <= x <= max */
+        tl_tensor *in = op2(b, TL_OP_EQ, x, x); /* 1 except at NaN */
+        if (a->has_min)
+            in = op2(b, TL_OP_MUL, in, op2(b, TL_OP_GE, x, num(b, x, a->min)));
+        if (a->has_max)
+            in = op2(b, TL_OP_MUL, in, op2(b, TL_OP_LE, x, num(b, x, a->max)));
+        ga = op3(b, TL_OP_WHERE, in, g, zero);
+        break;
+    }
+    case TL_OP_CAST: {
+        tl_attrs c;
+        tl_attrs_init(&c);
+        c.dtype = x->dtype;
+        ga = call(b, TL_OP_CAST, 1, &g, &c);
+        break;
+    }
+    case TL_OP_WHERE: {
+        tl_tensor *z = num(b, g, 0);
+        if (want[1])
+            out[1] = sum_to(b, op3(b, TL_OP_WHERE, x, g, z), w);
+        if (want[2])
+            out[2] = sum_to(b, op3(b, TL_OP_WHERE, x, z, g), e->in[2]);
+        return;
+    }
+    case TL_OP_SUM: ga = expand(b, g, x, a); break;
+    case TL_OP_MEAN: {
+        double count = 1;
+        for (int i = 0; i < a->naxes; i++)
+            count *= (double)x->shape[a->axes[i]];
+        ga = op2(b, TL_OP_DIV, expand(b, g, x, a), num(b, g, count));
+        break;
+    }
+    case TL_OP_MAX:
+    case TL_OP_MIN: { /* split evenly among the tied extremes */
+        tl_tensor *mask = op2(b, TL_OP_EQ, x, keepdims(b, y, x, a));
+        tl_tensor *cnt = sum_axes(b, mask, a->naxes, a->axes, true);
+        ga = op2(b, TL_OP_MUL, mask, op2(b, TL_OP_DIV, keepdims(b, g, x, a), cnt));
+        break;
+    }
+    case TL_OP_PROD: ga = prod_rule(b, g, x, a); break;
+    case TL_OP_LOGSUMEXP:
+        ga = op2(b, TL_OP_MUL, keepdims(b, g, x, a),
+                 op1(b, TL_OP_EXP, op2(b, TL_OP_SUB, x, keepdims(b, y, x, a))));
+        break;
+    case TL_OP_SOFTMAX: /* y * (g - sum(g*y)) */
+        ga = op2(b, TL_OP_MUL, y, op2(b, TL_OP_SUB, g, softmax_sum(b, op2(b, TL_OP_MUL, g, y), a)));
+        break;
+    case TL_OP_LOG_SOFTMAX: /* g - exp(y) * sum(g) */
+        ga = op2(b, TL_OP_SUB, g, op2(b, TL_OP_MUL, op1(b, TL_OP_EXP, y), softmax_sum(b, g, a)));
+        break;
+    case TL_OP_MATMUL: matmul_rule(b, g, x, w, want, &out[0], &out[1]); return;
+    case TL_OP_RESHAPE:
+    case TL_OP_EXPAND_DIMS:
+    case TL_OP_SQUEEZE: ga = reshape(b, g, x->ndim, x->shape); break;
+    case TL_OP_TRANSPOSE: {
+        tl_attrs inv;
+        tl_attrs_init(&inv);
+        inv.has_axes = true;
+        inv.naxes = a->naxes;
+        for (int d = 0; d < a->naxes; d++)
+            inv.axes[a->axes[d]] = d;
+        ga = call(b, TL_OP_TRANSPOSE, 1, &g, &inv);
+        break;
+    }
+    case TL_OP_BROADCAST_TO: ga = sum_to(b, g, x); break;
+    case TL_OP_CONCAT:
+    case TL_OP_STACK:
+        for (int i = 0, at = 0; i < e->nin; i++) {
+            int64_t len = e->op == TL_OP_STACK ? 1 : e->in[i]->shape[a->axis];
+            if (want[i]) {
+                tl_tensor *s = slice_along(b, g, a->axis, at, at + len);
+                out[i] = reshape(b, s, e->in[i]->ndim, e->in[i]->shape);
+            }
+            at += (int)len;
+        }
+        return;
+    case TL_OP_SLICE:
+    case TL_OP_TAKE: {
+        tl_attrs s = *a;
+        s.nshape = x->ndim;
+        memcpy(s.shape, x->shape, sizeof s.shape);
+        ga = call(b, e->op == TL_OP_SLICE ? TL_OP_SLICE_GRAD : TL_OP_TAKE_GRAD, 1, &g, &s);
+        break;
+    }
+    case TL_OP_MAP: { /* one derivative kernel: [k, shape], row j for the j-th wanted input */
+        tl_tensor **in = tl_malloc((size_t)e->nin + 1, sizeof *in + sizeof(bool), "map gradients", b->st);
+        if (!in) {
+            b->failed = true;
+            return;
+        }
+        bool *want_in = (bool *)(in + e->nin + 1);
+        tl_attrs m = *a;
+        m.want = want_in;
+        for (int i = 0; i < e->nin; i++) {
+            want_in[i] = want[i];
+            in[i] = e->in[i];
+        }
+        in[e->nin] = g;
+        tl_tensor *d = call(b, TL_OP_MAP_GRAD, e->nin + 1, in, &m);
+        for (int i = 0, j = 0; i < e->nin; i++)
+            if (want_in[i]) {
+                tl_tensor *row = reshape(b, slice_along(b, d, 0, j, j + 1), g->ndim, g->shape);
+                out[i] = sum_to(b, row, e->in[i]);
+                j++;
+            }
+        free(in);
+        return;
+    }
+    default: /* comparisons, sign, detach: no gradient */
+        return;
+    }
+    if (want[0])
+        out[0] = sum_to(b, ga, x);
+    if (e->nin > 1 && want[1])
+        out[1] = sum_to(b, gb, w);
+}
+
+tl_code tl_grad_rule(tl_ctx *cx, const tl_entry *e, tl_tensor *g, tl_tensor **gin, tl_status *st)
+{
+    bw b = {cx, st, NULL, 0, 0, false};
+    tl_attrs a;
+    tl_shape sh;
+    if (e->attrs)
+        a = *e->attrs;
+    else
+        tl_attrs_init(&a);
+    /* the attributes as the forward saw them, after normalisation */
+    if (tl_shape_infer(e->op, e->nin, (const tl_tensor *const *)e->in, &a, &sh, st))
+        return st->code;
+    bool small[16] = {false}, *want = e->nin <= 16 ? small : tl_malloc((size_t)e->nin, 1, "a mask", st);
+    if (!want)
+        return st->code;
+    for (int i = 0; i < e->nin; i++)
+        want[i] = e->in_var[i] >= 0;
+    rule(&b, e, &a, want, g, gin);
+    if (want != small)
+        free(want);
+    for (int i = 0; i < e->nin; i++)
+        gin[i] = b.failed ? NULL : tl_tensor_ref(gin[i]);
+    for (int i = 0; i < b.ntmp; i++)
+        tl_tensor_unref(b.tmp[i]);
+    free(b.tmp);
+    if (b.failed)
+        return st->code ? st->code : tl_fail(st, TL_ERUNTIME, "internal: backward rule failed");
+    return TL_OK;
+}

@@ -1,0 +1,107 @@
+#include "tape.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int tl_tape_new_var(tl_tape *t) { return t->nvars++; }
+
+static void release(tl_entry *e)
+{
+    for (int i = 0; i < e->nin; i++)
+        tl_tensor_unref(e->in[i]);
+    tl_tensor_unref(e->out);
+    free(e->in); /* one block with e->in_var */
+    e->in_var = NULL;
+    e->in = NULL;
+    e->out = NULL;
+    e->nin = 0;
+}
+
+int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
+                   tl_tensor *out, const tl_attrs *attrs, const void *extra, tl_status *st)
+{
+    if (t->n == t->cap) {
+        int64_t cap = t->cap ? t->cap * 2 : 256;
+        tl_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
+        if (!e)
+            return tl_fail(st, TL_ERUNTIME, "out of memory growing the tape to %lld entries",
+                           (long long)cap), -1;
+        t->e = e;
+        t->cap = cap;
+    }
+    void *block = tl_malloc((size_t)nin, sizeof(int) + sizeof(tl_tensor *), "a tape entry", st);
+    if (!block)
+        return -1;
+    tl_entry *e = &t->e[t->n++];
+    e->op = op;
+    e->nin = nin;
+    e->attrs = attrs;
+    e->extra = extra;
+    e->in = block; /* nin pointers, then nin variable ids */
+    e->in_var = (int *)((tl_tensor **)block + nin);
+    memcpy(e->in_var, in_var, sizeof(int) * (size_t)nin);
+    for (int i = 0; i < nin; i++)
+        e->in[i] = tl_tensor_ref(in[i]);
+    e->out = tl_tensor_ref(out);
+    e->out_var = tl_tape_new_var(t);
+    return e->out_var;
+}
+
+static tl_code accumulate(tl_ctx *cx, tl_tensor **slot, tl_tensor *g, tl_status *st)
+{
+    if (!*slot) {
+        *slot = g;
+        return TL_OK;
+    }
+    tl_tensor *pair[2] = {*slot, g};
+    tl_tensor *sum = tl_op(cx, TL_OP_ADD, 2, pair, NULL, st);
+    tl_tensor_unref(g);
+    if (!sum)
+        return st->code;
+    tl_tensor_unref(*slot);
+    *slot = sum;
+    return TL_OK;
+}
+
+tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_status *st)
+{
+    tl_tensor *gin_small[8], **gin = gin_small;
+    for (int64_t k = t->n - 1; k >= 0; k--) {
+        tl_entry *e = &t->e[k];
+        tl_tensor *g = grads[e->out_var];
+        grads[e->out_var] = NULL;
+        if (!g) {
+            release(e);
+            continue;
+        }
+        if (e->nin > 8 && !(gin = tl_calloc((size_t)e->nin, sizeof *gin, "gradients", st))) {
+            tl_tensor_unref(g);
+            return st->code;
+        }
+        memset(gin, 0, sizeof *gin * (size_t)e->nin);
+        tl_code rc = tl_grad_rule(cx, e, g, gin, st);
+        tl_tensor_unref(g);
+        for (int i = 0; i < e->nin; i++) {
+            if (rc == TL_OK && gin[i] && e->in_var[i] >= 0)
+                rc = accumulate(cx, &grads[e->in_var[i]], gin[i], st);
+            else
+                tl_tensor_unref(gin[i]);
+        }
+        if (gin != gin_small)
+            free(gin);
+        gin = gin_small;
+        release(e);
+        if (rc)
+            return tl_wrap(st, "backward of %s", tl_ops[e->op].name);
+    }
+    t->n = 0;
+    return TL_OK;
+}
+
+void tl_tape_free(tl_tape *t)
+{
+    for (int64_t k = 0; k < t->n; k++)
+        release(&t->e[k]);
+    free(t->e);
+    memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,43 @@
+/* The eager tape: one entry per recorded op call, in execution order.  An
+ * entry owns one reference to each saved tensor (its inputs and output);
+ * the tape owns its entries.  Variables are numbered as they are created;
+ * gradients are tensors of the variable's own dtype and shape. */
+#ifndef TL_TAPE_H
+#define TL_TAPE_H
+
+#include "op.h"
+
+typedef struct tl_entry {
+    tl_opcode op;
+    int nin;
+    int out_var;
+    const tl_attrs *attrs; /* owned by the graph; NULL: defaults */
+    const void *extra;     /* map: the graph node */
+    tl_tensor *out;
+    int *in_var;     /* -1: no gradient wanted for that input */
+    tl_tensor **in;
+} tl_entry;
+
+typedef struct tl_tape {
+    tl_entry *e;
+    int64_t n, cap;
+    int nvars;
+} tl_tape;
+
+/* A fresh variable id (inputs that are differentiated get one). */
+int tl_tape_new_var(tl_tape *t);
+/* Records an op call whose inputs have the given variables (-1: none);
+ * returns the output's variable or -1 with st set. */
+int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
+                   tl_tensor *out, const tl_attrs *attrs, const void *extra, tl_status *st);
+/* Runs the tape backwards.  grads[nvars] holds the seeds on entry (NULL:
+ * zero) and every variable's gradient on return.  Consumes the entries. */
+tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_status *st);
+void tl_tape_free(tl_tape *t);
+
+/* The backward rule of one entry: gin[i] receives the gradient of input i
+ * (a new reference) where e->in_var[i] >= 0, or NULL for an exact zero. */
+tl_code tl_grad_rule(tl_ctx *cx, const tl_entry *e, tl_tensor *g, tl_tensor **gin,
+                     tl_status *st);
+
+#endif

@@ -1,0 +1,541 @@
+#define _POSIX_C_SOURCE 200809L
+#include "formats/npy.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The format: https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html */
+static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+enum { NPY_ALIGN = 64, NPY_GROWTH_DIGITS = 21 }; /* as numpy/lib/format.py */
+
+static bool host_big_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 0;
+}
+
+static void swap_bytes(unsigned char *p, int64_t n, size_t sz)
+{
+    for (int64_t i = 0; i < n; i++, p += sz)
+        for (size_t a = 0, b = sz - 1; a < b; a++, b--) {
+            unsigned char c = p[a];
+            p[a] = p[b];
+            p[b] = c;
+        }
+}
+
+/* ---- reading whole files ---- */
+
+static size_t first_capacity(FILE *f)
+{
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+        (uint64_t)sb.st_size < SIZE_MAX - 1)
+        return (size_t)sb.st_size + 1; /* +1 so EOF is seen without growing */
+    return 65536;
+}
+
+static tl_code grow(unsigned char **buf, size_t *cap, tl_status *st)
+{
+    size_t want = *cap > SIZE_MAX / 2 ? SIZE_MAX : *cap * 2;
+    unsigned char *p = want > *cap ? realloc(*buf, want) : NULL;
+    if (!p)
+        return tl_fail(st, TL_ERUNTIME, "out of memory reading a file (%zu bytes)", want);
+    *buf = p;
+    *cap = want;
+    return TL_OK;
+}
+
+tl_code tl_slurp_stream(FILE *f, unsigned char **out, size_t *len, tl_status *st)
+{
+    size_t cap = first_capacity(f), n = 0;
+    unsigned char *buf = tl_malloc(cap, 1, "a file buffer", st);
+    if (!buf)
+        return st->code;
+    for (;;) {
+        if (n == cap && grow(&buf, &cap, st)) {
+            free(buf);
+            return st->code;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (ferror(f)) {
+            int e = errno;
+            free(buf);
+            return tl_fail(st, TL_EINPUT, "read error: %s", e ? strerror(e) : "unknown");
+        }
+        if (got == 0 || feof(f))
+            break;
+    }
+    *out = buf;
+    *len = n;
+    return TL_OK;
+}
+
+tl_code tl_slurp_path(const char *path, unsigned char **buf, size_t *len, tl_status *st)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tl_fail(st, TL_EINPUT, "cannot open: %s", strerror(errno));
+    tl_code rc = tl_slurp_stream(f, buf, len, st);
+    fclose(f);
+    return rc;
+}
+
+/* ---- the header: a strict parser for the Python dict literal ---- */
+
+typedef struct npy_header {
+    char descr[40];
+    bool fortran;
+    int ndim;
+    int64_t shape[TL_MAXDIM];
+    bool seen_descr, seen_fortran, seen_shape;
+} npy_header;
+
+typedef struct cursor {
+    const char *p, *start, *end;
+} cursor;
+
+static void skip_ws(cursor *c)
+{
+    while (c->p < c->end &&
+           (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r' || *c->p == '\f'))
+        c->p++;
+}
+
+static bool eat(cursor *c, char ch)
+{
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return true;
+    }
+    return false;
+}
+
+/* Copies up to 40 header characters at p into buf, escaping the unprintable. */
+static const char *snippet(const char *p, const char *end, char *buf, size_t cap)
+{
+    size_t k = 0;
+    for (; p < end && k + 5 < cap && k < 40; p++) {
+        unsigned char ch = (unsigned char)*p;
+        k += (size_t)snprintf(buf + k, cap - k, isprint(ch) && ch != '\\' ? "%c" : "\\x%02x", ch);
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+static tl_code syntax(cursor *c, const char *expected, tl_status *st)
+{
+    char near[96];
+    skip_ws(c);
+    if (c->p >= c->end)
+        return tl_fail(st, TL_EINPUT, "bad .npy header: expected %s, found the end", expected);
+    return tl_fail(st, TL_EINPUT, "bad .npy header: expected %s at offset %td, found \"%s\"",
+                   expected, c->p - c->start, snippet(c->p, c->end, near, sizeof near));
+}
+
+/* Reads a quoted string without escapes; longer ones are cut to cap-4 and
+ * marked "...", which matches no key or dtype. */
+static tl_code parse_string(cursor *c, char *out, size_t cap, tl_status *st)
+{
+    skip_ws(c);
+    if (c->p >= c->end || (*c->p != '\'' && *c->p != '"'))
+        return syntax(c, "a string", st);
+    char q = *c->p++;
+    size_t k = 0;
+    for (; c->p < c->end && *c->p != q; c->p++) {
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch == '\\' || ch < 0x20)
+            return syntax(c, "a plain string character", st);
+        if (k + 4 < cap)
+            out[k++] = (char)ch;
+        else if (k + 4 == cap)
+            k += (size_t)snprintf(out + k, 4, "...");
+    }
+    if (c->p >= c->end)
+        return syntax(c, "a closing quote", st);
+    c->p++;
+    out[k] = '\0';
+    return TL_OK;
+}
+
+static bool eat_word(cursor *c, const char *w)
+{
+    size_t n = strlen(w);
+    skip_ws(c);
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, w, n))
+        return false;
+    if (c->p + n < c->end && (isalnum((unsigned char)c->p[n]) || c->p[n] == '_'))
+        return false;
+    c->p += n;
+    return true;
+}
+
+/* A decimal integer; Python 2 wrote longs with an 'L' suffix. */
+static tl_code parse_int(cursor *c, int64_t *v, tl_status *st)
+{
+    skip_ws(c);
+    bool neg = c->p < c->end && *c->p == '-';
+    const char *digits = c->p + neg;
+    int64_t x = 0;
+    for (c->p = digits; c->p < c->end && isdigit((unsigned char)*c->p); c->p++) {
+        if (x > (INT64_MAX - 9) / 10)
+            return tl_fail(st, TL_EINPUT, "bad .npy header: shape entry too large");
+        x = x * 10 + (*c->p - '0');
+    }
+    if (c->p == digits)
+        return syntax(c, "an integer in 'shape'", st);
+    if (c->p < c->end && (*c->p == 'L' || *c->p == 'l'))
+        c->p++;
+    *v = neg ? -x : x;
+    return TL_OK;
+}
+
+/* A tuple of integers: (), (3,), (2, 3) or (2, 3,). */
+static tl_code parse_shape(cursor *c, npy_header *h, tl_status *st)
+{
+    if (!eat(c, '('))
+        return syntax(c, "a tuple for 'shape'", st);
+    h->ndim = 0;
+    if (eat(c, ')'))
+        return TL_OK;
+    for (;;) {
+        if (h->ndim == TL_MAXDIM)
+            return tl_fail(st, TL_EINPUT, "bad .npy header: more than %d dimensions", TL_MAXDIM);
+        if (parse_int(c, &h->shape[h->ndim++], st))
+            return st->code;
+        bool comma = eat(c, ',');
+        if (eat(c, ')'))
+            return comma || h->ndim > 1 ? TL_OK : syntax(c, "',' in a one-element tuple", st);
+        if (!comma)
+            return syntax(c, "',' or ')' in 'shape'", st);
+    }
+}
+
+static tl_code parse_descr(cursor *c, npy_header *h, tl_status *st)
+{
+    skip_ws(c);
+    if (c->p < c->end && (*c->p == '[' || *c->p == '{'))
+        return tl_fail(st, TL_EINPUT,
+                       "unsupported dtype: a structured (record) dtype (tl reads f32 and f64)");
+    return parse_string(c, h->descr, sizeof h->descr, st);
+}
+
+static tl_code parse_bool(cursor *c, bool *v, tl_status *st)
+{
+    if (eat_word(c, "True"))
+        *v = true;
+    else if (eat_word(c, "False"))
+        *v = false;
+    else
+        return syntax(c, "True or False for 'fortran_order'", st);
+    return TL_OK;
+}
+
+static tl_code parse_entry(cursor *c, npy_header *h, tl_status *st)
+{
+    char key[40];
+    if (parse_string(c, key, sizeof key, st))
+        return st->code;
+    if (!eat(c, ':'))
+        return syntax(c, "':'", st);
+    bool *seen = !strcmp(key, "descr")           ? &h->seen_descr
+                 : !strcmp(key, "fortran_order") ? &h->seen_fortran
+                 : !strcmp(key, "shape")         ? &h->seen_shape
+                                                 : NULL;
+    if (!seen)
+        return tl_fail(st, TL_EINPUT, "bad .npy header: unexpected key '%s'", key);
+    if (*seen)
+        return tl_fail(st, TL_EINPUT, "bad .npy header: key '%s' appears twice", key);
+    *seen = true;
+    if (seen == &h->seen_descr)
+        return parse_descr(c, h, st);
+    if (seen == &h->seen_fortran)
+        return parse_bool(c, &h->fortran, st);
+    return parse_shape(c, h, st);
+}
+
+static tl_code parse_header(const char *text, size_t len, npy_header *h, tl_status *st)
+{
+    cursor c = {text, text, text + len};
+    memset(h, 0, sizeof *h);
+    if (!eat(&c, '{'))
+        return tl_fail(st, TL_EINPUT, "bad .npy header: not a dict");
+    while (!eat(&c, '}')) {
+        if (parse_entry(&c, h, st))
+            return st->code;
+        if (!eat(&c, ',') && !(c.p < c.end && *c.p == '}'))
+            return syntax(&c, "',' or '}'", st);
+    }
+    skip_ws(&c);
+    if (c.p != c.end)
+        return syntax(&c, "the end of the header after '}'", st);
+    const char *missing = !h->seen_descr     ? "descr"
+                          : !h->seen_fortran ? "fortran_order"
+                          : !h->seen_shape   ? "shape"
+                                             : NULL;
+    if (missing)
+        return tl_fail(st, TL_EINPUT, "bad .npy header: no '%s' key", missing);
+    return TL_OK;
+}
+
+/* '<f4', '>f8', '=f4', '|f8', 'f4', '<f', '<d' ...; *swap when the data's
+ * byte order differs from the host's. */
+static tl_code descr_dtype(const char *descr, tl_dtype *dt, bool *swap, tl_status *st)
+{
+    char printable[96];
+    const char *s = descr;
+    char order = strchr("<>=|", *s) && *s ? *s++ : '=';
+    if (!strcmp(s, "f4") || !strcmp(s, "f"))
+        *dt = TL_F32;
+    else if (!strcmp(s, "f8") || !strcmp(s, "d"))
+        *dt = TL_F64;
+    else
+        return tl_fail(st, TL_EINPUT, "unsupported dtype '%s' (tl reads f32 and f64)",
+                       snippet(descr, descr + strlen(descr), printable, sizeof printable));
+    bool big = order == '>' || ((order == '=' || order == '|') && host_big_endian());
+    *swap = big != host_big_endian();
+    return TL_OK;
+}
+
+/* ---- the file ---- */
+
+static uint32_t get_le(const unsigned char *p, int nbytes)
+{
+    uint32_t v = 0;
+    for (int i = nbytes - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Checks magic and version; finds the header text at [*hstart, +*hlen). */
+static tl_code read_preamble(const unsigned char *b, size_t len, size_t *hstart, size_t *hlen,
+                             tl_status *st)
+{
+    if (len == 0)
+        return tl_fail(st, TL_EINPUT, "empty file (not a .npy file)");
+    if (memcmp(b, npy_magic, len < 6 ? len : 6))
+        return tl_fail(st, TL_EINPUT, "not a .npy file (bad magic)");
+    if (len < 10)
+        return tl_fail(st, TL_EINPUT, "truncated .npy file (%zu bytes, no header)", len);
+    int major = b[6], minor = b[7];
+    if (major == 1 && minor == 0) {
+        *hstart = 10;
+    } else if ((major == 2 || major == 3) && minor == 0) {
+        if (len < 12)
+            return tl_fail(st, TL_EINPUT, "truncated .npy file (%zu bytes, no header)", len);
+        *hstart = 12;
+    } else {
+        return tl_fail(st, TL_EINPUT,
+                       "unsupported .npy format version %d.%d (tl reads 1.0, 2.0, 3.0)", major,
+                       minor);
+    }
+    *hlen = get_le(b + 8, (int)*hstart - 8);
+    if (*hlen > len - *hstart)
+        return tl_fail(st, TL_EINPUT, "header length %zu runs past the end of the file (%zu bytes)",
+                       *hlen, len);
+    return TL_OK;
+}
+
+/* Copies column-major src into row-major dst, walking dst in order. */
+static void fortran_to_c(unsigned char *dst, const unsigned char *src, int ndim,
+                         const int64_t *shape, int64_t n, size_t sz)
+{
+    int64_t idx[TL_MAXDIM] = {0}, stride[TL_MAXDIM], s = 1, off = 0;
+    for (int k = 0; k < ndim; k++) {
+        stride[k] = s;
+        s *= shape[k];
+    }
+    for (int64_t j = 0; j < n; j++) {
+        memcpy(dst + (size_t)j * sz, src + (size_t)off * sz, sz);
+        for (int k = ndim - 1; k >= 0; k--) {
+            off += stride[k];
+            if (++idx[k] < shape[k])
+                break;
+            off -= stride[k] * shape[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+static tl_code check_data_size(const npy_header *h, tl_dtype dt, size_t have, tl_status *st)
+{
+    int64_t n;
+    if (tl_shape_numel(h->ndim, h->shape, &n, st))
+        return tl_wrap(st, "bad .npy header");
+    uint64_t want = (uint64_t)n * tl_dtype_size(dt);
+    char desc[512];
+    tl_shape_desc(dt, h->ndim, h->shape, desc, sizeof desc);
+    if (have < want)
+        return tl_fail(st, TL_EINPUT,
+                       "truncated data: %s needs %" PRIu64 " bytes, the file has %zu", desc, want,
+                       have);
+    if (have > want)
+        return tl_fail(st, TL_EINPUT, "%" PRIu64 " bytes of trailing data after the %s array",
+                       (uint64_t)have - want, desc);
+    return TL_OK;
+}
+
+tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st)
+{
+    const unsigned char *b = buf;
+    size_t hstart = 0, hlen = 0;
+    npy_header h;
+    tl_dtype dt = TL_F32;
+    bool swap = false;
+    if (read_preamble(b, len, &hstart, &hlen, st) ||
+        parse_header((const char *)b + hstart, hlen, &h, st) ||
+        descr_dtype(h.descr, &dt, &swap, st) || check_data_size(&h, dt, len - hstart - hlen, st))
+        return NULL;
+    tl_tensor *t = tl_tensor_new(dt, h.ndim, h.shape, st);
+    if (!t)
+        return NULL;
+    const unsigned char *data = b + hstart + hlen;
+    size_t sz = tl_dtype_size(dt);
+    if (h.fortran)
+        fortran_to_c(t->data, data, h.ndim, h.shape, t->numel, sz);
+    else if (t->numel)
+        memcpy(t->data, data, (size_t)t->numel * sz);
+    if (swap)
+        swap_bytes(t->data, t->numel, sz);
+    return t;
+}
+
+tl_tensor *tl_npy_read_stream(FILE *f, tl_status *st)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (tl_slurp_stream(f, &buf, &len, st))
+        return NULL;
+    tl_tensor *t = tl_npy_read_mem(buf, len, st);
+    free(buf);
+    return t;
+}
+
+tl_tensor *tl_npy_read_file(const char *path, tl_status *st)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (tl_slurp_path(path, &buf, &len, st))
+        return NULL;
+    tl_tensor *t = tl_npy_read_mem(buf, len, st);
+    free(buf);
+    return t;
+}
+
+/* ---- writing ---- */
+
+static void put_le(unsigned char *p, uint32_t v, int nbytes)
+{
+    for (int i = 0; i < nbytes; i++, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
+/* The dict exactly as NumPy writes it, with its spare room for growth. */
+static size_t header_dict(const tl_tensor *t, char *d, size_t cap)
+{
+    int k = snprintf(d, cap, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                     t->dtype == TL_F32 ? "<f4" : "<f8");
+    for (int i = 0; i < t->ndim; i++)
+        k += snprintf(d + k, cap - (size_t)k, i ? ", %" PRId64 : "%" PRId64, t->shape[i]);
+    k += snprintf(d + k, cap - (size_t)k, t->ndim == 1 ? ",), }" : "), }");
+    if (t->ndim > 0) {
+        int digits = snprintf(NULL, 0, "%" PRId64, t->shape[0]);
+        for (int i = digits; i < NPY_GROWTH_DIGITS; i++)
+            d[k++] = ' ';
+    }
+    d[k] = '\0';
+    return (size_t)k;
+}
+
+/* Writes magic, version, length and padded header into out (>= 2048 bytes);
+ * returns its size, a multiple of 64. */
+static size_t npy_preamble(const tl_tensor *t, unsigned char *out)
+{
+    char dict[1024];
+    size_t dl = header_dict(t, dict, sizeof dict), hl = dl + 1, pre = 10;
+    size_t pad = NPY_ALIGN - (pre + hl) % NPY_ALIGN;
+    if (hl + pad > 65535) { /* unreachable with TL_MAXDIM dimensions; as NumPy */
+        pre = 12;
+        pad = NPY_ALIGN - (pre + hl) % NPY_ALIGN;
+    }
+    memcpy(out, npy_magic, 6);
+    out[6] = pre == 10 ? 1 : 2;
+    out[7] = 0;
+    put_le(out + 8, (uint32_t)(hl + pad), (int)pre - 8);
+    memcpy(out + pre, dict, dl);
+    memset(out + pre + dl, ' ', pad);
+    out[pre + dl + pad] = '\n';
+    return pre + hl + pad;
+}
+
+/* Copies n elements as little-endian bytes. */
+static void data_le(unsigned char *dst, const void *src, int64_t n, size_t sz)
+{
+    memcpy(dst, src, (size_t)n * sz);
+    if (host_big_endian())
+        swap_bytes(dst, n, sz);
+}
+
+static tl_code check_host(const tl_tensor *t, tl_status *st)
+{
+    if (t->device.kind != TL_DEV_CPU)
+        return tl_fail(st, TL_ERUNTIME,
+                       "internal: cannot write a tensor that is not in host memory");
+    return TL_OK;
+}
+
+tl_code tl_npy_encode(const tl_tensor *t, unsigned char **buf, size_t *len, tl_status *st)
+{
+    unsigned char pre[2048];
+    if (check_host(t, st))
+        return st->code;
+    size_t pl = npy_preamble(t, pre), sz = tl_dtype_size(t->dtype);
+    size_t data = (size_t)t->numel * sz;
+    unsigned char *b = tl_malloc(pl + data, 1, "a .npy buffer", st);
+    if (!b)
+        return st->code;
+    memcpy(b, pre, pl);
+    data_le(b + pl, t->data, t->numel, sz);
+    *buf = b;
+    *len = pl + data;
+    return TL_OK;
+}
+
+static tl_code write_failed(tl_status *st)
+{
+    int e = errno;
+    return tl_fail(st, TL_ERUNTIME, "write failed: %s", e ? strerror(e) : "I/O error");
+}
+
+tl_code tl_npy_write(FILE *f, const tl_tensor *t, tl_status *st)
+{
+    unsigned char pre[2048];
+    if (check_host(t, st))
+        return st->code;
+    size_t pl = npy_preamble(t, pre), sz = tl_dtype_size(t->dtype);
+    errno = 0;
+    if (fwrite(pre, 1, pl, f) != pl)
+        return write_failed(st);
+    if (!host_big_endian()) {
+        if (t->numel && fwrite(t->data, sz, (size_t)t->numel, f) != (size_t)t->numel)
+            return write_failed(st);
+    } else {
+        unsigned char *b;
+        size_t len;
+        if (tl_npy_encode(t, &b, &len, st))
+            return st->code;
+        size_t put = fwrite(b + pl, 1, len - pl, f);
+        free(b);
+        if (put != len - pl)
+            return write_failed(st);
+    }
+    if (fflush(f) || ferror(f))
+        return write_failed(st);
+    return TL_OK;
+}

@@ -1,0 +1,33 @@
+/* NumPy .npy files.  Readers return a new host tensor holding one reference
+ * that the caller drops with tl_tensor_unref; tl_npy_encode and tl_slurp_*
+ * return malloc'd buffers that the caller frees; FILE handles stay the
+ * caller's to close.  Messages never name the file: callers wrap with it. */
+#ifndef TL_NPY_H
+#define TL_NPY_H
+
+#include <stdio.h>
+
+#include "backends/tensor.h"
+
+/* Parses a complete .npy file (versions 1.0, 2.0, 3.0; f32 and f64, either
+ * byte order, C or Fortran order) held in memory. */
+tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st);
+/* "cannot open: No such file or directory" style errors, TL_EINPUT. */
+tl_tensor *tl_npy_read_file(const char *path, tl_status *st);
+/* Reads all of f (e.g. stdin), then parses it. */
+tl_tensor *tl_npy_read_stream(FILE *f, tl_status *st);
+
+/* Encodes a host tensor as a complete .npy file (version 1.0 when the
+ * header fits, little-endian, data 64-byte aligned as NumPy writes it) in a
+ * malloc'd buffer owned by the caller. */
+tl_code tl_npy_encode(const tl_tensor *t, unsigned char **buf, size_t *len, tl_status *st);
+/* Writes the encoding of t to f and flushes it; a failed write (ENOSPC...)
+ * is TL_ERUNTIME. */
+tl_code tl_npy_write(FILE *f, const tl_tensor *t, tl_status *st);
+
+/* Reads all of f, or of the file at path, into a malloc'd buffer (*buf is
+ * never NULL on success, even for an empty file).  Errors are TL_EINPUT. */
+tl_code tl_slurp_stream(FILE *f, unsigned char **buf, size_t *len, tl_status *st);
+tl_code tl_slurp_path(const char *path, unsigned char **buf, size_t *len, tl_status *st);
+
+#endif

@@ -1,0 +1,782 @@
+#define _POSIX_C_SOURCE 200809L
+#include "formats/npz.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "formats/npy.h"
+
+/* The ZIP format: PKWARE's APPNOTE.TXT, sections 4.3 and 4.5.3. */
+enum {
+    SIG_LOCAL = 0x04034b50,
+    SIG_CENTRAL = 0x02014b50,
+    SIG_EOCD = 0x06054b50,
+    SIG_Z64_EOCD = 0x06064b50,
+    SIG_Z64_LOCATOR = 0x07064b50,
+    LOCAL_LEN = 30,
+    CENTRAL_LEN = 46,
+    EOCD_LEN = 22,
+    Z64_EOCD_LEN = 56,
+    Z64_LOCATOR_LEN = 20,
+    METHOD_STORED = 0,
+    METHOD_DEFLATED = 8,
+    DOS_DATE_1980 = 0x21, /* 1980-01-01: fixed, so archives are reproducible */
+};
+#define MARK32 0xFFFFFFFFu /* "the real value is in the ZIP64 extra field" */
+#define MARK16 0xFFFFu
+#define ZIP64_LIMIT 0x7FFFFFFFu /* as Python's zipfile, which NumPy uses */
+/* Deflate spends at least 2 bits on 258 bytes: no member inflates further. */
+#define MAX_INFLATE_RATIO 1032u
+
+typedef struct npz_member {
+    char *key; /* owned */
+    uint16_t method;
+    uint32_t crc;
+    uint64_t csize, usize, data_off;
+} npz_member;
+
+struct tl_npz {
+    unsigned char *buf; /* owned */
+    size_t len;
+    int n;
+    npz_member *m;       /* in archive order */
+    npz_member **by_key; /* sorted, for lookup */
+};
+
+/* Where the central directory is, and where it must end. */
+typedef struct cdir {
+    uint64_t off, size, count, end;
+} cdir;
+
+static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static uint32_t rd32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t rd64(const unsigned char *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+
+/* ---- the end records ---- */
+
+static tl_code find_eocd(const unsigned char *b, size_t len, size_t *pos, tl_status *st)
+{
+    static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+    if (len >= 6 && !memcmp(b, npy_magic, 6))
+        return tl_fail(st, TL_EINPUT, "not a zip archive (this is a .npy file, not a .npz)");
+    if (len < EOCD_LEN)
+        return tl_fail(st, TL_EINPUT, "not a zip archive (%zu bytes, too short)", len);
+    size_t lo = len - EOCD_LEN > 65535 ? len - EOCD_LEN - 65535 : 0;
+    for (size_t p = len - EOCD_LEN + 1; p-- > lo;)
+        if (rd32(b + p) == SIG_EOCD && p + EOCD_LEN + rd16(b + p + 20) == len) {
+            *pos = p;
+            return TL_OK;
+        }
+    return tl_fail(st, TL_EINPUT,
+                   "not a zip archive (no end of central directory record; truncated?)");
+}
+
+static tl_code multi_disk(tl_status *st)
+{
+    return tl_fail(st, TL_EINPUT, "multi-disk zip archives are not supported");
+}
+
+static tl_code read_zip64_end(const unsigned char *b, size_t loc, cdir *cd, tl_status *st)
+{
+    const unsigned char *l = b + loc;
+    if (rd32(l + 4) != 0 || rd32(l + 16) > 1)
+        return multi_disk(st);
+    uint64_t z = rd64(l + 8);
+    if (z > loc || loc - z < Z64_EOCD_LEN)
+        return tl_fail(
+            st, TL_EINPUT,
+            "ZIP64 end of central directory record (offset %" PRIu64 ") lies outside the file", z);
+    const unsigned char *r = b + z;
+    if (rd32(r) != SIG_Z64_EOCD)
+        return tl_fail(st, TL_EINPUT, "damaged ZIP64 end of central directory record");
+    if (rd32(r + 16) != 0 || rd32(r + 20) != 0 || rd64(r + 24) != rd64(r + 32))
+        return multi_disk(st);
+    cd->count = rd64(r + 32);
+    cd->size = rd64(r + 40);
+    cd->off = rd64(r + 48);
+    cd->end = z;
+    return TL_OK;
+}
+
+static tl_code check_cdir(const cdir *cd, size_t len, tl_status *st)
+{
+    if (cd->off > cd->end || cd->size > cd->end - cd->off)
+        return tl_fail(st, TL_EINPUT,
+                       "central directory (offset %" PRIu64 ", %" PRIu64
+                       " bytes) lies outside the file (%zu bytes)",
+                       cd->off, cd->size, len);
+    if (cd->count > cd->size / CENTRAL_LEN || cd->count > INT_MAX)
+        return tl_fail(st, TL_EINPUT,
+                       "central directory claims %" PRIu64 " entries in %" PRIu64 " bytes",
+                       cd->count, cd->size);
+    return TL_OK;
+}
+
+static tl_code read_cdir(const unsigned char *b, size_t len, cdir *cd, tl_status *st)
+{
+    size_t e = 0;
+    if (find_eocd(b, len, &e, st))
+        return st->code;
+    const unsigned char *p = b + e;
+    uint16_t disk = rd16(p + 4), cd_disk = rd16(p + 6);
+    if ((disk != 0 && disk != MARK16) || (cd_disk != 0 && cd_disk != MARK16) ||
+        rd16(p + 8) != rd16(p + 10))
+        return multi_disk(st);
+    *cd = (cdir){.count = rd16(p + 10), .size = rd32(p + 12), .off = rd32(p + 16), .end = e};
+    if (e >= Z64_LOCATOR_LEN && rd32(b + e - Z64_LOCATOR_LEN) == SIG_Z64_LOCATOR &&
+        read_zip64_end(b, e - Z64_LOCATOR_LEN, cd, st))
+        return st->code;
+    return check_cdir(cd, len, st);
+}
+
+/* ---- central directory entries ---- */
+
+/* Replaces the 0xFFFFFFFF sizes and offset by their ZIP64 values, in the
+ * order the format gives them. */
+static tl_code read_zip64_extra(const unsigned char *x, size_t n, uint64_t *fields[3],
+                                tl_status *st)
+{
+    while (n >= 4) {
+        size_t id = rd16(x), sz = rd16(x + 2);
+        if (sz > n - 4)
+            return tl_fail(st, TL_EINPUT, "an extra field runs past its header");
+        const unsigned char *q = x + 4, *qend = q + sz;
+        for (int i = 0; i < 3 && id == 1; i++) {
+            if (*fields[i] != MARK32)
+                continue;
+            if (qend - q < 8)
+                return tl_fail(st, TL_EINPUT, "ZIP64 extra field too short");
+            *fields[i] = rd64(q);
+            q += 8;
+        }
+        x += 4 + sz;
+        n -= 4 + sz;
+    }
+    return TL_OK;
+}
+
+/* The member name without ".npy", as a new string. */
+static char *member_key(const unsigned char *name, size_t n, tl_status *st)
+{
+    if (memchr(name, '\0', n)) {
+        tl_fail(st, TL_EINPUT, "a member name contains a NUL byte");
+        return NULL;
+    }
+    if (n >= 4 && !memcmp(name + n - 4, ".npy", 4))
+        n -= 4;
+    char *k = tl_malloc(n + 1, 1, "a member name", st);
+    if (k) {
+        memcpy(k, name, n);
+        k[n] = '\0';
+    }
+    return k;
+}
+
+/* Finds the member's data behind its local header; data must end before
+ * the central directory. */
+static tl_code read_local(const tl_npz *z, uint64_t off, uint64_t limit, const unsigned char *name,
+                          size_t nlen, npz_member *m, tl_status *st)
+{
+    const unsigned char *b = z->buf;
+    if (off > limit || limit - off < LOCAL_LEN || rd32(b + off) != SIG_LOCAL)
+        return tl_fail(st, TL_EINPUT, "no local header at offset %" PRIu64 " (file has %zu bytes)",
+                       off, z->len);
+    size_t ln = rd16(b + off + 26), le = rd16(b + off + 28);
+    uint64_t data = off + LOCAL_LEN + ln + le;
+    if (data > limit || m->csize > limit - data)
+        return tl_fail(st, TL_EINPUT,
+                       "data (offset %" PRIu64 ", %" PRIu64
+                       " bytes) runs past the end of the member area",
+                       data, m->csize);
+    if (ln != nlen || memcmp(b + off + LOCAL_LEN, name, nlen))
+        return tl_fail(st, TL_EINPUT, "local header names a different file");
+    m->data_off = data;
+    return TL_OK;
+}
+
+static tl_code check_member(const npz_member *m, uint16_t flags, tl_status *st)
+{
+    if (flags & 0x41)
+        return tl_fail(st, TL_EINPUT, "encrypted members are not supported");
+    if (m->method != METHOD_STORED && m->method != METHOD_DEFLATED)
+        return tl_fail(st, TL_EINPUT,
+                       "unsupported compression method %u (tl reads stored and deflated)",
+                       (unsigned)m->method);
+    if (m->method == METHOD_STORED && m->csize != m->usize)
+        return tl_fail(st, TL_EINPUT,
+                       "stored member with compressed size %" PRIu64 " but size %" PRIu64, m->csize,
+                       m->usize);
+    if (m->usize > SIZE_MAX - 1)
+        return tl_fail(st, TL_EINPUT, "member too large for memory");
+    return TL_OK;
+}
+
+/* Parses the central entry at *p (before end) into m and moves *p past it. */
+static tl_code read_central(const tl_npz *z, uint64_t *p, const cdir *cd, npz_member *m,
+                            tl_status *st)
+{
+    const unsigned char *h = z->buf + *p;
+    uint64_t end = cd->off + cd->size;
+    if (end - *p < CENTRAL_LEN || rd32(h) != SIG_CENTRAL)
+        return tl_fail(st, TL_EINPUT, "damaged central directory entry at offset %" PRIu64, *p);
+    size_t nlen = rd16(h + 28), elen = rd16(h + 30), clen = rd16(h + 32);
+    if (end - *p - CENTRAL_LEN < nlen + elen + clen)
+        return tl_fail(st, TL_EINPUT,
+                       "central directory entry at offset %" PRIu64 " runs past the directory", *p);
+    if (!(m->key = member_key(h + CENTRAL_LEN, nlen, st)))
+        return st->code;
+    uint64_t local = rd32(h + 42);
+    m->method = rd16(h + 10);
+    m->crc = rd32(h + 16);
+    m->csize = rd32(h + 20);
+    m->usize = rd32(h + 24);
+    uint64_t *fields[3] = {&m->usize, &m->csize, &local};
+    if (read_zip64_extra(h + CENTRAL_LEN + nlen, elen, fields, st) ||
+        check_member(m, rd16(h + 8), st) ||
+        read_local(z, local, cd->off, h + CENTRAL_LEN, nlen, m, st))
+        return tl_wrap(st, "member '%s'", m->key);
+    *p += CENTRAL_LEN + nlen + elen + clen;
+    return TL_OK;
+}
+
+static int cmp_member(const void *a, const void *b)
+{
+    return strcmp((*(npz_member *const *)a)->key, (*(npz_member *const *)b)->key);
+}
+
+static tl_code index_keys(tl_npz *z, tl_status *st)
+{
+    z->by_key = tl_malloc((size_t)z->n, sizeof *z->by_key, "the archive index", st);
+    if (!z->by_key)
+        return st->code;
+    for (int i = 0; i < z->n; i++)
+        z->by_key[i] = &z->m[i];
+    qsort(z->by_key, (size_t)z->n, sizeof *z->by_key, cmp_member);
+    for (int i = 1; i < z->n; i++)
+        if (!strcmp(z->by_key[i - 1]->key, z->by_key[i]->key))
+            return tl_fail(st, TL_EINPUT, "duplicate key '%s'", z->by_key[i]->key);
+    return TL_OK;
+}
+
+static tl_code read_members(tl_npz *z, tl_status *st)
+{
+    cdir cd = {0};
+    if (read_cdir(z->buf, z->len, &cd, st))
+        return st->code;
+    z->m = tl_calloc((size_t)cd.count, sizeof *z->m, "the archive index", st);
+    if (!z->m)
+        return st->code;
+    uint64_t p = cd.off;
+    for (; z->n < (int)cd.count; z->n++)
+        if (read_central(z, &p, &cd, &z->m[z->n], st)) {
+            z->n++; /* its key, if any, is freed by close */
+            return st->code;
+        }
+    return index_keys(z, st);
+}
+
+/* Takes ownership of buf. */
+static tl_npz *open_owned(unsigned char *buf, size_t len, tl_status *st)
+{
+    tl_npz *z = tl_calloc(1, sizeof *z, "an archive", st);
+    if (!z) {
+        free(buf);
+        return NULL;
+    }
+    z->buf = buf;
+    z->len = len;
+    if (read_members(z, st)) {
+        tl_npz_close(z);
+        return NULL;
+    }
+    return z;
+}
+
+tl_npz *tl_npz_open_mem(const void *buf, size_t len, tl_status *st)
+{
+    unsigned char *copy = tl_malloc(len, 1, "an archive buffer", st);
+    if (!copy)
+        return NULL;
+    if (len)
+        memcpy(copy, buf, len);
+    return open_owned(copy, len, st);
+}
+
+tl_npz *tl_npz_open(const char *path, tl_status *st)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (tl_slurp_path(path, &buf, &len, st))
+        return NULL;
+    return open_owned(buf, len, st);
+}
+
+void tl_npz_close(tl_npz *z)
+{
+    if (!z)
+        return;
+    for (int i = 0; i < z->n; i++)
+        free(z->m[i].key);
+    free(z->m);
+    free(z->by_key);
+    free(z->buf);
+    free(z);
+}
+
+int tl_npz_count(const tl_npz *z) { return z->n; }
+
+const char *tl_npz_key(const tl_npz *z, int i) { return i >= 0 && i < z->n ? z->m[i].key : NULL; }
+
+static const npz_member *find(const tl_npz *z, const char *key)
+{
+    npz_member probe = {.key = (char *)key}, *pp = &probe;
+    npz_member **hit = bsearch(&pp, z->by_key, (size_t)z->n, sizeof *z->by_key, cmp_member);
+    return hit ? *hit : NULL;
+}
+
+bool tl_npz_has(const tl_npz *z, const char *key) { return find(z, key) != NULL; }
+
+/* ---- member data ---- */
+
+/* Hands zlib the next piece (at most UINT_MAX bytes) of what is left. */
+static void refill(uInt *avail, uint64_t *left)
+{
+    if (*avail == 0 && *left) {
+        uInt k = *left > UINT_MAX ? UINT_MAX : (uInt)*left;
+        *avail = k;
+        *left -= k;
+    }
+}
+
+static tl_code inflate_end(const z_stream *zs, uint64_t in_left, uint64_t made, uint64_t usize,
+                           tl_status *st)
+{
+    if (made < usize)
+        return tl_fail(st, TL_EINPUT,
+                       "inflates to %" PRIu64 " bytes, fewer than the declared %" PRIu64, made,
+                       usize);
+    if (zs->avail_in || in_left)
+        return tl_fail(st, TL_EINPUT, "%" PRIu64 " bytes after the end of the deflate data",
+                       zs->avail_in + in_left);
+    return TL_OK;
+}
+
+/* Inflates into the usize bytes at next_out; one byte more is an error. */
+static tl_code run_inflate(z_stream *zs, uint64_t in_left, uint64_t usize, tl_status *st)
+{
+    uint64_t out_left = usize;
+    unsigned char extra;
+    bool probing = false;
+    for (;;) {
+        refill(&zs->avail_in, &in_left);
+        refill(&zs->avail_out, &out_left);
+        if (zs->avail_out == 0 && !probing) {
+            zs->next_out = &extra;
+            zs->avail_out = 1;
+            probing = true;
+        }
+        int r = inflate(zs, Z_NO_FLUSH);
+        if (probing && zs->avail_out == 0)
+            return tl_fail(st, TL_EINPUT,
+                           "inflates past its declared size of %" PRIu64 " bytes (a zip bomb?)",
+                           usize);
+        if (r == Z_STREAM_END)
+            return inflate_end(zs, in_left, probing ? usize : usize - out_left - zs->avail_out,
+                               usize, st);
+        if (r == Z_MEM_ERROR)
+            return tl_fail(st, TL_ERUNTIME, "out of memory inflating a member");
+        if (r == Z_BUF_ERROR && zs->avail_in == 0 && in_left == 0)
+            return tl_fail(st, TL_EINPUT, "truncated deflate data");
+        if (r != Z_OK && r != Z_BUF_ERROR)
+            return tl_fail(st, TL_EINPUT, "corrupt deflate data (%s)", zs->msg ? zs->msg : "error");
+    }
+}
+
+static unsigned char *inflate_member(const unsigned char *src, const npz_member *m, tl_status *st)
+{
+    if (m->usize / MAX_INFLATE_RATIO > m->csize + 1) {
+        tl_fail(st, TL_EINPUT,
+                "declares %" PRIu64 " bytes from %" PRIu64
+                " deflated bytes, more than deflate can produce (a zip bomb?)",
+                m->usize, m->csize);
+        return NULL;
+    }
+    unsigned char *out = tl_malloc((size_t)m->usize, 1, "an inflated member", st);
+    if (!out)
+        return NULL;
+    z_stream zs = {.next_in = (Bytef *)src, .next_out = out};
+    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) {
+        free(out);
+        tl_fail(st, TL_ERUNTIME, "cannot start zlib");
+        return NULL;
+    }
+    tl_code rc = run_inflate(&zs, m->csize, m->usize, st);
+    inflateEnd(&zs);
+    if (rc) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static tl_tensor *read_member(const tl_npz *z, const npz_member *m, tl_status *st)
+{
+    const unsigned char *data = z->buf + m->data_off;
+    unsigned char *inflated = NULL;
+    if (m->method == METHOD_DEFLATED && !(data = inflated = inflate_member(data, m, st)))
+        return NULL;
+    uint32_t crc = (uint32_t)crc32_z(0, data, (z_size_t)m->usize);
+    tl_tensor *t = NULL;
+    if (crc != m->crc)
+        tl_fail(st, TL_EINPUT,
+                "CRC-32 mismatch (the archive says %08" PRIx32 ", the data has %08" PRIx32 ")",
+                m->crc, crc);
+    else
+        t = tl_npy_read_mem(data, (size_t)m->usize, st);
+    free(inflated);
+    return t;
+}
+
+static void missing_key(const tl_npz *z, const char *key, tl_status *st)
+{
+    char have[256] = "";
+    size_t k = 0;
+    for (int i = 0; i < z->n && k < sizeof have; i++)
+        k += (size_t)snprintf(have + k, sizeof have - k, "%s'%s'", i ? ", " : "", z->m[i].key);
+    if (k >= sizeof have)
+        memcpy(have + sizeof have - 5, "...", 4);
+    if (z->n)
+        tl_fail(st, TL_EINPUT, "no key '%s' (the archive has %s)", key, have);
+    else
+        tl_fail(st, TL_EINPUT, "no key '%s' (the archive is empty)", key);
+}
+
+tl_tensor *tl_npz_get(const tl_npz *z, const char *key, tl_status *st)
+{
+    const npz_member *m = find(z, key);
+    if (!m) {
+        missing_key(z, key, st);
+        return NULL;
+    }
+    tl_tensor *t = read_member(z, m, st);
+    if (!t)
+        tl_wrap(st, "member '%s'", key);
+    return t;
+}
+
+/* ---- writing ---- */
+
+typedef struct zentry {
+    char *name; /* key + ".npy", owned */
+    uint16_t method;
+    uint32_t crc;
+    uint64_t csize, usize, off;
+} zentry;
+
+typedef struct zwriter {
+    FILE *f;
+    uint64_t pos;
+    bool force64;
+} zwriter;
+
+static void wr16(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
+
+static void wr32(unsigned char *p, uint32_t v)
+{
+    wr16(p, v);
+    wr16(p + 2, v >> 16);
+}
+
+static void wr64(unsigned char *p, uint64_t v)
+{
+    wr32(p, (uint32_t)v);
+    wr32(p + 4, (uint32_t)(v >> 32));
+}
+
+static bool big(const zwriter *w, uint64_t v) { return w->force64 || v > ZIP64_LIMIT; }
+
+static uint32_t mark32(const zwriter *w, uint64_t v) { return big(w, v) ? MARK32 : (uint32_t)v; }
+
+static tl_code zput(zwriter *w, const void *p, size_t n, tl_status *st)
+{
+    errno = 0;
+    if (n && fwrite(p, 1, n, w->f) != n)
+        return tl_fail(st, TL_ERUNTIME, "write failed: %s", errno ? strerror(errno) : "I/O error");
+    w->pos += n;
+    return TL_OK;
+}
+
+/* Bit 11: the name is UTF-8, as Python sets it for non-ASCII names. */
+static uint16_t name_flags(const char *name)
+{
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        if (*p >= 0x80)
+            return 0x800;
+    return 0;
+}
+
+/* Gives deflate more room in *out, growing it when full. */
+static tl_code make_room(z_stream *zs, unsigned char **out, size_t *cap, tl_status *st)
+{
+    size_t used = (size_t)(zs->next_out - *out);
+    if (used == *cap) {
+        size_t want = *cap + *cap / 2 + 64;
+        unsigned char *p = want > *cap ? realloc(*out, want) : NULL;
+        if (!p)
+            return tl_fail(st, TL_ERUNTIME, "out of memory compressing a member (%zu bytes)", want);
+        *out = p;
+        *cap = want;
+    }
+    size_t room = *cap - used;
+    zs->next_out = *out + used;
+    zs->avail_out = room > UINT_MAX ? UINT_MAX : (uInt)room;
+    return TL_OK;
+}
+
+static tl_code run_deflate(z_stream *zs, uint64_t in_left, unsigned char **out, size_t *cap,
+                           tl_status *st)
+{
+    for (;;) {
+        refill(&zs->avail_in, &in_left);
+        if (zs->avail_out == 0 && make_room(zs, out, cap, st))
+            return st->code;
+        int r = deflate(zs, in_left ? Z_NO_FLUSH : Z_FINISH);
+        if (r == Z_STREAM_END)
+            return TL_OK;
+        if (r != Z_OK && r != Z_BUF_ERROR)
+            return tl_fail(st, TL_ERUNTIME, "deflate failed (%s)", zs->msg ? zs->msg : "error");
+    }
+}
+
+/* Deflates src into a new buffer (raw deflate, zlib's default level as
+ * Python's zipfile); sets e->csize. */
+static unsigned char *deflate_member(const unsigned char *src, zentry *e, tl_status *st)
+{
+    z_stream zs = {.next_in = (Bytef *)src};
+    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY)) {
+        tl_fail(st, TL_ERUNTIME, "cannot start zlib");
+        return NULL;
+    }
+    size_t cap = deflateBound(&zs, (uLong)e->usize);
+    unsigned char *out = tl_malloc(cap, 1, "a compressed member", st);
+    zs.next_out = out;
+    if (out && run_deflate(&zs, e->usize, &out, &cap, st)) {
+        free(out);
+        out = NULL;
+    }
+    if (out)
+        e->csize = (uint64_t)(zs.next_out - out);
+    deflateEnd(&zs);
+    return out;
+}
+
+static tl_code write_local(zwriter *w, const zentry *e, tl_status *st)
+{
+    unsigned char h[LOCAL_LEN], x[20];
+    bool z64 = big(w, e->usize) || big(w, e->csize);
+    size_t nlen = strlen(e->name);
+    wr32(h, SIG_LOCAL);
+    wr16(h + 4, z64 ? 45 : 20);
+    wr16(h + 6, name_flags(e->name));
+    wr16(h + 8, e->method);
+    wr16(h + 10, 0);
+    wr16(h + 12, DOS_DATE_1980);
+    wr32(h + 14, e->crc);
+    wr32(h + 18, z64 ? MARK32 : (uint32_t)e->csize);
+    wr32(h + 22, z64 ? MARK32 : (uint32_t)e->usize);
+    wr16(h + 26, (uint32_t)nlen);
+    wr16(h + 28, z64 ? (uint32_t)sizeof x : 0);
+    wr16(x, 1);
+    wr16(x + 2, 16);
+    wr64(x + 4, e->usize);
+    wr64(x + 12, e->csize);
+    if (zput(w, h, sizeof h, st) || zput(w, e->name, nlen, st) || (z64 && zput(w, x, sizeof x, st)))
+        return st->code;
+    return TL_OK;
+}
+
+static tl_code write_member(zwriter *w, const tl_tensor *t, bool compress, zentry *e, tl_status *st)
+{
+    unsigned char *npy, *data;
+    size_t len = 0;
+    if (tl_npy_encode(t, &npy, &len, st))
+        return st->code;
+    e->usize = e->csize = len;
+    e->crc = (uint32_t)crc32_z(0, npy, len);
+    e->off = w->pos;
+    e->method = compress ? METHOD_DEFLATED : METHOD_STORED;
+    data = compress ? deflate_member(npy, e, st) : npy;
+    tl_code rc = data ? TL_OK : st->code;
+    if (!rc)
+        rc = write_local(w, e, st);
+    if (!rc)
+        rc = zput(w, data, (size_t)e->csize, st);
+    if (data != npy)
+        free(data);
+    free(npy);
+    return rc;
+}
+
+static tl_code write_central(zwriter *w, const zentry *e, tl_status *st)
+{
+    unsigned char h[CENTRAL_LEN], x[28];
+    size_t xl = 4, nlen = strlen(e->name);
+    const uint64_t vals[3] = {e->usize, e->csize, e->off};
+    for (int i = 0; i < 3; i++)
+        if (big(w, vals[i])) {
+            wr64(x + xl, vals[i]);
+            xl += 8;
+        }
+    wr16(x, 1);
+    wr16(x + 2, (uint32_t)xl - 4);
+    bool z64 = xl > 4;
+    uint32_t version = z64 ? 45 : 20;
+    wr32(h, SIG_CENTRAL);
+    wr16(h + 4, 3 << 8 | version); /* made by: Unix */
+    wr16(h + 6, version);
+    wr16(h + 8, name_flags(e->name));
+    wr16(h + 10, e->method);
+    wr16(h + 12, 0);
+    wr16(h + 14, DOS_DATE_1980);
+    wr32(h + 16, e->crc);
+    wr32(h + 20, mark32(w, e->csize));
+    wr32(h + 24, mark32(w, e->usize));
+    wr16(h + 28, (uint32_t)nlen);
+    wr16(h + 30, z64 ? (uint32_t)xl : 0);
+    wr16(h + 32, 0);
+    wr16(h + 34, 0);
+    wr16(h + 36, 0);
+    wr32(h + 38, 0600u << 16); /* rw------- as Python's zipfile */
+    wr32(h + 42, mark32(w, e->off));
+    if (zput(w, h, sizeof h, st) || zput(w, e->name, nlen, st) || (z64 && zput(w, x, xl, st)))
+        return st->code;
+    return TL_OK;
+}
+
+static tl_code write_zip64_end(zwriter *w, uint64_t count, uint64_t cd_off, uint64_t cd_size,
+                               tl_status *st)
+{
+    unsigned char r[Z64_EOCD_LEN], l[Z64_LOCATOR_LEN];
+    uint64_t at = w->pos;
+    wr32(r, SIG_Z64_EOCD);
+    wr64(r + 4, Z64_EOCD_LEN - 12);
+    wr16(r + 12, 3 << 8 | 45);
+    wr16(r + 14, 45);
+    wr32(r + 16, 0);
+    wr32(r + 20, 0);
+    wr64(r + 24, count);
+    wr64(r + 32, count);
+    wr64(r + 40, cd_size);
+    wr64(r + 48, cd_off);
+    wr32(l, SIG_Z64_LOCATOR);
+    wr32(l + 4, 0);
+    wr64(l + 8, at);
+    wr32(l + 16, 1);
+    if (zput(w, r, sizeof r, st) || zput(w, l, sizeof l, st))
+        return st->code;
+    return TL_OK;
+}
+
+static tl_code write_end(zwriter *w, uint64_t count, uint64_t cd_off, tl_status *st)
+{
+    unsigned char e[EOCD_LEN];
+    uint64_t cd_size = w->pos - cd_off;
+    bool z64 = w->force64 || count > MARK16 - 1 || cd_off > ZIP64_LIMIT || cd_size > ZIP64_LIMIT;
+    if (z64 && write_zip64_end(w, count, cd_off, cd_size, st))
+        return st->code;
+    uint32_t n16 = count < MARK16 ? (uint32_t)count : MARK16;
+    wr32(e, SIG_EOCD);
+    wr16(e + 4, 0);
+    wr16(e + 6, 0);
+    wr16(e + 8, n16);
+    wr16(e + 10, n16);
+    wr32(e + 12, cd_size < MARK32 ? (uint32_t)cd_size : MARK32);
+    wr32(e + 16, cd_off < MARK32 ? (uint32_t)cd_off : MARK32);
+    wr16(e + 20, 0);
+    return zput(w, e, sizeof e, st);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static tl_code check_keys(int n, const char *const *keys, tl_status *st)
+{
+    if (n < 0)
+        return tl_fail(st, TL_ERUNTIME, "internal: %d tensors to write", n);
+    for (int i = 0; i < n; i++)
+        if (strlen(keys[i]) > MARK16 - 4)
+            return tl_fail(st, TL_EINPUT, "key too long (%zu bytes)", strlen(keys[i]));
+    const char **sorted = tl_malloc((size_t)n, sizeof *sorted, "a key list", st);
+    if (!sorted)
+        return st->code;
+    if (n)
+        memcpy(sorted, keys, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_str);
+    tl_code rc = TL_OK;
+    for (int i = 1; i < n && !rc; i++)
+        if (!strcmp(sorted[i - 1], sorted[i]))
+            rc = tl_fail(st, TL_EINPUT, "duplicate key '%s'", sorted[i]);
+    free(sorted);
+    return rc;
+}
+
+static tl_code write_archive(zwriter *w, int n, const char *const *keys, const tl_tensor *const *ts,
+                             bool compress, zentry *es, tl_status *st)
+{
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(keys[i]);
+        if (!(es[i].name = tl_malloc(k + 5, 1, "a member name", st)))
+            return st->code;
+        memcpy(es[i].name, keys[i], k);
+        memcpy(es[i].name + k, ".npy", 5);
+        if (write_member(w, ts[i], compress, &es[i], st))
+            return tl_wrap(st, "member '%s'", keys[i]);
+    }
+    uint64_t cd_off = w->pos;
+    for (int i = 0; i < n; i++)
+        if (write_central(w, &es[i], st))
+            return st->code;
+    if (write_end(w, (uint64_t)n, cd_off, st))
+        return st->code;
+    errno = 0;
+    if (fflush(w->f) || ferror(w->f))
+        return tl_fail(st, TL_ERUNTIME, "write failed: %s", errno ? strerror(errno) : "I/O error");
+    return TL_OK;
+}
+
+tl_code tl_npz_write_ex(FILE *f, int n, const char *const *keys, const tl_tensor *const *ts,
+                        bool compress, bool force_zip64, tl_status *st)
+{
+    if (check_keys(n, keys, st))
+        return st->code;
+    zentry *es = tl_calloc((size_t)n, sizeof *es, "the archive index", st);
+    if (!es)
+        return st->code;
+    zwriter w = {f, 0, force_zip64};
+    tl_code rc = write_archive(&w, n, keys, ts, compress, es, st);
+    for (int i = 0; i < n; i++)
+        free(es[i].name);
+    free(es);
+    return rc;
+}
+
+tl_code tl_npz_write(FILE *f, int n, const char *const *keys, const tl_tensor *const *ts,
+                     bool compress, tl_status *st)
+{
+    return tl_npz_write_ex(f, n, keys, ts, compress, false, st);
+}

@@ -1,0 +1,1064 @@
+/* The graph loader: JSON text -> validated tl_graph.  One pass over the
+ * document; names become slots when defined and are visible only in their
+ * block and the blocks nested in it, after their definition. */
+#define _POSIX_C_SOURCE 200809L
+#include "graph.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/text.h"
+#include "mapc.h"
+
+typedef struct loader {
+    tl_graph *g;
+    tl_status *st;
+    char *dir; /* the graph file's folder, "" for the current one */
+    /* name -> slot, open addressing */
+    int *table;
+    int tcap;
+    int cap; /* capacity of the per-slot arrays */
+    bool *visible;
+} loader;
+
+/* ---------- small helpers ---------- */
+
+static uint64_t hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int find_slot(const loader *L, const char *name)
+{
+    for (uint64_t i = hash(name) & (uint64_t)(L->tcap - 1);; i = (i + 1) & (uint64_t)(L->tcap - 1)) {
+        int s = L->table[i];
+        if (s < 0 || !strcmp(L->g->slot_name[s], name))
+            return s;
+    }
+}
+
+static void table_put(loader *L, int slot)
+{
+    uint64_t i = hash(L->g->slot_name[slot]) & (uint64_t)(L->tcap - 1);
+    while (L->table[i] >= 0)
+        i = (i + 1) & (uint64_t)(L->tcap - 1);
+    L->table[i] = slot;
+}
+
+static bool grow(void **p, int n, size_t es, tl_status *st)
+{
+    void *q = realloc(*p, (size_t)n * es);
+    if (!q) {
+        tl_fail(st, TL_ERUNTIME, "out of memory allocating the graph's name table");
+        return false;
+    }
+    *p = q;
+    return true;
+}
+
+static bool valid_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 255 || !(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
+        return false;
+    for (size_t i = 1; i < n; i++) {
+        char c = s[i];
+        if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
+            return false;
+    }
+    return true;
+}
+
+/* Defines a new name; returns its slot or -1 (error set). */
+static int define(loader *L, const cJSON *item, enum tl_slot_kind kind, const char *what)
+{
+    tl_graph *g = L->g;
+    if (!cJSON_IsString(item))
+        return tl_fail(L->st, TL_EINPUT, "%s must be a name (a string)", what), -1;
+    const char *name = item->valuestring;
+    if (!valid_name(name))
+        return tl_fail(L->st, TL_EINPUT, "bad name \"%.64s\" (want [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes)", name), -1;
+    if (find_slot(L, name) >= 0)
+        return tl_fail(L->st, TL_EINPUT, "name \"%s\" is defined twice", name), -1;
+    if (g->nslots == L->cap) {
+        int c = L->cap ? 2 * L->cap : 64;
+        if (!grow((void **)&g->slot_name, c, sizeof(char *), L->st) ||
+            !grow((void **)&g->slot_kind, c, 1, L->st) ||
+            !grow((void **)&g->slot_const, c, sizeof(int), L->st) ||
+            !grow((void **)&L->visible, c, sizeof(bool), L->st))
+            return -1;
+        L->cap = c;
+    }
+    if (2 * (g->nslots + 1) > L->tcap) {
+        int *t = malloc(sizeof(int) * (size_t)L->tcap * 2);
+        if (!t)
+            return tl_fail(L->st, TL_ERUNTIME, "out of memory allocating the name table"), -1;
+        free(L->table);
+        L->table = t;
+        L->tcap *= 2;
+        for (int i = 0; i < L->tcap; i++)
+            t[i] = -1;
+        for (int s = 0; s < g->nslots; s++)
+            table_put(L, s);
+    }
+    int s = g->nslots;
+    if (!(g->slot_name[s] = tl_strdup(name, L->st)))
+        return -1;
+    g->nslots++;
+    g->slot_kind[s] = (unsigned char)kind;
+    g->slot_const[s] = -1;
+    L->visible[s] = true;
+    table_put(L, s);
+    return s;
+}
+
+/* Looks up a name used as an argument; -1 with an error if unknown here. */
+static int use(loader *L, const char *name)
+{
+    int s = find_slot(L, name);
+    if (s < 0)
+        return tl_fail(L->st, TL_EINPUT, "unknown name \"%.64s\" (not defined before this point)", name), -1;
+    if (!L->visible[s])
+        return tl_fail(L->st, TL_EINPUT, "name \"%s\" is local to another block and not visible here", name), -1;
+    return s;
+}
+
+static bool check_keys(loader *L, const cJSON *obj, const char *const *allowed, int n, const char *what)
+{
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        bool ok = false;
+        for (int i = 0; i < n && !ok; i++)
+            ok = !strcmp(c->string, allowed[i]);
+        if (!ok) {
+            tl_fail(L->st, TL_EINPUT, "unknown key \"%.64s\" in %s", c->string, what);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool get_int(const cJSON *v, int64_t *out)
+{
+    if (!cJSON_IsNumber(v))
+        return false;
+    double d = v->valuedouble;
+    if (d != floor(d) || fabs(d) > 9007199254740992.0)
+        return false;
+    *out = (int64_t)d;
+    return true;
+}
+
+/* A number, or one of the strings "nan", "inf", "-inf". */
+static bool get_num(const cJSON *v, double *out)
+{
+    if (cJSON_IsNumber(v)) {
+        *out = v->valuedouble;
+        return true;
+    }
+    if (!cJSON_IsString(v))
+        return false;
+    if (!strcmp(v->valuestring, "nan"))
+        *out = NAN;
+    else if (!strcmp(v->valuestring, "inf"))
+        *out = INFINITY;
+    else if (!strcmp(v->valuestring, "-inf"))
+        *out = -INFINITY;
+    else
+        return false;
+    return true;
+}
+
+/* An int or list of ints into arr (at most TL_MAXDIM). */
+static bool get_int_list(loader *L, const cJSON *v, bool scalar_ok, int64_t *arr, int *n, const char *key)
+{
+    int64_t x;
+    if (scalar_ok && get_int(v, &x)) {
+        arr[0] = x;
+        *n = 1;
+        return true;
+    }
+    if (!cJSON_IsArray(v))
+        goto bad;
+    *n = 0;
+    for (const cJSON *c = v->child; c; c = c->next) {
+        if (*n == TL_MAXDIM) {
+            tl_fail(L->st, TL_EINPUT, "attribute \"%s\" has more than %d entries", key, TL_MAXDIM);
+            return false;
+        }
+        if (!get_int(c, &arr[(*n)++]))
+            goto bad;
+    }
+    return true;
+bad:
+    tl_fail(L->st, TL_EINPUT, "attribute \"%s\" must be %s", key,
+            scalar_ok ? "an integer or a list of integers" : "a list of integers");
+    return false;
+}
+
+/* ---------- attributes ---------- */
+
+static const struct {
+    unsigned bit;
+    const char *key;
+} attr_keys[] = {
+    {A_AXES, "axes"},   {A_KEEPDIMS, "keepdims"}, {A_AXIS, "axis"},   {A_APPROX, "approximate"},
+    {A_MIN, "min"},     {A_MAX, "max"},           {A_DTYPE, "dtype"}, {A_SHAPE, "shape"},
+    {A_PERM, "axes"},   {A_START, "start"},       {A_STOP, "stop"},   {A_STEP, "step"},
+    {A_INDICES, "indices"},
+};
+#define NATTR_KEYS (int)(sizeof attr_keys / sizeof attr_keys[0])
+
+static unsigned required_attrs(tl_opcode op)
+{
+    switch (op) {
+    case TL_OP_CAST: return A_DTYPE;
+    case TL_OP_RESHAPE:
+    case TL_OP_BROADCAST_TO: return A_SHAPE;
+    case TL_OP_EXPAND_DIMS: return A_AXIS;
+    case TL_OP_TAKE: return A_AXIS | A_INDICES;
+    default: return 0;
+    }
+}
+
+static bool parse_attr(loader *L, tl_node *n, unsigned bit, const cJSON *v, const char *key)
+{
+    tl_attrs *a = &n->attrs;
+    const char *want = NULL;
+    switch (bit) {
+    case A_AXES:
+    case A_PERM:
+        a->has_axes = true;
+        return get_int_list(L, v, bit == A_AXES, a->axes, &a->naxes, key);
+    case A_SHAPE: return get_int_list(L, v, false, a->shape, &a->nshape, key);
+    case A_KEEPDIMS:
+        if (!cJSON_IsBool(v))
+            want = "true or false";
+        a->keepdims = cJSON_IsTrue(v);
+        break;
+    case A_AXIS:
+        a->has_axis = true;
+        if (!get_int(v, &a->axis))
+            want = "an integer";
+        break;
+    case A_APPROX:
+        if (cJSON_IsString(v) && !strcmp(v->valuestring, "none"))
+            a->approximate = 0;
+        else if (cJSON_IsString(v) && !strcmp(v->valuestring, "tanh"))
+            a->approximate = 1;
+        else
+            want = "\"none\" or \"tanh\"";
+        break;
+    case A_MIN:
+    case A_MAX:
+        if (!get_num(v, bit == A_MIN ? &a->min : &a->max))
+            want = "a number";
+        *(bit == A_MIN ? &a->has_min : &a->has_max) = true;
+        break;
+    case A_DTYPE:
+        if (!cJSON_IsString(v) || !tl_dtype_parse(v->valuestring, &a->dtype))
+            want = "\"f32\" or \"f64\"";
+        break;
+    case A_START:
+    case A_STOP:
+        if (cJSON_IsNull(v))
+            break;
+        *(bit == A_START ? &a->has_start : &a->has_stop) = true;
+        if (!get_int(v, bit == A_START ? &a->start : &a->stop))
+            want = "an integer or null";
+        break;
+    case A_STEP:
+        if (!get_int(v, &a->step) || a->step <= 0)
+            want = "a positive integer";
+        break;
+    case A_INDICES: {
+        int64_t k = 0;
+        if (!cJSON_IsArray(v)) {
+            want = "a list of integers";
+            break;
+        }
+        int cnt = cJSON_GetArraySize(v);
+        n->indices = tl_malloc((size_t)cnt, sizeof(int64_t), "take indices", L->st);
+        if (!n->indices)
+            return false;
+        for (const cJSON *c = v->child; c && !want; c = c->next)
+            if (!get_int(c, &n->indices[k++]))
+                want = "a list of integers";
+        a->indices = n->indices;
+        a->nindices = k;
+        break;
+    }
+    }
+    if (want)
+        tl_fail(L->st, TL_EINPUT, "attribute \"%s\" must be %s", key, want);
+    return !want;
+}
+
+/* ---------- nodes and blocks ---------- */
+
+static bool parse_block(loader *L, const cJSON *obj, tl_block **out, int nparams,
+                        const cJSON *const *params, int *param_slots, const char *what);
+
+static bool parse_args(loader *L, const cJSON *v, tl_arg **args, int *nargs, const char *key)
+{
+    if (!cJSON_IsArray(v)) {
+        tl_fail(L->st, TL_EINPUT, "\"%s\" must be an array", key);
+        return false;
+    }
+    int n = cJSON_GetArraySize(v), i = 0;
+    *args = tl_calloc((size_t)n, sizeof(tl_arg), "node arguments", L->st);
+    if (!*args)
+        return false;
+    *nargs = n;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        tl_arg *a = &(*args)[i];
+        a->slot = -1;
+        if (cJSON_IsNumber(c))
+            a->num = c->valuedouble;
+        else if (!cJSON_IsString(c)) {
+            tl_fail(L->st, TL_EINPUT, "\"%s\" entry %d must be a name or a number", key, i);
+            return false;
+        } else if ((a->slot = use(L, c->valuestring)) < 0)
+            return false;
+    }
+    return true;
+}
+
+/* The names of a node's "id" (or a block's "result"): one string or an array. */
+static int name_list(loader *L, const cJSON *v, const cJSON **items, int max, const char *key)
+{
+    int n = 0;
+    if (cJSON_IsString(v)) {
+        items[0] = v;
+        return 1;
+    }
+    if (!cJSON_IsArray(v) || !v->child) {
+        tl_fail(L->st, TL_EINPUT, "\"%s\" must be a name or a non-empty array of names", key);
+        return -1;
+    }
+    for (const cJSON *c = v->child; c; c = c->next) {
+        if (n == max) {
+            tl_fail(L->st, TL_EINPUT, "\"%s\" has more than %d names", key, max);
+            return -1;
+        }
+        items[n++] = c;
+    }
+    return n;
+}
+
+#define MAX_IDS 256
+
+static bool parse_result(loader *L, const cJSON *v, tl_block *b)
+{
+    const cJSON *items[MAX_IDS];
+    int n = name_list(L, v, items, MAX_IDS, "result");
+    if (n < 0)
+        return false;
+    b->result = tl_malloc((size_t)n, sizeof(int), "block results", L->st);
+    if (!b->result)
+        return false;
+    b->nresult = n;
+    for (int i = 0; i < n; i++) {
+        if (!cJSON_IsString(items[i]))
+            return tl_fail(L->st, TL_EINPUT, "\"result\" must hold names"), false;
+        if ((b->result[i] = use(L, items[i]->valuestring)) < 0)
+            return false;
+    }
+    return true;
+}
+
+static bool flow_if(loader *L, const cJSON *obj, tl_node *n)
+{
+    static const char *const keys[] = {"id", "op", "cond", "then", "else"};
+    const cJSON *cond = cJSON_GetObjectItemCaseSensitive(obj, "cond");
+    if (!check_keys(L, obj, keys, 5, "an if node"))
+        return false;
+    if (cJSON_IsNumber(cond))
+        n->cond = (tl_arg){-1, cond->valuedouble};
+    else if (!cJSON_IsString(cond))
+        return tl_fail(L->st, TL_EINPUT, "\"cond\" must name a scalar"), false;
+    else if ((n->cond.slot = use(L, cond->valuestring)) < 0)
+        return false;
+    if (!parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "then"), &n->then_b, 0, NULL, NULL, "then") ||
+        !parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "else"), &n->else_b, 0, NULL, NULL, "else"))
+        return false;
+    if (n->then_b->nresult != n->nout || n->else_b->nresult != n->nout)
+        return tl_fail(L->st, TL_EINPUT, "%d ids but the branches give %d (then) and %d (else) results",
+                       n->nout, n->then_b->nresult, n->else_b->nresult), false;
+    return true;
+}
+
+static bool flow_iterate(loader *L, const cJSON *obj, tl_node *n)
+{
+    static const char *const keys[] = {"id", "op", "count", "init", "state", "index", "body"};
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(obj, "state");
+    const cJSON *index = cJSON_GetObjectItemCaseSensitive(obj, "index");
+    const cJSON *params[MAX_IDS + 1];
+    int slots[MAX_IDS + 1];
+    if (!check_keys(L, obj, keys, 7, "an iterate node"))
+        return false;
+    if (!get_int(cJSON_GetObjectItemCaseSensitive(obj, "count"), &n->count) || n->count < 0)
+        return tl_fail(L->st, TL_EINPUT, "\"count\" must be a non-negative integer literal"), false;
+    if (!parse_args(L, cJSON_GetObjectItemCaseSensitive(obj, "init"), &n->args, &n->nargs, "init"))
+        return false;
+    int ns = name_list(L, state, params, MAX_IDS, "state");
+    if (ns < 0)
+        return false;
+    if (ns != n->nargs || ns != n->nout)
+        return tl_fail(L->st, TL_EINPUT, "%d ids, %d init values and %d states must agree", n->nout, n->nargs, ns), false;
+    if (index)
+        params[ns] = index;
+    if (!parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "body"), &n->body, ns + (index != NULL), params, slots, "body"))
+        return false;
+    n->state = tl_malloc((size_t)ns, sizeof(int), "iterate states", L->st);
+    if (!n->state)
+        return false;
+    memcpy(n->state, slots, sizeof(int) * (size_t)ns);
+    n->index_slot = index ? slots[ns] : -1;
+    if (n->body->nresult != ns)
+        return tl_fail(L->st, TL_EINPUT, "body gives %d results for %d states", n->body->nresult, ns), false;
+    return true;
+}
+
+static bool flow_map(loader *L, const cJSON *obj, tl_node *n)
+{
+    static const char *const keys[] = {"id", "op", "args", "params", "body"};
+    const cJSON *params[MAX_IDS];
+    int slots[MAX_IDS];
+    if (!check_keys(L, obj, keys, 5, "a map node"))
+        return false;
+    if (!parse_args(L, cJSON_GetObjectItemCaseSensitive(obj, "args"), &n->args, &n->nargs, "args"))
+        return false;
+    int np = name_list(L, cJSON_GetObjectItemCaseSensitive(obj, "params"), params, MAX_IDS, "params");
+    if (np < 0)
+        return false;
+    if (np != n->nargs || n->nargs == 0)
+        return tl_fail(L->st, TL_EINPUT, "%d args but %d params", n->nargs, np), false;
+    if (n->nout != 1)
+        return tl_fail(L->st, TL_EINPUT, "a map node has exactly one id"), false;
+    if (!parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "body"), &n->body, np, params, slots, "body"))
+        return false;
+    n->params = tl_malloc((size_t)np, sizeof(int), "map params", L->st);
+    if (!n->params)
+        return false;
+    memcpy(n->params, slots, sizeof(int) * (size_t)np);
+    if (n->body->nresult != 1)
+        return tl_fail(L->st, TL_EINPUT, "a map body gives exactly one result"), false;
+    if (tl_map_compile(L->g, n, L->st))
+        return false;
+    n->attrs.prog = n->prog;
+    return true;
+}
+
+static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
+{
+    const tl_opinfo *info = &tl_ops[n->op];
+    unsigned seen = 0;
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        if (!strcmp(c->string, "id") || !strcmp(c->string, "op"))
+            continue;
+        if (!strcmp(c->string, "args")) {
+            if (!parse_args(L, c, &n->args, &n->nargs, "args"))
+                return false;
+            continue;
+        }
+        unsigned bit = 0;
+        for (int i = 0; i < NATTR_KEYS && !bit; i++)
+            if ((info->attrs & attr_keys[i].bit) && !strcmp(c->string, attr_keys[i].key))
+                bit = attr_keys[i].bit;
+        if (!bit)
+            return tl_fail(L->st, TL_EINPUT, "unknown attribute \"%.64s\"", c->string), false;
+        if (!parse_attr(L, n, bit, c, c->string))
+            return false;
+        seen |= bit;
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(obj, "args"))
+        return tl_fail(L->st, TL_EINPUT, "missing \"args\""), false;
+    unsigned missing = required_attrs(n->op) & ~seen;
+    for (int i = 0; i < NATTR_KEYS; i++)
+        if (missing & attr_keys[i].bit)
+            return tl_fail(L->st, TL_EINPUT, "missing attribute \"%s\"", attr_keys[i].key), false;
+    if (n->nargs < info->min_args || (info->max_args >= 0 && n->nargs > info->max_args))
+        return tl_fail(L->st, TL_EINPUT, "takes %d%s argument%s, got %d", info->min_args,
+                       info->max_args < 0 ? " or more" : "", info->min_args == 1 ? "" : "s",
+                       n->nargs), false;
+    if (n->nout != 1)
+        return tl_fail(L->st, TL_EINPUT, "%s gives one value; \"id\" has %d names", info->name, n->nout), false;
+    if (n->op == TL_OP_CLAMP && !n->attrs.has_min && !n->attrs.has_max)
+        return tl_fail(L->st, TL_EINPUT, "clamp needs \"min\", \"max\" or both"), false;
+    return true;
+}
+
+static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
+{
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(obj, "op");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
+    const cJSON *ids[MAX_IDS];
+    n->index_slot = -1;
+    n->cond.slot = -1;
+    tl_attrs_init(&n->attrs);
+    if (!cJSON_IsObject(obj))
+        return tl_fail(L->st, TL_EINPUT, "node %d: must be an object", pos), false;
+    if (!id)
+        return tl_fail(L->st, TL_EINPUT, "node %d: missing \"id\"", pos), false;
+    int nid = name_list(L, id, ids, MAX_IDS, "id");
+    if (nid < 0 || !cJSON_IsString(ids[0]))
+        return tl_fail(L->st, TL_EINPUT, "node %d: \"id\" must be a name or an array of names", pos), false;
+    if (!(n->name = tl_strdup(ids[0]->valuestring, L->st)))
+        return false;
+    if (!cJSON_IsString(op))
+        return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": missing or non-string \"op\"", n->name), false;
+    n->op = tl_op_lookup(op->valuestring);
+    if (n->op == TL_OP_COUNT)
+        return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": unknown op \"%.64s\"", n->name, op->valuestring), false;
+    n->nout = nid;
+    bool ok = true;
+    switch (n->op) {
+    case TL_OP_IF: ok = flow_if(L, obj, n); break;
+    case TL_OP_ITERATE: ok = flow_iterate(L, obj, n); break;
+    case TL_OP_MAP: ok = flow_map(L, obj, n); break;
+    default: ok = plain_op(L, obj, n);
+    }
+    /* Ids are defined after the node's own arguments and blocks are read. */
+    if (ok && !(n->out = tl_malloc((size_t)nid, sizeof(int), "node ids", L->st)))
+        ok = false;
+    for (int i = 0; ok && i < nid; i++)
+        ok = (n->out[i] = define(L, ids[i], TL_SLOT_NODE, "\"id\"")) >= 0;
+    if (!ok)
+        tl_wrap(L->st, "node \"%.64s\" (%s)", n->name, op->valuestring);
+    return ok;
+}
+
+static void hide(loader *L, const tl_block *b, int nparams, const int *params)
+{
+    for (int i = 0; i < nparams; i++)
+        L->visible[params[i]] = false;
+    for (int i = 0; i < b->nnodes; i++)
+        for (int k = 0; k < b->nodes[i].nout && b->nodes[i].out; k++)
+            L->visible[b->nodes[i].out[k]] = false;
+}
+
+static bool parse_nodes(loader *L, const cJSON *arr, tl_block *b)
+{
+    if (!cJSON_IsArray(arr))
+        return tl_fail(L->st, TL_EINPUT, "\"nodes\" must be an array"), false;
+    int n = cJSON_GetArraySize(arr);
+    b->nodes = tl_calloc((size_t)n, sizeof(tl_node), "graph nodes", L->st);
+    if (!b->nodes)
+        return false;
+    int i = 0;
+    for (const cJSON *c = arr->child; c; c = c->next, i++) {
+        b->nnodes = i + 1;
+        if (!parse_node(L, c, &b->nodes[i], i))
+            return false;
+    }
+    return true;
+}
+
+static bool parse_block(loader *L, const cJSON *obj, tl_block **out, int nparams,
+                        const cJSON *const *params, int *param_slots, const char *what)
+{
+    static const char *const keys[] = {"nodes", "result"};
+    if (!cJSON_IsObject(obj))
+        return tl_fail(L->st, TL_EINPUT, "\"%s\" must be a block {\"nodes\", \"result\"}", what), false;
+    if (!check_keys(L, obj, keys, 2, what))
+        return false;
+    tl_block *b = *out = tl_calloc(1, sizeof *b, "a block", L->st);
+    if (!b)
+        return false;
+    for (int i = 0; i < nparams; i++)
+        if ((param_slots[i] = define(L, params[i], TL_SLOT_PARAM, "a parameter")) < 0)
+            return hide(L, b, i, param_slots), false;
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(obj, "result");
+    bool ok = parse_nodes(L, cJSON_GetObjectItemCaseSensitive(obj, "nodes"), b);
+    if (ok && !res)
+        ok = !tl_fail(L->st, TL_EINPUT, "%s: missing \"result\"", what);
+    if (ok)
+        ok = parse_result(L, res, b);
+    hide(L, b, nparams, param_slots);
+    return ok;
+}
+
+/* ---------- inputs, consts, outputs ---------- */
+
+static bool parse_input(loader *L, const cJSON *v, tl_input *in)
+{
+    static const char *const keys[] = {"name", "dtype", "shape"};
+    tl_graph *g = L->g;
+    const cJSON *name = v;
+    in->ndim = -1;
+    if (cJSON_IsObject(v)) {
+        if (!check_keys(L, v, keys, 3, "an input"))
+            return false;
+        name = cJSON_GetObjectItemCaseSensitive(v, "name");
+    }
+    if ((in->slot = define(L, name, TL_SLOT_INPUT, "an input")) < 0)
+        return false;
+    in->name = g->slot_name[in->slot];
+    if (!cJSON_IsObject(v))
+        return true;
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(v, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(v, "shape");
+    if (dt && (!cJSON_IsString(dt) || !tl_dtype_parse(dt->valuestring, &in->dtype)))
+        return tl_fail(L->st, TL_EINPUT, "input \"%s\": \"dtype\" must be \"f32\" or \"f64\"", in->name), false;
+    in->has_dtype = dt != NULL;
+    if (!shape || cJSON_IsNull(shape))
+        return true;
+    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > TL_MAXDIM)
+        return tl_fail(L->st, TL_EINPUT, "input \"%s\": \"shape\" must be an array of at most %d entries", in->name, TL_MAXDIM), false;
+    in->ndim = 0;
+    for (const cJSON *c = shape->child; c; c = c->next) {
+        tl_dimspec *d = &in->dims[in->ndim++];
+        if (cJSON_IsNull(c))
+            d->kind = TL_DIM_ANY;
+        else if (get_int(c, &d->size) && d->size >= 0)
+            d->kind = TL_DIM_FIXED;
+        else if (cJSON_IsString(c) && c->valuestring[0]) {
+            d->kind = TL_DIM_VAR;
+            for (d->var = 0; d->var < g->nsizevars && strcmp(g->sizevars[d->var], c->valuestring); d->var++)
+                ;
+            if (d->var == g->nsizevars) {
+                if (!grow((void **)&g->sizevars, g->nsizevars + 1, sizeof(char *), L->st))
+                    return false;
+                if (!(g->sizevars[g->nsizevars++] = tl_strdup(c->valuestring, L->st)))
+                    return false;
+            }
+        } else
+            return tl_fail(L->st, TL_EINPUT, "input \"%s\": a shape entry must be a size, null or a size name", in->name), false;
+    }
+    return true;
+}
+
+static bool const_data(loader *L, const cJSON *v, tl_const *c)
+{
+    static const char *const keys[] = {"dtype", "shape", "data", "fill"};
+    int64_t shape[TL_MAXDIM];
+    int nd = 0;
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(v, "dtype");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(v, "data");
+    const cJSON *fill = cJSON_GetObjectItemCaseSensitive(v, "fill");
+    tl_dtype dtype = TL_F64;
+    double fv;
+    if (!check_keys(L, v, keys, 4, "a constant"))
+        return false;
+    if (dt && (!cJSON_IsString(dt) || !tl_dtype_parse(dt->valuestring, &dtype)))
+        return tl_fail(L->st, TL_EINPUT, "\"dtype\" must be \"f32\" or \"f64\""), false;
+    if (!get_int_list(L, cJSON_GetObjectItemCaseSensitive(v, "shape"), false, shape, &nd, "shape"))
+        return false;
+    if (!data == !fill)
+        return tl_fail(L->st, TL_EINPUT, "give exactly one of \"data\" and \"fill\""), false;
+    if (fill && !get_num(fill, &fv))
+        return tl_fail(L->st, TL_EINPUT, "\"fill\" must be a number"), false;
+    c->kind = TL_CONST_DATA;
+    c->typed = dt != NULL;
+    if (!(c->tensor = tl_tensor_new(dtype, nd, shape, L->st)))
+        return false;
+    if (data)
+        return tl_json_fill(c->tensor, data, L->st) == TL_OK;
+    for (int64_t i = 0; i < c->tensor->numel; i++)
+        tl_tensor_set(c->tensor, i, fv);
+    return true;
+}
+
+static bool const_file(loader *L, const cJSON *v, tl_const *c)
+{
+    static const char *const keys[] = {"file", "key"};
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(v, "file");
+    const cJSON *key = cJSON_GetObjectItemCaseSensitive(v, "key");
+    if (!check_keys(L, v, keys, 2, "a file constant"))
+        return false;
+    if (!cJSON_IsString(file) || !file->valuestring[0] || (key && !cJSON_IsString(key)))
+        return tl_fail(L->st, TL_EINPUT, "\"file\" and \"key\" must be strings"), false;
+    const char *f = file->valuestring;
+    size_t n = strlen(L->dir) + strlen(f) + 2;
+    if (!(c->path = tl_malloc(n, 1, "a path", L->st)))
+        return false;
+    snprintf(c->path, n, "%s%s", f[0] == '/' ? "" : L->dir, f);
+    if (key && !(c->key = tl_strdup(key->valuestring, L->st)))
+        return false;
+    c->kind = TL_CONST_FILE;
+    return true;
+}
+
+static bool parse_consts(loader *L, const cJSON *obj)
+{
+    tl_graph *g = L->g;
+    if (!obj)
+        return true;
+    if (!cJSON_IsObject(obj))
+        return tl_fail(L->st, TL_EINPUT, "\"consts\" must be an object"), false;
+    int n = cJSON_GetArraySize(obj);
+    if (!(g->consts = tl_calloc((size_t)n, sizeof(tl_const), "constants", L->st)))
+        return false;
+    for (const cJSON *v = obj->child; v; v = v->next) {
+        tl_const *c = &g->consts[g->nconsts];
+        cJSON name = {.type = cJSON_String, .valuestring = v->string};
+        if ((c->slot = define(L, &name, TL_SLOT_CONST, "a constant")) < 0)
+            return false;
+        c->name = g->slot_name[c->slot];
+        g->slot_const[c->slot] = g->nconsts++;
+        bool ok = true;
+        if (get_num(v, &c->num))
+            c->kind = TL_CONST_WEAK;
+        else if (cJSON_IsObject(v) && cJSON_GetObjectItemCaseSensitive(v, "file"))
+            ok = const_file(L, v, c);
+        else if (cJSON_IsObject(v))
+            ok = const_data(L, v, c);
+        else
+            ok = !tl_fail(L->st, TL_EINPUT, "must be a number, \"nan\", \"inf\", \"-inf\" or an object");
+        if (!ok)
+            return tl_wrap(L->st, "const \"%s\"", c->name), false;
+    }
+    return true;
+}
+
+static bool parse_outputs(loader *L, const cJSON *v)
+{
+    tl_graph *g = L->g;
+    const cJSON *items[MAX_IDS];
+    int n = name_list(L, v, items, MAX_IDS, "outputs");
+    if (n < 0)
+        return false;
+    if (!(g->outputs = tl_malloc((size_t)n, sizeof(int), "outputs", L->st)))
+        return false;
+    for (int i = 0; i < n; i++) {
+        if (!cJSON_IsString(items[i]))
+            return tl_fail(L->st, TL_EINPUT, "\"outputs\" must hold names"), false;
+        if ((g->outputs[i] = use(L, items[i]->valuestring)) < 0)
+            return tl_wrap(L->st, "outputs"), false;
+        for (int k = 0; k < i; k++)
+            if (g->outputs[k] == g->outputs[i])
+                return tl_fail(L->st, TL_EINPUT, "outputs: \"%s\" is listed twice", items[i]->valuestring), false;
+        g->noutputs = i + 1;
+    }
+    return true;
+}
+
+/* ---------- last uses ---------- */
+
+static void mark_uses(int *last, const tl_block *b, int pos);
+
+static void mark_node(int *last, const tl_node *n, int pos)
+{
+    for (int i = 0; i < n->nargs; i++)
+        if (n->args[i].slot >= 0)
+            last[n->args[i].slot] = pos;
+    if (n->cond.slot >= 0)
+        last[n->cond.slot] = pos;
+    if (n->then_b)
+        mark_uses(last, n->then_b, pos);
+    if (n->else_b)
+        mark_uses(last, n->else_b, pos);
+    if (n->body)
+        mark_uses(last, n->body, pos);
+}
+
+static void mark_uses(int *last, const tl_block *b, int pos)
+{
+    for (int i = 0; i < b->nnodes; i++)
+        mark_node(last, &b->nodes[i], pos);
+    for (int i = 0; i < b->nresult; i++)
+        last[b->result[i]] = pos;
+}
+
+/* Fills free_after for the nodes of b: each local value is released right
+ * after the node that reads it last (or defines it, if nothing reads it),
+ * unless the block hands it on as a result or output. */
+static bool plan_frees(loader *L, int *last, tl_block *b, const int *keep, int nkeep)
+{
+    for (int i = 0; i < b->nnodes; i++)
+        for (int k = 0; k < b->nodes[i].nout; k++)
+            last[b->nodes[i].out[k]] = i;
+    for (int i = 0; i < b->nnodes; i++)
+        mark_node(last, &b->nodes[i], i);
+    for (int i = 0; i < nkeep; i++)
+        last[keep[i]] = -1;
+    for (int i = 0; i < b->nnodes; i++) {
+        tl_node *n = &b->nodes[i];
+        for (int k = 0; k < n->nout; k++) {
+            int s = n->out[k], at = last[s];
+            if (at < 0)
+                continue;
+            tl_node *m = &b->nodes[at];
+            int *f = realloc(m->free_after, sizeof(int) * (size_t)(m->nfree + 1));
+            if (!f)
+                return tl_fail(L->st, TL_ERUNTIME, "out of memory planning frees"), false;
+            m->free_after = f;
+            f[m->nfree++] = s;
+        }
+    }
+    for (int i = 0; i < b->nnodes; i++) {
+        tl_node *n = &b->nodes[i];
+        tl_block *sub[3] = {n->then_b, n->else_b, n->body};
+        for (int k = 0; k < 3; k++)
+            if (sub[k] && !plan_frees(L, last, sub[k], sub[k]->result, sub[k]->nresult))
+                return false;
+    }
+    return true;
+}
+
+/* ---------- JSON document ---------- */
+
+static bool utf8_ok(const unsigned char *s, size_t n, size_t *bad)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (!len || i + len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4))
+            goto bad;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                goto bad;
+        if ((len == 3 && c == 0xE0 && s[i + 1] < 0xA0) || (len == 3 && c == 0xED && s[i + 1] >= 0xA0) ||
+            (len == 4 && c == 0xF0 && s[i + 1] < 0x90) || (len == 4 && c == 0xF4 && s[i + 1] >= 0x90))
+            goto bad;
+        i += len;
+        continue;
+    bad:
+        *bad = i;
+        return false;
+    }
+    return true;
+}
+
+static void line_col(const char *text, size_t off, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off; i++) {
+        if (text[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else
+            (*col)++;
+    }
+}
+
+/* Duplicate keys are an error (JSON parsers disagree about them). */
+static const cJSON *find_duplicate(const cJSON *v, int depth)
+{
+    if (depth > 2000)
+        return NULL;
+    for (const cJSON *c = v->child; c; c = c->next) {
+        if (cJSON_IsObject(v))
+            for (const cJSON *d = v->child; d != c; d = d->next)
+                if (!strcmp(d->string, c->string))
+                    return c;
+        const cJSON *r = find_duplicate(c, depth + 1);
+        if (r)
+            return r;
+    }
+    return NULL;
+}
+
+static bool parse_document(loader *L, const cJSON *doc)
+{
+    static const char *const keys[] = {"version", "doc", "inputs", "consts", "nodes", "outputs"};
+    tl_graph *g = L->g;
+    int64_t version;
+    if (!cJSON_IsObject(doc))
+        return tl_fail(L->st, TL_EINPUT, "a graph must be a JSON object"), false;
+    const cJSON *dup = find_duplicate(doc, 0);
+    if (dup)
+        return tl_fail(L->st, TL_EINPUT, "duplicate key \"%.64s\"", dup->string), false;
+    if (!check_keys(L, doc, keys, 6, "the graph"))
+        return false;
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
+    if (!ver || !get_int(ver, &version) || version != 1)
+        return tl_fail(L->st, TL_EINPUT, "\"version\" must be the integer 1"), false;
+    const cJSON *docs = cJSON_GetObjectItemCaseSensitive(doc, "doc");
+    if (docs && !cJSON_IsString(docs))
+        return tl_fail(L->st, TL_EINPUT, "\"doc\" must be a string"), false;
+    if (docs && !(g->doc = tl_strdup(docs->valuestring, L->st)))
+        return false;
+    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(doc, "inputs");
+    if (!cJSON_IsArray(inputs))
+        return tl_fail(L->st, TL_EINPUT, "\"inputs\" must be an array"), false;
+    int ni = cJSON_GetArraySize(inputs);
+    if (!(g->inputs = tl_calloc((size_t)ni, sizeof(tl_input), "inputs", L->st)))
+        return false;
+    for (const cJSON *c = inputs->child; c; c = c->next)
+        if (!parse_input(L, c, &g->inputs[g->ninputs++]))
+            return false;
+    if (!parse_consts(L, cJSON_GetObjectItemCaseSensitive(doc, "consts")))
+        return false;
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(doc, "nodes");
+    if (!nodes)
+        return tl_fail(L->st, TL_EINPUT, "missing \"nodes\""), false;
+    if (!parse_nodes(L, nodes, &g->top))
+        return false;
+    const cJSON *outs = cJSON_GetObjectItemCaseSensitive(doc, "outputs");
+    if (!outs)
+        return tl_fail(L->st, TL_EINPUT, "missing \"outputs\""), false;
+    if (!parse_outputs(L, outs))
+        return false;
+    int *last = tl_malloc((size_t)g->nslots, sizeof(int), "a use table", L->st);
+    if (!last)
+        return false;
+    bool ok = plan_frees(L, last, &g->top, g->outputs, g->noutputs);
+    free(last);
+    return ok;
+}
+
+tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_status *st)
+{
+    size_t bad;
+    int line, col;
+    tl_graph *g = tl_calloc(1, sizeof *g, "a graph", st);
+    loader L = {.g = g, .st = st, .tcap = 64};
+    if (!g)
+        return NULL;
+    if (!(g->path = tl_strdup(path, st)))
+        goto fail;
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
+    if (!(L.dir = tl_malloc(dl + 1, 1, "a path", st)))
+        goto fail;
+    memcpy(L.dir, path, dl);
+    L.dir[dl] = '\0';
+    if (!(L.table = tl_malloc((size_t)L.tcap, sizeof(int), "the name table", st)))
+        goto fail;
+    for (int i = 0; i < L.tcap; i++)
+        L.table[i] = -1;
+    if (!utf8_ok((const unsigned char *)text, len, &bad)) {
+        line_col(text, bad, &line, &col);
+        tl_fail(st, TL_EINPUT, "%s:%d:%d: invalid UTF-8", path, line, col);
+        goto fail;
+    }
+    const char *end = NULL;
+    cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    if (doc && end) {
+        while ((size_t)(end - text) < len && strchr(" \t\r\n", *end))
+            end++;
+        if ((size_t)(end - text) < len) {
+            cJSON_Delete(doc);
+            doc = NULL;
+        }
+    }
+    if (!doc) {
+        const char *at = end ? end : cJSON_GetErrorPtr();
+        size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : len;
+        line_col(text, off, &line, &col);
+        tl_fail(st, TL_EINPUT, "%s:%d:%d: malformed JSON%s", path, line, col,
+                off < len && end ? " (text after the graph object)" : "");
+        goto fail;
+    }
+    bool ok = parse_document(&L, doc);
+    cJSON_Delete(doc);
+    if (!ok) {
+        tl_wrap(st, "%s", path);
+        goto fail;
+    }
+    free(L.table);
+    free(L.visible);
+    free(L.dir);
+    return g;
+fail:
+    free(L.table);
+    free(L.visible);
+    free(L.dir);
+    tl_graph_free(g);
+    return NULL;
+}
+
+tl_graph *tl_graph_load(const char *path, tl_status *st)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        tl_fail(st, TL_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (size_t got = 1; buf && got;) {
+        if (len == cap) {
+            char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        got = fread(buf + len, 1, cap - len, f);
+        len += got;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        free(buf);
+        tl_fail(st, buf ? TL_EINPUT : TL_ERUNTIME, "%s: %s", path,
+                buf ? "read error" : "out of memory reading the graph (or larger than 1 GiB)");
+        return NULL;
+    }
+    tl_graph *g = tl_graph_parse(buf, len, path, st);
+    free(buf);
+    return g;
+}
+
+static void free_block(tl_block *b)
+{
+    if (!b)
+        return;
+    for (int i = 0; i < b->nnodes; i++) {
+        tl_node *n = &b->nodes[i];
+        free(n->name);
+        free(n->out);
+        free(n->args);
+        free(n->indices);
+        free(n->state);
+        free(n->params);
+        free(n->free_after);
+        free(n->cap_slots);
+        tl_mprog_free(n->prog);
+        free_block(n->then_b);
+        free_block(n->else_b);
+        free_block(n->body);
+        free(n->then_b);
+        free(n->else_b);
+        free(n->body);
+    }
+    free(b->nodes);
+    free(b->result);
+}
+
+void tl_graph_free(tl_graph *g)
+{
+    if (!g)
+        return;
+    free_block(&g->top);
+    for (int i = 0; i < g->nconsts; i++) {
+        tl_tensor_unref(g->consts[i].tensor);
+        free(g->consts[i].path);
+        free(g->consts[i].key);
+    }
+    for (int i = 0; i < g->nslots; i++)
+        free(g->slot_name[i]);
+    for (int i = 0; i < g->nsizevars; i++)
+        free(g->sizevars[i]);
+    free(g->sizevars);
+    free(g->consts);
+    free(g->inputs);
+    free(g->outputs);
+    free(g->slot_name);
+    free(g->slot_kind);
+    free(g->slot_const);
+    free(g->doc);
+    free(g->path);
+    free(g);
+}
+
+int tl_graph_input_index(const tl_graph *g, const char *name)
+{
+    for (int i = 0; i < g->ninputs; i++)
+        if (!strcmp(g->inputs[i].name, name))
+            return i;
+    return -1;
+}

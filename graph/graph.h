@@ -1,0 +1,119 @@
+/* A validated recipe: the JSON graph file turned into nodes over numbered
+ * slots.  Every name of the file (inputs, consts, node ids, block
+ * parameters) is unique, so it gets one slot; scope rules were checked at
+ * load time, so the executor never looks a name up.  The tl_graph owns
+ * everything reachable from it (free with tl_graph_free); results computed
+ * from a graph point into it and must not outlive it. */
+#ifndef TL_GRAPH_H
+#define TL_GRAPH_H
+
+#include "backends/ops.h"
+
+typedef struct tl_arg {
+    int slot;   /* -1: a weak scalar given as a JSON number */
+    double num; /* its value */
+} tl_arg;
+
+typedef struct tl_node tl_node;
+
+typedef struct tl_block {
+    int nnodes;
+    tl_node *nodes;
+    int nresult;
+    int *result; /* slots */
+} tl_block;
+
+struct tl_node {
+    tl_opcode op;
+    char *name; /* the first id, for messages */
+    int nout;
+    int *out; /* slots defined by this node */
+    int nargs;
+    tl_arg *args; /* op arguments; map: tensors lifted over */
+    tl_attrs attrs;
+    int64_t *indices; /* storage behind attrs.indices */
+    /* if */
+    tl_arg cond;
+    tl_block *then_b, *else_b;
+    /* iterate (init in args) */
+    int64_t count;
+    int *state;     /* nargs slots bound in body */
+    int index_slot; /* -1 when absent */
+    /* iterate and map */
+    tl_block *body;
+    int *params; /* map: nargs slots bound in body */
+    struct tl_mprog *prog; /* map: the body compiled (graph/mapc.h) */
+    int ncap;
+    int *cap_slots; /* map: outer names the body reads */
+    /* names of the enclosing block whose last use is this node */
+    int nfree;
+    int *free_after;
+};
+
+enum tl_slot_kind { TL_SLOT_INPUT, TL_SLOT_CONST, TL_SLOT_NODE, TL_SLOT_PARAM };
+
+typedef enum tl_dim_kind { TL_DIM_ANY, TL_DIM_FIXED, TL_DIM_VAR } tl_dim_kind;
+
+typedef struct tl_dimspec {
+    tl_dim_kind kind;
+    int64_t size; /* TL_DIM_FIXED */
+    int var;      /* TL_DIM_VAR: index into tl_graph.sizevars */
+} tl_dimspec;
+
+typedef struct tl_input {
+    char *name;
+    int slot;
+    bool has_dtype;
+    tl_dtype dtype;
+    int ndim; /* -1: any shape */
+    tl_dimspec dims[TL_MAXDIM];
+} tl_input;
+
+typedef enum tl_const_kind {
+    TL_CONST_WEAK, /* a number: takes the dtype of what it meets */
+    TL_CONST_DATA, /* data or fill, already materialised */
+    TL_CONST_FILE, /* .npy / .npz member, read on first use */
+} tl_const_kind;
+
+typedef struct tl_const {
+    char *name;
+    int slot;
+    tl_const_kind kind;
+    double num;        /* WEAK */
+    bool typed;        /* DATA: dtype given; else it takes the call's */
+    tl_tensor *tensor; /* DATA: f64 when untyped */
+    char *path;        /* FILE: resolved against the graph's folder */
+    char *key;         /* FILE: npz member, or NULL */
+} tl_const;
+
+typedef struct tl_graph {
+    char *path; /* as given, for messages */
+    char *doc;
+    int nslots;
+    char **slot_name;
+    unsigned char *slot_kind; /* enum tl_slot_kind */
+    int *slot_const;          /* slot -> index in consts, or -1 */
+    int ninputs;
+    tl_input *inputs;
+    int nconsts;
+    tl_const *consts;
+    int nsizevars;
+    char **sizevars;
+    tl_block top;
+    int noutputs;
+    int *outputs; /* slots */
+} tl_graph;
+
+/* Loads and validates a graph file.  Errors: TL_EINPUT with a message
+ * starting with the path ("g.json:3:7: ..." for JSON syntax, "g.json: node
+ * "h" (matmul): ..." for meaning). */
+tl_graph *tl_graph_load(const char *path, tl_status *st);
+/* The same from text in memory; `path` names it in messages and anchors
+ * relative file constants. */
+tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_status *st);
+void tl_graph_free(tl_graph *g);
+
+/* Input index by name, or -1. */
+int tl_graph_input_index(const tl_graph *g, const char *name);
+
+#endif
