@@ -10,13 +10,15 @@ bool tl_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int
                          int64_t *out)
 {
     int n = na > nb ? na : nb;
+    int64_t r[TL_MAXDIM]; /* out may alias a or b */
     for (int d = 0; d < n; d++) {
         int da = d - (n - na), db = d - (n - nb);
         int64_t sa = da < 0 ? 1 : a[da], sb = db < 0 ? 1 : b[db];
         if (sa != sb && sa != 1 && sb != 1)
             return false;
-        out[d] = sa == 1 ? sb : sa;
+        r[d] = sa == 1 ? sb : sa;
     }
+    memcpy(out, r, sizeof(int64_t) * (size_t)n);
     *nout = n;
     return true;
 }
