@@ -1,3 +1,4 @@
+#define _ISOC11_SOURCE
 #include "tensor.h"
 
 #include <stdio.h>
@@ -61,19 +62,27 @@ bool tl_same_shape(const tl_tensor *a, const tl_tensor *b)
     return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
 }
 
+/* Host tensors are one allocation: the header, then the data; large data
+ * starts at a 64-byte boundary (whole cache lines for the vectorised
+ * kernels), small data right after the header (scalars of a long iterate
+ * stay small). */
+#define TL_DATA_OFFSET ((sizeof(tl_tensor) + 63) & ~(size_t)63)
+#define TL_SMALL_OFFSET ((sizeof(tl_tensor) + 15) & ~(size_t)15)
+#define TL_SMALL_BYTES 256
+
 tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st)
 {
     int64_t n;
     if (tl_shape_numel(ndim, shape, &n, st))
         return NULL;
-    tl_tensor *t = tl_malloc(1, sizeof *t, "a tensor", st);
-    if (!t)
-        return NULL;
-    char what[64];
-    snprintf(what, sizeof what, "a %s tensor of %lld elements", tl_dtype_name(dt), (long long)n);
-    t->data = tl_malloc((size_t)n, tl_dtype_size(dt), what, st);
-    if (!t->data) {
-        free(t);
+    size_t bytes = (size_t)n * tl_dtype_size(dt);
+    bool small = bytes < TL_SMALL_BYTES;
+    tl_tensor *t = small ? malloc(TL_SMALL_OFFSET + bytes)
+                         : aligned_alloc(64, (TL_DATA_OFFSET + bytes + 63) & ~(size_t)63);
+    if (!t) {
+        char d[96];
+        tl_fail(st, TL_ERUNTIME, "out of memory allocating a tensor %s (%zu bytes)",
+                tl_shape_desc(dt, ndim, shape, d, sizeof d), bytes);
         return NULL;
     }
     t->refs = 1;
@@ -84,6 +93,7 @@ tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status 
     if (ndim)
         memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
     t->numel = n;
+    t->data = (char *)t + (small ? TL_SMALL_OFFSET : TL_DATA_OFFSET);
     return t;
 }
 
@@ -114,8 +124,7 @@ void tl_tensor_unref(tl_tensor *t)
 {
     if (!t || --t->refs > 0)
         return;
-    free(t->data);
-    free(t);
+    free(t); /* the data lives in the same block */
 }
 
 double tl_tensor_get(const tl_tensor *t, int64_t i)

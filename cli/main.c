@@ -220,10 +220,14 @@ static int parse_wrt(const cmd *c, const tl_graph *g, bool *wrt, tl_status *st)
         wrt[k] = c->wrt == NULL;
     if (!c->wrt)
         return 0;
+    if (!c->wrt[0])
+        return tl_fail(st, TL_EINPUT, "--wrt needs at least one input name"), fail(st);
     const char *p = c->wrt;
     while (*p) {
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0)
+            return tl_fail(st, TL_EINPUT, "--wrt: empty name in \"%s\"", c->wrt), fail(st);
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(n < 255 ? n : 255), p);
         int k = tl_graph_input_index(g, name);
@@ -406,11 +410,16 @@ int main(int argc, char **argv)
         return list_ops();
     if (strcmp(sub, "run") && strcmp(sub, "grad"))
         return usage_error("unknown command '%s' (run, grad, ops)", sub);
-    for (int i = 2; i < argc; i++)
+    for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage_text, stdout);
-            return 0;
+            return fflush(stdout) ? TL_ERUNTIME : 0;
         }
+        if (!strcmp(argv[i], "--version")) {
+            printf("tl %s\n", TL_VERSION);
+            return fflush(stdout) ? TL_ERUNTIME : 0;
+        }
+    }
     cmd c = {.grad = !strcmp(sub, "grad")};
     int rc = parse(argc, argv, &c);
     if (!rc)

@@ -5,6 +5,7 @@
 #include "eval.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,9 +103,21 @@ static void set_value(tl_eval *ev, int slot, const tl_value *v)
     ev->env[slot] = *v;
 }
 
-tl_tensor *tl_eval_materialize(const tl_value *v, tl_dtype dt, tl_status *st)
+tl_tensor *tl_eval_materialize(tl_eval *ev, const tl_arg *a, const tl_value *v, tl_dtype dt)
 {
-    return v->weak ? tl_tensor_scalar(dt, v->num, st) : tl_tensor_ref(v->t);
+    if (!v->weak)
+        return tl_tensor_ref(v->t);
+    tl_tensor **cache = NULL;
+    if (a && a->slot < 0)
+        cache = &ev->num_cache[dt][a->num_id];
+    else if (a && ev->g->slot_const[a->slot] >= 0)
+        cache = &ev->const_cache[dt][a->slot];
+    if (cache && *cache)
+        return tl_tensor_ref(*cache);
+    tl_tensor *t = tl_tensor_scalar(dt, v->num, ev->st);
+    if (cache && t)
+        *cache = tl_tensor_ref(t);
+    return t;
 }
 
 /* ---------- nodes ---------- */
@@ -137,7 +150,7 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
     int made = 0;
     for (; made < n->nargs && !rc; made++) {
         if (!(rc = tl_eval_arg(ev, &n->args[made], &v))) {
-            in[made] = tl_eval_materialize(&v, dt, ev->st);
+            in[made] = tl_eval_materialize(ev, &n->args[made], &v, dt);
             rc = in[made] ? TL_OK : ev->st->code;
             vars[made] = v.var;
             any = any || v.var >= 0;
@@ -223,7 +236,7 @@ static tl_code eval_iterate(tl_eval *ev, const tl_node *n)
         tl_value v;
         if (tl_eval_arg(ev, &n->args[i], &v))
             return ev->st->code;
-        tl_tensor *t = tl_eval_materialize(&v, ev->call_dtype, ev->st);
+        tl_tensor *t = tl_eval_materialize(ev, &n->args[i], &v, ev->call_dtype);
         if (!t)
             return ev->st->code;
         tl_eval_set(ev, n->state[i], t, v.var);
@@ -344,7 +357,7 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
         tl_value v;
         if ((rc = tl_eval_get(ev, g->outputs[i], &v)))
             return rc;
-        if (!(r->outputs[i] = tl_eval_materialize(&v, ev->call_dtype, st)))
+        if (!(r->outputs[i] = tl_eval_materialize(ev, NULL, &v, ev->call_dtype)))
             return st->code;
         r->out_var[i] = v.var;
     }
@@ -369,14 +382,28 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
     r->in_var = tl_calloc((size_t)g->ninputs + 1, sizeof(int), "inputs", st);
     r->inputs = tl_calloc((size_t)g->ninputs + 1, sizeof(tl_tensor *), "inputs", st);
     tl_eval ev = {g, &r->cx, o->record ? &r->tape : NULL, NULL,
-                  g->ninputs ? inputs[0]->dtype : TL_F64, &r->stats, st};
+                  g->ninputs ? inputs[0]->dtype : TL_F64, &r->stats, st, {NULL, NULL}, {NULL, NULL}};
     ev.env = tl_calloc((size_t)g->nslots + 1, sizeof(tl_value), "the environment", st);
-    tl_code rc = r->outputs && r->out_var && r->in_var && r->inputs && ev.env
-                     ? run(r, &ev, inputs, o)
-                     : st->code;
+    for (int d = 0; d < 2; d++) {
+        ev.num_cache[d] = tl_calloc((size_t)g->nnums + 1, sizeof(tl_tensor *), "a cache", st);
+        ev.const_cache[d] = tl_calloc((size_t)g->nslots + 1, sizeof(tl_tensor *), "a cache", st);
+    }
+    bool ready = r->outputs && r->out_var && r->in_var && r->inputs && ev.env &&
+                 ev.num_cache[0] && ev.num_cache[1] && ev.const_cache[0] && ev.const_cache[1];
+    tl_code rc = ready ? run(r, &ev, inputs, o) : st->code;
     for (int s = 0; ev.env && s < g->nslots; s++)
         tl_tensor_unref(ev.env[s].t);
+    for (int d = 0; d < 2; d++) {
+        for (int k = 0; ev.num_cache[d] && k < g->nnums; k++)
+            tl_tensor_unref(ev.num_cache[d][k]);
+        for (int k = 0; ev.const_cache[d] && k < g->nslots; k++)
+            tl_tensor_unref(ev.const_cache[d][k]);
+        free(ev.num_cache[d]);
+        free(ev.const_cache[d]);
+    }
     free(ev.env);
+    if (rc && strncmp(st->msg, g->path, strlen(g->path)))
+        tl_wrap(st, "%s", g->path);
     r->stats.ops = r->cx.ops;
     r->stats.fallbacks = r->cx.fallbacks;
     r->stats.tape_entries = r->tape.n;

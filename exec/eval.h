@@ -22,6 +22,9 @@ typedef struct tl_eval {
     tl_dtype call_dtype;
     tl_stats *stats;
     tl_status *st;
+    /* weak numbers as 0-d tensors, made once per run: [dtype][num_id], and
+     * [dtype][slot] for weak consts */
+    tl_tensor **num_cache[2], **const_cache[2];
 } tl_eval;
 
 /* The value of a slot (loading a file constant on first use). */
@@ -30,8 +33,10 @@ tl_code tl_eval_arg(tl_eval *ev, const tl_arg *a, tl_value *out);
 /* Binds a slot to a tensor; takes over the caller's reference. */
 void tl_eval_set(tl_eval *ev, int slot, tl_tensor *t, int var);
 void tl_eval_clear(tl_eval *ev, int slot);
-/* A weak scalar as a 0-d tensor of dtype dt (new reference). */
-tl_tensor *tl_eval_materialize(const tl_value *v, tl_dtype dt, tl_status *st);
+/* A value as a tensor (new reference); a weak scalar becomes a 0-d tensor
+ * of dtype dt, cached for the run when it comes from the graph (a number
+ * argument or a weak const). */
+tl_tensor *tl_eval_materialize(tl_eval *ev, const tl_arg *a, const tl_value *v, tl_dtype dt);
 
 /* map nodes (map.c); their backward rule is in grad.c */
 tl_code tl_eval_map(tl_eval *ev, const tl_node *n);

@@ -28,7 +28,8 @@ tl_code tl_eval_map(tl_eval *ev, const tl_node *n)
                          "may capture scalars only", ev->g->slot_name[n->cap_slots[i - n->nargs]],
                          tl_tensor_desc(v.t, d, sizeof d));
         }
-        if (!rc && !(in[i] = tl_eval_materialize(&v, dt, ev->st)))
+        const tl_arg *a = cap ? &(tl_arg){n->cap_slots[i - n->nargs], 0, 0} : &n->args[i];
+        if (!rc && !(in[i] = tl_eval_materialize(ev, a, &v, dt)))
             rc = ev->st->code;
         vars[i] = v.var;
         any = any || v.var >= 0;

@@ -10,7 +10,8 @@ static void release(tl_entry *e)
     for (int i = 0; i < e->nin; i++)
         tl_tensor_unref(e->in[i]);
     tl_tensor_unref(e->out);
-    free(e->in); /* one block with e->in_var */
+    if (e->in != e->small_in)
+        free(e->in); /* a heap block holds both in and in_var */
     e->in_var = NULL;
     e->in = NULL;
     e->out = NULL;
@@ -26,19 +27,27 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
         if (!e)
             return tl_fail(st, TL_ERUNTIME, "out of memory growing the tape to %lld entries",
                            (long long)cap), -1;
+        /* entries moved: re-point those whose arrays live inside them */
+        for (int64_t k = 0; k < t->n; k++)
+            if (e[k].nin && e[k].nin <= TL_ENTRY_SMALL) {
+                e[k].in = e[k].small_in;
+                e[k].in_var = e[k].small_var;
+            }
         t->e = e;
         t->cap = cap;
     }
-    void *block = tl_malloc((size_t)nin, sizeof(int) + sizeof(tl_tensor *), "a tape entry", st);
-    if (!block)
+    tl_entry *e = &t->e[t->n];
+    void *block = NULL;
+    if (nin > TL_ENTRY_SMALL &&
+        !(block = tl_malloc((size_t)nin, sizeof(int) + sizeof(tl_tensor *), "a tape entry", st)))
         return -1;
-    tl_entry *e = &t->e[t->n++];
+    t->n++;
     e->op = op;
     e->nin = nin;
     e->attrs = attrs;
     e->extra = extra;
-    e->in = block; /* nin pointers, then nin variable ids */
-    e->in_var = (int *)((tl_tensor **)block + nin);
+    e->in = block ? block : e->small_in; /* nin pointers, then nin variable ids */
+    e->in_var = block ? (int *)((tl_tensor **)block + nin) : e->small_var;
     memcpy(e->in_var, in_var, sizeof(int) * (size_t)nin);
     for (int i = 0; i < nin; i++)
         e->in[i] = tl_tensor_ref(in[i]);

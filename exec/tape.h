@@ -7,6 +7,8 @@
 
 #include "op.h"
 
+#define TL_ENTRY_SMALL 3
+
 typedef struct tl_entry {
     tl_opcode op;
     int nin;
@@ -16,6 +18,9 @@ typedef struct tl_entry {
     tl_tensor *out;
     int *in_var;     /* -1: no gradient wanted for that input */
     tl_tensor **in;
+    /* most ops have few inputs: their arrays live here, not on the heap */
+    int small_var[TL_ENTRY_SMALL];
+    tl_tensor *small_in[TL_ENTRY_SMALL];
 } tl_entry;
 
 typedef struct tl_tape {

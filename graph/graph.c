@@ -319,8 +319,10 @@ static bool parse_args(loader *L, const cJSON *v, tl_arg **args, int *nargs, con
     for (const cJSON *c = v->child; c; c = c->next, i++) {
         tl_arg *a = &(*args)[i];
         a->slot = -1;
-        if (cJSON_IsNumber(c))
+        if (cJSON_IsNumber(c)) {
             a->num = c->valuedouble;
+            a->num_id = L->g->nnums++;
+        }
         else if (!cJSON_IsString(c)) {
             tl_fail(L->st, TL_EINPUT, "\"%s\" entry %d must be a name or a number", key, i);
             return false;
@@ -380,7 +382,7 @@ static bool flow_if(loader *L, const cJSON *obj, tl_node *n)
     if (!check_keys(L, obj, keys, 5, "an if node"))
         return false;
     if (cJSON_IsNumber(cond))
-        n->cond = (tl_arg){-1, cond->valuedouble};
+        n->cond = (tl_arg){-1, cond->valuedouble, L->g->nnums++};
     else if (!cJSON_IsString(cond))
         return tl_fail(L->st, TL_EINPUT, "\"cond\" must name a scalar"), false;
     else if ((n->cond.slot = use(L, cond->valuestring)) < 0)
@@ -933,20 +935,23 @@ tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_stat
     }
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    bool trailing = false;
     if (doc && end) {
         while ((size_t)(end - text) < len && strchr(" \t\r\n", *end))
             end++;
         if ((size_t)(end - text) < len) {
             cJSON_Delete(doc);
             doc = NULL;
+            trailing = true;
         }
     }
     if (!doc) {
         const char *at = end ? end : cJSON_GetErrorPtr();
         size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : len;
         line_col(text, off, &line, &col);
-        tl_fail(st, TL_EINPUT, "%s:%d:%d: malformed JSON%s", path, line, col,
-                off < len && end ? " (text after the graph object)" : "");
+        tl_fail(st, TL_EINPUT, "%s:%d:%d: %s", path, line, col,
+                trailing ? "text after the graph object"
+                         : off >= len ? "malformed JSON (unexpected end of text)" : "malformed JSON");
         goto fail;
     }
     bool ok = parse_document(&L, doc);

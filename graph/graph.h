@@ -12,6 +12,7 @@
 typedef struct tl_arg {
     int slot;   /* -1: a weak scalar given as a JSON number */
     double num; /* its value */
+    int num_id; /* numbers are numbered 0..nnums-1 (a run caches them as tensors) */
 } tl_arg;
 
 typedef struct tl_node tl_node;
@@ -102,6 +103,7 @@ typedef struct tl_graph {
     tl_block top;
     int noutputs;
     int *outputs; /* slots */
+    int nnums;    /* number arguments in the whole graph */
 } tl_graph;
 
 /* Loads and validates a graph file.  Errors: TL_EINPUT with a message

@@ -59,7 +59,7 @@ static int arg_reg(mcomp *c, const tl_arg *a)
     return c->slot_reg[a->slot] = new_reg(c);
 }
 
-static int slot_reg(mcomp *c, int slot) { return arg_reg(c, &(tl_arg){slot, 0}); }
+static int slot_reg(mcomp *c, int slot) { return arg_reg(c, &(tl_arg){slot, 0, 0}); }
 
 static tl_code comp_block(mcomp *c, const tl_block *b);
 

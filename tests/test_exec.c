@@ -1,0 +1,446 @@
+/* The library API: result lifecycle, the required values, shared
+ * bindings, constants, disconnected inputs, control flow semantics, and
+ * error messages for bad graphs. */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "exec/exec.h"
+#include "formats/text.h"
+
+static tl_graph *parse(const char *json)
+{
+    tl_status st = {0};
+    tl_graph *g = tl_graph_parse(json, strlen(json), "t.json", &st);
+    cr_assert(g, "parse failed: %s", st.msg);
+    return g;
+}
+
+/* The error a graph gives at load or run time (empty when none). */
+static const char *error_of(const char *json, const char *input)
+{
+    static tl_status st;
+    tl_status_clear(&st);
+    tl_graph *g = tl_graph_parse(json, strlen(json), "t.json", &st);
+    if (!g)
+        return st.msg;
+    tl_tensor *in = input ? tl_literal_parse(input, &st) : NULL;
+    tl_result *r = NULL;
+    tl_run_opts o = {.record = true};
+    if (!tl_run(g, &in, &o, &r, &st))
+        tl_status_clear(&st);
+    cr_expect(st.code == TL_OK || st.code == TL_EINPUT, "code %d: %s", st.code, st.msg);
+    tl_result_free(r);
+    tl_tensor_unref(in);
+    tl_graph_free(g);
+    return st.msg;
+}
+
+static tl_tensor *lit(const char *s)
+{
+    tl_status st = {0};
+    tl_tensor *t = tl_literal_parse(s, &st);
+    cr_assert(t, "%s", st.msg);
+    return t;
+}
+
+static void expect_values(const tl_tensor *t, const double *want, int n)
+{
+    cr_assert_eq(t->numel, n);
+    for (int i = 0; i < n; i++)
+        cr_expect(tl_tensor_get(t, i) == want[i], "[%d]: %.17g, expected %.17g", i,
+                  tl_tensor_get(t, i), want[i]);
+}
+
+/* Runs a one-input graph and pulls back (seed NULL: ones). */
+static tl_result *run1(tl_graph *g, const char *x, tl_tensor **grad, const char *seed)
+{
+    tl_status st = {0};
+    tl_tensor *in = lit(x), *s = seed ? lit(seed) : NULL;
+    tl_result *r;
+    tl_run_opts o = {.record = grad != NULL};
+    cr_assert(!tl_run(g, &in, &o, &r, &st), "%s", st.msg);
+    if (grad)
+        cr_assert(!tl_result_pullback(r, &s, grad, &st), "%s", st.msg);
+    tl_tensor_unref(in);
+    tl_tensor_unref(s);
+    return r;
+}
+
+#define POLY "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[" \
+    "{\"id\":\"y\",\"op\":\"mul\",\"args\":[\"x\",\"x\"]}," \
+    "{\"id\":\"y2\",\"op\":\"mul\",\"args\":[\"y\",\"y\"]}," \
+    "{\"id\":\"z\",\"op\":\"add\",\"args\":[\"y2\",1]}],\"outputs\":\"z\"}"
+
+Test(required, shared_binding_polynomial)
+{
+    tl_graph *g = parse(POLY);
+    tl_tensor *gx;
+    tl_result *r = run1(g, "[1,2]", &gx, NULL);
+    expect_values(tl_result_output(r, 0), (double[]){2, 17}, 2);
+    expect_values(gx, (double[]){4, 32}, 2);
+    /* y is computed once although used twice: three nodes, three ops */
+    cr_expect_eq(tl_result_stats(r)->ops, 3);
+    tl_tensor_unref(gx);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+Test(required, sum_of_squares)
+{
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"x\"],\"nodes\":["
+                        "{\"id\":\"s\",\"op\":\"mul\",\"args\":[\"x\",\"x\"]},"
+                        "{\"id\":\"y\",\"op\":\"sum\",\"args\":[\"s\"]}],\"outputs\":[\"y\"]}");
+    tl_tensor *gx;
+    tl_result *r = run1(g, "[1,2,3]", &gx, NULL);
+    expect_values(tl_result_output(r, 0), (double[]){14}, 1);
+    expect_values(gx, (double[]){2, 4, 6}, 3);
+    tl_tensor_unref(gx);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+Test(required, matmul_with_seed)
+{
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"a\",\"b\"],\"nodes\":["
+                        "{\"id\":\"c\",\"op\":\"matmul\",\"args\":[\"a\",\"b\"]}],\"outputs\":\"c\"}");
+    tl_status st = {0};
+    tl_tensor *in[2] = {lit("[[1,2]]"), lit("[[2],[3]]")}, *seed = lit("[[2]]"), *grads[2];
+    tl_result *r;
+    tl_run_opts o = {.record = true};
+    cr_assert(!tl_run(g, in, &o, &r, &st), "%s", st.msg);
+    expect_values(tl_result_output(r, 0), (double[]){8}, 1);
+    cr_assert(!tl_result_pullback(r, &seed, grads, &st), "%s", st.msg);
+    expect_values(grads[0], (double[]){4, 6}, 2);
+    expect_values(grads[1], (double[]){2, 4}, 2);
+    for (int i = 0; i < 2; i++) {
+        tl_tensor_unref(in[i]);
+        tl_tensor_unref(grads[i]);
+    }
+    tl_tensor_unref(seed);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+static tl_graph *unary(const char *op)
+{
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"y\",\"op\":\"%s\",\"args\":[\"x\"]}],\"outputs\":\"y\"}", op);
+    return parse(json);
+}
+
+Test(required, neg_zero_and_kinks)
+{
+    tl_graph *g = unary("neg");
+    tl_result *r = run1(g, "[0.0]", NULL, NULL);
+    double y = tl_tensor_get(tl_result_output(r, 0), 0);
+    cr_expect(y == 0 && signbit(y), "neg(+0) must be -0");
+    tl_result_free(r);
+    tl_graph_free(g);
+    const char *ops[] = {"relu", "abs"};
+    for (int i = 0; i < 2; i++) {
+        tl_tensor *gx;
+        g = unary(ops[i]);
+        r = run1(g, "[0.0]", &gx, NULL);
+        cr_expect(tl_tensor_get(gx, 0) == 0, "%s'(0) must be 0", ops[i]);
+        tl_tensor_unref(gx);
+        tl_result_free(r);
+        tl_graph_free(g);
+    }
+}
+
+Test(required, maximum_tie_splits)
+{
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"a\",\"b\"],\"nodes\":["
+                        "{\"id\":\"m\",\"op\":\"maximum\",\"args\":[\"a\",\"b\"]}],\"outputs\":\"m\"}");
+    tl_status st = {0};
+    tl_tensor *in[2] = {lit("[3, 1]"), lit("[3, 2]")}, *grads[2];
+    tl_result *r;
+    tl_run_opts o = {.record = true};
+    cr_assert(!tl_run(g, in, &o, &r, &st), "%s", st.msg);
+    cr_assert(!tl_result_backward(r, grads, &st), "%s", st.msg);
+    expect_values(grads[0], (double[]){0.5, 0}, 2);
+    expect_values(grads[1], (double[]){0.5, 1}, 2);
+    for (int i = 0; i < 2; i++) {
+        tl_tensor_unref(in[i]);
+        tl_tensor_unref(grads[i]);
+    }
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+Test(lifecycle, consume_close_and_values)
+{
+    tl_graph *g = parse(POLY);
+    tl_status st = {0};
+    tl_tensor *gx;
+    tl_result *r = run1(g, "[1,2]", &gx, NULL);
+    tl_tensor_unref(gx);
+    /* a second pullback is an error; the value stays readable */
+    cr_expect_eq(tl_result_backward(r, &gx, &st), TL_EINPUT);
+    cr_expect(strstr(st.msg, "consumed"), "%s", st.msg);
+    cr_expect_null(gx);
+    tl_result_close(r);
+    tl_result_close(r);
+    expect_values(tl_result_output(r, 0), (double[]){2, 17}, 2);
+    tl_result_free(r);
+
+    /* close before use: harmless twice, then pulling back is an error */
+    tl_tensor *in = lit("[1,2]");
+    tl_run_opts o = {.record = true};
+    cr_assert(!tl_run(g, &in, &o, &r, &st));
+    tl_result_close(r);
+    tl_result_close(r);
+    expect_values(tl_result_output(r, 0), (double[]){2, 17}, 2);
+    cr_expect_eq(tl_result_backward(r, &gx, &st), TL_EINPUT);
+    cr_expect(strstr(st.msg, "closed"), "%s", st.msg);
+    tl_result_free(r);
+
+    /* without recording nothing is on the tape and there is nothing to pull back */
+    o.record = false;
+    cr_assert(!tl_run(g, &in, &o, &r, &st));
+    cr_expect_eq(tl_result_stats(r)->tape_entries, 0);
+    cr_expect_eq(tl_result_backward(r, &gx, &st), TL_EINPUT);
+    tl_result_free(r);
+    tl_tensor_unref(in);
+    tl_graph_free(g);
+}
+
+Test(lifecycle, seed_checks)
+{
+    tl_graph *g = parse(POLY);
+    tl_status st = {0};
+    tl_tensor *in = lit("[1,2]"), *bad = lit("[1,2,3]"), *bad32 = lit("f32:[1,2]"), *gx;
+    tl_result *r;
+    tl_run_opts o = {.record = true};
+    cr_assert(!tl_run(g, &in, &o, &r, &st));
+    cr_expect_eq(tl_result_pullback(r, &bad, &gx, &st), TL_EINPUT);
+    cr_expect(strstr(st.msg, "expected f64[2], got f64[3]"), "%s", st.msg);
+    tl_result_free(r);
+    cr_assert(!tl_run(g, &in, &o, &r, &st));
+    cr_expect_eq(tl_result_pullback(r, &bad32, &gx, &st), TL_EINPUT);
+    cr_expect(strstr(st.msg, "got f32[2]"), "%s", st.msg);
+    tl_result_free(r);
+    tl_tensor_unref(in);
+    tl_tensor_unref(bad);
+    tl_tensor_unref(bad32);
+    tl_graph_free(g);
+}
+
+Test(gradients, disconnected_and_constants)
+{
+    /* w only reaches 1/w, which no output uses: its gradient is an exact
+     * zero even at w = 0; the const c gets none and changes nothing */
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"x\",\"w\"],\"consts\":{\"c\":{\"shape\":[2],\"data\":[3,4]}},"
+                        "\"nodes\":[{\"id\":\"d\",\"op\":\"div\",\"args\":[1,\"w\"]},"
+                        "{\"id\":\"y\",\"op\":\"mul\",\"args\":[\"x\",\"c\"]}],\"outputs\":\"y\"}");
+    tl_status st = {0};
+    tl_tensor *in[2] = {lit("[1,2]"), lit("[0,0]")}, *grads[2];
+    tl_result *r;
+    tl_run_opts o = {.record = true};
+    cr_assert(!tl_run(g, in, &o, &r, &st), "%s", st.msg);
+    cr_assert(!tl_result_backward(r, grads, &st), "%s", st.msg);
+    expect_values(grads[0], (double[]){3, 4}, 2);
+    expect_values(grads[1], (double[]){0, 0}, 2);
+    cr_expect(!signbit(tl_tensor_get(grads[1], 0)));
+    for (int i = 0; i < 2; i++) {
+        tl_tensor_unref(in[i]);
+        tl_tensor_unref(grads[i]);
+    }
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+Test(gradients, wrt_subset)
+{
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"a\",\"b\"],\"nodes\":["
+                        "{\"id\":\"m\",\"op\":\"mul\",\"args\":[\"a\",\"b\"]}],\"outputs\":\"m\"}");
+    tl_status st = {0};
+    tl_tensor *in[2] = {lit("[2]"), lit("[5]")}, *grads[2];
+    bool wrt[2] = {false, true};
+    tl_result *r;
+    tl_run_opts o = {.record = true, .wrt = wrt};
+    cr_assert(!tl_run(g, in, &o, &r, &st), "%s", st.msg);
+    cr_assert(!tl_result_backward(r, grads, &st), "%s", st.msg);
+    cr_expect_null(grads[0]);
+    expect_values(grads[1], (double[]){2}, 1);
+    tl_tensor_unref(grads[1]);
+    for (int i = 0; i < 2; i++)
+        tl_tensor_unref(in[i]);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+Test(memory, intermediates_freed_after_last_use)
+{
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"x\"],\"nodes\":["
+                        "{\"id\":\"a\",\"op\":\"exp\",\"args\":[\"x\"]},"
+                        "{\"id\":\"b\",\"op\":\"sin\",\"args\":[\"a\"]},"
+                        "{\"id\":\"unused\",\"op\":\"cos\",\"args\":[\"x\"]},"
+                        "{\"id\":\"c\",\"op\":\"add\",\"args\":[\"b\",\"a\"]}],\"outputs\":\"c\"}");
+    const tl_block *b = &g->top;
+    /* a dies after c, b after c, unused right where it is made, c is kept */
+    cr_expect_eq(b->nodes[0].nfree, 0);
+    cr_expect_eq(b->nodes[1].nfree, 0);
+    cr_expect_eq(b->nodes[2].nfree, 1);
+    cr_expect_eq(b->nodes[3].nfree, 2);
+    tl_graph_free(g);
+}
+
+/* ---------- control flow ---------- */
+
+#define IF_GRAPH(cond_expr, then_nodes, then_res) \
+    "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[" cond_expr "," \
+    "{\"id\":\"r\",\"op\":\"if\",\"cond\":\"c\"," \
+    "\"then\":{\"nodes\":[" then_nodes "],\"result\":\"" then_res "\"}," \
+    "\"else\":{\"nodes\":[{\"id\":\"e\",\"op\":\"neg\",\"args\":[\"x\"]}],\"result\":\"e\"}}]," \
+    "\"outputs\":\"r\"}"
+
+Test(flow, unselected_branch_never_runs)
+{
+    /* the then branch would fail (matmul of mismatched shapes); cond is 0 */
+    tl_graph *g = parse(IF_GRAPH("{\"id\":\"c\",\"op\":\"gt\",\"args\":[0,1]}",
+                                 "{\"id\":\"t\",\"op\":\"reshape\",\"args\":[\"x\"],\"shape\":[3]}", "t"));
+    tl_tensor *gx;
+    tl_result *r = run1(g, "[1,2]", &gx, NULL);
+    expect_values(tl_result_output(r, 0), (double[]){-1, -2}, 2);
+    expect_values(gx, (double[]){-1, -1}, 2);
+    const tl_stats *s = tl_result_stats(r);
+    cr_expect_eq(s->ops, 2, "gt and neg only, got %lld ops", (long long)s->ops);
+    cr_expect_eq(s->nodes, 3);
+    cr_expect_eq(s->nlog, 1);
+    cr_expect(!s->log[0].then);
+    tl_tensor_unref(gx);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+Test(flow, nan_branch_leaves_gradient_clean)
+{
+    /* then: log(x) would be NaN for negative x; cond selects else there */
+    tl_graph *g = parse(IF_GRAPH("{\"id\":\"s\",\"op\":\"sum\",\"args\":[\"x\"]},{\"id\":\"c\",\"op\":\"gt\",\"args\":[\"s\",0]}",
+                                 "{\"id\":\"t\",\"op\":\"log\",\"args\":[\"x\"]}", "t"));
+    tl_tensor *gx;
+    tl_result *r = run1(g, "[1,4]", &gx, NULL);
+    expect_values(tl_result_output(r, 0), (double[]){0, log(4)}, 2);
+    expect_values(gx, (double[]){1, 0.25}, 2);
+    tl_result_free(r);
+    tl_tensor_unref(gx);
+    r = run1(g, "[-1,-2]", &gx, NULL);
+    expect_values(tl_result_output(r, 0), (double[]){1, 2}, 2);
+    expect_values(gx, (double[]){-1, -1}, 2);
+    tl_tensor_unref(gx);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+#define ITER(count) "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[" \
+    "{\"id\":\"y\",\"op\":\"iterate\",\"count\":" count ",\"init\":[\"x\"],\"state\":[\"s\"]," \
+    "\"body\":{\"nodes\":[{\"id\":\"q\",\"op\":\"mul\",\"args\":[\"s\",\"s\"]}," \
+    "{\"id\":\"n\",\"op\":\"add\",\"args\":[\"q\",1]}],\"result\":[\"n\"]}}],\"outputs\":\"y\"}"
+
+Test(flow, iterate_square_plus_one)
+{
+    tl_graph *g = parse(ITER("3"));
+    tl_tensor *gx;
+    tl_result *r = run1(g, "[1,2]", &gx, NULL);
+    expect_values(tl_result_output(r, 0), (double[]){26, 677}, 2);
+    expect_values(gx, (double[]){80, 2080}, 2);
+    tl_tensor_unref(gx);
+    tl_result_free(r);
+    tl_graph_free(g);
+    g = parse(ITER("0"));
+    r = run1(g, "[1,2]", &gx, NULL);
+    expect_values(tl_result_output(r, 0), (double[]){1, 2}, 2);
+    expect_values(gx, (double[]){1, 1}, 2);
+    tl_tensor_unref(gx);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+Test(flow, many_steps_forward_and_backward, .timeout = 120)
+{
+    /* y <- y * (1 - 1e-6) + 1e-6 on the same tape; tests/test_cli runs the
+     * million steps of the issue with the release build, this sanitized
+     * build checks the values of a shorter run */
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"x\"],\"nodes\":["
+                        "{\"id\":\"y\",\"op\":\"iterate\",\"count\":100000,\"init\":[\"x\"],\"state\":[\"s\"],"
+                        "\"body\":{\"nodes\":[{\"id\":\"q\",\"op\":\"mul\",\"args\":[\"s\",0.999999]},"
+                        "{\"id\":\"n\",\"op\":\"add\",\"args\":[\"q\",1e-6]}],\"result\":\"n\"}}],\"outputs\":\"y\"}");
+    tl_tensor *gx;
+    tl_result *r = run1(g, "2.0", &gx, NULL);
+    cr_expect_eq(tl_result_stats(r)->tape_entries, 200000);
+    double y = tl_tensor_get(tl_result_output(r, 0), 0), d = tl_tensor_get(gx, 0);
+    double k = pow(0.999999, 1e5); /* y = 1 + (x - 1) k, dy/dx = k */
+    cr_expect(fabs(y - (1 + k)) < 1e-9, "y = %.17g", y);
+    cr_expect(fabs(d - k) < 1e-9, "dy/dx = %.17g, expected %.17g", d, k);
+    tl_tensor_unref(gx);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+#define PIECEWISE "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[" \
+    "{\"id\":\"z\",\"op\":\"map\",\"args\":[\"x\"],\"params\":[\"a\"],\"body\":{\"nodes\":[" \
+    "{\"id\":\"c\",\"op\":\"eq\",\"args\":[\"a\",0]}," \
+    "{\"id\":\"r\",\"op\":\"if\",\"cond\":\"c\",\"then\":{\"nodes\":[],\"result\":\"a\"}," \
+    "\"else\":{\"nodes\":[{\"id\":\"m\",\"op\":\"mul\",\"args\":[\"a\",\"a\"]}," \
+    "{\"id\":\"d\",\"op\":\"div\",\"args\":[\"m\",\"a\"]},{\"id\":\"n\",\"op\":\"neg\",\"args\":[\"d\"]}]," \
+    "\"result\":\"n\"}}],\"result\":\"r\"}}],\"outputs\":\"z\"}"
+
+Test(flow, map_piecewise_without_nan)
+{
+    tl_graph *g = parse(PIECEWISE);
+    tl_tensor *gx;
+    tl_result *r = run1(g, "[0,2,-3]", &gx, NULL);
+    expect_values(tl_result_output(r, 0), (double[]){0, -2, 3}, 3);
+    expect_values(gx, (double[]){1, -1, -1}, 3);
+    cr_expect_eq(tl_result_stats(r)->tape_entries, 1, "one tape entry for the whole map");
+    tl_tensor_unref(gx);
+    tl_result_free(r);
+    r = run1(g, "[]", &gx, NULL);
+    cr_expect_eq(tl_result_output(r, 0)->numel, 0);
+    cr_expect_eq(tl_result_output(r, 0)->ndim, 1);
+    cr_expect_eq(gx->numel, 0);
+    tl_tensor_unref(gx);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+Test(flow, bad_graphs)
+{
+    struct {
+        const char *json, *input, *want;
+    } cases[] = {
+        {IF_GRAPH("{\"id\":\"c\",\"op\":\"gt\",\"args\":[\"x\",0]}", "", "x"), "[1,2]",
+         "node \"r\" (if): cond must be a scalar (shape []), got f64[2]"},
+        {ITER("-1"), "[1]", "\"count\" must be a non-negative integer literal"},
+        {ITER("2.5"), "[1]", "\"count\" must be a non-negative integer literal"},
+        {ITER("\"x\""), "[1]", "\"count\" must be a non-negative integer literal"},
+        {"{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"y\",\"op\":\"iterate\",\"count\":2,"
+         "\"init\":[\"x\",\"x\"],\"state\":[\"s\"],\"body\":{\"nodes\":[],\"result\":[\"s\"]}}],\"outputs\":\"y\"}",
+         "[1]", "1 ids, 2 init values and 1 states must agree"},
+        {"{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"y\",\"op\":\"iterate\",\"count\":2,"
+         "\"init\":[\"x\"],\"state\":[\"s\"],\"body\":{\"nodes\":[{\"id\":\"w\",\"op\":\"concat\",\"args\":[\"s\",\"s\"]}],"
+         "\"result\":[\"w\"]}}],\"outputs\":\"y\"}",
+         "[1]", "step 0: state \"s\" changed from f64[1] to f64[2]"},
+        {"{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"z\",\"op\":\"map\",\"args\":[\"x\"],\"params\":[\"a\"],"
+         "\"body\":{\"nodes\":[{\"id\":\"s\",\"op\":\"sum\",\"args\":[\"a\"]}],\"result\":\"s\"}}],\"outputs\":\"z\"}",
+         "[1]", "sum is not allowed in a map body"},
+        {"{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"z\",\"op\":\"map\",\"args\":[\"x\"],\"params\":[\"a\"],"
+         "\"body\":{\"nodes\":[{\"id\":\"s\",\"op\":\"mul\",\"args\":[\"a\",\"x\"]}],\"result\":\"s\"}}],\"outputs\":\"z\"}",
+         "[1,2]", "the body reads \"x\", which is f64[2]: a map body may capture scalars only"},
+        {"{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"y\",\"op\":\"iterate\",\"count\":1,\"init\":[\"x\"],"
+         "\"state\":[\"s\"],\"body\":{\"nodes\":[{\"id\":\"inner\",\"op\":\"neg\",\"args\":[\"s\"]}],\"result\":\"inner\"}},"
+         "{\"id\":\"o\",\"op\":\"add\",\"args\":[\"y\",\"inner\"]}],\"outputs\":\"o\"}",
+         "[1]", "name \"inner\" is local to another block and not visible here"},
+        {"{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"o\",\"op\":\"add\",\"args\":[\"x\",\"later\"]},"
+         "{\"id\":\"later\",\"op\":\"neg\",\"args\":[\"x\"]}],\"outputs\":\"o\"}",
+         "[1]", "node \"o\" (add): unknown name \"later\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *msg = error_of(cases[i].json, cases[i].input);
+        cr_expect(strstr(msg, cases[i].want), "case %zu: got \"%s\", want \"%s\"", i, msg, cases[i].want);
+    }
+}

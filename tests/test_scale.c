@@ -1,0 +1,63 @@
+/* Scale: a recurrence of a million scalar steps runs forward and backward
+ * through the release binary ($TL, default ./tl) without recursion, and its
+ * memory grows linearly with the steps (peak RSS of 1e6 steps against
+ * 2.5e5 steps; memory, unlike time, is not noisy on a shared machine). */
+#define _DEFAULT_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs tl grad on the graph; returns the child's peak RSS in KiB and
+ * fills value and gradient from the json output. */
+static long run_grad(const char *graph, double *y, double *dy)
+{
+    const char *tl = getenv("TL") ? getenv("TL") : "./tl";
+    int fd[2];
+    cr_assert(pipe(fd) == 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        execl(tl, tl, "grad", graph, "x=2.0", "--format", "json", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[4096] = {0};
+    size_t n = 0;
+    ssize_t got;
+    while (n < sizeof buf - 1 && (got = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0)
+        n += (size_t)got;
+    close(fd[0]);
+    int status;
+    struct rusage ru;
+    cr_assert(wait4(pid, &status, 0, &ru) == pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tl failed on %s: %s", graph, buf);
+    const char *d = strstr(buf, "\"data\": [");
+    cr_assert(d, "no data in %s", buf);
+    *y = strtod(d + 9, NULL);
+    d = strstr(d + 9, "\"data\": [");
+    cr_assert(d, "no gradient in %s", buf);
+    *dy = strtod(d + 9, NULL);
+    return ru.ru_maxrss;
+}
+
+Test(scale, million_step_iterate_is_linear, .timeout = 300)
+{
+    double y1, d1, y4, d4;
+    long small = run_grad("tests/fixtures/scale/iterate_250000.json", &y1, &d1);
+    long big = run_grad("tests/fixtures/scale/iterate_1000000.json", &y4, &d4);
+    double k = pow(0.999999, 1e6);
+    cr_expect(fabs(y4 - (1 + k)) < 1e-9, "y = %.17g, expected %.17g", y4, 1 + k);
+    cr_expect(fabs(d4 - k) < 1e-9, "dy/dx = %.17g, expected %.17g", d4, k);
+    cr_expect(fabs(d1 - pow(0.999999, 2.5e5)) < 1e-9, "dy/dx = %.17g", d1);
+    double ratio = (double)big / (double)small;
+    cr_log_info("peak RSS: %ld KiB for 2.5e5 steps, %ld KiB for 1e6 (ratio %.2f)", small, big, ratio);
+    cr_expect(ratio > 2.5 && ratio < 4.5, "memory is not linear in the steps: ratio %.2f", ratio);
+    cr_expect(big < 1500 * 1024, "a million scalar steps took %ld KiB", big);
+}
