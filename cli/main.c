@@ -1,7 +1,8 @@
 /* tl: run and differentiate JSON computation graphs.  Parses the command
  * line, loads the graph and tensors, runs, and writes results.  Exit codes
  * (cli.md): 0 success, 1 a difference, 2 bad usage or input, 3 runtime. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -393,6 +394,11 @@ static int list_ops(void)
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN); /* a closed pipe is an I/O error (exit 3), not a kill */
+    /* Keep freed tensor memory in the process for the next op instead of
+     * handing it back to the kernel and faulting it in again (the eager
+     * executor frees and reallocates same-sized tensors constantly). */
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if (argc < 2) {
         fputs(usage_text, stderr);
         return TL_EINPUT;
