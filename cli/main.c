@@ -3,6 +3,7 @@
  * (cli.md): 0 success, 1 a difference, 2 bad usage or input, 3 runtime. */
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,9 +41,10 @@ static const char usage_text[] =
 typedef struct cmd {
     bool grad;
     const char *graph;
-    const char *output, *inputs_npz, *device, *wrt;
+    const char *output, *device, *wrt;
     bool json, full, strict, verbose, quiet;
-    int nbind, nseed;
+    int nbind, nseed, nnpz;
+    const char **npz; /* -i FILE.npz, in order */
     const char **bind; /* NAME=TENSOR */
     const char **seed; /* [OUT=]TENSOR */
 } cmd;
@@ -62,6 +64,15 @@ static int usage_error(const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, " (see tl --help)\n");
     return TL_EINPUT;
+}
+
+/* Flushes standard output; a write error there is exit 3 with one line. */
+static int finish_stdout(void)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
+    fprintf(stderr, "tl: error: writing standard output: %s\n", strerror(errno ? errno : EIO));
+    return TL_ERUNTIME;
 }
 
 static double now_ms(void)
@@ -94,12 +105,13 @@ static int parse(int argc, char **argv, cmd *c)
         const char *s, *l;
         size_t off;
     } valued[] = {
-        {"-o", "--output", offsetof(cmd, output)}, {"-i", "--inputs", offsetof(cmd, inputs_npz)},
-        {"-d", "--device", offsetof(cmd, device)}, {NULL, "--wrt", offsetof(cmd, wrt)},
+        {"-o", "--output", offsetof(cmd, output)}, {"-d", "--device", offsetof(cmd, device)},
+        {NULL, "--wrt", offsetof(cmd, wrt)},
     };
     c->bind = calloc((size_t)argc, sizeof *c->bind);
     c->seed = calloc((size_t)argc, sizeof *c->seed);
-    if (!c->bind || !c->seed)
+    c->npz = calloc((size_t)argc, sizeof *c->npz);
+    if (!c->bind || !c->seed || !c->npz)
         return usage_error("out of memory");
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -115,7 +127,12 @@ static int parse(int argc, char **argv, cmd *c)
         }
         if (done)
             continue;
-        if (is_opt(a, NULL, "--seed")) {
+        if (is_opt(a, "-i", "--inputs")) {
+            const char *v = value(argc, argv, &i, a, "--inputs");
+            if (!v)
+                return usage_error("%s needs a .npz file", a);
+            c->npz[c->nnpz++] = v;
+        } else if (is_opt(a, NULL, "--seed")) {
             const char *v = value(argc, argv, &i, a, "--seed");
             if (!v)
                 return usage_error("--seed needs a tensor");
@@ -144,6 +161,13 @@ static int parse(int argc, char **argv, cmd *c)
     }
     if (!c->graph)
         return usage_error("no graph file given");
+    int stdin_uses = 0;
+    for (int i = 0; i < c->nbind; i++)
+        stdin_uses += !strcmp(strchr(c->bind[i], '=') + 1, "-");
+    for (int i = 0; i < c->nseed; i++)
+        stdin_uses += !strcmp(c->seed[i], "-") || (strchr(c->seed[i], '=') && !strcmp(strchr(c->seed[i], '=') + 1, "-"));
+    if (stdin_uses > 1)
+        return usage_error("standard input (-) can supply only one tensor");
     if (!c->grad && (c->nseed || c->wrt))
         return usage_error("--seed and --wrt belong to tl grad");
     return 0;
@@ -183,17 +207,25 @@ static int pick_backend(const cmd *c, const tl_backend **be, const char **name)
 
 static int bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *st)
 {
-    if (c->inputs_npz) {
-        tl_npz *z = tl_npz_open(c->inputs_npz, st);
+    for (int f = 0; f < c->nnpz; f++) {
+        tl_npz *z = tl_npz_open(c->npz[f], st);
         if (!z)
-            return tl_wrap(st, "-i %s", c->inputs_npz), fail(st);
-        for (int k = 0; k < g->ninputs; k++)
-            if (tl_npz_has(z, g->inputs[k].name) &&
-                !(in[k] = tl_npz_get(z, g->inputs[k].name, st))) {
-                tl_wrap(st, "%s: input \"%s\"", c->inputs_npz, g->inputs[k].name);
+            return tl_wrap(st, "-i %s", c->npz[f]), fail(st);
+        for (int k = 0; k < g->ninputs; k++) {
+            const char *name = g->inputs[k].name;
+            if (!tl_npz_has(z, name))
+                continue;
+            if (in[k]) {
+                tl_npz_close(z);
+                return tl_fail(st, TL_EINPUT, "input \"%s\" is supplied twice (again by %s)", name,
+                               c->npz[f]), fail(st);
+            }
+            if (!(in[k] = tl_npz_get(z, name, st))) {
+                tl_wrap(st, "%s: input \"%s\"", c->npz[f], name);
                 tl_npz_close(z);
                 return fail(st);
             }
+        }
         tl_npz_close(z);
     }
     for (int i = 0; i < c->nbind; i++) {
@@ -388,7 +420,7 @@ static int list_ops(void)
         else
             printf("%d arg%s\n", tl_ops[i].min_args, tl_ops[i].min_args == 1 ? "" : "s");
     }
-    return ferror(stdout) || fflush(stdout) ? TL_ERUNTIME : 0;
+    return finish_stdout();
 }
 
 int main(int argc, char **argv)
@@ -399,18 +431,16 @@ int main(int argc, char **argv)
      * executor frees and reallocates same-sized tensors constantly). */
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    if (argc < 2) {
-        fputs(usage_text, stderr);
-        return TL_EINPUT;
-    }
+    if (argc < 2)
+        return usage_error("no command given: tl run|grad GRAPH ... or tl ops");
     const char *sub = argv[1];
     if (!strcmp(sub, "-h") || !strcmp(sub, "--help") || !strcmp(sub, "help")) {
         fputs(usage_text, stdout);
-        return fflush(stdout) ? TL_ERUNTIME : 0;
+        return finish_stdout();
     }
     if (!strcmp(sub, "--version")) {
         printf("tl %s\n", TL_VERSION);
-        return fflush(stdout) ? TL_ERUNTIME : 0;
+        return finish_stdout();
     }
     if (!strcmp(sub, "ops"))
         return list_ops();
@@ -419,11 +449,11 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage_text, stdout);
-            return fflush(stdout) ? TL_ERUNTIME : 0;
+            return finish_stdout();
         }
         if (!strcmp(argv[i], "--version")) {
             printf("tl %s\n", TL_VERSION);
-            return fflush(stdout) ? TL_ERUNTIME : 0;
+            return finish_stdout();
         }
     }
     cmd c = {.grad = !strcmp(sub, "grad")};
@@ -432,5 +462,6 @@ int main(int argc, char **argv)
         rc = execute(&c);
     free(c.bind);
     free(c.seed);
+    free(c.npz);
     return rc;
 }

@@ -104,5 +104,7 @@ tl_code cli_write(const cli_out *o, tl_status *st)
     }
     if (!rc)
         rc = finish_stream(stdout, "standard output", st);
+    else if (!strstr(st->msg, "standard output"))
+        tl_wrap(st, "writing standard output");
     return rc;
 }

@@ -18,20 +18,6 @@
 #include "scalar.h"
 
 #define DEFINE_SCALAR(T, SUF)                                                         \
-    static inline T un_##SUF(int op, T v, int approx)                              \
-    {                                                                              \
-        switch (op) {                                                              \
-            TL_UNARY_EXPRS(UN_RETURN)                                              \
-        }                                                                          \
-        return v;                                                                  \
-    }                                                                              \
-    static inline T bin_##SUF(int op, T a, T b)                                    \
-    {                                                                              \
-        switch (op) {                                                              \
-            TL_BINARY_EXPRS(BIN_RETURN)                                            \
-        }                                                                          \
-        return a;                                                                  \
-    }                                                                              \
     static inline T dun_##SUF(int op, T v, T y, int approx)                        \
     {                                                                              \
         switch (op) {                                                              \
@@ -85,8 +71,6 @@
         }                                                                          \
     }
 
-#define UN_RETURN(E, EXPR) case TL_OP_##E: return (T)(EXPR);
-#define BIN_RETURN(E, EXPR) case TL_OP_##E: return (T)(EXPR);
 #define T float
 DEFINE_SCALAR(float, f)
 #undef T

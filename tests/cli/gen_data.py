@@ -1,0 +1,32 @@
+#!/usr/bin/python3
+"""Writes the tensor files used by tests/cli/cases.txt and known_bugs.txt.
+Run from anywhere with /usr/bin/python3 (numpy); the files are committed."""
+import os
+import numpy as np
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def p(name):
+    return os.path.join(here, name)
+
+
+np.savez(p('sumsq_inputs.npz'), x=np.array([1., 2., 3.]))
+np.savez(p('matmul_inputs.npz'), a=np.array([[1., 2.]]), b=np.array([[2.], [3.]]))
+np.savez_compressed(p('matmul_inputs_z.npz'), a=np.array([[1., 2.]]), b=np.array([[2.], [3.]]))
+np.savez(p('a_only.npz'), a=np.array([[1., 2.]]))
+np.savez(p('b_only.npz'), b=np.array([[2.], [3.]]))
+np.save(p('x123.npy'), np.array([1., 2., 3.]))
+np.save(p('x123_f32.npy'), np.array([1., 2., 3.], dtype=np.float32))
+np.save(p('x_int32.npy'), np.array([1, 2, 3], dtype=np.int32))
+np.save(p('x_be.npy'), np.array([1., 2., 3.], dtype='>f8'))
+np.save(p('m_fortran.npy'), np.asfortranarray(np.array([[1., 2., 3.], [4., 5., 6.]])))
+np.save(p('seed_12.npy'), np.array([1., 2.]))
+np.save(p('seed_f32_2.npy'), np.array([1., 2.], dtype=np.float32))
+# a valid header with half of its data
+with open(p('x123.npy'), 'rb') as f:
+    whole = f.read()
+with open(p('truncated.npy'), 'wb') as f:
+    f.write(whole[:len(whole) - 12])
+with open(p('bad_magic.npy'), 'wb') as f:
+    f.write(b'NOTNUMPY-this is not a .npy file\n')
