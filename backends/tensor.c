@@ -74,12 +74,88 @@ bool tl_same_shape(const tl_tensor *a, const tl_tensor *b)
 #define TL_SMALL_BYTES 256
 #define TL_HUGE_BYTES ((size_t)2 << 20)
 
+tl_budget *tl_budget_new(int64_t limit, tl_status *st)
+{
+    tl_budget *b = tl_calloc(1, sizeof *b, "a memory budget", st);
+    if (b) {
+        b->refs = 1;
+        b->limit = limit;
+    }
+    return b;
+}
+
+void tl_budget_unref(tl_budget *b)
+{
+    if (b && --b->refs == 0)
+        free(b);
+}
+
+static const char *human(int64_t bytes, char *buf, size_t len)
+{
+    const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+    return buf;
+}
+
+tl_code tl_budget_charge(tl_budget *b, int64_t bytes, const char *what, tl_status *st)
+{
+    if (!b)
+        return TL_OK;
+    if (b->limit && (bytes > b->limit || b->live > b->limit - bytes)) {
+        char need[32], used[32], lim[32];
+        return tl_fail(st, TL_ERUNTIME, "memory limit: %s needs %s with %s in use (--max-memory %s)",
+                       what, human(bytes, need, sizeof need), human(b->live, used, sizeof used),
+                       human(b->limit, lim, sizeof lim));
+    }
+    b->live += bytes;
+    if (b->live > b->peak)
+        b->peak = b->live;
+    return TL_OK;
+}
+
+void tl_budget_credit(tl_budget *b, int64_t bytes)
+{
+    if (b)
+        b->live -= bytes;
+}
+
 tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st)
+{
+    return tl_tensor_new_in(NULL, dt, ndim, shape, st);
+}
+
+/* What a tensor of `bytes` data costs: header, data and alignment padding
+ * (what a budget is charged, so the limit bounds the real footprint). */
+static int64_t footprint(size_t bytes)
+{
+    if (bytes < TL_SMALL_BYTES)
+        return (int64_t)(TL_SMALL_OFFSET + bytes + 16); /* + malloc's own header */
+    size_t align = bytes >= TL_HUGE_BYTES ? TL_HUGE_BYTES : 64;
+    return (int64_t)((TL_DATA_OFFSET + bytes + align - 1) & ~(align - 1));
+}
+
+tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int64_t *shape,
+                            tl_status *st)
 {
     int64_t n;
     if (tl_shape_numel(ndim, shape, &n, st))
         return NULL;
     size_t bytes = (size_t)n * tl_dtype_size(dt);
+    int64_t cost = footprint(bytes);
+    if (budget && budget->limit && cost > budget->limit - budget->live) {
+        char d[96], what[128]; /* the message is built only on failure: this is a hot path */
+        snprintf(what, sizeof what, "a tensor %s", tl_shape_desc(dt, ndim, shape, d, sizeof d));
+        tl_budget_charge(budget, cost, what, st);
+        return NULL;
+    }
+    if (budget && tl_budget_charge(budget, cost, NULL, st))
+        return NULL;
     bool small = bytes < TL_SMALL_BYTES, huge = bytes >= TL_HUGE_BYTES;
     size_t align = huge ? TL_HUGE_BYTES : 64, total = TL_DATA_OFFSET + bytes;
     tl_tensor *t = small ? malloc(TL_SMALL_OFFSET + bytes)
@@ -91,11 +167,15 @@ tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status 
         madvise(t, (total + align - 1) & ~(align - 1), MADV_HUGEPAGE);
     if (!t) {
         char d[96];
+        tl_budget_credit(budget, cost);
         tl_fail(st, TL_ERUNTIME, "out of memory allocating a tensor %s (%zu bytes)",
                 tl_shape_desc(dt, ndim, shape, d, sizeof d), bytes);
         return NULL;
     }
     t->refs = 1;
+    t->budget = budget;
+    if (budget)
+        budget->refs++;
     t->dtype = dt;
     t->device = (tl_device){TL_DEV_CPU, 0};
     t->ndim = ndim;
@@ -134,6 +214,10 @@ void tl_tensor_unref(tl_tensor *t)
 {
     if (!t || --t->refs > 0)
         return;
+    if (t->budget) {
+        tl_budget_credit(t->budget, footprint((size_t)t->numel * tl_dtype_size(t->dtype)));
+        tl_budget_unref(t->budget);
+    }
     free(t); /* the data lives in the same block */
 }
 

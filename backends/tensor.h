@@ -22,8 +22,26 @@ typedef struct tl_device {
     int index;
 } tl_device;
 
+/* A memory budget shared by the tensors of one run (and its tape): every
+ * tensor made in it is charged on creation and credited when freed.  It is
+ * reference counted by its owner and by each tensor charged to it, so
+ * tensors may outlive the run that made them. */
+typedef struct tl_budget {
+    int refs;
+    int64_t limit; /* bytes; 0: unlimited */
+    int64_t live, peak;
+} tl_budget;
+
+tl_budget *tl_budget_new(int64_t limit, tl_status *st);
+void tl_budget_unref(tl_budget *b);
+/* Charges bytes for `what`; TL_ERUNTIME "memory limit ..." when the limit
+ * would be passed.  NULL budget: always fine. */
+tl_code tl_budget_charge(tl_budget *b, int64_t bytes, const char *what, tl_status *st);
+void tl_budget_credit(tl_budget *b, int64_t bytes);
+
 typedef struct tl_tensor {
     int refs;
+    tl_budget *budget; /* charged for data bytes; NULL: none */
     tl_dtype dtype;
     tl_device device;
     int ndim;
@@ -47,6 +65,9 @@ bool tl_same_shape(const tl_tensor *a, const tl_tensor *b);
 
 /* New host tensor with uninitialised data (refs = 1). */
 tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);
+/* The same, charged to a budget (NULL: none). */
+tl_tensor *tl_tensor_new_in(tl_budget *b, tl_dtype dt, int ndim, const int64_t *shape,
+                            tl_status *st);
 /* New host tensor filled with zeros. */
 tl_tensor *tl_tensor_zeros(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);
 tl_tensor *tl_tensor_scalar(tl_dtype dt, double v, tl_status *st);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "formats/npz.h"
@@ -31,6 +32,10 @@ static const char usage_text[] =
     "      --strict-device     a fallback to the CPU is an error (exit 3)\n"
     "      --seed [OUT=]TENSOR cotangent of an output (grad; default all ones)\n"
     "      --wrt NAME,...      differentiate only these inputs (grad)\n"
+    "      --allow-outside-files  file constants may be absolute or outside the\n"
+    "                          graph's folder\n"
+    "      --max-memory BYTES  most memory a run may hold in tensors and tape\n"
+    "                          (K, M, G, T suffixes; 0: no limit; default 3/4 of RAM)\n"
     "  -v, --verbose           device, fallbacks, counts and timings on stderr\n"
     "  -q, --quiet             no warnings\n"
     "  -h, --help              this text\n"
@@ -41,8 +46,8 @@ static const char usage_text[] =
 typedef struct cmd {
     bool grad;
     const char *graph;
-    const char *output, *device, *wrt;
-    bool json, full, strict, verbose, quiet;
+    const char *output, *device, *wrt, *max_memory;
+    bool json, full, strict, verbose, quiet, outside;
     int nbind, nseed, nnpz;
     const char **npz; /* -i FILE.npz, in order */
     const char **bind; /* NAME=TENSOR */
@@ -106,7 +111,7 @@ static int parse(int argc, char **argv, cmd *c)
         size_t off;
     } valued[] = {
         {"-o", "--output", offsetof(cmd, output)}, {"-d", "--device", offsetof(cmd, device)},
-        {NULL, "--wrt", offsetof(cmd, wrt)},
+        {NULL, "--wrt", offsetof(cmd, wrt)}, {NULL, "--max-memory", offsetof(cmd, max_memory)},
     };
     c->bind = calloc((size_t)argc, sizeof *c->bind);
     c->seed = calloc((size_t)argc, sizeof *c->seed);
@@ -146,6 +151,8 @@ static int parse(int argc, char **argv, cmd *c)
             c->full = true;
         else if (!strcmp(a, "--strict-device"))
             c->strict = true;
+        else if (!strcmp(a, "--allow-outside-files"))
+            c->outside = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
             c->verbose = true;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
@@ -170,6 +177,51 @@ static int parse(int argc, char **argv, cmd *c)
         return usage_error("standard input (-) can supply only one tensor");
     if (!c->grad && (c->nseed || c->wrt))
         return usage_error("--seed and --wrt belong to tl grad");
+    return 0;
+}
+
+/* ---------- memory ---------- */
+
+/* 3/4 of physical memory, or of the cgroup's limit when that is lower. */
+static int64_t default_max_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    int64_t mem = pages > 0 && size > 0 ? (int64_t)pages * size : (int64_t)8 << 30;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+    long long cg;
+    if (f) {
+        if (fscanf(f, "%lld", &cg) == 1 && cg > 0 && cg < mem)
+            mem = cg;
+        fclose(f);
+    }
+    return mem / 4 * 3;
+}
+
+static int parse_max_memory(const cmd *c, int64_t *out)
+{
+    if (!c->max_memory) {
+        *out = default_max_memory();
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(c->max_memory, &end);
+    int shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    }
+    if (*end == 'i' && shift)
+        end++;
+    if (*end == 'B')
+        end++;
+    v *= (double)((int64_t)1 << shift);
+    if (end == c->max_memory || *end || errno || !(v >= 0) || v > 9e18)
+        return usage_error("--max-memory takes a size such as 512M, 8G or 0 (no limit), not '%s'",
+                           c->max_memory);
+    *out = (int64_t)v;
     return 0;
 }
 
@@ -313,6 +365,7 @@ static void report(const cmd *c, const tl_result *r, const char *dev, double t_l
             (long long)s->fallbacks);
     for (int i = 0; i < s->nlog; i++)
         fprintf(stderr, "tl: if \"%s\" took %s\n", s->log[i].node, s->log[i].then ? "then" : "else");
+    fprintf(stderr, "tl: peak memory %.1f MiB in tensors and tape\n", (double)s->peak_bytes / (1 << 20));
     if (s->branches > s->nlog)
         fprintf(stderr, "tl: ... %lld if decisions in all\n", (long long)s->branches);
     fprintf(stderr, "tl: load %.3f ms, run %.3f ms", t_load, t_run);
@@ -330,7 +383,8 @@ static int execute(const cmd *c)
     if (rc)
         return rc;
     double t0 = now_ms();
-    tl_graph *g = tl_graph_load(c->graph, &st);
+    tl_graph_options go = {c->outside};
+    tl_graph *g = tl_graph_load_with(c->graph, &go, &st);
     if (!g)
         return fail(&st);
     int ni = g->ninputs, no = g->noutputs;
@@ -347,10 +401,12 @@ static int execute(const cmd *c)
         rc = tl_fail(&st, TL_ERUNTIME, "out of memory"), fail(&st);
         goto done;
     }
-    if ((rc = bind_inputs(c, g, in, &st)) || (rc = parse_wrt(c, g, wrt, &st)))
+    int64_t max_memory = 0;
+    if ((rc = parse_max_memory(c, &max_memory)) || (rc = bind_inputs(c, g, in, &st)) ||
+        (rc = parse_wrt(c, g, wrt, &st)))
         goto done;
     t1 = now_ms();
-    tl_run_opts o = {c->grad, wrt, be};
+    tl_run_opts o = {c->grad, wrt, be, max_memory};
     if (tl_run(g, in, &o, &r, &st)) {
         rc = fail(&st);
         goto done;

@@ -24,6 +24,8 @@ struct tl_result {
     tl_tensor **inputs;   /* for the shapes of zero gradients */
     tl_tape tape;
     enum { REC_NONE, REC_LIVE, REC_CONSUMED, REC_CLOSED } rec;
+    tl_budget *budget;
+    int64_t input_bytes; /* charged while the result holds the inputs */
 };
 
 /* ---------- environment ---------- */
@@ -46,6 +48,12 @@ static tl_code load_const(tl_eval *ev, const tl_const *c, tl_value *v)
         }
         if (!t)
             return tl_wrap(st, "const \"%s\": %s", c->name, c->path);
+    } else if (c->kind == TL_CONST_FILL) {
+        tl_dtype dt = c->typed ? c->dtype : ev->call_dtype;
+        if (!(t = tl_tensor_new_in(ev->cx->budget, dt, c->ndim, c->shape, st)))
+            return tl_wrap(st, "const \"%s\"", c->name);
+        for (int64_t i = 0; i < t->numel; i++)
+            tl_tensor_set(t, i, c->num);
     } else if (c->typed || ev->call_dtype == TL_F64) {
         t = tl_tensor_ref(c->tensor);
     } else { /* untyped data takes the call's element type */
@@ -344,6 +352,9 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
     tl_code rc = TL_OK;
     for (int i = 0; i < g->ninputs && !rc; i++) {
         rc = check_input(g, &g->inputs[i], inputs[i], sizes, st);
+        int64_t bytes = inputs[i]->numel * (int64_t)tl_dtype_size(inputs[i]->dtype);
+        if (!rc && !(rc = tl_budget_charge(r->budget, bytes, "the inputs", st)))
+            r->input_bytes += bytes;
         bool want = o->record && (!o->wrt || o->wrt[i]);
         r->in_var[i] = want ? tl_tape_new_var(&r->tape) : -1;
         r->inputs[i] = tl_tensor_ref(inputs[i]);
@@ -375,6 +386,12 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
         return st->code;
     r->g = g;
     tl_ctx_init(&r->cx, o->backend);
+    if (!(r->budget = tl_budget_new(o->max_memory, st))) {
+        free(r);
+        return st->code;
+    }
+    r->cx.budget = r->budget;
+    r->tape.budget = r->budget;
     r->noutputs = g->noutputs;
     r->ninputs = g->ninputs;
     r->outputs = tl_calloc((size_t)g->noutputs, sizeof(tl_tensor *), "outputs", st);
@@ -404,6 +421,7 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
     free(ev.env);
     if (rc && strncmp(st->msg, g->path, strlen(g->path)))
         tl_wrap(st, "%s", g->path);
+    r->stats.peak_bytes = r->budget->peak;
     r->stats.ops = r->cx.ops;
     r->stats.fallbacks = r->cx.fallbacks;
     r->stats.tape_entries = r->tape.n;
@@ -438,7 +456,7 @@ static tl_code seed(tl_result *r, int i, tl_tensor *c, tl_tensor **grads, tl_sta
                        tl_tensor_desc(c, got, sizeof got));
     if (r->out_var[i] < 0)
         return TL_OK; /* a constant output: nothing to pull back */
-    tl_tensor *s = c ? tl_tensor_ref(c) : tl_tensor_new(y->dtype, y->ndim, y->shape, st);
+    tl_tensor *s = c ? tl_tensor_ref(c) : tl_tensor_new_in(r->budget, y->dtype, y->ndim, y->shape, st);
     if (!s)
         return st->code;
     if (!c)
@@ -488,7 +506,8 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
         if (v < 0)
             continue;
         const tl_tensor *x = r->inputs[k];
-        grads[k] = g[v] ? g[v] : tl_tensor_zeros(x->dtype, x->ndim, x->shape, st);
+        if (!(grads[k] = g[v]) && (grads[k] = tl_tensor_new_in(r->budget, x->dtype, x->ndim, x->shape, st)))
+            memset(grads[k]->data, 0, (size_t)x->numel * tl_dtype_size(x->dtype));
         g[v] = NULL;
         if (!grads[k])
             rc = st->code;
@@ -497,6 +516,8 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
         tl_tensor_unref(g[v]);
     free(g);
     r->stats.backward_ops = r->cx.ops - ops0;
+    if (r->budget->peak > r->stats.peak_bytes)
+        r->stats.peak_bytes = r->budget->peak;
     if (rc)
         for (int k = 0; k < r->ninputs; k++) {
             tl_tensor_unref(grads[k]);
@@ -532,5 +553,7 @@ void tl_result_free(tl_result *r)
     free(r->out_var);
     free(r->in_var);
     free(r->inputs);
+    tl_budget_credit(r->budget, r->input_bytes);
+    tl_budget_unref(r->budget);
     free(r);
 }

@@ -17,6 +17,7 @@ typedef struct tl_run_opts {
     bool record;           /* keep a tape for gradients */
     const bool *wrt;       /* per graph input: differentiate it; NULL = all */
     const tl_backend *backend; /* NULL = CPU */
+    int64_t max_memory;        /* bytes the run may hold in tensors and tape; 0: no limit */
 } tl_run_opts;
 
 typedef struct tl_branch_log {
@@ -30,6 +31,7 @@ typedef struct tl_stats {
     int64_t backward_ops;
     int64_t fallbacks;
     int64_t tape_entries;
+    int64_t peak_bytes; /* most bytes held at once in tensors and tape */
     int64_t branches; /* if decisions taken; the first ones are logged */
     int nlog;
     tl_branch_log log[64];

@@ -7,6 +7,7 @@ void tl_ctx_init(tl_ctx *cx, const tl_backend *backend)
     cx->backend = backend ? backend : &tl_cpu_backend;
     cx->ops = 0;
     cx->fallbacks = 0;
+    cx->budget = NULL;
 }
 
 tl_tensor *tl_op(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl_attrs *attrs,
@@ -25,7 +26,7 @@ tl_tensor *tl_op(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl
         be = &tl_cpu_backend;
         cx->fallbacks++;
     }
-    tl_tensor *out = tl_tensor_new(sh.dtype, sh.ndim, sh.dims, st);
+    tl_tensor *out = tl_tensor_new_in(cx->budget, sh.dtype, sh.ndim, sh.dims, st);
     if (!out)
         return NULL;
     cx->ops++;

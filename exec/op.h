@@ -12,6 +12,7 @@ typedef struct tl_ctx {
     const tl_backend *backend; /* the requested device's */
     int64_t ops;               /* op calls made */
     int64_t fallbacks;         /* of them, run on the CPU instead */
+    tl_budget *budget;         /* results are charged here (NULL: unlimited) */
 } tl_ctx;
 
 void tl_ctx_init(tl_ctx *cx, const tl_backend *backend);

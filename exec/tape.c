@@ -1,5 +1,6 @@
 #include "tape.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,10 +24,16 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
 {
     if (t->n == t->cap) {
         int64_t cap = t->cap ? t->cap * 2 : 256;
+        char what[64];
+        snprintf(what, sizeof what, "the tape (%lld entries)", (long long)cap);
+        if (tl_budget_charge(t->budget, (cap - t->cap) * (int64_t)sizeof *t->e, what, st))
+            return -1;
         tl_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
-        if (!e)
+        if (!e) {
+            tl_budget_credit(t->budget, (cap - t->cap) * (int64_t)sizeof *t->e);
             return tl_fail(st, TL_ERUNTIME, "out of memory growing the tape to %lld entries",
                            (long long)cap), -1;
+        }
         /* entries moved: re-point those whose arrays live inside them */
         for (int64_t k = 0; k < t->n; k++)
             if (e[k].nin && e[k].nin <= TL_ENTRY_SMALL) {
@@ -112,5 +119,8 @@ void tl_tape_free(tl_tape *t)
     for (int64_t k = 0; k < t->n; k++)
         release(&t->e[k]);
     free(t->e);
+    tl_budget_credit(t->budget, t->cap * (int64_t)sizeof *t->e);
+    tl_budget *b = t->budget;
     memset(t, 0, sizeof *t);
+    t->budget = b;
 }

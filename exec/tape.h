@@ -27,6 +27,7 @@ typedef struct tl_tape {
     tl_entry *e;
     int64_t n, cap;
     int nvars;
+    tl_budget *budget; /* the entry array is charged here (not owned) */
 } tl_tape;
 
 /* A fresh variable id (inputs that are differentiated get one). */

@@ -23,6 +23,7 @@ typedef struct loader {
     int tcap;
     int cap; /* capacity of the per-slot arrays */
     bool *visible;
+    tl_graph_options opts;
 } loader;
 
 /* ---------- small helpers ---------- */
@@ -637,6 +638,23 @@ static bool parse_input(loader *L, const cJSON *v, tl_input *in)
     return true;
 }
 
+/* Numbers (and strings) in a nested data array; -1 past a sane depth. */
+static int64_t count_leaves(const cJSON *v, int depth)
+{
+    if (!cJSON_IsArray(v))
+        return 1;
+    if (depth > TL_MAXDIM)
+        return -1;
+    int64_t n = 0;
+    for (const cJSON *c = v->child; c; c = c->next) {
+        int64_t k = count_leaves(c, depth + 1);
+        if (k < 0)
+            return -1;
+        n += k;
+    }
+    return n;
+}
+
 static bool const_data(loader *L, const cJSON *v, tl_const *c)
 {
     static const char *const keys[] = {"dtype", "shape", "data", "fill"};
@@ -657,14 +675,48 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c)
         return tl_fail(L->st, TL_EINPUT, "give exactly one of \"data\" and \"fill\""), false;
     if (fill && !get_num(fill, &fv))
         return tl_fail(L->st, TL_EINPUT, "\"fill\" must be a number"), false;
-    c->kind = TL_CONST_DATA;
+    int64_t numel;
+    if (tl_shape_numel(nd, shape, &numel, L->st))
+        return tl_wrap(L->st, "\"shape\""), false;
     c->typed = dt != NULL;
+    if (fill) { /* made when first used, charged to that run's memory budget */
+        c->kind = TL_CONST_FILL;
+        c->num = fv;
+        c->dtype = dtype;
+        c->ndim = nd;
+        memcpy(c->shape, shape, sizeof(int64_t) * (size_t)nd);
+        return true;
+    }
+    /* the text bounds the size: compare counts before allocating */
+    int64_t leaves = count_leaves(data, 0);
+    if (leaves != numel) {
+        char d[96];
+        return tl_fail(L->st, TL_EINPUT, "\"data\" has %lld values, expected %lld for %s",
+                       (long long)leaves, (long long)numel, tl_shape_desc(dtype, nd, shape, d, sizeof d)), false;
+    }
+    c->kind = TL_CONST_DATA;
     if (!(c->tensor = tl_tensor_new(dtype, nd, shape, L->st)))
         return false;
-    if (data)
-        return tl_json_fill(c->tensor, data, L->st) == TL_OK;
-    for (int64_t i = 0; i < c->tensor->numel; i++)
-        tl_tensor_set(c->tensor, i, fv);
+    return tl_json_fill(c->tensor, data, L->st) == TL_OK;
+}
+
+/* A relative path that never climbs above its starting folder. */
+static bool inside_folder(const char *path)
+{
+    if (path[0] == '/')
+        return false;
+    int depth = 0;
+    for (const char *p = path; *p;) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            depth--;
+        else if (n && !(n == 1 && p[0] == '.'))
+            depth++;
+        if (depth < 0)
+            return false;
+        p += n + (e != NULL);
+    }
     return true;
 }
 
@@ -678,6 +730,9 @@ static bool const_file(loader *L, const cJSON *v, tl_const *c)
     if (!cJSON_IsString(file) || !file->valuestring[0] || (key && !cJSON_IsString(key)))
         return tl_fail(L->st, TL_EINPUT, "\"file\" and \"key\" must be strings"), false;
     const char *f = file->valuestring;
+    if (!L->opts.allow_outside_files && !inside_folder(f))
+        return tl_fail(L->st, TL_EINPUT, "file \"%.200s\" is outside the graph's folder "
+                       "(absolute or climbing out with ..; --allow-outside-files permits it)", f), false;
     size_t n = strlen(L->dir) + strlen(f) + 2;
     if (!(c->path = tl_malloc(n, 1, "a path", L->st)))
         return false;
@@ -910,10 +965,18 @@ static bool parse_document(loader *L, const cJSON *doc)
 
 tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_status *st)
 {
+    return tl_graph_parse_with(text, len, path, NULL, st);
+}
+
+tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
+                              const tl_graph_options *o, tl_status *st)
+{
     size_t bad;
     int line, col;
     tl_graph *g = tl_calloc(1, sizeof *g, "a graph", st);
     loader L = {.g = g, .st = st, .tcap = 64};
+    if (o)
+        L.opts = *o;
     if (!g)
         return NULL;
     if (!(g->path = tl_strdup(path, st)))
@@ -974,6 +1037,11 @@ fail:
 
 tl_graph *tl_graph_load(const char *path, tl_status *st)
 {
+    return tl_graph_load_with(path, NULL, st);
+}
+
+tl_graph *tl_graph_load_with(const char *path, const tl_graph_options *o, tl_status *st)
+{
     FILE *f = fopen(path, "rb");
     if (!f) {
         tl_fail(st, TL_EINPUT, "%s: cannot open: %s", path, strerror(errno));
@@ -1003,7 +1071,7 @@ tl_graph *tl_graph_load(const char *path, tl_status *st)
                 buf ? "read error" : "out of memory reading the graph (or larger than 1 GiB)");
         return NULL;
     }
-    tl_graph *g = tl_graph_parse(buf, len, path, st);
+    tl_graph *g = tl_graph_parse_with(buf, len, path, o, st);
     free(buf);
     return g;
 }

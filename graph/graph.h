@@ -72,7 +72,8 @@ typedef struct tl_input {
 
 typedef enum tl_const_kind {
     TL_CONST_WEAK, /* a number: takes the dtype of what it meets */
-    TL_CONST_DATA, /* data or fill, already materialised */
+    TL_CONST_DATA, /* data, already materialised */
+    TL_CONST_FILL, /* {"shape", "fill"}: made on first use, charged to the run */
     TL_CONST_FILE, /* .npy / .npz member, read on first use */
 } tl_const_kind;
 
@@ -80,8 +81,11 @@ typedef struct tl_const {
     char *name;
     int slot;
     tl_const_kind kind;
-    double num;        /* WEAK */
-    bool typed;        /* DATA: dtype given; else it takes the call's */
+    double num;        /* WEAK, FILL */
+    bool typed;        /* DATA, FILL: dtype given; else it takes the call's */
+    tl_dtype dtype;    /* FILL (when typed) */
+    int ndim;          /* FILL */
+    int64_t shape[TL_MAXDIM];
     tl_tensor *tensor; /* DATA: f64 when untyped */
     char *path;        /* FILE: resolved against the graph's folder */
     char *key;         /* FILE: npz member, or NULL */
@@ -106,6 +110,12 @@ typedef struct tl_graph {
     int nnums;    /* number arguments in the whole graph */
 } tl_graph;
 
+typedef struct tl_graph_options {
+    /* file constants may name absolute paths or climb out of the graph's
+     * folder with ".." (off by default: a graph names only its own files) */
+    bool allow_outside_files;
+} tl_graph_options;
+
 /* Loads and validates a graph file.  Errors: TL_EINPUT with a message
  * starting with the path ("g.json:3:7: ..." for JSON syntax, "g.json: node
  * "h" (matmul): ..." for meaning). */
@@ -113,6 +123,10 @@ tl_graph *tl_graph_load(const char *path, tl_status *st);
 /* The same from text in memory; `path` names it in messages and anchors
  * relative file constants. */
 tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_status *st);
+/* The same with options (NULL: defaults). */
+tl_graph *tl_graph_load_with(const char *path, const tl_graph_options *o, tl_status *st);
+tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
+                              const tl_graph_options *o, tl_status *st);
 void tl_graph_free(tl_graph *g);
 
 /* Input index by name, or -1. */

@@ -2,6 +2,7 @@
  * broadcast batch offsets and transpose flags (never a materialised
  * transpose).  1-D operands are read as a row (left) or column (right). */
 #include <cblas.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -26,8 +27,16 @@ static mm_operand operand(const tl_tensor *t, bool left)
     return o;
 }
 
+/* OpenBLAS partitions a product differently with more threads and then
+ * rounds differently (measured: 1 vs 2 threads give other bits for an f32
+ * 256x512x256 product).  tl promises the same bits whatever the machine's
+ * thread count, so BLAS runs single-threaded. */
+static void blas_single_thread(void) { openblas_set_num_threads(1); }
+
 tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, tl_tensor *out)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, blas_single_thread);
     mm_operand A = operand(a, true), B = operand(b, false);
     int64_t m = at->trans_a ? A.cols : A.rows, k = at->trans_a ? A.rows : A.cols;
     int64_t n = at->trans_b ? B.rows : B.cols;
