@@ -24,7 +24,7 @@ static tl_code cpu_run(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_te
     case TL_OP_GELU_GRAD: return cpu_elementwise(op, n, in, a, out, st);
     case TL_OP_SOFTMAX:
     case TL_OP_LOG_SOFTMAX: return out->numel ? cpu_softmax(op, in[0], a, out) : TL_OK;
-    case TL_OP_MATMUL: return cpu_matmul(in[0], in[1], a, out);
+    case TL_OP_MATMUL: return cpu_matmul(in[0], in[1], a, out, st);
     case TL_OP_MAP:
     case TL_OP_MAP_GRAD: return cpu_map(op, n, in, a, out, st);
     case TL_OP_PROD_GRAD: return out->numel ? cpu_prod_grad(in[0], in[1], out) : TL_OK;

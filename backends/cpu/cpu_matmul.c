@@ -1,9 +1,12 @@
 /* numpy.matmul through BLAS gemm: one gemm per output batch element, with
  * broadcast batch offsets and transpose flags (never a materialised
  * transpose).  1-D operands are read as a row (left) or column (right). */
+#define _DEFAULT_SOURCE
 #include <cblas.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu.h"
 
@@ -27,13 +30,91 @@ static mm_operand operand(const tl_tensor *t, bool left)
     return o;
 }
 
-/* OpenBLAS partitions a product differently with more threads and then
- * rounds differently (measured: 1 vs 2 threads give other bits for an f32
- * 256x512x256 product).  tl promises the same bits whatever the machine's
- * thread count, so BLAS runs single-threaded. */
+/* Parallel and deterministic: the product is cut into items of at most
+ * ROWS_PER_ITEM output rows of one batch element, a cut that depends on the
+ * shapes alone; each item is one single-threaded gemm, and threads only
+ * decide who runs which item.  So the bits never depend on the number of
+ * threads (OpenBLAS's own threading rounds differently with 1 and 2
+ * threads: measured on an f32 256x512x256 product). */
+#define ROWS_PER_ITEM 64
+#define MIN_FLOPS_PER_THREAD (1 << 22)
+
 static void blas_single_thread(void) { openblas_set_num_threads(1); }
 
-tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, tl_tensor *out)
+typedef struct mm_job {
+    const tl_tensor *a, *b;
+    tl_tensor *out;
+    CBLAS_TRANSPOSE ta, tb;
+    int64_t m, n, k, lda, ldb, asz, bsz;
+    const int64_t *offa, *offb; /* per batch element */
+    int64_t items, blocks;      /* blocks: row blocks per batch element */
+    int64_t next;               /* the next item to run */
+    pthread_mutex_t lock;
+} mm_job;
+
+static void run_item(const mm_job *j, int64_t item)
+{
+    int64_t bi = item / j->blocks, r0 = item % j->blocks * ROWS_PER_ITEM;
+    int64_t rows = j->m - r0 < ROWS_PER_ITEM ? j->m - r0 : ROWS_PER_ITEM;
+    /* rows r0.. of op(A): rows of A, or columns when A is used transposed */
+    int64_t ashift = j->ta == CblasTrans ? r0 : r0 * j->lda;
+    int64_t aoff = j->offa[bi] * j->asz + ashift, boff = j->offb[bi] * j->bsz;
+    int64_t coff = bi * j->m * j->n + r0 * j->n;
+    if (j->out->dtype == TL_F32)
+        cblas_sgemm(CblasRowMajor, j->ta, j->tb, (int)rows, (int)j->n, (int)j->k, 1.0f,
+                    (const float *)j->a->data + aoff, (int)j->lda,
+                    (const float *)j->b->data + boff, (int)j->ldb, 0.0f,
+                    (float *)j->out->data + coff, (int)j->n);
+    else
+        cblas_dgemm(CblasRowMajor, j->ta, j->tb, (int)rows, (int)j->n, (int)j->k, 1.0,
+                    (const double *)j->a->data + aoff, (int)j->lda,
+                    (const double *)j->b->data + boff, (int)j->ldb, 0.0,
+                    (double *)j->out->data + coff, (int)j->n);
+}
+
+static void *worker(void *arg)
+{
+    mm_job *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->lock);
+        int64_t item = j->next++;
+        pthread_mutex_unlock(&j->lock);
+        if (item >= j->items)
+            return NULL;
+        run_item(j, item);
+    }
+}
+
+/* TL_NUM_THREADS, else the processors online; at most 64. */
+static int thread_count(double flops, int64_t items)
+{
+    const char *env = getenv("TL_NUM_THREADS");
+    long n = env && atol(env) > 0 ? atol(env) : sysconf(_SC_NPROCESSORS_ONLN);
+    double by_work = flops / MIN_FLOPS_PER_THREAD;
+    if (n > 64)
+        n = 64;
+    if (by_work < n)
+        n = by_work < 1 ? 1 : (long)by_work;
+    return (int)(n < items ? n : items);
+}
+
+static void run_items(mm_job *j, double flops)
+{
+    int nt = thread_count(flops, j->items);
+    pthread_t th[64];
+    int started = 0;
+    pthread_mutex_init(&j->lock, NULL);
+    for (int i = 1; i < nt; i++)
+        if (pthread_create(&th[started], NULL, worker, j) == 0)
+            started++;
+    worker(j); /* this thread works too; with no helpers it does it all */
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j->lock);
+}
+
+tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, tl_tensor *out,
+                   tl_status *st)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, blas_single_thread);
@@ -54,32 +135,29 @@ tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, t
     int64_t nb = 1;
     for (int d = 0; d < onb; d++)
         nb *= out->shape[d];
-
-    int64_t asz = A.rows * A.cols, bsz = B.rows * B.cols, csz = m * n;
-    CBLAS_TRANSPOSE ta = at->trans_a ? CblasTrans : CblasNoTrans;
-    CBLAS_TRANSPOSE tb = at->trans_b ? CblasTrans : CblasNoTrans;
-    int64_t idx[TL_MAXDIM] = {0}, offa = 0, offb = 0;
+    int64_t *offa = tl_malloc((size_t)nb * 2, sizeof(int64_t), "matmul batch offsets", st);
+    if (!offa)
+        return st->code;
+    int64_t *offb = offa + nb, idx[TL_MAXDIM] = {0}, oa = 0, ob = 0;
     for (int64_t bi = 0; bi < nb; bi++) {
-        if (out->dtype == TL_F32)
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f,
-                        (const float *)a->data + offa * asz, (int)A.cols,
-                        (const float *)b->data + offb * bsz, (int)B.cols, 0.0f,
-                        (float *)out->data + bi * csz, (int)n);
-        else
-            cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0,
-                        (const double *)a->data + offa * asz, (int)A.cols,
-                        (const double *)b->data + offb * bsz, (int)B.cols, 0.0,
-                        (double *)out->data + bi * csz, (int)n);
-        /* advance the batch counters over the merged plan */
-        for (int d = plan.ndim - 1; d >= 0; d--) {
-            offa += plan.stride[0][d];
-            offb += plan.stride[1][d];
+        offa[bi] = oa;
+        offb[bi] = ob;
+        for (int d = plan.ndim - 1; d >= 0; d--) { /* the next batch element */
+            oa += plan.stride[0][d];
+            ob += plan.stride[1][d];
             if (++idx[d] < plan.shape[d])
                 break;
-            offa -= plan.stride[0][d] * plan.shape[d];
-            offb -= plan.stride[1][d] * plan.shape[d];
+            oa -= plan.stride[0][d] * plan.shape[d];
+            ob -= plan.stride[1][d] * plan.shape[d];
             idx[d] = 0;
         }
     }
+    int64_t blocks = (m + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
+    mm_job j = {a, b, out, at->trans_a ? CblasTrans : CblasNoTrans,
+                at->trans_b ? CblasTrans : CblasNoTrans, m, n, k, A.cols, B.cols,
+                A.rows * A.cols, B.rows * B.cols, offa, offb, nb * blocks, blocks, 0,
+                PTHREAD_MUTEX_INITIALIZER};
+    run_items(&j, 2.0 * (double)m * (double)n * (double)k * (double)nb);
+    free(offa);
     return TL_OK;
 }

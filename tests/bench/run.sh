@@ -38,3 +38,15 @@ for i in 1 2 3; do
   timings $TL grad tests/fixtures/scale/iterate_1000000.json x=2.0 >>"$tmp/iter"
 done
 printf '  forward %s ms, backward %s ms (median of 3)\n' "$(cut -d' ' -f1 "$tmp/iter" | median)" "$(cut -d' ' -f2 "$tmp/iter" | median)"
+
+echo "== f32 matmul 1024^3 (sum(a @ a), grad): TL_NUM_THREADS=1 vs all processors"
+$TL run tests/bench/gen_mat.json -o "$tmp/a.npy"
+for i in 1 2 3; do
+  TL_NUM_THREADS=1 timings $TL grad tests/bench/matmul.json a="$tmp/a.npy" >>"$tmp/mm1"
+  timings $TL grad tests/bench/matmul.json a="$tmp/a.npy" >>"$tmp/mmn"
+done
+f1=$(cut -d' ' -f1 "$tmp/mm1" | median); fn=$(cut -d' ' -f1 "$tmp/mmn" | median)
+b1=$(cut -d' ' -f2 "$tmp/mm1" | median); bn=$(cut -d' ' -f2 "$tmp/mmn" | median)
+gf() { echo "2 * 1024^3 * $2 / ($1 / 1000) / 1000000000" | bc -l; }
+printf '  forward:  1 thread %7.2f ms (%5.1f GFLOP/s)   %d threads %7.2f ms (%5.1f GFLOP/s)\n' "$f1" "$(gf "$f1" 1)" "$(nproc)" "$fn" "$(gf "$fn" 1)"
+printf '  backward: 1 thread %7.2f ms (%5.1f GFLOP/s)   %d threads %7.2f ms (%5.1f GFLOP/s)\n' "$b1" "$(gf "$b1" 2)" "$(nproc)" "$bn" "$(gf "$bn" 2)"
