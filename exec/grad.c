@@ -67,22 +67,19 @@ static tl_tensor *num(bw *b, const tl_tensor *like, double v)
     return keep(b, tl_tensor_scalar(like->dtype, v, b->st));
 }
 
-static tl_tensor *reshape(bw *b, tl_tensor *x, int ndim, const int64_t *shape)
+/* reshape or broadcast_to: an op whose attribute is a target shape. */
+static tl_tensor *to_shape(bw *b, tl_opcode op, tl_tensor *x, int ndim, const int64_t *shape)
 {
     tl_attrs a;
     tl_attrs_init(&a);
     a.nshape = ndim;
     memcpy(a.shape, shape, sizeof(int64_t) * (size_t)ndim);
-    return call(b, TL_OP_RESHAPE, 1, &x, &a);
+    return call(b, op, 1, &x, &a);
 }
 
-static tl_tensor *broadcast(bw *b, tl_tensor *x, int ndim, const int64_t *shape)
+static tl_tensor *reshape(bw *b, tl_tensor *x, int ndim, const int64_t *shape)
 {
-    tl_attrs a;
-    tl_attrs_init(&a);
-    a.nshape = ndim;
-    memcpy(a.shape, shape, sizeof(int64_t) * (size_t)ndim);
-    return call(b, TL_OP_BROADCAST_TO, 1, &x, &a);
+    return to_shape(b, TL_OP_RESHAPE, x, ndim, shape);
 }
 
 static tl_tensor *sum_axes(bw *b, tl_tensor *x, int naxes, const int64_t *axes, bool keepdims)
@@ -123,7 +120,7 @@ static tl_tensor *keepdims(bw *b, tl_tensor *g, const tl_tensor *x, const tl_att
 
 static tl_tensor *expand(bw *b, tl_tensor *g, const tl_tensor *x, const tl_attrs *a)
 {
-    return broadcast(b, keepdims(b, g, x, a), x->ndim, x->shape);
+    return to_shape(b, TL_OP_BROADCAST_TO, keepdims(b, g, x, a), x->ndim, x->shape);
 }
 
 static tl_tensor *softmax_sum(bw *b, tl_tensor *t, const tl_attrs *a)
