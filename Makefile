@@ -28,20 +28,27 @@ deps:
 
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c $< -o $@
 
 build/san/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC san  $<"
+	@$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -MMD -MP -c $< -o $@
 
 build/libtl.a: $(OBJ)
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 build/libtl-san.a: $(SAN_OBJ)
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 tl: $(CLI_OBJ) build/libtl.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libtl.a $(LDLIBS)
+
+# the command line built with the sanitizers, for a second pass of the
+# end-to-end cases
+build/tl-san: $(CLI_SRC:%.c=build/san/%.o) build/libtl-san.a
+	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
 
 build/tests/%: tests/%.c build/libtl-san.a
 	@mkdir -p $(dir $@)
@@ -52,8 +59,10 @@ demo: deps tl
 
 # Every test binary runs from the repository root (fixtures are relative);
 # the end-to-end tests drive ./tl itself.
-test: tl $(TESTS)
+test: tl build/tl-san $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; TL=./tl $$t --jobs 2; done
+	@echo "== build/tests/test_cli with the sanitized tl (build/tl-san)"
+	@TL=build/tl-san build/tests/test_cli --jobs 2
 
 clang-check:
 	@if command -v clang >/dev/null; then \
@@ -70,4 +79,52 @@ bench: tl
 clean:
 	rm -rf build tl
 
--include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SAN_OBJ:.o=.d)
+-include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(CLI_SRC:%.c=build/san/%.d)
+
+# ---- fuzzing: libFuzzer harnesses in tests/fuzz/ (see tests/fuzz/README.md) ----
+#   make fuzz                       build build/fuzz/fuzz_* and run each for FUZZ_SECONDS
+#   make fuzz FUZZ_NAMES=npz FUZZ_SECONDS=600 FUZZ_ARGS=-jobs=2
+#   make fuzz-build                 build only
+# Runs start from a scratch copy of tests/fuzz/corpus/NAME (plus
+# tests/fuzz/regressions/NAME) in build/fuzz/work/NAME; crashes go to
+# build/fuzz/artifacts/NAME/.  The committed corpus is never written.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_NAMES   ?= graph npy npz literal
+FUZZ_ARGS    ?=
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -Wall -Wextra -O1 -g $(FUZZ_SAN)
+FUZZ_OBJ     := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+FUZZ_ALL     := graph npy npz literal
+FUZZ_BINS    := $(FUZZ_ALL:%=build/fuzz/fuzz_%)
+FUZZ_MAXLEN_graph   := 8192
+FUZZ_MAXLEN_npy     := 4096
+FUZZ_MAXLEN_npz     := 32768
+FUZZ_MAXLEN_literal := 2048
+FUZZ_ENV := OPENBLAS_NUM_THREADS=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+.PHONY: fuzz fuzz-build
+fuzz-build: $(FUZZ_BINS)
+
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(CPPFLAGS) -MMD -MP -c $< -o $@
+
+build/fuzz/libtl-fuzz.a: $(FUZZ_OBJ)
+	@ar rcs $@ $^
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h build/fuzz/libtl-fuzz.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(CPPFLAGS) -o $@ $< build/fuzz/libtl-fuzz.a $(LDLIBS)
+
+fuzz_run = echo "== fuzz_$(1) for $(FUZZ_SECONDS)s"; \
+	rm -rf build/fuzz/work/$(1); mkdir -p build/fuzz/work/$(1) build/fuzz/artifacts/$(1); \
+	cp tests/fuzz/corpus/$(1)/* build/fuzz/work/$(1)/; \
+	if [ -d tests/fuzz/regressions/$(1) ]; then cp tests/fuzz/regressions/$(1)/* build/fuzz/work/$(1)/ 2>/dev/null || true; fi; \
+	$(FUZZ_ENV) build/fuzz/fuzz_$(1) $(if $(wildcard tests/fuzz/$(1).dict),-dict=tests/fuzz/$(1).dict) \
+	  -max_len=$(FUZZ_MAXLEN_$(1)) -timeout=10 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -artifact_prefix=build/fuzz/artifacts/$(1)/ $(FUZZ_ARGS) build/fuzz/work/$(1)
+
+fuzz: $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
+	@set -e; $(foreach n,$(FUZZ_NAMES),$(call fuzz_run,$(n));)
+
+-include $(FUZZ_OBJ:.o=.d)
