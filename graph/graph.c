@@ -997,7 +997,12 @@ tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
         goto fail;
     }
     const char *end = NULL;
+    errno = 0; /* cJSON says only "failed": malloc's ENOMEM tells the two apart */
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    if (!doc && errno == ENOMEM) {
+        tl_fail(st, TL_ERUNTIME, "%s: out of memory parsing the graph's JSON", path);
+        goto fail;
+    }
     bool trailing = false;
     if (doc && end) {
         while ((size_t)(end - text) < len && strchr(" \t\r\n", *end))
