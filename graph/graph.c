@@ -532,6 +532,8 @@ static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
     if (ok && !(n->out = tl_malloc((size_t)nid, sizeof(int), "node ids", L->st)))
         ok = false;
     for (int i = 0; ok && i < nid; i++)
+        n->out[i] = -1; /* not defined (yet): hide() skips it */
+    for (int i = 0; ok && i < nid; i++)
         ok = (n->out[i] = define(L, ids[i], TL_SLOT_NODE, "\"id\"")) >= 0;
     if (!ok)
         tl_wrap(L->st, "node \"%.64s\" (%s)", n->name, op->valuestring);
@@ -544,7 +546,8 @@ static void hide(loader *L, const tl_block *b, int nparams, const int *params)
         L->visible[params[i]] = false;
     for (int i = 0; i < b->nnodes; i++)
         for (int k = 0; k < b->nodes[i].nout && b->nodes[i].out; k++)
-            L->visible[b->nodes[i].out[k]] = false;
+            if (b->nodes[i].out[k] >= 0)
+                L->visible[b->nodes[i].out[k]] = false;
 }
 
 static bool parse_nodes(loader *L, const cJSON *arr, tl_block *b)
