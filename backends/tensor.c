@@ -108,6 +108,8 @@ tl_code tl_budget_charge(tl_budget *b, int64_t bytes, const char *what, tl_statu
     if (!b)
         return TL_OK;
     if (b->limit && (bytes > b->limit || b->live > b->limit - bytes)) {
+        if (!what)
+            what = "a tensor";
         char need[32], used[32], lim[32];
         return tl_fail(st, TL_ERUNTIME, "memory limit: %s needs %s with %s in use (--max-memory %s)",
                        what, human(bytes, need, sizeof need), human(b->live, used, sizeof used),
@@ -134,6 +136,8 @@ tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status 
  * (what a budget is charged, so the limit bounds the real footprint). */
 static int64_t footprint(size_t bytes)
 {
+    if (bytes > ((size_t)1 << 62))
+        return INT64_MAX; /* more than any budget: refused, never wrapped */
     if (bytes < TL_SMALL_BYTES)
         return (int64_t)(TL_SMALL_OFFSET + bytes + 16); /* + malloc's own header */
     size_t align = bytes >= TL_HUGE_BYTES ? TL_HUGE_BYTES : 64;
@@ -156,6 +160,12 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
     }
     if (budget && tl_budget_charge(budget, cost, NULL, st))
         return NULL;
+    if (cost == INT64_MAX) { /* no budget to refuse it: still never wrap */
+        char d[96];
+        tl_fail(st, TL_ERUNTIME, "out of memory allocating a tensor %s (more than 4 EiB)",
+                tl_shape_desc(dt, ndim, shape, d, sizeof d));
+        return NULL;
+    }
     bool small = bytes < TL_SMALL_BYTES, huge = bytes >= TL_HUGE_BYTES;
     size_t align = huge ? TL_HUGE_BYTES : 64, total = TL_DATA_OFFSET + bytes;
     tl_tensor *t = small ? malloc(TL_SMALL_OFFSET + bytes)

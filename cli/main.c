@@ -54,9 +54,25 @@ typedef struct cmd {
     const char **seed; /* [OUT=]TENSOR */
 } cmd;
 
+/* Prints text with control characters escaped: an error is one line, and
+ * names from a hostile file cannot move the cursor or clear the screen. */
+static void print_escaped(FILE *f, const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+}
+
 static int fail(const tl_status *st)
 {
-    fprintf(stderr, "tl: error: %s\n", st->msg);
+    fputs("tl: error: ", stderr);
+    print_escaped(stderr, st->msg);
+    fputc('\n', stderr);
     return st->code ? (int)st->code : 3;
 }
 
@@ -282,10 +298,10 @@ static int bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_statu
     }
     for (int i = 0; i < c->nbind; i++) {
         const char *eq = strchr(c->bind[i], '=');
-        char name[256];
+        char name[300];
         size_t n = (size_t)(eq - c->bind[i]);
-        snprintf(name, sizeof name, "%.*s", (int)(n < 255 ? n : 255), c->bind[i]);
-        int k = tl_graph_input_index(g, name);
+        snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), c->bind[i]);
+        int k = n < 256 ? tl_graph_input_index(g, name) : -1; /* names have at most 255 bytes */
         if (k < 0)
             return tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph", g->path, name), fail(st);
         if (in[k])
@@ -311,11 +327,11 @@ static int parse_wrt(const cmd *c, const tl_graph *g, bool *wrt, tl_status *st)
     while (*p) {
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (n == 0)
+        if (n == 0 || (e && !e[1]))
             return tl_fail(st, TL_EINPUT, "--wrt: empty name in \"%s\"", c->wrt), fail(st);
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(n < 255 ? n : 255), p);
-        int k = tl_graph_input_index(g, name);
+        char name[300];
+        snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), p);
+        int k = n < 256 ? tl_graph_input_index(g, name) : -1;
         if (k < 0)
             return tl_fail(st, TL_EINPUT, "--wrt: \"%s\" is not an input of the graph", name), fail(st);
         wrt[k] = true;

@@ -50,11 +50,15 @@ static tl_code finish_stream(FILE *f, const char *what, tl_status *st)
 
 static tl_code write_file(const cli_out *o, bool npy, tl_status *st)
 {
+    /* a short hidden name in the target's folder: rename() stays within one
+     * file system, and a name near NAME_MAX still has room */
     size_t n = strlen(o->path) + 16;
     char *tmp = malloc(n);
     if (!tmp)
         return tl_fail(st, TL_ERUNTIME, "out of memory");
-    snprintf(tmp, n, "%s.tmpXXXXXX", o->path);
+    const char *slash = strrchr(o->path, '/');
+    int dir = slash ? (int)(slash - o->path) + 1 : 0;
+    snprintf(tmp, n, "%.*s.tl-XXXXXX", dir, o->path);
     int fd = mkstemp(tmp);
     if (fd < 0) {
         tl_fail(st, TL_ERUNTIME, "%s: cannot create: %s", o->path, strerror(errno));

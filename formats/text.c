@@ -103,17 +103,16 @@ static int fmt_elem(char *buf, const tl_tensor *t, int64_t i)
     return tl_fmt_f64(buf, TL_FMT_LEN, ((const double *)t->data)[i]);
 }
 
-/* The non-finite spellings we read: ours, and Python's json ("NaN",
- * "Infinity") since that is where hand-made inputs often come from. */
+/* The non-finite spellings tl reads, exactly as graph.md writes them (a
+ * graph's data and attributes, and command-line literals, alike). */
 static bool special_value(const char *s, size_t n, double *v)
 {
     static const struct {
         const char *word;
         int sign; /* 0 for NaN */
-    } words[] = {{"nan", 0},       {"inf", 1},        {"+inf", 1},       {"-inf", -1},
-                 {"infinity", 1}, {"+infinity", 1}, {"-infinity", -1}};
+    } words[] = {{"nan", 0}, {"inf", 1}, {"-inf", -1}};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
-        if (strlen(words[i].word) != n || strncasecmp(s, words[i].word, n))
+        if (strlen(words[i].word) != n || strncmp(s, words[i].word, n))
             continue;
         *v = words[i].sign ? words[i].sign * (double)INFINITY : (double)NAN;
         return true;
@@ -366,20 +365,29 @@ static tl_code push(lit *L, double d, float f)
     return TL_OK;
 }
 
-/* Length of a decimal number at s ([+-]digits[.digits][e[+-]digits]),
- * 0 when there is none: strtod alone would also take hex and "nan(...)". */
+/* Length of a JSON number at s (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?),
+ * 0 when there is none: strtod alone would also take "+1", ".5", "1.",
+ * "01", hex and "nan(...)", none of which is JSON. */
 static size_t scan_number(const char *s)
 {
-    size_t i = 0, digits = 0;
-    if (s[i] == '+' || s[i] == '-')
+    size_t i = 0;
+    if (s[i] == '-')
         i++;
-    for (; isdigit((unsigned char)s[i]); i++)
-        digits++;
-    if (s[i] == '.')
-        for (i++; isdigit((unsigned char)s[i]); i++)
-            digits++;
-    if (!digits)
+    if (s[i] == '0')
+        i++;
+    else if (s[i] >= '1' && s[i] <= '9')
+        while (isdigit((unsigned char)s[i]))
+            i++;
+    else
         return 0;
+    if (isdigit((unsigned char)s[i]))
+        return 0; /* a leading zero */
+    if (s[i] == '.') {
+        if (!isdigit((unsigned char)s[++i]))
+            return 0;
+        while (isdigit((unsigned char)s[i]))
+            i++;
+    }
     if (s[i] != 'e' && s[i] != 'E')
         return i;
     size_t j = i + 1;

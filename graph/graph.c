@@ -692,6 +692,8 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c)
     }
     /* the text bounds the size: compare counts before allocating */
     int64_t leaves = count_leaves(data, 0);
+    if (leaves < 0)
+        return tl_fail(L->st, TL_EINPUT, "\"data\" nests deeper than %d dimensions", TL_MAXDIM), false;
     if (leaves != numel) {
         char d[96];
         return tl_fail(L->st, TL_EINPUT, "\"data\" has %lld values, expected %lld for %s",
@@ -733,6 +735,9 @@ static bool const_file(loader *L, const cJSON *v, tl_const *c)
     if (!cJSON_IsString(file) || !file->valuestring[0] || (key && !cJSON_IsString(key)))
         return tl_fail(L->st, TL_EINPUT, "\"file\" and \"key\" must be strings"), false;
     const char *f = file->valuestring;
+    size_t fl = strlen(f);
+    if (!key && fl >= 4 && !strcmp(f + fl - 4, ".npz"))
+        return tl_fail(L->st, TL_EINPUT, "file \"%.200s\" is an .npz: name the member with \"key\"", f), false;
     if (!L->opts.allow_outside_files && !inside_folder(f))
         return tl_fail(L->st, TL_EINPUT, "file \"%.200s\" is outside the graph's folder "
                        "(absolute or climbing out with ..; --allow-outside-files permits it)", f), false;
@@ -887,6 +892,43 @@ static bool utf8_ok(const unsigned char *s, size_t n, size_t *bad)
     return true;
 }
 
+/* cJSON's own limit (CJSON_NESTING_LIMIT), reported by name here */
+#define MAX_JSON_DEPTH 1000
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* What JSON forbids and cJSON lets through: a NUL byte anywhere, a raw
+ * control character inside a string, and \u0000 (cJSON would cut the
+ * string there, so "x\u0000y" would silently be "x").  Returns the offset
+ * of the first, or len. */
+static size_t json_hazard(const char *text, size_t len, const char **why)
+{
+    bool in_string = false;
+    int depth = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == 0)
+            return *why = "a NUL byte", i;
+        if (!in_string) {
+            in_string = c == '"';
+            depth += (c == '[' || c == '{') - (c == ']' || c == '}');
+            if (depth > MAX_JSON_DEPTH)
+                return *why = "nested more than " STR(MAX_JSON_DEPTH) " levels deep", i;
+            continue;
+        }
+        if (c < 0x20)
+            return *why = "a raw control character in a string (escape it)", i;
+        if (c == '"')
+            in_string = false;
+        else if (c == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 5 < len && !memcmp(text + i + 2, "0000", 4))
+                return *why = "\\u0000 in a string", i;
+            i++; /* skip the escaped character */
+        }
+    }
+    return len;
+}
+
 static void line_col(const char *text, size_t off, int *line, int *col)
 {
     *line = 1;
@@ -997,6 +1039,12 @@ tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
     if (!utf8_ok((const unsigned char *)text, len, &bad)) {
         line_col(text, bad, &line, &col);
         tl_fail(st, TL_EINPUT, "%s:%d:%d: invalid UTF-8", path, line, col);
+        goto fail;
+    }
+    const char *why;
+    if ((bad = json_hazard(text, len, &why)) < len) {
+        line_col(text, bad, &line, &col);
+        tl_fail(st, TL_EINPUT, "%s:%d:%d: malformed JSON: %s", path, line, col, why);
         goto fail;
     }
     const char *end = NULL;

@@ -519,20 +519,33 @@ Test(literal, scalars_and_arrays)
     expect_shape(t, TL_F64, 0, NULL);
     tl_tensor_unref(t);
 
-    t = parse_ok("float32:[[.5],[-1.]]");
+    t = parse_ok("float32:[[0.5],[-1.0]]");
     expect_shape(t, TL_F32, 2, (int64_t[]){2, 1});
     cr_expect_eq(((float *)t->data)[0], 0.5f);
     tl_tensor_unref(t);
 }
 
+Test(literal, json_numbers_only)
+{
+    /* strtod would take all of these; JSON (and so tl) does not */
+    const char *bad[] = {"01", ".5", "+1", "1.", "0x10", "1e", "-", "NaN", "Infinity", "+inf", "[1, .5]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tl_status st = {0};
+        tl_tensor *t = tl_literal_parse(bad[i], &st);
+        cr_expect_null(t, "'%s' was accepted", bad[i]);
+        cr_expect_eq(st.code, TL_EINPUT, "'%s'", bad[i]);
+        tl_tensor_unref(t);
+    }
+}
+
 Test(literal, non_finite)
 {
-    tl_tensor *t = parse_ok("[nan, inf, -inf, \"nan\", \"-inf\", NaN, -Infinity, +inf]");
-    expect_shape(t, TL_F64, 1, (int64_t[]){8});
+    tl_tensor *t = parse_ok("[nan, inf, -inf, \"nan\", \"-inf\", \"inf\"]");
+    expect_shape(t, TL_F64, 1, (int64_t[]){6});
     const double *d = t->data;
-    cr_expect(isnan(d[0]) && isnan(d[3]) && isnan(d[5]));
-    cr_expect(d[1] == INFINITY && d[7] == INFINITY);
-    cr_expect(d[2] == -INFINITY && d[4] == -INFINITY && d[6] == -INFINITY);
+    cr_expect(isnan(d[0]) && isnan(d[3]));
+    cr_expect(d[1] == INFINITY && d[5] == INFINITY);
+    cr_expect(d[2] == -INFINITY && d[4] == -INFINITY);
     tl_tensor_unref(t);
     t = parse_ok("f32:-inf");
     cr_expect(((float *)t->data)[0] == -INFINITY);
