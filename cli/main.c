@@ -78,13 +78,13 @@ static int fail(const tl_status *st)
 
 static int usage_error(const char *fmt, ...)
 {
+    tl_status st = {TL_EINPUT, ""};
     va_list ap;
-    fprintf(stderr, "tl: error: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(st.msg, sizeof st.msg - 20, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see tl --help)\n");
-    return TL_EINPUT;
+    strcat(st.msg, " (see tl --help)");
+    return fail(&st);
 }
 
 /* Flushes standard output; a write error there is exit 3 with one line. */

@@ -36,13 +36,18 @@ static uint64_t hash(const char *s)
     return h;
 }
 
-static int find_slot(const loader *L, const char *name)
+static int lookup(const tl_graph *g, const int *table, int tcap, const char *name)
 {
-    for (uint64_t i = hash(name) & (uint64_t)(L->tcap - 1);; i = (i + 1) & (uint64_t)(L->tcap - 1)) {
-        int s = L->table[i];
-        if (s < 0 || !strcmp(L->g->slot_name[s], name))
+    for (uint64_t i = hash(name) & (uint64_t)(tcap - 1);; i = (i + 1) & (uint64_t)(tcap - 1)) {
+        int s = table[i];
+        if (s < 0 || !strcmp(g->slot_name[s], name))
             return s;
     }
+}
+
+static int find_slot(const loader *L, const char *name)
+{
+    return lookup(L->g, L->table, L->tcap, name);
 }
 
 static void table_put(loader *L, int slot)
@@ -942,21 +947,45 @@ static void line_col(const char *text, size_t off, int *line, int *col)
     }
 }
 
-/* Duplicate keys are an error (JSON parsers disagree about them). */
-static const cJSON *find_duplicate(const cJSON *v, int depth)
+static int by_key(const void *a, const void *b)
 {
-    if (depth > 2000)
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* A key of object v given twice, or NULL: sorted, so a huge object costs
+ * n log n, not n^2.  *oom is set when the sort could not be done. */
+static const cJSON *duplicate_key(const cJSON *v, bool *oom)
+{
+    size_t n = 0, k = 0;
+    for (const cJSON *c = v->child; c; c = c->next)
+        n++;
+    if (n < 2)
         return NULL;
-    for (const cJSON *c = v->child; c; c = c->next) {
-        if (cJSON_IsObject(v))
-            for (const cJSON *d = v->child; d != c; d = d->next)
-                if (!strcmp(d->string, c->string))
-                    return c;
-        const cJSON *r = find_duplicate(c, depth + 1);
-        if (r)
-            return r;
+    const cJSON **keys = malloc(n * sizeof *keys);
+    if (!keys) {
+        *oom = true;
+        return NULL;
     }
-    return NULL;
+    for (const cJSON *c = v->child; c; c = c->next)
+        keys[k++] = c;
+    qsort(keys, n, sizeof *keys, by_key);
+    const cJSON *dup = NULL;
+    for (k = 1; k < n && !dup; k++)
+        if (!strcmp(keys[k - 1]->string, keys[k]->string))
+            dup = keys[k];
+    free(keys);
+    return dup;
+}
+
+/* Duplicate keys are an error (JSON parsers disagree about them). */
+static const cJSON *find_duplicate(const cJSON *v, int depth, bool *oom)
+{
+    if (depth > MAX_JSON_DEPTH)
+        return NULL;
+    const cJSON *r = cJSON_IsObject(v) ? duplicate_key(v, oom) : NULL;
+    for (const cJSON *c = v->child; c && !r && !*oom; c = c->next)
+        r = find_duplicate(c, depth + 1, oom);
+    return r;
 }
 
 static bool parse_document(loader *L, const cJSON *doc)
@@ -966,7 +995,10 @@ static bool parse_document(loader *L, const cJSON *doc)
     int64_t version;
     if (!cJSON_IsObject(doc))
         return tl_fail(L->st, TL_EINPUT, "a graph must be a JSON object"), false;
-    const cJSON *dup = find_duplicate(doc, 0);
+    bool oom = false;
+    const cJSON *dup = find_duplicate(doc, 0, &oom);
+    if (oom)
+        return tl_fail(L->st, TL_ERUNTIME, "out of memory checking keys"), false;
     if (dup)
         return tl_fail(L->st, TL_EINPUT, "duplicate key \"%.64s\"", dup->string), false;
     if (!check_keys(L, doc, keys, 6, "the graph"))
@@ -1079,7 +1111,9 @@ tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
         tl_wrap(st, "%s", path);
         goto fail;
     }
-    free(L.table);
+    g->names = L.table; /* kept for tl_graph_input_index */
+    g->tcap = L.tcap;
+    L.table = NULL;
     free(L.visible);
     free(L.dir);
     return g;
@@ -1179,6 +1213,7 @@ void tl_graph_free(tl_graph *g)
     free(g->slot_name);
     free(g->slot_kind);
     free(g->slot_const);
+    free(g->names);
     free(g->doc);
     free(g->path);
     free(g);
@@ -1186,8 +1221,12 @@ void tl_graph_free(tl_graph *g)
 
 int tl_graph_input_index(const tl_graph *g, const char *name)
 {
-    for (int i = 0; i < g->ninputs; i++)
-        if (!strcmp(g->inputs[i].name, name))
+    int s = g->names ? lookup(g, g->names, g->tcap, name) : -1;
+    if (s < 0 || g->slot_kind[s] != TL_SLOT_INPUT)
+        return -1;
+    /* inputs take the first slots, in order */
+    for (int i = s < g->ninputs ? s : 0; i < g->ninputs; i++)
+        if (g->inputs[i].slot == s)
             return i;
     return -1;
 }

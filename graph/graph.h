@@ -108,6 +108,8 @@ typedef struct tl_graph {
     int noutputs;
     int *outputs; /* slots */
     int nnums;    /* number arguments in the whole graph */
+    int *names;   /* name -> slot, open addressing over tcap entries (-1: free) */
+    int tcap;
 } tl_graph;
 
 typedef struct tl_graph_options {
