@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/npy.h"
 #include "formats/text.h"
 #include "mapc.h"
 
@@ -1132,36 +1133,11 @@ tl_graph *tl_graph_load(const char *path, tl_status *st)
 
 tl_graph *tl_graph_load_with(const char *path, const tl_graph_options *o, tl_status *st)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        tl_fail(st, TL_EINPUT, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    for (size_t got = 1; buf && got;) {
-        if (len == cap) {
-            char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        free(buf);
-        tl_fail(st, buf ? TL_EINPUT : TL_ERUNTIME, "%s: %s", path,
-                buf ? "read error" : "out of memory reading the graph (or larger than 1 GiB)");
-        return NULL;
-    }
-    tl_graph *g = tl_graph_parse_with(buf, len, path, o, st);
+    unsigned char *buf;
+    size_t len;
+    if (tl_slurp_path(path, &buf, &len, st))
+        return tl_wrap(st, "%s", path), NULL;
+    tl_graph *g = tl_graph_parse_with((const char *)buf, len, path, o, st);
     free(buf);
     return g;
 }
