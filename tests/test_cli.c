@@ -1,28 +1,48 @@
 /* End-to-end tests of the built `tl` binary (spec/cli.md), data-driven.
  *
- * The cases are data: tests/cli/cases.txt (format described at its top).
- * Each case is one shell command run through /bin/sh -c from the current
- * directory (the repository root), with stdin from /dev/null and stdout and
- * stderr captured to files; its exit status and output are then checked.
+ * The cases are data: every .txt file in tests/cli/ except those whose
+ * name starts with known_bugs, in name order (cases.txt, hostile.txt, ...;
+ * the format is described at the top of tests/cli/cases.txt).  Each case
+ * is one shell command run through /bin/sh -c from the current directory
+ * (the repository root), with stdin from /dev/null and stdout and stderr
+ * captured to files; its exit status and output are then checked.
  *
  * Environment:
- *   TL             the binary under test (default ./tl); exported to cases
- *   TL_CLI_CASES   the cases file (default tests/cli/cases.txt); e.g.
+ *   TL             the binary under test (default ./tl); exported to cases.
+ *                  It may be several words, e.g.
+ *                    TL="valgrind -q --error-exitcode=97 ./tl"
+ *                  The harness then writes a small wrapper script
+ *                  (exec WORDS "$@", the words split by the shell) and
+ *                  exports TL as its path, so cases keep writing "$TL"
+ *                  quoted, in tl lines and sh: lines alike.
+ *   TL_CLI_CASES   the cases files instead of tests/cli/NAME.txt: one path or
+ *                  several joined by ':', e.g.
  *                  TL_CLI_CASES=tests/cli/known_bugs.txt runs the known bugs
  *   TL_CLI_TIMEOUT seconds one case may run (default 60)
+ *   TL_CLI_JOBS    cases run at the same time (default: the number of CPUs,
+ *                  at most 8); each has its own scratch folder, so any
+ *                  number is safe; failures are reported in file order
+ *   TL_CLI_EXCERPT bytes of stdout/stderr quoted per failure (default 600)
  * Each case also gets W, the path of a fresh empty scratch folder that is
  * removed afterwards.
  *
+ * Besides the escapes that tests/cli/cases.txt lists for substring values
+ * (\n \t \s \\), \xHH stands for the byte with that hex value (not 00).
+ *
  * Rules checked for every case besides its own expectations:
  *   - exit status 2 or 3: stderr is exactly one line, "tl: error: ...\n";
- *   - exit status 0: stderr has no "tl: error:".
- * Every failing case is reported with its file:line and command; the test
- * fails when any case does. */
+ *   - exit status 0: stderr has no "tl: error:";
+ *   - no temporary output file is left anywhere under $W: no name that
+ *     starts with ".tl-" or contains ".tmp" (tl writes such a file beside
+ *     the output and renames it: a leftover is partial output).
+ * Every failing case is reported with its FILE:LINE and command, in file
+ * order; the test fails when any case does. */
 #define _XOPEN_SOURCE 700
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <glob.h>
 #include <regex.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -280,7 +300,8 @@ static void free_cases(tcase *cs, int n)
 
 /* ---------- values ---------- */
 
-/* Substring values: \n \t \s (space) \\ escapes. */
+/* Substring values: \n \t \s (space) \\ escapes, and \xHH (two hex
+ * digits: any byte but NUL, e.g. \x1b for ESC). */
 static char *unescape(const char *s)
 {
     char *out = xstrdup(s), *o = out;
@@ -290,6 +311,13 @@ static char *unescape(const char *s)
             continue;
         }
         s++;
+        if (*s == 'x' && isxdigit((unsigned char)s[1]) && isxdigit((unsigned char)s[2]) &&
+            (s[1] != '0' || s[2] != '0')) {
+            char hex[3] = {s[1], s[2], '\0'};
+            *o++ = (char)strtol(hex, NULL, 16);
+            s += 2;
+            continue;
+        }
         *o++ = *s == 'n' ? '\n' : *s == 't' ? '\t' : *s == 's' ? ' ' : *s;
     }
     *o = '\0';
@@ -345,10 +373,12 @@ static char *expand_w(const char *s, const char *w)
 static void excerpt(buf *msg, const char *label, const char *s)
 {
     size_t n = strlen(s);
+    const char *env = getenv("TL_CLI_EXCERPT");
+    size_t most = env && atol(env) > 0 ? (size_t)atol(env) : 600;
     buf_printf(msg, "\n    %s (%zu bytes):", label, n);
     if (!n)
         return;
-    size_t lim = n < 600 ? n : 600;
+    size_t lim = n < most ? n : most;
     buf_add(msg, "\n      | ", 9);
     for (size_t i = 0; i < lim; i++) {
         if (s[i] == '\n') {
@@ -377,6 +407,21 @@ static void rm_rf(const char *path)
     nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* Names under $W that look like a temporary output file that was left
+ * behind: tl writes a hidden .tl-XXXXXX beside the output, then renames it
+ * (older versions: PATH.tmpXXXXXX). */
+static buf *leftover_acc;
+static const char *leftover_root;
+
+static int find_tmp(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag;
+    const char *name = path + ftw->base;
+    if (ftw->level > 0 && (!strncmp(name, ".tl-", 4) || strstr(name, ".tmp")))
+        buf_printf(leftover_acc, " %s", path + strlen(leftover_root) + 1);
+    return 0;
+}
+
 static double timeout_s(void)
 {
     const char *t = getenv("TL_CLI_TIMEOUT");
@@ -384,10 +429,23 @@ static double timeout_s(void)
     return v > 0 ? v : 60;
 }
 
-/* Runs cmd through /bin/sh -c; stdout and stderr to the given files (or
- * /dev/null when NULL).  Returns the exit status, 128+N for a signal N, or
- * -1 when it had to be killed after the timeout. */
-static int run_sh(const char *cmd, const char *out, const char *err)
+static int env_int(const char *name, int dflt, int lo, int hi)
+{
+    const char *t = getenv(name);
+    int v = t && *t ? atoi(t) : dflt;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static double since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Starts cmd through /bin/sh -c in a new process group; stdout and stderr
+ * to the given files (or /dev/null when NULL), stdin from /dev/null. */
+static pid_t spawn_sh(const char *cmd, const char *out, const char *err)
 {
     fflush(NULL);
     pid_t pid = fork();
@@ -406,9 +464,24 @@ static int run_sh(const char *cmd, const char *out, const char *err)
         _exit(127);
     }
     setpgid(pid, pid); /* also here, so that kill(-pid) cannot miss */
-    struct timespec t0, now, nap = {0, 2 * 1000 * 1000};
+    return pid;
+}
+
+/* The exit status of a finished child: its code, 128+N for a signal N. */
+static int exit_status(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+}
+
+/* Runs cmd to the end (skip-if commands).  Returns the exit status or -1
+ * when it had to be killed after the timeout. */
+static int run_sh(const char *cmd, const char *out, const char *err)
+{
+    pid_t pid = spawn_sh(cmd, out, err);
+    struct timespec t0, nap = {0, 2 * 1000 * 1000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    double limit = timeout_s();
     int status;
     for (;;) {
         pid_t r = waitpid(pid, &status, WNOHANG);
@@ -416,8 +489,7 @@ static int run_sh(const char *cmd, const char *out, const char *err)
             break;
         if (r < 0 && errno != EINTR)
             cr_assert_fail("waitpid: %s", strerror(errno));
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9 > limit) {
+        if (since(&t0) > timeout_s()) {
             kill(-pid, SIGKILL);
             waitpid(pid, &status, 0);
             return -1;
@@ -425,9 +497,7 @@ static int run_sh(const char *cmd, const char *out, const char *err)
         nanosleep(&nap, NULL);
     }
     kill(-pid, SIGKILL); /* anything the command left running in background */
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+    return exit_status(status);
 }
 
 static bool re_search(const char *re, const char *text, buf *why)
@@ -445,21 +515,15 @@ static bool re_search(const char *re, const char *text, buf *why)
     return hit;
 }
 
-/* Runs one case; returns 1 pass, 0 fail (message in msg), -1 skipped. */
-static int run_case(const tcase *c, const char *cases_path, const char *root, buf *msg)
+/* Checks a finished case (exit status rc, -1 for a timeout, output in
+ * dir/stdout and dir/stderr, scratch folder dir/w); returns 1 pass, 0 fail
+ * with the message in msg. */
+static int check_case(const tcase *c, const char *cases_path, const char *dir, int rc, buf *msg)
 {
     char w[4096], out[4096], err[4096];
-    snprintf(w, sizeof w, "%s/w", root);
-    snprintf(out, sizeof out, "%s/stdout", root);
-    snprintf(err, sizeof err, "%s/stderr", root);
-    rm_rf(w);
-    cr_assert_eq(mkdir(w, 0755), 0, "mkdir %s: %s", w, strerror(errno));
-    setenv("W", w, 1);
-
-    if (c->skip_if && run_sh(c->skip_if, NULL, NULL) == 0)
-        return -1;
-
-    int rc = run_sh(c->cmd, out, err);
+    snprintf(w, sizeof w, "%s/w", dir);
+    snprintf(out, sizeof out, "%s/stdout", dir);
+    snprintf(err, sizeof err, "%s/stderr", dir);
     char *so = slurp(out, NULL), *se = slurp(err, NULL);
     cr_assert(so && se, "cannot read the captured output");
     buf why = {0};
@@ -476,6 +540,13 @@ static int run_case(const tcase *c, const char *cases_path, const char *root, bu
     } else if (rc == 0 && strstr(se, "tl: error:")) {
         buf_printf(&why, "\n  exit status 0 but stderr has an error line");
     }
+    buf left = {0};
+    leftover_acc = &left;
+    leftover_root = w;
+    nftw(w, find_tmp, 16, FTW_PHYS);
+    if (left.s)
+        buf_printf(&why, "\n  a temporary file was left behind in $W:%s", left.s);
+    free(left.s);
     for (int k = 0; k < c->nex; k++) {
         const expect *e = &c->ex[k];
         buf r = {0};
@@ -546,43 +617,217 @@ static int run_case(const tcase *c, const char *cases_path, const char *root, bu
     return pass;
 }
 
-Test(cli, cases, .timeout = 0)
+/* ---------- the suite ---------- */
+
+/* One running case: slot k owns the folder ROOT/k (w, stdout, stderr). */
+typedef struct job {
+    int idx; /* into the flat case list; -1 when the slot is free */
+    pid_t pid;
+    struct timespec t0;
+    char dir[256]; /* ROOT/k: short, so that the paths below always fit */
+} job;
+
+typedef struct flat {
+    const tcase *c;
+    const char *file;
+    int result; /* 1 pass, 0 fail, -1 skipped */
+    char *msg;
+} flat;
+
+/* Prepares the slot's folders and $W; runs skip-if; starts the command.
+ * Returns false when the case is skipped. */
+static bool start_case(job *j, flat *f)
 {
-    const char *path = getenv("TL_CLI_CASES");
-    if (!path || !*path)
-        path = "tests/cli/cases.txt";
+    char w[4096], out[4096], err[4096];
+    snprintf(w, sizeof w, "%s/w", j->dir);
+    snprintf(out, sizeof out, "%s/stdout", j->dir);
+    snprintf(err, sizeof err, "%s/stderr", j->dir);
+    rm_rf(w);
+    cr_assert_eq(mkdir(w, 0755), 0, "mkdir %s: %s", w, strerror(errno));
+    setenv("W", w, 1);
+    if (f->c->skip_if && run_sh(f->c->skip_if, NULL, NULL) == 0)
+        return false;
+    j->pid = spawn_sh(f->c->cmd, out, err);
+    clock_gettime(CLOCK_MONOTONIC, &j->t0);
+    return true;
+}
+
+/* Reaps the slot's case if it has finished (or ran out of time). */
+static bool poll_case(job *j, flat *f)
+{
+    int status, rc;
+    pid_t r = waitpid(j->pid, &status, WNOHANG);
+    if (r < 0 && errno != EINTR)
+        cr_assert_fail("waitpid: %s", strerror(errno));
+    if (r == j->pid) {
+        rc = exit_status(status);
+    } else if (since(&j->t0) > timeout_s()) {
+        kill(-j->pid, SIGKILL);
+        waitpid(j->pid, &status, 0);
+        rc = -1;
+    } else {
+        return false;
+    }
+    kill(-j->pid, SIGKILL); /* anything the command left running in background */
+    buf msg = {0};
+    f->result = check_case(f->c, f->file, j->dir, rc, &msg);
+    f->msg = msg.s;
+    return true;
+}
+
+/* The case files: TL_CLI_CASES (one file, or several separated by ':'),
+ * else every tests/cli/NAME.txt but known_bugs*, in name order. */
+static int case_files(char ***files)
+{
+    const char *env = getenv("TL_CLI_CASES");
+    int n = 0;
+    *files = NULL;
+    if (env && *env) {
+        char *copy = xstrdup(env), *save = NULL;
+        for (char *t = strtok_r(copy, ":", &save); t; t = strtok_r(NULL, ":", &save)) {
+            *files = realloc(*files, sizeof **files * (size_t)(n + 1));
+            cr_assert_not_null(*files, "out of memory");
+            (*files)[n++] = xstrdup(t);
+        }
+        free(copy);
+        return n;
+    }
+    glob_t g;
+    int rc = glob("tests/cli/*.txt", 0, NULL, &g);
+    cr_assert(rc == 0 || rc == GLOB_NOMATCH, "glob tests/cli/*.txt failed");
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) {
+        const char *base = strrchr(g.gl_pathv[i], '/') + 1;
+        if (!strncmp(base, "known_bugs", 10))
+            continue;
+        *files = realloc(*files, sizeof **files * (size_t)(n + 1));
+        cr_assert_not_null(*files, "out of memory");
+        (*files)[n++] = xstrdup(g.gl_pathv[i]);
+    }
+    if (rc == 0)
+        globfree(&g);
+    return n;
+}
+
+/* A TL of several words ("valgrind -q ./tl") becomes a wrapper script
+ * ROOT/tl that runs them, so that cases can keep writing "$TL" quoted. */
+static void export_tl(const char *root)
+{
     const char *tl = getenv("TL");
     if (!tl || !*tl)
         tl = "./tl";
-    setenv("TL", tl, 1);
+    if (!strpbrk(tl, " \t")) {
+        if (access(tl, X_OK))
+            cr_assert_fail("TL=%s is not an executable (build it with `make tl`)", tl);
+        setenv("TL", tl, 1);
+        return;
+    }
+    char wrapper[4096];
+    snprintf(wrapper, sizeof wrapper, "%s/tl", root);
+    FILE *f = fopen(wrapper, "w");
+    cr_assert_not_null(f, "cannot write %s: %s", wrapper, strerror(errno));
+    fprintf(f, "#!/bin/sh\n# TL as given, split into words by the shell\nexec %s \"$@\"\n", tl);
+    cr_assert_eq(fclose(f), 0, "cannot write %s", wrapper);
+    cr_assert_eq(chmod(wrapper, 0755), 0, "chmod %s: %s", wrapper, strerror(errno));
+    cr_log_info("TL=%s runs through the wrapper %s", tl, wrapper);
+    setenv("TL", wrapper, 1);
+}
+
+Test(cli, cases, .timeout = 0)
+{
+    char **files = NULL;
+    int nfiles = case_files(&files);
+    cr_assert_gt(nfiles, 0, "no case files (TL_CLI_CASES, or .txt files in tests/cli/)");
 
     buf errs = {0};
-    int n = 0;
-    tcase *cs = parse_cases(path, &n, &errs);
-    cr_assert_null(errs.s, "errors in the cases file:\n%s", errs.s ? errs.s : "");
-    cr_assert_gt(n, 0, "%s: no cases", path);
-    if (access(tl, X_OK))
-        cr_assert_fail("TL=%s is not an executable (build it with `make tl`)", tl);
+    tcase **per = calloc((size_t)nfiles, sizeof *per);
+    int *nper = calloc((size_t)nfiles, sizeof *nper), total = 0;
+    cr_assert(per && nper, "out of memory");
+    for (int i = 0; i < nfiles; i++) {
+        per[i] = parse_cases(files[i], &nper[i], &errs);
+        const char *base = strrchr(files[i], '/') ? strrchr(files[i], '/') + 1 : files[i];
+        if (!nper[i] && !errs.s && strncmp(base, "known_bugs", 10)) /* may be empty */
+            buf_printf(&errs, "%s: no cases\n", files[i]);
+        total += nper[i];
+    }
+    cr_assert_null(errs.s, "errors in the cases files:\n%s", errs.s ? errs.s : "");
+
+    flat *all = calloc((size_t)total + 1, sizeof *all);
+    cr_assert_not_null(all, "out of memory");
+    for (int i = 0, k = 0; i < nfiles; i++)
+        for (int c = 0; c < nper[i]; c++, k++)
+            all[k] = (flat){&per[i][c], files[i], -2, NULL};
 
     char root[] = "/tmp/tl-cli.XXXXXX";
     cr_assert_not_null(mkdtemp(root), "mkdtemp: %s", strerror(errno));
+    export_tl(root);
 
-    int passed = 0, failed = 0, skipped = 0;
-    for (int i = 0; i < n; i++) {
-        buf msg = {0};
-        int r = run_case(&cs[i], path, root, &msg);
-        if (r > 0)
-            passed++;
-        else if (r < 0)
-            skipped++, cr_log_info("%s:%d: skipped: %s", path, cs[i].line, cs[i].show);
-        else {
-            failed++;
-            cr_expect_fail("%s", msg.s);
-        }
-        free(msg.s);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int njobs = env_int("TL_CLI_JOBS", cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, 1, 64);
+    job *jobs = calloc((size_t)njobs, sizeof *jobs);
+    cr_assert_not_null(jobs, "out of memory");
+    for (int k = 0; k < njobs; k++) {
+        jobs[k].idx = -1;
+        snprintf(jobs[k].dir, sizeof jobs[k].dir, "%s/%d", root, k);
+        cr_assert_eq(mkdir(jobs[k].dir, 0755), 0, "mkdir %s: %s", jobs[k].dir, strerror(errno));
     }
+    struct timespec t0, nap = {0, 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int next = 0, running = 0;
+    while (next < total || running) {
+        bool idle = true;
+        for (int k = 0; k < njobs; k++) {
+            job *j = &jobs[k];
+            if (j->idx >= 0 && poll_case(j, &all[j->idx])) {
+                j->idx = -1;
+                running--;
+                idle = false;
+            }
+            while (j->idx < 0 && next < total) {
+                flat *f = &all[next++];
+                idle = false;
+                if (start_case(j, f)) {
+                    j->idx = (int)(f - all);
+                    running++;
+                } else {
+                    f->result = -1;
+                }
+            }
+        }
+        if (idle)
+            nanosleep(&nap, NULL);
+    }
+    double secs = since(&t0);
+
+    int failed = 0;
+    for (int i = 0, k = 0; i < nfiles; i++) {
+        int p = 0, fl = 0, s = 0;
+        for (int c = 0; c < nper[i]; c++, k++) {
+            if (all[k].result > 0) {
+                p++;
+            } else if (all[k].result < 0) {
+                s++;
+                cr_log_info("%s:%d: skipped: %s", files[i], all[k].c->line, all[k].c->show);
+            } else {
+                fl++;
+                cr_expect_fail("%s", all[k].msg);
+            }
+            free(all[k].msg);
+        }
+        cr_log_info("%s: %d cases: %d passed, %d failed, %d skipped", files[i], nper[i], p, fl, s);
+        failed += fl;
+    }
+    cr_log_info("%d cases in %d file%s in %.1f s (TL_CLI_JOBS=%d)", total, nfiles,
+                nfiles == 1 ? "" : "s", secs, njobs);
     rm_rf(root);
-    cr_log_info("%s: %d cases: %d passed, %d failed, %d skipped", path, n, passed, failed, skipped);
-    free_cases(cs, n);
-    cr_assert_eq(failed, 0, "%d of %d cases in %s failed (each is reported above)", failed, n, path);
+    for (int i = 0; i < nfiles; i++) {
+        free_cases(per[i], nper[i]);
+        free(files[i]);
+    }
+    free(per);
+    free(nper);
+    free(files);
+    free(all);
+    free(jobs);
+    cr_assert_eq(failed, 0, "%d of %d cases failed (each is reported above as FILE:LINE)", failed,
+                 total);
 }
