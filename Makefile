@@ -26,7 +26,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=build/obj/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=build/san/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=build/tests/%)
 
-.PHONY: all deps demo check test clang-check bench clean
+.PHONY: all deps demo check test clang-check memcheck bench clean
 all: tl
 
 deps:
@@ -75,9 +75,20 @@ clang-check:
 	  for f in $(LIB_SRC) $(CLI_SRC); do clang $(WARN) $(CPPFLAGS) -fsyntax-only $$f || exit 1; done; \
 	  echo "clang: warning-free"; fi
 
+# Every end-to-end case once more, the release tl under valgrind memcheck:
+# any leak or memory error fails the case (exit 97).  A copy of the binary,
+# so a rebuild during the run cannot pull it away.
+VALGRIND := valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
+            --errors-for-leak-kinds=definite,indirect --error-exitcode=97
+memcheck: tl build/tests/test_cli
+	@cp tl build/tl-memcheck
+	@echo "== build/tests/test_cli under valgrind memcheck"
+	@TL="$(VALGRIND) build/tl-memcheck" TL_CLI_TIMEOUT=300 build/tests/test_cli --jobs 2
+
 check: deps
 	$(MAKE) clang-check
 	$(MAKE) test
+	$(MAKE) memcheck
 
 bench: tl
 	@bash tests/bench/run.sh
