@@ -248,22 +248,22 @@ static void all_pass(const char *dir, checker check, bool fd_only, int least, co
 
 Test(ops, against_pytorch)
 {
-    all_pass("tests/fixtures/ops", check_reference, false, 300, "differ from PyTorch");
+    all_pass("tests/fixtures/ops", check_reference, false, 301, "differ from PyTorch");
 }
 
 Test(ops, finite_differences)
 {
-    all_pass("tests/fixtures/ops", check_finite_differences, true, 100,
+    all_pass("tests/fixtures/ops", check_finite_differences, true, 101,
              "disagree with finite differences");
 }
 
 Test(flow, against_pytorch)
 {
-    all_pass("tests/fixtures/flow", check_reference, false, 30, "differ from PyTorch");
+    all_pass("tests/fixtures/flow", check_reference, false, 31, "differ from PyTorch");
 }
 
 Test(flow, finite_differences)
 {
-    all_pass("tests/fixtures/flow", check_finite_differences, true, 10,
+    all_pass("tests/fixtures/flow", check_finite_differences, true, 11,
              "disagree with finite differences");
 }
