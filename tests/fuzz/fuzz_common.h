@@ -45,4 +45,17 @@ static inline void fuzz_check_tensor(const tl_tensor *t, const tl_status *st)
     (void)acc;
 }
 
+/* The libFuzzer entry point of harness NAME, which calls fuzz_NAME_one;
+ * left out under FUZZ_NO_MAIN, where the regression suite calls it. */
+#ifndef FUZZ_NO_MAIN
+#define FUZZ_ENTRY(NAME)                                                           \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);                  \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)                   \
+    {                                                                              \
+        return fuzz_##NAME##_one(data, size);                                      \
+    }
+#else
+#define FUZZ_ENTRY(NAME)
+#endif
+
 #endif

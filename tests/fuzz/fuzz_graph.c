@@ -183,7 +183,4 @@ int fuzz_graph_one(const uint8_t *data, size_t size)
     return 0;
 }
 
-#ifndef FUZZ_NO_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_graph_one(data, size); }
-#endif
+FUZZ_ENTRY(graph)

@@ -41,7 +41,4 @@ int fuzz_npz_one(const uint8_t *data, size_t size)
     return 0;
 }
 
-#ifndef FUZZ_NO_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_npz_one(data, size); }
-#endif
+FUZZ_ENTRY(npz)

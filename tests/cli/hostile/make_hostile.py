@@ -36,17 +36,22 @@ def write(name, data):
 DROP = object()
 
 
+def overridden(d, kw):
+    """d with each keyword set (or removed, for DROP)."""
+    for k, v in kw.items():
+        if v is DROP:
+            d.pop(k, None)
+        else:
+            d[k] = v
+    return d
+
+
 def graph(**kw):
     """A valid one-input graph y = neg(x), with keys replaced (or dropped
     with DROP); returned as JSON text, keys in the order given."""
     g = {'version': 1, 'inputs': ['x'],
          'nodes': [{'id': 'y', 'op': 'neg', 'args': ['x']}], 'outputs': 'y'}
-    for k, v in kw.items():
-        if v is DROP:
-            g.pop(k, None)
-        else:
-            g[k] = v
-    return json.dumps(g)
+    return json.dumps(overridden(g, kw))
 
 
 def node(**kw):
@@ -85,23 +90,13 @@ def with_cond(*ns, outputs='r'):
 def iterate(**kw):
     n = {'id': 'r', 'op': 'iterate', 'count': 3, 'init': ['x'], 'state': ['s'],
          'body': {'nodes': [{'id': 's1', 'op': 'mul', 'args': ['s', 2]}], 'result': 's1'}}
-    for k, v in kw.items():
-        if v is DROP:
-            n.pop(k)
-        else:
-            n[k] = v
-    return nodes(n, outputs='r')
+    return nodes(overridden(n, kw), outputs='r')
 
 
 def mapn(**kw):
     n = {'id': 'r', 'op': 'map', 'args': ['x'], 'params': ['e'],
          'body': {'nodes': [{'id': 'e2', 'op': 'mul', 'args': ['e', 'e']}], 'result': 'e2'}}
-    for k, v in kw.items():
-        if v is DROP:
-            n.pop(k)
-        else:
-            n[k] = v
-    return nodes(n, outputs='r')
+    return nodes(overridden(n, kw), outputs='r')
 
 
 NEG = '{"id": "y", "op": "neg", "args": ["x"]}'
