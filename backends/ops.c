@@ -3,7 +3,7 @@
 #include <string.h>
 
 const tl_opinfo tl_ops[TL_OP_COUNT] = {
-#define OP(e, nm, lo, hi, k, at) [TL_OP_##e] = {nm, lo, hi, TL_KIND_##k, at},
+#define OP(e, nm, lo, hi, k, dt, idx, at) [TL_OP_##e] = {nm, lo, hi, TL_KIND_##k, TL_DT_##dt, idx, at},
 #include "ops.def"
 #undef OP
 };
@@ -22,4 +22,5 @@ void tl_attrs_init(tl_attrs *a)
 {
     memset(a, 0, sizeof *a);
     a->step = 1;
+    a->dtype = TL_F64;
 }

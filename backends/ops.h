@@ -35,10 +35,17 @@ enum {
     A_STOP = 1 << 10,    /* int or null */
     A_STEP = 1 << 11,    /* int > 0 */
     A_INDICES = 1 << 12, /* list of ints */
+    A_DEPTH = 1 << 13,   /* int >= 0 (one_hot) */
 };
 
+/* Which dtypes an op's value arguments take (ops.def). */
+typedef enum tl_opdtypes {
+    TL_DT_FLOAT, /* f32, f64 */
+    TL_DT_ANY,   /* index tensors too */
+} tl_opdtypes;
+
 typedef enum tl_opcode {
-#define OP(e, name, lo, hi, kind, attrs) TL_OP_##e,
+#define OP(e, name, lo, hi, kind, dtypes, idx, attrs) TL_OP_##e,
 #include "ops.def"
 #undef OP
     TL_OP_COUNT
@@ -48,6 +55,8 @@ typedef struct tl_opinfo {
     const char *name;
     int min_args, max_args; /* max -1: any number */
     tl_opkind kind;
+    tl_opdtypes dtypes;
+    int index_arg; /* the argument that is an index tensor, or -1 */
     unsigned attrs;
 } tl_opinfo;
 
@@ -68,11 +77,12 @@ typedef struct tl_attrs {
     bool has_min, has_max;
     double min, max;
     int approximate; /* gelu: 0 none, 1 tanh */
-    tl_dtype dtype;  /* cast */
+    tl_dtype dtype;  /* cast; one_hot: the element type of the call */
     bool has_start, has_stop;
     int64_t start, stop, step;
     int64_t nindices;
     const int64_t *indices;
+    int64_t depth; /* one_hot */
     bool trans_a, trans_b; /* matmul: use the operand transposed (gemm flags) */
     const struct tl_mprog *prog; /* map, map_grad: the compiled scalar program */
     const bool *want;            /* map_grad: which inputs get a derivative */

@@ -8,19 +8,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t tl_dtype_size(tl_dtype dt) { return dt == TL_F32 ? 4 : 8; }
+size_t tl_dtype_size(tl_dtype dt) { return dt == TL_F32 || dt == TL_I32 ? 4 : 8; }
 
-const char *tl_dtype_name(tl_dtype dt) { return dt == TL_F32 ? "f32" : "f64"; }
+static const char *const dtype_names[TL_NDTYPES][2] = {
+    [TL_F32] = {"f32", "float32"},
+    [TL_F64] = {"f64", "float64"},
+    [TL_I32] = {"i32", "int32"},
+    [TL_I64] = {"i64", "int64"},
+};
+
+const char *tl_dtype_name(tl_dtype dt) { return dtype_names[dt][0]; }
 
 bool tl_dtype_parse(const char *s, tl_dtype *dt)
 {
-    if (!strcmp(s, "f32") || !strcmp(s, "float32"))
-        *dt = TL_F32;
-    else if (!strcmp(s, "f64") || !strcmp(s, "float64"))
-        *dt = TL_F64;
-    else
-        return false;
-    return true;
+    for (int d = 0; d < TL_NDTYPES; d++)
+        if (!strcmp(s, dtype_names[d][0]) || !strcmp(s, dtype_names[d][1])) {
+            *dt = (tl_dtype)d;
+            return true;
+        }
+    return false;
 }
 
 tl_code tl_shape_numel(int ndim, const int64_t *shape, int64_t *numel, tl_status *st)
@@ -233,13 +239,25 @@ void tl_tensor_unref(tl_tensor *t)
 
 double tl_tensor_get(const tl_tensor *t, int64_t i)
 {
-    return t->dtype == TL_F32 ? (double)((const float *)t->data)[i] : ((const double *)t->data)[i];
+    switch (t->dtype) {
+    case TL_F32: return (double)((const float *)t->data)[i];
+    case TL_F64: return ((const double *)t->data)[i];
+    case TL_I32: return (double)((const int32_t *)t->data)[i];
+    default: return (double)((const int64_t *)t->data)[i];
+    }
+}
+
+int64_t tl_tensor_get_int(const tl_tensor *t, int64_t i)
+{
+    return t->dtype == TL_I32 ? ((const int32_t *)t->data)[i] : ((const int64_t *)t->data)[i];
 }
 
 void tl_tensor_set(tl_tensor *t, int64_t i, double v)
 {
-    if (t->dtype == TL_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
+    switch (t->dtype) {
+    case TL_F32: ((float *)t->data)[i] = (float)v; break;
+    case TL_F64: ((double *)t->data)[i] = v; break;
+    case TL_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
+    default: ((int64_t *)t->data)[i] = (int64_t)v; break;
+    }
 }

@@ -13,7 +13,11 @@
 
 #define TL_MAXDIM 16 /* NumPy allows 32; 16 keeps tensors and tape entries small */
 
-typedef enum tl_dtype { TL_F32 = 0, TL_F64 = 1 } tl_dtype;
+/* f32 and f64 are values; i32 and i64 are index tensors: data that shape
+ * ops move and index arguments read, never differentiated and never given
+ * to arithmetic. */
+typedef enum tl_dtype { TL_F32 = 0, TL_F64 = 1, TL_I32 = 2, TL_I64 = 3 } tl_dtype;
+#define TL_NDTYPES 4
 
 typedef enum tl_devkind { TL_DEV_CPU = 0, TL_DEV_CUDA = 1 } tl_devkind;
 
@@ -51,9 +55,11 @@ typedef struct tl_tensor {
 } tl_tensor;
 
 size_t tl_dtype_size(tl_dtype dt);
-const char *tl_dtype_name(tl_dtype dt); /* "f32", "f64" */
-/* Parses "f32"/"f64" (also "float32"/"float64"); returns false otherwise. */
+const char *tl_dtype_name(tl_dtype dt); /* "f32", "f64", "i32", "i64" */
+/* Parses "f32", "f64", "i32", "i64" (also "float32", "float64", "int32",
+ * "int64"); returns false otherwise. */
 bool tl_dtype_parse(const char *s, tl_dtype *dt);
+static inline bool tl_dtype_is_int(tl_dtype dt) { return dt == TL_I32 || dt == TL_I64; }
 
 /* Product of a shape with overflow and negativity checks; the product of
  * the sizes must also fit in bytes of f64 (2^60 elements). */
@@ -73,8 +79,12 @@ tl_tensor *tl_tensor_zeros(tl_dtype dt, int ndim, const int64_t *shape, tl_statu
 tl_tensor *tl_tensor_scalar(tl_dtype dt, double v, tl_status *st);
 tl_tensor *tl_tensor_ref(tl_tensor *t);
 void tl_tensor_unref(tl_tensor *t);
-/* Element i as double (host tensors only). */
+/* Element i as double (host tensors only; an i64 beyond 2^53 rounds). */
 double tl_tensor_get(const tl_tensor *t, int64_t i);
+/* Stores v converted to the tensor's dtype (integers: v must be integral
+ * and in range; callers check). */
 void tl_tensor_set(tl_tensor *t, int64_t i, double v);
+/* Element i of an index tensor, exactly. */
+int64_t tl_tensor_get_int(const tl_tensor *t, int64_t i);
 
 #endif

@@ -21,7 +21,7 @@ static const char usage_text[] =
     "       tl ops\n"
     "\n"
     "TENSOR: file.npy, file.npz:key, - (a .npy on stdin), or a literal such as\n"
-    "        3.5, '[[1,2],[3,4]]', f32:[1,2,3] (default dtype f64)\n"
+    "        3.5, '[[1,2],[3,4]]', f32:[1,2,3], i64:[0,2,1] (default dtype f64)\n"
     "\n"
     "options:\n"
     "  -i, --inputs FILE.npz   supply every input whose name is a key\n"
@@ -315,7 +315,8 @@ static int bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_statu
     return 0;
 }
 
-static int parse_wrt(const cmd *c, const tl_graph *g, bool *wrt, tl_status *st)
+static int parse_wrt(const cmd *c, const tl_graph *g, tl_tensor *const *in, bool *wrt,
+                     tl_status *st)
 {
     for (int k = 0; k < g->ninputs; k++)
         wrt[k] = c->wrt == NULL;
@@ -334,6 +335,9 @@ static int parse_wrt(const cmd *c, const tl_graph *g, bool *wrt, tl_status *st)
         int k = n < 256 ? tl_graph_input_index(g, name) : -1;
         if (k < 0)
             return tl_fail(st, TL_EINPUT, "--wrt: \"%s\" is not an input of the graph", name), fail(st);
+        if (tl_dtype_is_int(in[k]->dtype))
+            return tl_fail(st, TL_EINPUT, "--wrt: input \"%s\" is an index tensor (%s), which is never "
+                           "differentiated", name, tl_dtype_name(in[k]->dtype)), fail(st);
         wrt[k] = true;
         p += n + (e != NULL);
     }
@@ -419,7 +423,7 @@ static int execute(const cmd *c)
     }
     int64_t max_memory = 0;
     if ((rc = parse_max_memory(c, &max_memory)) || (rc = bind_inputs(c, g, in, &st)) ||
-        (rc = parse_wrt(c, g, wrt, &st)))
+        (rc = parse_wrt(c, g, in, wrt, &st)))
         goto done;
     t1 = now_ms();
     tl_run_opts o = {c->grad, wrt, be, max_memory};

@@ -57,6 +57,17 @@ def main():
     save_npz("weights.npz", {"w": np.array([0.5, -1.5]), "b": np.array([0.25, 0.75])})
     save_npy("const_file_x.npy", rng.standard_normal((2, 3)))
 
+    # xent.json: a linear classifier, 6 samples, 4 features, 3 classes (f32),
+    # with int64 labels. Its own generator, so the files above stay as they are.
+    rng = np.random.default_rng(20240607)
+    n, d, k = 6, 4, 3
+    save_npz("xent_inputs.npz", {
+        "x": rng.standard_normal((n, d)).astype(f32),
+        "w": (rng.standard_normal((d, k)) / np.sqrt(d)).astype(f32),
+        "b": (0.1 * rng.standard_normal(k)).astype(f32),
+        "labels": np.array([0, 2, 1, 2, 0, 1], dtype=np.int64),
+    })
+
 
 if __name__ == "__main__":
     main()

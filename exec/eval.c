@@ -132,9 +132,32 @@ tl_tensor *tl_eval_materialize(tl_eval *ev, const tl_arg *a, const tl_value *v, 
 
 static tl_code eval_block(tl_eval *ev, const tl_block *b);
 
-static bool differentiable(tl_opcode op)
+static bool differentiable(tl_opcode op, const tl_tensor *out)
 {
-    return tl_ops[op].kind != TL_KIND_CMP && op != TL_OP_SIGN && op != TL_OP_DETACH;
+    return tl_ops[op].kind != TL_KIND_CMP && op != TL_OP_SIGN && op != TL_OP_DETACH &&
+           op != TL_OP_ONE_HOT && !tl_dtype_is_int(out->dtype);
+}
+
+/* The dtype a weak scalar argument takes: an index argument's is i64 (the
+ * number must be an integer); a value argument takes the dtype of the first
+ * tensor among the value arguments, else the element type of the call. */
+static tl_code weak_dtype(tl_eval *ev, const tl_node *n, int i, const tl_value *v, tl_dtype *dt)
+{
+    tl_value u;
+    int at = tl_ops[n->op].index_arg;
+    if (i == at) {
+        *dt = TL_I64;
+        if (v->num == floor(v->num) && fabs(v->num) <= 9007199254740992.0)
+            return TL_OK;
+        char num[32];
+        snprintf(num, sizeof num, "%.17g", v->num);
+        return tl_fail(ev->st, TL_EINPUT, "argument %d: %s is not an integer index", i + 1, num);
+    }
+    *dt = ev->call_dtype;
+    for (int k = n->nargs - 1; k >= 0; k--)
+        if (k != at && n->args[k].slot >= 0 && !tl_eval_get(ev, n->args[k].slot, &u) && !u.weak)
+            *dt = u.t->dtype;
+    return TL_OK;
 }
 
 static tl_code eval_op(tl_eval *ev, const tl_node *n)
@@ -148,16 +171,12 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
             return ev->st->code;
         vars = (int *)(in + n->nargs);
     }
-    /* weak scalars take the dtype of the first tensor operand */
-    tl_dtype dt = ev->call_dtype;
-    for (int i = n->nargs - 1; i >= 0; i--)
-        if (n->args[i].slot >= 0 && !tl_eval_get(ev, n->args[i].slot, &v) && !v.weak)
-            dt = v.t->dtype;
     tl_code rc = TL_OK;
     bool any = false;
     int made = 0;
+    tl_dtype dt = ev->call_dtype;
     for (; made < n->nargs && !rc; made++) {
-        if (!(rc = tl_eval_arg(ev, &n->args[made], &v))) {
+        if (!(rc = tl_eval_arg(ev, &n->args[made], &v)) && !(v.weak && (rc = weak_dtype(ev, n, made, &v, &dt)))) {
             in[made] = tl_eval_materialize(ev, &n->args[made], &v, dt);
             rc = in[made] ? TL_OK : ev->st->code;
             vars[made] = v.var;
@@ -166,9 +185,16 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
     }
     if (rc)
         made--;
-    tl_tensor *out = rc ? NULL : tl_op(ev->cx, n->op, n->nargs, in, &n->attrs, ev->st);
+    const tl_attrs *attrs = &n->attrs;
+    tl_attrs typed;
+    if (n->op == TL_OP_ONE_HOT) { /* its result takes the element type of the call */
+        typed = n->attrs;
+        typed.dtype = ev->call_dtype;
+        attrs = &typed;
+    }
+    tl_tensor *out = rc ? NULL : tl_op(ev->cx, n->op, n->nargs, in, attrs, ev->st);
     int var = -1;
-    if (out && ev->tape && any && differentiable(n->op)) {
+    if (out && ev->tape && any && differentiable(n->op, out)) {
         var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, &n->attrs, NULL, ev->st);
         if (var < 0) {
             tl_tensor_unref(out);
@@ -198,11 +224,13 @@ static tl_code eval_if(tl_eval *ev, const tl_node *n)
     tl_value c;
     if (tl_eval_arg(ev, &n->cond, &c))
         return ev->st->code;
-    if (!c.weak && c.t->ndim != 0) {
-        char d[96];
+    char d[96];
+    if (!c.weak && c.t->ndim != 0)
         return tl_fail(ev->st, TL_EINPUT, "cond must be a scalar (shape []), got %s",
                        tl_tensor_desc(c.t, d, sizeof d));
-    }
+    if (!c.weak && tl_dtype_is_int(c.t->dtype))
+        return tl_fail(ev->st, TL_EINPUT, "cond must be f32 or f64 (cast the index tensor), got %s",
+                       tl_tensor_desc(c.t, d, sizeof d));
     double x = c.weak ? c.num : tl_tensor_get(c.t, 0);
     bool then = x != 0; /* NaN selects then, as in C */
     const tl_block *b = then ? n->then_b : n->else_b;
@@ -340,6 +368,14 @@ static tl_code check_input(const tl_graph *g, const tl_input *in, const tl_tenso
 
 /* ---------- results ---------- */
 
+tl_dtype tl_call_dtype(const tl_graph *g, tl_tensor *const *inputs)
+{
+    for (int i = 0; i < g->ninputs; i++)
+        if (!tl_dtype_is_int(inputs[i]->dtype))
+            return inputs[i]->dtype;
+    return TL_F64;
+}
+
 static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl_run_opts *o)
 {
     const tl_graph *g = r->g;
@@ -355,7 +391,7 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
         int64_t bytes = inputs[i]->numel * (int64_t)tl_dtype_size(inputs[i]->dtype);
         if (!rc && !(rc = tl_budget_charge(r->budget, bytes, "the inputs", st)))
             r->input_bytes += bytes;
-        bool want = o->record && (!o->wrt || o->wrt[i]);
+        bool want = o->record && (!o->wrt || o->wrt[i]) && !tl_dtype_is_int(inputs[i]->dtype);
         r->in_var[i] = want ? tl_tape_new_var(&r->tape) : -1;
         r->inputs[i] = tl_tensor_ref(inputs[i]);
         if (!rc)
@@ -398,19 +434,19 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
     r->out_var = tl_calloc((size_t)g->noutputs, sizeof(int), "outputs", st);
     r->in_var = tl_calloc((size_t)g->ninputs + 1, sizeof(int), "inputs", st);
     r->inputs = tl_calloc((size_t)g->ninputs + 1, sizeof(tl_tensor *), "inputs", st);
-    tl_eval ev = {g, &r->cx, o->record ? &r->tape : NULL, NULL,
-                  g->ninputs ? inputs[0]->dtype : TL_F64, &r->stats, st, {NULL, NULL}, {NULL, NULL}};
+    tl_eval ev = {g, &r->cx, o->record ? &r->tape : NULL, NULL, tl_call_dtype(g, inputs),
+                  &r->stats, st, {NULL}, {NULL}};
     ev.env = tl_calloc((size_t)g->nslots + 1, sizeof(tl_value), "the environment", st);
-    for (int d = 0; d < 2; d++) {
+    bool ready = r->outputs && r->out_var && r->in_var && r->inputs && ev.env;
+    for (int d = 0; d < TL_NDTYPES; d++) {
         ev.num_cache[d] = tl_calloc((size_t)g->nnums + 1, sizeof(tl_tensor *), "a cache", st);
         ev.const_cache[d] = tl_calloc((size_t)g->nslots + 1, sizeof(tl_tensor *), "a cache", st);
+        ready = ready && ev.num_cache[d] && ev.const_cache[d];
     }
-    bool ready = r->outputs && r->out_var && r->in_var && r->inputs && ev.env &&
-                 ev.num_cache[0] && ev.num_cache[1] && ev.const_cache[0] && ev.const_cache[1];
     tl_code rc = ready ? run(r, &ev, inputs, o) : st->code;
     for (int s = 0; ev.env && s < g->nslots; s++)
         tl_tensor_unref(ev.env[s].t);
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < TL_NDTYPES; d++) {
         for (int k = 0; ev.num_cache[d] && k < g->nnums; k++)
             tl_tensor_unref(ev.num_cache[d][k]);
         for (int k = 0; ev.const_cache[d] && k < g->nslots; k++)
@@ -450,6 +486,9 @@ static tl_code seed(tl_result *r, int i, tl_tensor *c, tl_tensor **grads, tl_sta
 {
     const tl_tensor *y = r->outputs[i];
     char want[96], got[96];
+    if (c && tl_dtype_is_int(y->dtype))
+        return tl_fail(st, TL_EINPUT, "seed for output \"%s\": it is an index tensor %s, which has no gradient",
+                       tl_result_output_name(r, i), tl_tensor_desc(y, want, sizeof want));
     if (c && (c->dtype != y->dtype || !tl_same_shape(c, y)))
         return tl_fail(st, TL_EINPUT, "seed for output \"%s\": expected %s, got %s",
                        tl_result_output_name(r, i), tl_tensor_desc(y, want, sizeof want),

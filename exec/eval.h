@@ -24,7 +24,7 @@ typedef struct tl_eval {
     tl_status *st;
     /* weak numbers as 0-d tensors, made once per run: [dtype][num_id], and
      * [dtype][slot] for weak consts */
-    tl_tensor **num_cache[2], **const_cache[2];
+    tl_tensor **num_cache[TL_NDTYPES], **const_cache[TL_NDTYPES];
 } tl_eval;
 
 /* The value of a slot (loading a file constant on first use). */

@@ -43,6 +43,10 @@ typedef struct tl_result tl_result;
 tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *opts,
                tl_result **out, tl_status *st);
 
+/* The element type of the call: the dtype of the first floating-point
+ * input (f64 when there is none); untyped constants and one_hot take it. */
+tl_dtype tl_call_dtype(const tl_graph *g, tl_tensor *const *inputs);
+
 int tl_result_noutputs(const tl_result *r);
 const tl_tensor *tl_result_output(const tl_result *r, int i);
 const char *tl_result_output_name(const tl_result *r, int i);

@@ -360,11 +360,16 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         }
         return;
     case TL_OP_SLICE:
-    case TL_OP_TAKE: {
+    case TL_OP_TAKE:
+    case TL_OP_GATHER: { /* scatter g back into zeros of x's shape (with the indices) */
+        static const tl_opcode scatter[] = {[TL_OP_SLICE] = TL_OP_SLICE_GRAD,
+                                            [TL_OP_TAKE] = TL_OP_TAKE_GRAD,
+                                            [TL_OP_GATHER] = TL_OP_GATHER_GRAD};
         tl_attrs s = *a;
         s.nshape = x->ndim;
         memcpy(s.shape, x->shape, sizeof s.shape);
-        ga = call(b, e->op == TL_OP_SLICE ? TL_OP_SLICE_GRAD : TL_OP_TAKE_GRAD, 1, &g, &s);
+        tl_tensor *in[2] = {g, w};
+        ga = call(b, scatter[e->op], e->nin, in, &s);
         break;
     }
     case TL_OP_MAP: { /* one derivative kernel: [k, shape], row j for the j-th wanted input */

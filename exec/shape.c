@@ -280,6 +280,57 @@ static tl_code take(const tl_tensor *x, tl_attrs *a, tl_shape *out, tl_status *s
     return TL_OK;
 }
 
+/* take with an index tensor: x.shape[:axis] + idx.shape + x.shape[axis+1:] */
+static tl_code take_tensor(const tl_tensor *x, const tl_tensor *idx, tl_attrs *a, tl_shape *out,
+                           tl_status *st)
+{
+    if (norm_axis(&a->axis, x->ndim, x, st))
+        return st->code;
+    if (x->ndim - 1 + idx->ndim > TL_MAXDIM)
+        return tl_fail(st, TL_EINPUT, "more than %d dimensions: take from %s with indices %s",
+                       TL_MAXDIM, DESC(x), DESC(idx));
+    out->dtype = x->dtype;
+    out->ndim = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d != a->axis) {
+            out->dims[out->ndim++] = x->shape[d];
+            continue;
+        }
+        for (int k = 0; k < idx->ndim; k++)
+            out->dims[out->ndim++] = idx->shape[k];
+    }
+    return TL_OK;
+}
+
+/* gather (take_along_axis): idx has x's rank and sizes except on axis */
+static tl_code gather(const tl_tensor *x, const tl_tensor *idx, tl_attrs *a, tl_shape *out,
+                      tl_status *st)
+{
+    if (x->ndim == 0)
+        return tl_fail(st, TL_EINPUT, "gather from a scalar %s", DESC(x));
+    if (norm_axis(&a->axis, x->ndim, x, st))
+        return st->code;
+    bool ok = idx->ndim == x->ndim;
+    for (int d = 0; ok && d < x->ndim; d++)
+        ok = d == a->axis || idx->shape[d] == x->shape[d];
+    if (!ok)
+        return tl_fail(st, TL_EINPUT, "indices %s do not fit %s: same rank and sizes except on axis %lld",
+                       DESC(idx), DESC(x), (long long)a->axis);
+    set_like(out, idx);
+    out->dtype = x->dtype;
+    return TL_OK;
+}
+
+static tl_code one_hot(const tl_tensor *idx, const tl_attrs *a, tl_shape *out, tl_status *st)
+{
+    if (idx->ndim == TL_MAXDIM)
+        return tl_fail(st, TL_EINPUT, "more than %d dimensions", TL_MAXDIM);
+    set_like(out, idx);
+    out->dtype = a->dtype;
+    out->dims[out->ndim++] = a->depth;
+    return tl_dtype_is_int(a->dtype) ? tl_fail(st, TL_EINPUT, "internal: one_hot into %s", tl_dtype_name(a->dtype)) : TL_OK;
+}
+
 /* Derivative scatters produce the shape recorded in attrs. */
 static tl_code to_attr_shape(const tl_tensor *g, const tl_attrs *a, tl_shape *out)
 {
@@ -323,9 +374,12 @@ static tl_code misc(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs *a
     case TL_OP_CONCAT:
     case TL_OP_STACK: return concat(op, n, in, a, out, st);
     case TL_OP_SLICE: return slice(x, a, out, st);
-    case TL_OP_TAKE: return take(x, a, out, st);
+    case TL_OP_TAKE: return n == 2 ? take_tensor(x, in[1], a, out, st) : take(x, a, out, st);
+    case TL_OP_GATHER: return gather(x, in[1], a, out, st);
+    case TL_OP_ONE_HOT: return one_hot(x, a, out, st);
     case TL_OP_SLICE_GRAD:
-    case TL_OP_TAKE_GRAD: return to_attr_shape(x, a, out);
+    case TL_OP_TAKE_GRAD:
+    case TL_OP_GATHER_GRAD: return to_attr_shape(x, a, out);
     case TL_OP_PROD_GRAD:
     case TL_OP_GELU_GRAD: set_like(out, x); return same_dtype(n, in, st);
     case TL_OP_MAP:
@@ -347,6 +401,22 @@ static tl_code misc(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs *a
     }
 }
 
+/* Index tensors go where the op table lets them, and only there. */
+static tl_code check_dtypes(const tl_opinfo *info, int n, const tl_tensor *const *in,
+                            tl_status *st)
+{
+    for (int i = 0; i < n; i++) {
+        bool is_int = tl_dtype_is_int(in[i]->dtype);
+        if (i == info->index_arg && !is_int)
+            return tl_fail(st, TL_EINPUT, "indices must be an index tensor (i32 or i64), got %s",
+                           DESC(in[i]));
+        if (i != info->index_arg && is_int && info->dtypes != TL_DT_ANY)
+            return tl_fail(st, TL_EINPUT, "argument %d is an index tensor %s: %s takes f32 or f64 "
+                           "values (cast it first)", i + 1, DESC(in[i]), info->name);
+    }
+    return TL_OK;
+}
+
 tl_code tl_shape_infer(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs *a,
                        tl_shape *out, tl_status *st)
 {
@@ -354,6 +424,8 @@ tl_code tl_shape_infer(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs
     if (n < info.min_args || (info.max_args >= 0 && n > info.max_args))
         return tl_fail(st, TL_EINPUT, "takes %d%s argument%s, got %d", info.min_args,
                        info.max_args < 0 ? " or more" : "", info.min_args == 1 ? "" : "s", n);
+    if (check_dtypes(&info, n, in, st))
+        return st->code;
     switch (info.kind) {
     case TL_KIND_BIN:
     case TL_KIND_CMP: return same_dtype(n, in, st) ? st->code : broadcast_all(n, in, out, st);

@@ -222,7 +222,7 @@ static tl_code parse_descr(cursor *c, npy_header *h, tl_status *st)
     skip_ws(c);
     if (c->p < c->end && (*c->p == '[' || *c->p == '{'))
         return tl_fail(st, TL_EINPUT,
-                       "unsupported dtype: a structured (record) dtype (tl reads f32 and f64)");
+                       "unsupported dtype: a structured (record) dtype (tl reads f32, f64, i32 and i64)");
     return parse_string(c, h->descr, sizeof h->descr, st);
 }
 
@@ -284,8 +284,8 @@ static tl_code parse_header(const char *text, size_t len, npy_header *h, tl_stat
     return TL_OK;
 }
 
-/* '<f4', '>f8', '=f4', '|f8', 'f4', '<f', '<d' ...; *swap when the data's
- * byte order differs from the host's. */
+/* '<f4', '>f8', '=f4', '|f8', 'f4', '<f', '<d', '<i4', '>i8' ...; *swap when
+ * the data's byte order differs from the host's. */
 static tl_code descr_dtype(const char *descr, tl_dtype *dt, bool *swap, tl_status *st)
 {
     char printable[96];
@@ -295,8 +295,12 @@ static tl_code descr_dtype(const char *descr, tl_dtype *dt, bool *swap, tl_statu
         *dt = TL_F32;
     else if (!strcmp(s, "f8") || !strcmp(s, "d"))
         *dt = TL_F64;
+    else if (!strcmp(s, "i4"))
+        *dt = TL_I32;
+    else if (!strcmp(s, "i8"))
+        *dt = TL_I64;
     else
-        return tl_fail(st, TL_EINPUT, "unsupported dtype '%s' (tl reads f32 and f64)",
+        return tl_fail(st, TL_EINPUT, "unsupported dtype '%s' (tl reads f32, f64, i32 and i64)",
                        snippet(descr, descr + strlen(descr), printable, sizeof printable));
     bool big = order == '>' || ((order == '=' || order == '|') && host_big_endian());
     *swap = big != host_big_endian();
@@ -439,8 +443,9 @@ static void put_le(unsigned char *p, uint32_t v, int nbytes)
 /* The dict exactly as NumPy writes it, with its spare room for growth. */
 static size_t header_dict(const tl_tensor *t, char *d, size_t cap)
 {
+    static const char *const descr[TL_NDTYPES] = {"<f4", "<f8", "<i4", "<i8"};
     int k = snprintf(d, cap, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     t->dtype == TL_F32 ? "<f4" : "<f8");
+                     descr[t->dtype]);
     for (int i = 0; i < t->ndim; i++)
         k += snprintf(d + k, cap - (size_t)k, i ? ", %" PRId64 : "%" PRId64, t->shape[i]);
     k += snprintf(d + k, cap - (size_t)k, t->ndim == 1 ? ",), }" : "), }");

@@ -9,7 +9,7 @@
 
 #include "backends/tensor.h"
 
-/* Parses a complete .npy file (versions 1.0, 2.0, 3.0; f32 and f64, either
+/* Parses a complete .npy file (versions 1.0, 2.0, 3.0; f32, f64, i32, i64, either
  * byte order, C or Fortran order) held in memory. */
 tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st);
 /* "cannot open: No such file or directory" style errors, TL_EINPUT. */

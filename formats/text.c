@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -98,9 +99,11 @@ int tl_fmt_f32(char *buf, size_t len, float v) { return fmt_value(buf, len, (dou
 
 static int fmt_elem(char *buf, const tl_tensor *t, int64_t i)
 {
-    if (t->dtype == TL_F32)
-        return tl_fmt_f32(buf, TL_FMT_LEN, ((const float *)t->data)[i]);
-    return tl_fmt_f64(buf, TL_FMT_LEN, ((const double *)t->data)[i]);
+    switch (t->dtype) {
+    case TL_F32: return tl_fmt_f32(buf, TL_FMT_LEN, ((const float *)t->data)[i]);
+    case TL_F64: return tl_fmt_f64(buf, TL_FMT_LEN, ((const double *)t->data)[i]);
+    default: return snprintf(buf, TL_FMT_LEN, "%lld", (long long)tl_tensor_get_int(t, i));
+    }
 }
 
 /* The non-finite spellings tl reads, exactly as graph.md writes them (a
@@ -350,7 +353,8 @@ static void skip_ws(lit *L)
         L->pos++;
 }
 
-static tl_code push(lit *L, double d, float f)
+/* Appends one element of L->dt, given as its bytes. */
+static tl_code push(lit *L, const void *elem)
 {
     size_t es = tl_dtype_size(L->dt);
     if (L->n == L->cap) {
@@ -361,8 +365,29 @@ static tl_code push(lit *L, double d, float f)
         L->data = p;
         L->cap = cap;
     }
-    memcpy(L->data + L->n++ * es, L->dt == TL_F32 ? (const void *)&f : (const void *)&d, es);
+    memcpy(L->data + L->n++ * es, elem, es);
     return TL_OK;
+}
+
+/* An element of an index tensor: an integer in the dtype's range, read
+ * exactly (an i64 may need all 64 bits, more than a double holds). */
+static tl_code parse_integer(lit *L, size_t k)
+{
+    const char *start = L->s + L->pos;
+    if (strcspn(start, ".eE") < k) /* a fraction or an exponent */
+        return tl_fail(L->st, TL_EINPUT, "%.*s at column %zu is not an integer (an %s literal holds indices)",
+                       (int)(k > 40 ? 40 : k), start, col(L), tl_dtype_name(L->dt));
+    char *end;
+    errno = 0;
+    long long v = strtoll(start, &end, 10);
+    bool range = errno == ERANGE || (L->dt == TL_I32 && (v < INT32_MIN || v > INT32_MAX));
+    if (end != start + k || range)
+        return tl_fail(L->st, TL_EINPUT, "integer %.*s at column %zu is out of range for %s",
+                       (int)(k > 40 ? 40 : k), start, col(L), tl_dtype_name(L->dt));
+    L->pos += k;
+    int32_t i32 = (int32_t)v;
+    int64_t i64 = v;
+    return push(L, L->dt == TL_I32 ? (const void *)&i32 : (const void *)&i64);
 }
 
 /* Length of a JSON number at s (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?),
@@ -406,6 +431,8 @@ static tl_code parse_number(lit *L)
     size_t k = scan_number(start);
     if (!k)
         return tl_fail(L->st, TL_EINPUT, "malformed number at column %zu", col(L));
+    if (tl_dtype_is_int(L->dt))
+        return parse_integer(L, k);
     char *end;
     double d = 0;
     float f = 0;
@@ -419,7 +446,7 @@ static tl_code parse_number(lit *L)
         return tl_fail(L->st, TL_EINPUT, "number %.*s at column %zu is too large for %s",
                        (int)(k > 40 ? 40 : k), start, col(L), tl_dtype_name(L->dt));
     L->pos += k;
-    return push(L, d, f);
+    return push(L, L->dt == TL_F32 ? (const void *)&f : (const void *)&d);
 }
 
 static tl_code parse_word(lit *L, bool quoted)
@@ -441,8 +468,12 @@ static tl_code parse_word(lit *L, bool quoted)
         return tl_fail(L->st, TL_EINPUT,
                        "'%.*s' at column %zu is not a number (expected a number, nan, inf or -inf)",
                        n, L->s + begin, at);
+    if (tl_dtype_is_int(L->dt))
+        return tl_fail(L->st, TL_EINPUT, "'%.*s' at column %zu is not an integer (an %s literal holds indices)",
+                       n, L->s + begin, at, tl_dtype_name(L->dt));
     L->pos = end + quoted;
-    return push(L, v, (float)v);
+    float f = (float)v;
+    return push(L, L->dt == TL_F32 ? (const void *)&f : (const void *)&v);
 }
 
 static tl_code parse_scalar(lit *L, int depth)
@@ -541,7 +572,7 @@ static tl_code parse_prefix(lit *L)
     if (k < sizeof name)
         memcpy(name, L->s, k);
     if (k >= sizeof name || !tl_dtype_parse(name, &L->dt))
-        return tl_fail(L->st, TL_EINPUT, "unknown dtype prefix '%.*s' (expected f32: or f64:)",
+        return tl_fail(L->st, TL_EINPUT, "unknown dtype prefix '%.*s' (expected f32:, f64:, i32: or i64:)",
                        (int)(k > 20 ? 20 : k), L->s);
     L->pos = k + 1;
     return TL_OK;
@@ -630,6 +661,18 @@ static tl_code fill_value(filler *F, const cJSON *v, int depth)
         char where[TL_MAXDIM * 24], kind[48];
         return tl_fail(F->st, TL_EINPUT, "%s is %s, expected a number or \"nan\", \"inf\", \"-inf\"",
                        data_path(F, depth, where, sizeof where), json_kind(v, kind, sizeof kind));
+    }
+    if (tl_dtype_is_int(F->t->dtype)) {
+        /* cJSON holds a double: integers are exact up to 2^53 */
+        double lim = F->t->dtype == TL_I32 ? 2147483647.0 : 9007199254740992.0;
+        double lo = F->t->dtype == TL_I32 ? -2147483648.0 : -lim;
+        if (!(d == floor(d) && d >= lo && d <= lim)) {
+            char where[TL_MAXDIM * 24], num[TL_FMT_LEN];
+            tl_fmt_f64(num, sizeof num, d);
+            return tl_fail(F->st, TL_EINPUT, "%s is %s, expected an integer%s for %s", data_path(F, depth, where, sizeof where),
+                           num, F->t->dtype == TL_I32 ? " in the i32 range" : " within +-2^53 (read larger ones from a file)",
+                           tl_dtype_name(F->t->dtype));
+        }
     }
     tl_tensor_set(F->t, F->next++, d);
     return TL_OK;

@@ -27,6 +27,8 @@ typedef struct loader {
     tl_graph_options opts;
 } loader;
 
+#define DTYPE_CHOICES "\"f32\", \"f64\", \"i32\" or \"i64\""
+
 /* ---------- small helpers ---------- */
 
 static uint64_t hash(const char *s)
@@ -218,7 +220,7 @@ static const struct {
     {A_AXES, "axes"},   {A_KEEPDIMS, "keepdims"}, {A_AXIS, "axis"},   {A_APPROX, "approximate"},
     {A_MIN, "min"},     {A_MAX, "max"},           {A_DTYPE, "dtype"}, {A_SHAPE, "shape"},
     {A_PERM, "axes"},   {A_START, "start"},       {A_STOP, "stop"},   {A_STEP, "step"},
-    {A_INDICES, "indices"},
+    {A_INDICES, "indices"}, {A_DEPTH, "depth"},
 };
 #define NATTR_KEYS (int)(sizeof attr_keys / sizeof attr_keys[0])
 
@@ -229,7 +231,9 @@ static unsigned required_attrs(tl_opcode op)
     case TL_OP_RESHAPE:
     case TL_OP_BROADCAST_TO: return A_SHAPE;
     case TL_OP_EXPAND_DIMS: return A_AXIS;
-    case TL_OP_TAKE: return A_AXIS | A_INDICES;
+    case TL_OP_TAKE: /* indices: the attribute, or a second argument */
+    case TL_OP_GATHER: return A_AXIS;
+    case TL_OP_ONE_HOT: return A_DEPTH;
     default: return 0;
     }
 }
@@ -270,7 +274,11 @@ static bool parse_attr(loader *L, tl_node *n, unsigned bit, const cJSON *v, cons
         break;
     case A_DTYPE:
         if (!cJSON_IsString(v) || !tl_dtype_parse(v->valuestring, &a->dtype))
-            want = "\"f32\" or \"f64\"";
+            want = DTYPE_CHOICES;
+        break;
+    case A_DEPTH:
+        if (!get_int(v, &a->depth) || a->depth < 0)
+            want = "a non-negative integer";
         break;
     case A_START:
     case A_STOP:
@@ -501,6 +509,10 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
         return tl_fail(L->st, TL_EINPUT, "%s gives one value; \"id\" has %d names", info->name, n->nout), false;
     if (n->op == TL_OP_CLAMP && !n->attrs.has_min && !n->attrs.has_max)
         return tl_fail(L->st, TL_EINPUT, "clamp needs \"min\", \"max\" or both"), false;
+    if (n->op == TL_OP_TAKE && (n->nargs == 2) == ((seen & A_INDICES) != 0))
+        return tl_fail(L->st, TL_EINPUT, n->nargs == 2
+                       ? "give the indices as the attribute \"indices\" or as a second argument, not both"
+                       : "missing the indices: attribute \"indices\" or a second argument"), false;
     return true;
 }
 
@@ -618,7 +630,7 @@ static bool parse_input(loader *L, const cJSON *v, tl_input *in)
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(v, "dtype");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(v, "shape");
     if (dt && (!cJSON_IsString(dt) || !tl_dtype_parse(dt->valuestring, &in->dtype)))
-        return tl_fail(L->st, TL_EINPUT, "input \"%s\": \"dtype\" must be \"f32\" or \"f64\"", in->name), false;
+        return tl_fail(L->st, TL_EINPUT, "input \"%s\": \"dtype\" must be %s", in->name, DTYPE_CHOICES), false;
     in->has_dtype = dt != NULL;
     if (!shape || cJSON_IsNull(shape))
         return true;
@@ -677,13 +689,17 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c)
     if (!check_keys(L, v, keys, 4, "a constant"))
         return false;
     if (dt && (!cJSON_IsString(dt) || !tl_dtype_parse(dt->valuestring, &dtype)))
-        return tl_fail(L->st, TL_EINPUT, "\"dtype\" must be \"f32\" or \"f64\""), false;
+        return tl_fail(L->st, TL_EINPUT, "\"dtype\" must be %s", DTYPE_CHOICES), false;
     if (!get_int_list(L, cJSON_GetObjectItemCaseSensitive(v, "shape"), false, shape, &nd, "shape"))
         return false;
     if (!data == !fill)
         return tl_fail(L->st, TL_EINPUT, "give exactly one of \"data\" and \"fill\""), false;
     if (fill && !get_num(fill, &fv))
         return tl_fail(L->st, TL_EINPUT, "\"fill\" must be a number"), false;
+    if (fill && tl_dtype_is_int(dtype) &&
+        !(fv == floor(fv) && fabs(fv) <= (dtype == TL_I32 ? 2147483647.0 : 9007199254740992.0)))
+        return tl_fail(L->st, TL_EINPUT, "\"fill\" of an %s constant must be an integer in its range",
+                       tl_dtype_name(dtype)), false;
     int64_t numel;
     if (tl_shape_numel(nd, shape, &numel, L->st))
         return tl_wrap(L->st, "\"shape\""), false;

@@ -35,7 +35,12 @@ typedef struct shape_case {
     int64_t shape[6];
 } shape_case;
 
-static double formula(int64_t i) { return (double)i * 0.5 - 3; }
+/* The generator's values: i/2 - 3 for floats, 3i - 7 for index tensors. */
+static double formula_of(tl_dtype dt, int64_t i)
+{
+    return tl_dtype_is_int(dt) ? (double)(3 * i - 7) : (double)i * 0.5 - 3;
+}
+static double formula(int64_t i) { return formula_of(TL_F64, i); }
 
 static tl_tensor *formula_tensor(tl_dtype dt, int ndim, const int64_t *shape)
 {
@@ -43,9 +48,13 @@ static tl_tensor *formula_tensor(tl_dtype dt, int ndim, const int64_t *shape)
     tl_tensor *t = tl_tensor_new(dt, ndim, shape, &st);
     cr_assert(t, "%s", st.msg);
     for (int64_t i = 0; i < t->numel; i++)
-        tl_tensor_set(t, i, formula(i));
+        tl_tensor_set(t, i, formula_of(dt, i));
     return t;
 }
+
+/* int64 values a double cannot hold (the generator's I64_EXTREMES) */
+static const int64_t i64_extremes[6] = {INT64_MIN, INT64_MAX, ((int64_t)1 << 53) + 1,
+                                        -((int64_t)1 << 53) - 1, 0, -1};
 
 static void check_formula(const tl_tensor *t, tl_dtype dt, int ndim, const int64_t *shape,
                           const char *what)
@@ -55,7 +64,7 @@ static void check_formula(const tl_tensor *t, tl_dtype dt, int ndim, const int64
     for (int k = 0; k < ndim; k++)
         cr_assert_eq(t->shape[k], shape[k], "%s: shape[%d]", what, k);
     for (int64_t i = 0; i < t->numel; i++) {
-        double want = dt == TL_F32 ? (double)(float)formula(i) : formula(i);
+        double want = dt == TL_F32 ? (double)(float)formula(i) : formula_of(dt, i);
         cr_assert_eq(tl_tensor_get(t, i), want, "%s: element %" PRId64, what, i);
     }
 }
@@ -142,8 +151,22 @@ Test(npy, c_order_little_endian)
         {FIX("f32_2x3.npy"), TL_F32, 2, {2, 3}},
         {FIX("f64_2x3x4.npy"), TL_F64, 3, {2, 3, 4}},
         {FIX("f64_7.npy"), TL_F64, 1, {7}},
+        {FIX("i64_2x3.npy"), TL_I64, 2, {2, 3}},
+        {FIX("i32_7.npy"), TL_I32, 1, {7}},
     };
-    check_cases(cs, 3);
+    check_cases(cs, 5);
+}
+
+Test(npy, index_tensors_exact)
+{
+    tl_status st = {0};
+    tl_tensor *t = tl_npy_read_file(FIX("i64_extremes.npy"), &st);
+    cr_assert(t, "%s", st.msg);
+    cr_assert_eq(t->dtype, TL_I64);
+    cr_assert_eq(t->numel, 6);
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(tl_tensor_get_int(t, i), i64_extremes[i], "element %d", i);
+    tl_tensor_unref(t);
 }
 
 Test(npy, big_endian)
@@ -152,8 +175,10 @@ Test(npy, big_endian)
         {FIX("be_f32_3x4.npy"), TL_F32, 2, {3, 4}},
         {FIX("be_f64_2x3.npy"), TL_F64, 2, {2, 3}},
         {FIX("scalar_be_f32.npy"), TL_F32, 0, {0}},
+        {FIX("be_i64_3x4.npy"), TL_I64, 2, {3, 4}},
+        {FIX("be_i32_2x3.npy"), TL_I32, 2, {2, 3}},
     };
-    check_cases(cs, 3);
+    check_cases(cs, 5);
 }
 
 Test(npy, fortran_order_is_transposed)
@@ -164,8 +189,10 @@ Test(npy, fortran_order_is_transposed)
         {FIX("fortran_be_f64_2x3x4.npy"), TL_F64, 3, {2, 3, 4}},
         {FIX("fortran_f64_2x3x1x4x2.npy"), TL_F64, 5, {2, 3, 1, 4, 2}},
         {FIX("empty_fortran_f64_2x0x4.npy"), TL_F64, 3, {2, 0, 4}},
+        {FIX("fortran_i64_2x3x4.npy"), TL_I64, 3, {2, 3, 4}},
+        {FIX("fortran_be_i32_2x3x4.npy"), TL_I32, 3, {2, 3, 4}},
     };
-    check_cases(cs, 5);
+    check_cases(cs, 7);
 }
 
 Test(npy, format_versions)
@@ -183,8 +210,10 @@ Test(npy, scalars_and_empty)
         {FIX("scalar_f64.npy"), TL_F64, 0, {0}},
         {FIX("empty_f32_0x3.npy"), TL_F32, 2, {0, 3}},
         {FIX("empty_f64_0.npy"), TL_F64, 1, {0}},
+        {FIX("scalar_i64.npy"), TL_I64, 0, {0}},
+        {FIX("empty_i32_0x3.npy"), TL_I32, 2, {0, 3}},
     };
-    check_cases(cs, 3);
+    check_cases(cs, 5);
 }
 
 Test(npy, hand_written_headers)
@@ -245,8 +274,10 @@ Test(npy, encode_matches_numpy_bytes)
         {FIX("f64_7.npy"), TL_F64, 1, {7}},
         {FIX("scalar_f64.npy"), TL_F64, 0, {0}},
         {FIX("empty_f32_0x3.npy"), TL_F32, 2, {0, 3}},
+        {FIX("i64_2x3.npy"), TL_I64, 2, {2, 3}},
+        {FIX("i32_7.npy"), TL_I32, 1, {7}},
     };
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         tl_status st = {0};
         size_t len, want_len;
         unsigned char *buf, *want = load(cs[i].name, &want_len);
@@ -283,8 +314,8 @@ Test(npy, roundtrip_shapes)
     int64_t ones[TL_MAXDIM];
     for (int i = 0; i < TL_MAXDIM; i++)
         ones[i] = i == TL_MAXDIM - 1 ? 3 : 1;
-    for (int d = 0; d < 2; d++) {
-        tl_dtype dt = d ? TL_F64 : TL_F32;
+    for (int d = 0; d < TL_NDTYPES; d++) {
+        tl_dtype dt = (tl_dtype)d;
         roundtrip(dt, 0, NULL);
         roundtrip(dt, 1, s1);
         roundtrip(dt, 2, s2);
@@ -413,10 +444,12 @@ Test(npy, trailing_data)
 Test(npy, unsupported_dtypes)
 {
     static const char *const cases[][2] = {
-        {FIX("bad_object.npy"), "unsupported dtype '|O' (tl reads f32 and f64)"},
-        {FIX("bad_c8.npy"), "unsupported dtype '<c8' (tl reads f32 and f64)"},
+        {FIX("bad_object.npy"), "unsupported dtype '|O' (tl reads f32, f64, i32 and i64)"},
+        {FIX("bad_c8.npy"), "unsupported dtype '<c8' (tl reads f32, f64, i32 and i64)"},
         {FIX("bad_U4.npy"), "unsupported dtype '<U4'"},
-        {FIX("bad_i8.npy"), "unsupported dtype '<i8'"},
+        {FIX("bad_i2.npy"), "unsupported dtype '<i2'"},
+        {FIX("bad_u8.npy"), "unsupported dtype '<u8'"},
+        {FIX("bad_u1.npy"), "unsupported dtype '|u1'"},
         {FIX("bad_f2.npy"), "unsupported dtype '<f2'"},
         {FIX("bad_b1.npy"), "unsupported dtype '|b1'"},
         {FIX("bad_struct.npy"), "unsupported dtype: a structured (record) dtype"},
@@ -799,6 +832,11 @@ Test(npz, tl_written_fixtures)
     memcpy(f->data, special_f32, sizeof special_f32);
     golden_npy(FIX("tl_written_special_f64.npy"), d);
     golden_npy(FIX("tl_written_special_f32.npy"), f);
+    golden_npy(FIX("tl_written_i64_2x3.npy"), formula_tensor(TL_I64, 2, s23));
+    golden_npy(FIX("tl_written_i32_7.npy"), formula_tensor(TL_I32, 1, (int64_t[]){7}));
+    tl_tensor *x = tl_tensor_new(TL_I64, 1, (int64_t[]){6}, &st);
+    memcpy(x->data, i64_extremes, sizeof i64_extremes);
+    golden_npy(FIX("tl_written_i64_extremes.npy"), x);
     const char *names[] = {FIX("tl_written_stored.npz"), FIX("tl_written_deflated.npz"),
                            FIX("tl_written_zip64.npz")};
     for (int i = 0; i < 3; i++) {

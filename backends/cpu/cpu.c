@@ -28,7 +28,7 @@ static tl_code cpu_run(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_te
     case TL_OP_MAP:
     case TL_OP_MAP_GRAD: return cpu_map(op, n, in, a, out, st);
     case TL_OP_PROD_GRAD: return out->numel ? cpu_prod_grad(in[0], in[1], out) : TL_OK;
-    default: return cpu_shape_op(op, n, in, a, out);
+    default: return cpu_shape_op(op, n, in, a, out, st);
     }
 }
 

@@ -18,7 +18,8 @@ tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, t
                    tl_status *st);
 tl_code cpu_map(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
                 tl_status *st);
-tl_code cpu_shape_op(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out);
+tl_code cpu_shape_op(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
+                     tl_status *st);
 
 /* Broadcast iteration shared by the families: strides (in elements) of up
  * to three operands over the output's index space, with adjacent axes

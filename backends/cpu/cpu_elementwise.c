@@ -3,6 +3,7 @@
  * the compiler sees plain arithmetic it can vectorise (no per-element
  * function pointers). */
 #include <tgmath.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -168,22 +169,62 @@ void cpu_bcast_init(cpu_bcast *p, int ndim, const int64_t *shape, int nops, cons
         }                                                                          \
     } while (0)
 
-static void cast(const tl_tensor *x, tl_tensor *out)
+/* d[i] = (TD)s[i]; into an integer dtype only values in [lo, hi) convert
+ * (the first that does not is an error, never undefined behaviour). */
+#define CAST_LOOP(TS, TD, CHECK, LO, HI)                                           \
+    do {                                                                           \
+        const TS *s_ = x->data;                                                    \
+        TD *d_ = out->data;                                                        \
+        for (int64_t i = 0; i < n; i++) {                                          \
+            if (CHECK && !(s_[i] >= LO && s_[i] < HI))                             \
+                return cast_fails(x, out, i, st);                                  \
+            d_[i] = (TD)s_[i];                                                     \
+        }                                                                          \
+    } while (0)
+
+/* The source dtype's loop for destination type TD. */
+#define CAST_FROM(TD, CHECK, LO, HI)                                               \
+    do {                                                                           \
+        switch (x->dtype) {                                                        \
+        case TL_F32: CAST_LOOP(float, TD, CHECK, LO, HI); break;                   \
+        case TL_F64: CAST_LOOP(double, TD, CHECK, LO, HI); break;                  \
+        case TL_I32: CAST_LOOP(int32_t, TD, CHECK, LO, HI); break;                 \
+        case TL_I64: CAST_LOOP(int64_t, TD, CHECK, LO, HI); break;                 \
+        }                                                                          \
+    } while (0)
+
+static tl_code cast_fails(const tl_tensor *x, const tl_tensor *out, int64_t i, tl_status *st)
+{
+    char v[32];
+    if (tl_dtype_is_int(x->dtype))
+        snprintf(v, sizeof v, "%lld", (long long)tl_tensor_get_int(x, i));
+    else
+        snprintf(v, sizeof v, "%.17g", tl_tensor_get(x, i));
+    return tl_fail(st, TL_EINPUT, "cannot cast element %lld = %s to %s (outside its range)",
+                   (long long)i, v, tl_dtype_name(out->dtype));
+}
+
+/* cast between any two dtypes; float to integer truncates toward zero */
+static tl_code cast(const tl_tensor *x, tl_tensor *out, tl_status *st)
 {
     int64_t n = out->numel;
+    bool from_float = !tl_dtype_is_int(x->dtype);
     if (x->dtype == out->dtype) {
         memcpy(out->data, x->data, (size_t)n * tl_dtype_size(x->dtype));
-    } else if (x->dtype == TL_F32) {
-        const float *s = x->data;
-        double *d = out->data;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = (double)s[i];
-    } else {
-        const double *s = x->data;
-        float *d = out->data;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = (float)s[i];
+        return TL_OK;
     }
+    switch (out->dtype) {
+    case TL_F32: CAST_FROM(float, false, 0, 0); break;
+    case TL_F64: CAST_FROM(double, false, 0, 0); break;
+    case TL_I32: CAST_FROM(int32_t, true, -2147483648.0, 2147483648.0); break;
+    case TL_I64:
+        if (from_float)
+            CAST_FROM(int64_t, true, -9223372036854775808.0, 9223372036854775808.0);
+        else
+            CAST_FROM(int64_t, false, 0, 0); /* i32 -> i64 always fits */
+        break;
+    }
+    return TL_OK;
 }
 
 static tl_code binary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
@@ -212,7 +253,7 @@ static tl_code unary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *out
     TL_UNARY_EXPRS(UN_CASE)
 #undef UN_CASE
     case TL_OP_CLAMP: BY_DTYPE(CLAMP_KERNEL, 0); break;
-    case TL_OP_CAST: cast(in[0], out); break;
+    case TL_OP_CAST: return cast(in[0], out, st);
     default: return tl_fail(st, TL_ERUNTIME, "internal: %s is not unary", tl_ops[op].name);
     }
     return TL_OK;

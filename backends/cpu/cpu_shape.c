@@ -1,6 +1,9 @@
 /* Data movement: reshape-like copies, strided gathers (transpose,
- * broadcast_to, slice), concatenation, take, and the scatters that are
- * their derivatives.  Elements are moved as raw bits, never converted. */
+ * broadcast_to, slice), concatenation, take and gather, one_hot, and the
+ * scatters that are their derivatives.  Elements are moved as raw bits,
+ * never converted; scatters add in a fixed order (row-major over the
+ * indices), so repeated indices accumulate the same way every run. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -86,27 +89,146 @@ static void slice_move(const tl_attrs *a, void *full, const int64_t *full_shape,
         move_nd(es, false, base, vs, part, ps, ndim, part_shape);
 }
 
-/* take (gather rows of an axis) and take_grad (scatter-add them back). */
-static void take_move(const tl_attrs *a, void *full, const int64_t *full_shape, void *part,
-                      int ndim, bool gather, size_t es)
+/* ---- index tensors: take, gather, one_hot and their scatters ---- */
+
+/* "[1,2]": where element j sits in a tensor of shape t. */
+static const char *position(const tl_tensor *t, int64_t j, char *buf, size_t len)
 {
-    int ax = (int)a->axis;
-    int64_t outer = 1, inner = 1, len = full_shape[ax];
-    for (int d = 0; d < ax; d++)
-        outer *= full_shape[d];
-    for (int d = ax + 1; d < ndim; d++)
-        inner *= full_shape[d];
-    int64_t one[1] = {1}, shape[1] = {inner};
+    int64_t idx[TL_MAXDIM];
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        idx[d] = t->shape[d] ? j % t->shape[d] : 0;
+        j = t->shape[d] ? j / t->shape[d] : 0;
+    }
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < t->ndim && k < len; d++)
+        k += (size_t)snprintf(buf + k, len - k, d ? ",%lld" : "%lld", (long long)idx[d]);
+    if (k < len)
+        snprintf(buf + k, len - k, "]");
+    return buf;
+}
+
+/* Every index lies in [-len, len) ([0, len) without negatives); the first
+ * that does not is named, before anything is read through it. */
+static tl_code check_indices(const tl_tensor *idx, int64_t len, bool negative, const char *what,
+                             tl_status *st)
+{
+    for (int64_t j = 0; j < idx->numel; j++) {
+        int64_t i = tl_tensor_get_int(idx, j);
+        if (i < len && (negative ? i >= -len : i >= 0))
+            continue;
+        char at[TL_MAXDIM * 24];
+        return tl_fail(st, TL_EINPUT, "index %lld out of range for %s (indices%s)", (long long)i,
+                       what, position(idx, j, at, sizeof at));
+    }
+    return TL_OK;
+}
+
+/* Indices from an index tensor, or from take's "indices" attribute. */
+typedef struct indices {
+    const tl_tensor *t; /* NULL: the list */
+    const int64_t *list;
+    int64_t n;
+} indices;
+
+static int64_t index_at(const indices *ix, int64_t j, int64_t len)
+{
+    int64_t i = ix->t ? tl_tensor_get_int(ix->t, j) : ix->list[j];
+    return i < 0 ? i + len : i;
+}
+
+/* Sizes of the axes before, at and after `axis`. */
+static void split_at(const tl_tensor *t, int axis, int64_t *outer, int64_t *len, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int d = 0; d < axis; d++)
+        *outer *= t->shape[d];
+    for (int d = axis + 1; d < t->ndim; d++)
+        *inner *= t->shape[d];
+    *len = t->shape[axis];
+}
+
+static void add_row(size_t es, void *dst, const void *src, int64_t n)
+{
+    int64_t one[1] = {1};
+    move_nd(es, true, dst, one, src, one, 1, &n);
+}
+
+/* take (gather rows of `full` along the axis into `part`), or its
+ * scatter-add back. */
+static void take_rows(const indices *idx, int ax, void *full, const tl_tensor *shape_of,
+                      void *part, bool gather, size_t es)
+{
+    int64_t outer, len, inner, m = idx->n;
+    split_at(shape_of, ax, &outer, &len, &inner);
+    size_t row = (size_t)inner * es;
     for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < a->nindices; j++) {
-            int64_t i = a->indices[j] < 0 ? a->indices[j] + len : a->indices[j];
-            char *f = (char *)full + (size_t)((o * len + i) * inner) * es;
-            char *p = (char *)part + (size_t)((o * a->nindices + j) * inner) * es;
+        for (int64_t j = 0; j < m; j++) {
+            char *f = (char *)full + (size_t)(o * len + index_at(idx, j, len)) * row;
+            char *p = (char *)part + (size_t)(o * m + j) * row;
             if (gather)
-                memcpy(p, f, (size_t)inner * es);
+                memcpy(p, f, row);
             else
-                move_nd(es, true, f, one, p, one, 1, shape);
+                add_row(es, f, p, inner);
         }
+}
+
+/* gather (take_along_axis): part[o, j, k] = full[o, idx[o, j, k], k], or its
+ * scatter-add back, in row-major order of idx. */
+static void gather_elems(const indices *idx, int ax, void *full, const tl_tensor *shape_of,
+                         void *part, bool gather, size_t es)
+{
+    int64_t outer, len, inner, m = idx->t->shape[ax];
+    split_at(shape_of, ax, &outer, &len, &inner);
+    for (int64_t o = 0, p = 0; o < outer; o++)
+        for (int64_t j = 0; j < m; j++)
+            for (int64_t k = 0; k < inner; k++, p++) {
+                char *f = (char *)full + (size_t)((o * len + index_at(idx, p, len)) * inner + k) * es;
+                char *q = (char *)part + (size_t)p * es;
+                if (gather)
+                    memcpy(q, f, es);
+                else
+                    add_row(es, f, q, 1);
+            }
+}
+
+static void one_hot(const tl_tensor *idx, tl_tensor *out)
+{
+    int64_t depth = out->shape[out->ndim - 1];
+    memset(out->data, 0, (size_t)out->numel * tl_dtype_size(out->dtype));
+    for (int64_t j = 0; j < idx->numel; j++)
+        tl_tensor_set(out, j * depth + tl_tensor_get_int(idx, j), 1.0);
+}
+
+/* take, gather, their scatters and one_hot.  take's "indices" attribute
+ * was checked by the shape rules; index tensors are checked here. */
+static tl_code index_op(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
+                        size_t es, tl_status *st)
+{
+    int at = tl_ops[op].index_arg;
+    const tl_tensor *x = in[0], *idx = n > at ? in[at] : NULL;
+    int ax = (int)a->axis;
+    char what[128], d[96];
+    if (op == TL_OP_ONE_HOT) {
+        snprintf(what, sizeof what, "one_hot with depth %lld", (long long)a->depth);
+        if (check_indices(idx, a->depth, false, what, st))
+            return st->code;
+        one_hot(idx, out);
+        return TL_OK;
+    }
+    bool scatter = op == TL_OP_TAKE_GRAD || op == TL_OP_GATHER_GRAD;
+    const tl_tensor *full = scatter ? out : x;
+    snprintf(what, sizeof what, "axis %d of %s", ax, tl_tensor_desc(full, d, sizeof d));
+    if (idx && check_indices(idx, full->shape[ax], true, what, st))
+        return st->code;
+    if (scatter)
+        memset(out->data, 0, (size_t)out->numel * es);
+    indices ix = {idx, a->indices, idx ? idx->numel : a->nindices};
+    void *part = scatter ? x->data : out->data;
+    if (op == TL_OP_TAKE || op == TL_OP_TAKE_GRAD)
+        take_rows(&ix, ax, full->data, full, part, !scatter, es);
+    else
+        gather_elems(&ix, ax, full->data, full, part, !scatter, es);
+    return TL_OK;
 }
 
 /* concat and stack: each input contributes a block of `rows[i] * inner`
@@ -129,10 +251,13 @@ static void concat(int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, bool st
         }
 }
 
-tl_code cpu_shape_op(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out)
+tl_code cpu_shape_op(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
+                     tl_status *st)
 {
     size_t es = tl_dtype_size(out->dtype);
     const tl_tensor *x = in[0];
+    if (tl_ops[op].index_arg >= 0) /* indices are checked even for an empty result */
+        return index_op(op, n, in, a, out, es, st);
     if (out->numel == 0)
         return TL_OK;
     switch (op) {
@@ -145,11 +270,6 @@ tl_code cpu_shape_op(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tens
         memset(out->data, 0, (size_t)out->numel * es);
         if (x->numel)
             slice_move(a, out->data, out->shape, x->data, x->ndim, x->shape, false, es);
-        break;
-    case TL_OP_TAKE: take_move(a, x->data, x->shape, out->data, x->ndim, true, es); break;
-    case TL_OP_TAKE_GRAD:
-        memset(out->data, 0, (size_t)out->numel * es);
-        take_move(a, out->data, out->shape, x->data, out->ndim, false, es);
         break;
     case TL_OP_CONCAT: concat(n, in, a, out, false, es); break;
     case TL_OP_STACK: concat(n, in, a, out, true, es); break;

@@ -30,3 +30,8 @@ with open(p('truncated.npy'), 'wb') as f:
     f.write(whole[:len(whole) - 12])
 with open(p('bad_magic.npy'), 'wb') as f:
     f.write(b'NOTNUMPY-this is not a .npy file\n')
+# index tensors (labels)
+np.save(p('labels_i64.npy'), np.array([2, 0, 1], dtype=np.int64))
+np.save(p('labels_be_i32.npy'), np.array([2, 0, 1], dtype='>i4'))
+np.save(p('labels_fortran_i64.npy'), np.asfortranarray(np.array([[0, 1, 2], [2, 1, 0]], dtype=np.int64)))
+np.savez(p('take_inputs.npz'), x=np.array([10., 20., 30., 40.]), idx=np.array([3, -1, 0, 3], dtype=np.int32))

@@ -36,7 +36,13 @@ SPECIAL_F32 = [0x7FC00000, 0x7F800000, 0xFF800000, 0x80000000,
 
 def formula(shape, dtype):
     n = int(np.prod(shape, dtype=np.int64))
+    if np.dtype(dtype).kind == "i":  # index tensors: 3i - 7
+        return (np.arange(n, dtype=np.int64) * 3 - 7).astype(dtype).reshape(shape)
     return (np.arange(n, dtype=np.float64) * 0.5 - 3).astype(dtype).reshape(shape)
+
+
+# int64 values a double cannot hold: they must survive every path exactly
+I64_EXTREMES = np.array([-2**63, 2**63 - 1, 2**53 + 1, -(2**53) - 1, 0, -1], dtype="<i8")
 
 
 def special(dtype):
@@ -137,6 +143,15 @@ def write_npy_fixtures():
     save("empty_f64_0.npy", formula((0,), "<f8"))
     save("special_f64.npy", special("<f8"))
     save("special_be_f32.npy", special(">f4"))
+    save("i64_2x3.npy", formula((2, 3), "<i8"))
+    save("i32_7.npy", formula((7,), "<i4"))
+    save("be_i64_3x4.npy", formula((3, 4), ">i8"))
+    save("be_i32_2x3.npy", formula((2, 3), ">i4"))
+    save("fortran_i64_2x3x4.npy", np.asfortranarray(formula((2, 3, 4), "<i8")))
+    save("fortran_be_i32_2x3x4.npy", np.asfortranarray(formula((2, 3, 4), ">i4")))
+    save("scalar_i64.npy", formula((), "<i8"))
+    save("empty_i32_0x3.npy", formula((0, 3), "<i4"))
+    save("i64_extremes.npy", I64_EXTREMES)
     f64_2x3 = formula((2, 3), "<f8").tobytes()
     raw_npy("hdr_native_f64_2x3.npy",
             "{'descr': '=f8', 'fortran_order': False, 'shape': (2, 3), }\n", f64_2x3)
@@ -155,7 +170,9 @@ def write_bad_fixtures():
     save("bad_c8.npy", np.arange(3, dtype="<c8"))
     save("bad_U4.npy", np.array(["ab", "cd"], dtype="<U4"))
     save("bad_struct.npy", np.zeros(2, dtype=[("a", "<f4"), ("b", "<i4")]))
-    save("bad_i8.npy", np.arange(3, dtype="<i8"))
+    save("bad_i2.npy", np.arange(3, dtype="<i2"))
+    save("bad_u8.npy", np.arange(3, dtype="<u8"))
+    save("bad_u1.npy", np.arange(3, dtype="|u1"))
     save("bad_f2.npy", np.arange(3, dtype="<f2"))
     save("bad_b1.npy", np.array([True, False]))
 
@@ -204,7 +221,10 @@ TL_NPY = {"tl_written_f32_2x3.npy": formula((2, 3), "<f4"),
           "tl_written_scalar_f64.npy": formula((), "<f8"),
           "tl_written_empty_f32_0x3.npy": formula((0, 3), "<f4"),
           "tl_written_special_f64.npy": special("<f8"),
-          "tl_written_special_f32.npy": special("<f4")}
+          "tl_written_special_f32.npy": special("<f4"),
+          "tl_written_i64_2x3.npy": formula((2, 3), "<i8"),
+          "tl_written_i32_7.npy": formula((7,), "<i4"),
+          "tl_written_i64_extremes.npy": I64_EXTREMES}
 TL_NPZ_KEYS = {"a": formula((2, 3), "<f4"), "grad/x": formula((3, 2), "<f8"),
                "s": formula((), "<f8"), "e": formula((0, 3), "<f4")}
 

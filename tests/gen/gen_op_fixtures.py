@@ -9,18 +9,28 @@ Writes tests/fixtures/ops/ (every op of spec/ops.md except control flow) and
 tests/fixtures/flow/ (if / iterate / map of spec/graph.md). Per case CASE:
   CASE.json  a tl graph, version 1, inputs declared with their dtype;
   CASE.npz   np.savez layout (stored, not compressed), keys
-             in/NAME    every graph input, in the tested dtype (f32 or f64)
+             in/NAME    every graph input, in the tested dtype (f32 or f64;
+                        int32 or int64 for an index input, i32 / i64)
              seed/OUT   the cotangent of every output, in the OUTPUT's dtype
-             out/OUT    expected value, float64
+                        (all zeros, int32 / int64, for an index output)
+             out/OUT    expected value, float64 (an index output keeps its
+                        integer dtype)
              grad/NAME  expected vector-Jacobian product w.r.t. the seeds,
-                        float64 (exact zeros for inputs reaching no output)
+                        float64 (exact zeros for inputs reaching no output);
+                        absent for index inputs, which are never differentiated
 References are PyTorch at float64 on the (upcast) inputs; the graph is run
 by the small interpreter below (control flow as Python if / loops, `map`
-element by element). Names: <op>_<variant>_<f32|f64>; `kink_` cases sit on
-a kink or branch boundary, every other case keeps its inputs >= 1e-2 away
-from one, which the generator checks with central differences. Output is
-byte-identical on re-runs (fixed seeds, fixed zip timestamps); stale
-*.json / *.npz in the two folders are removed.
+element by element; index tensors as torch.int64). The cross-entropy cases
+(xent_*) take their references from torch.nn.functional.cross_entropy,
+checked against the interpreter. Names: <op>_<variant>_<f32|f64>, with the
+index dtype before the value dtype where a case has index inputs
+(take_t_rank2_i32_f64); `kink_` cases sit on a kink or branch boundary,
+every other case keeps its float inputs >= 1e-2 away from one, which the
+generator checks with central differences. Output is byte-identical on
+re-runs (fixed seeds, fixed zip timestamps); stale *.json / *.npz in the
+two folders are removed. xent_example_f32 is examples/xent.json verbatim
+with the inputs of examples/xent_inputs.npz (run examples/make_inputs.py
+first when those change).
 """
 
 import io
@@ -41,8 +51,13 @@ torch.set_num_threads(1)  # reproducible reductions
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT_DIRS = {"ops": os.path.join(ROOT, "tests", "fixtures", "ops"),
             "flow": os.path.join(ROOT, "tests", "fixtures", "flow")}
+EXAMPLES = os.path.join(ROOT, "examples")
 F64 = torch.float64
-NP = {"f32": np.float32, "f64": np.float64}
+I64 = torch.int64
+NP = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
+FLOATS = ("f32", "f64")
+INTS = ("i32", "i64")
+DTYPES = FLOATS + INTS
 
 # ----------------------------------------------------------------------------
 # Op tables (spec/ops.md) shared by the validator and the interpreter
@@ -55,6 +70,8 @@ UNARY = ["neg", "abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt",
 REDUCE = ["sum", "mean", "max", "min", "prod", "logsumexp"]
 SHAPE = ["reshape", "transpose", "broadcast_to", "expand_dims", "squeeze",
          "concat", "stack", "slice", "take"]
+# ops that move index tensors unchanged (spec/ops.md "Index tensors")
+MOVES = set(SHAPE) | {"gather"}
 MAP_OK = set(BINARY + COMPARE + UNARY + ["where", "if", "iterate"]) - {"cast"}
 
 
@@ -83,7 +100,7 @@ for _op in UNARY:
     OPS[_op] = (1, {})
 OPS["gelu"] = (1, {"approximate": (lambda v: v in ("none", "tanh"), False)})
 OPS["clamp"] = (1, {"min": (is_num, False), "max": (is_num, False)})
-OPS["cast"] = (1, {"dtype": (lambda v: v in ("f32", "f64"), True)})
+OPS["cast"] = (1, {"dtype": (lambda v: v in DTYPES, True)})
 OPS["where"] = (3, {})
 for _op in REDUCE:
     OPS[_op] = (1, {"axes": (is_axes, False), "keepdims": (lambda v: isinstance(v, bool), False)})
@@ -97,7 +114,11 @@ OPS["squeeze"] = (1, {"axes": (is_axes, False)})
 OPS["concat"] = ("n", {"axis": (is_int, True)})
 OPS["stack"] = ("n", {"axis": (is_int, True)})
 OPS["slice"] = (1, {k: (is_int, True) for k in ("axis", "start", "stop", "step")})
-OPS["take"] = (1, {"axis": (is_int, True), "indices": (is_ints, True)})
+# take: (x) with attribute `indices`, or (x, idx) with an index tensor and no
+# `indices` (checked in validate)
+OPS["take"] = ((1, 2), {"axis": (is_int, True), "indices": (is_ints, False)})
+OPS["gather"] = (2, {"axis": (is_int, True)})
+OPS["one_hot"] = (1, {"depth": (lambda v: is_int(v) and v > 0, True)})
 
 # ----------------------------------------------------------------------------
 # Validator: the static rules of spec/graph.md
@@ -205,9 +226,12 @@ def validate(g):
                 keys(nd, {"id", "op", "args"} | attrs.keys(),
                      {"id", "op", "args"} | {k for k, (_, r) in attrs.items() if r}, where)
                 args = nd["args"]
+                arities = arity if isinstance(arity, tuple) else (arity,)
                 if not isinstance(args, list) or (arity == "n" and not args) or (
-                        arity != "n" and len(args) != arity):
+                        arity != "n" and len(args) not in arities):
                     fail(f"{where}: wrong number of args for {op}")
+                if op == "take" and (len(args) == 2) == ("indices" in nd):
+                    fail(f"{where}: take needs either `indices` or an index argument")
                 for a in args:
                     if not is_num(a):
                         visible(a, scopes, where)
@@ -227,7 +251,7 @@ def validate(g):
     for inp in g["inputs"]:
         if isinstance(inp, dict):
             keys(inp, {"name", "dtype", "shape"}, {"name"}, "input")
-            if inp.get("dtype", "f32") not in ("f32", "f64"):
+            if inp.get("dtype", "f32") not in DTYPES:
                 fail("input: bad dtype")
             if "shape" in inp and not all(v is None or is_int(v) or isinstance(v, str)
                                           for v in inp["shape"]):
@@ -243,8 +267,12 @@ def validate(g):
                 keys(c, {"dtype", "shape", "fill"}, {"shape", "fill"}, f"const {name}")
             else:
                 keys(c, {"dtype", "shape", "data"}, {"shape", "data"}, f"const {name}")
-            if c.get("dtype", "f32") not in ("f32", "f64"):
+            if c.get("dtype", "f32") not in DTYPES:
                 fail(f"const {name}: bad dtype")
+            if c.get("dtype") in INTS and "file" not in c and not all(
+                    is_int(v) for v in np.array(c.get("data", c.get("fill")),
+                                                dtype=object).ravel()):
+                fail(f"const {name}: index data must be integers")
         elif not (is_num(c) or c in SPECIAL):
             fail(f"const {name}: bad value")
         define(name, top, "const")
@@ -264,6 +292,13 @@ def validator_selftest():
              "then": {"nodes": [{"id": "t", "op": "neg", "args": ["x"]}], "result": "t"},
              "else": {"nodes": [{"id": "e", "op": "abs", "args": ["x"]}], "result": "e"}}
     validate(g([ok_if]))
+    validate(g([{"id": "e", "op": "expand_dims", "args": ["k"], "axis": -1},
+                {"id": "t", "op": "take", "args": ["x", "k"], "axis": 0},
+                {"id": "u", "op": "gather", "args": ["t", "e"], "axis": -1},
+                {"id": "h", "op": "one_hot", "args": ["k"], "depth": 3},
+                {"id": "y", "op": "cast", "args": ["k"], "dtype": "f64"}],
+               inputs=("x", {"name": "k", "dtype": "i32"}), outputs=["y", "u", "h"],
+               consts={"c": {"dtype": "i64", "shape": [2], "data": [0, -1]}}))
     bad = [
         g([{"id": "y", "op": "neg", "args": ["z"]}]),                        # unknown name
         g([{"id": "y", "op": "add", "args": ["x", "y"]}]),                   # self reference
@@ -290,6 +325,17 @@ def validator_selftest():
         g([{"id": ["y"], "op": "iterate", "count": 2, "init": ["x"], "state": ["s"],
             "body": {"nodes": [], "result": ["s", "s"]}}]),                  # result count
         g([{"id": "y", "op": "neg", "args": ["x"]}], outputs=[]),            # empty outputs
+        g([{"id": "y", "op": "take", "args": ["x"], "axis": 0}]),            # take without indices
+        g([{"id": "y", "op": "take", "args": ["x", "x"], "axis": 0,
+            "indices": [0]}]),                                               # both index forms
+        g([{"id": "y", "op": "gather", "args": ["x", "x"]}]),                # gather without axis
+        g([{"id": "y", "op": "one_hot", "args": ["x"], "depth": 0}]),        # depth 0
+        g([{"id": "y", "op": "one_hot", "args": ["x"]}]),                    # no depth
+        g([{"id": "y", "op": "cast", "args": ["x"], "dtype": "i8"}]),        # unknown dtype
+        g([{"id": "y", "op": "neg", "args": ["x"]}],
+          inputs=({"name": "x", "dtype": "bool"},)),                         # input dtype
+        g([{"id": "y", "op": "take", "args": ["x", "k"], "axis": 0}],
+          consts={"k": {"dtype": "i64", "shape": [2], "data": [0, 1.5]}}),   # float index data
     ]
     for i, b in enumerate(bad):
         try:
@@ -301,7 +347,8 @@ def validator_selftest():
 
 # ----------------------------------------------------------------------------
 # Reference interpreter: every value is a float64 torch tensor tagged with the
-# dtype tl would give it; weak scalars are rounded to the dtype they meet.
+# dtype tl would give it (an index tensor, i32 or i64, is a torch.int64
+# tensor); weak scalars are rounded to the dtype they meet.
 # ----------------------------------------------------------------------------
 class Weak:
     def __init__(self, v):
@@ -363,11 +410,91 @@ def reduce(op, x, nd):
     return fn(x, dim=tuple(axes), keepdim=keep)
 
 
+def index_arg(v, nd):
+    """The torch.int64 tensor of an index argument (never a float, never weak)."""
+    if not isinstance(v, Val) or v.dtype not in INTS:
+        raise GraphError(f"node {nd['id']}: indices must be an i32 or i64 tensor")
+    return v.t
+
+
+def data_arg(v, nd):
+    if not isinstance(v, Val):
+        raise GraphError(f"node {nd['id']}: a weak scalar cannot be indexed")
+    return v
+
+
+def norm_axis(axis, ndim, nd):
+    if not -ndim <= axis < ndim:
+        raise GraphError(f"node {nd['id']}: axis {axis} out of range for rank {ndim}")
+    return axis % ndim
+
+
+def check_range(k, lo, hi, nd):
+    if k.numel() and (int(k.min()) < lo or int(k.max()) >= hi):
+        raise GraphError(f"node {nd['id']}: an index is outside [{lo}, {hi})")
+
+
+def apply_index(op, args, nd, call_dtype):
+    """take with an index tensor, gather, one_hot: torch at float64 (gradients
+    by index_select / gather backward, i.e. scatter-add), values cross-checked
+    against numpy.take / numpy.take_along_axis / an identity matrix."""
+    if op == "one_hot":
+        k, d = index_arg(args[0], nd), nd["depth"]
+        check_range(k, 0, d, nd)
+        y = F.one_hot(k.reshape(-1), d).to(F64).reshape(tuple(k.shape) + (d,))
+        if not np.array_equal(y.numpy(), np.eye(d)[k.numpy()]):
+            raise AssertionError(f"node {nd['id']}: one_hot differs from numpy")
+        return Val(y, call_dtype)
+    x, k = data_arg(args[0], nd), index_arg(args[1], nd)
+    ax = norm_axis(nd["axis"], x.t.dim(), nd)
+    n = x.t.shape[ax]
+    check_range(k, -n, n, nd)
+    kn = torch.remainder(k, n)  # negative indices count from the end
+    xn = x.t.detach().numpy()
+    if op == "take":
+        shape = tuple(x.t.shape[:ax]) + tuple(k.shape) + tuple(x.t.shape[ax + 1:])
+        y = torch.index_select(x.t, ax, kn.reshape(-1)).reshape(shape)
+        want = np.take(xn, k.numpy(), axis=ax)
+    else:
+        if k.dim() != x.t.dim() or any(k.shape[a] != x.t.shape[a]
+                                       for a in range(k.dim()) if a != ax):
+            raise GraphError(f"node {nd['id']}: gather indices {list(k.shape)} do not "
+                             f"fit {list(x.t.shape)} on axis {ax}")
+        y = torch.gather(x.t, ax, kn)
+        want = np.take_along_axis(xn, k.numpy(), axis=ax)
+    if not np.array_equal(y.detach().numpy(), want):
+        raise AssertionError(f"node {nd['id']}: {op} differs from numpy")
+    return Val(y, x.dtype)
+
+
+def apply_cast(x, nd):
+    """cast between f32, f64, i32, i64; float -> int truncates toward zero; no
+    gradient through a cast from or to an integer dtype."""
+    x, to = data_arg(x, nd), nd["dtype"]
+    D, t = x.dtype, x.t
+    if to in INTS:
+        v = t if D in INTS else torch.trunc(t.detach())
+        lim = 2.0 ** 31 if to == "i32" else 2.0 ** 63
+        if v.numel() and not (-lim <= float(v.min()) and float(v.max()) < lim):
+            raise GraphError(f"node {nd['id']}: value out of range for {to}")
+        return Val(v.to(I64).detach(), to)
+    if D in INTS:
+        f = t.to(F64)
+        return Val(f.float().to(F64) if to == "f32" else f, to)
+    return Val(t.float().to(F64) if to == "f32" and D == "f64" else t, to)
+
+
 def apply(op, args, nd, call_dtype):
+    if op in ("gather", "one_hot") or (op == "take" and len(args) == 2):
+        return apply_index(op, args, nd, call_dtype)
+    if op == "cast":
+        return apply_cast(args[0], nd)
     vals = [a for a in args if isinstance(a, Val)]
     D = vals[0].dtype if vals else call_dtype
     if any(v.dtype != D for v in vals):
         raise GraphError(f"node {nd['id']}: operand dtypes differ")
+    if D in INTS and (op not in MOVES or len(vals) != len(args)):
+        raise GraphError(f"node {nd['id']}: {op} of an index tensor (cast it first)")
     ts = [as_tensor(a, D) for a in args]
     x = ts[0]
     if op in BINARY:
@@ -378,9 +505,6 @@ def apply(op, args, nd, call_dtype):
         fn = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
               "gt": torch.gt, "ge": torch.ge}[op]
         return Val(fn(ts[0].detach(), ts[1].detach()).to(F64), D)
-    if op == "cast":
-        to = nd["dtype"]
-        return Val(x.float().to(F64) if to == "f32" and D == "f64" else x, to)
     if op == "clamp":
         lo = round_to(nd["min"], D) if "min" in nd else None
         hi = round_to(nd["max"], D) if "max" in nd else None
@@ -439,8 +563,8 @@ def run_nodes(nodes, scope, call_dtype):
         op = nd["op"]
         if op == "if":
             c = scope.get(nd["cond"])
-            if not isinstance(c, Val) or c.t.dim() != 0:
-                raise GraphError("if: cond must be a 0-d value")
+            if not isinstance(c, Val) or c.t.dim() != 0 or c.dtype in INTS:
+                raise GraphError("if: cond must be a 0-d floating value")
             branch = nd["then"] if float(c.t) != 0.0 else nd["else"]  # NaN -> then
             s = Scope(scope)
             run_nodes(branch["nodes"], s, call_dtype)
@@ -462,6 +586,8 @@ def run_nodes(nodes, scope, call_dtype):
         elif op == "map":
             args = [scope.get(n) for n in nd["args"]]
             D = args[0].dtype
+            if any(a.dtype in INTS for a in args):
+                raise GraphError("map: arguments must be floating point")
             shape = torch.broadcast_shapes(*[a.t.shape for a in args])
             bts = [torch.broadcast_to(a.t, shape) for a in args]
             elems = []
@@ -487,7 +613,9 @@ def special(v):
 def interpret(g, inputs):
     """inputs: name -> (float64 tensor, dtype). Returns the output Vals."""
     decl = [i if isinstance(i, dict) else {"name": i} for i in g["inputs"]]
-    call_dtype = inputs[decl[0]["name"]][1] if decl else "f64"
+    # the element type of the call: the dtype of the first floating input
+    call_dtype = next((inputs[d["name"]][1] for d in decl
+                       if inputs[d["name"]][1] in FLOATS), "f64")
     top = Scope()
     for d in decl:
         t, dt = inputs[d["name"]]
@@ -502,7 +630,10 @@ def interpret(g, inputs):
             else:
                 flat = np.array([special(v) for v in np.array(c["data"], dtype=object).ravel()])
                 arr = flat.astype(NP[dt]).reshape(c["shape"])
-            top.vars[name] = Val(torch.tensor(arr.astype(np.float64)), dt)
+            if dt in INTS:
+                top.vars[name] = Val(torch.tensor(arr.astype(np.int64)), dt)
+            else:
+                top.vars[name] = Val(torch.tensor(arr.astype(np.float64)), dt)
         else:
             top.vars[name] = Weak(special(c))
     run_nodes(g["nodes"], top, call_dtype)
@@ -549,28 +680,37 @@ def input_decls(g):
     return [i if isinstance(i, dict) else {"name": i} for i in g["inputs"]]
 
 
+def is_index(a):
+    return np.asarray(a).dtype.kind in "iu"
+
+
 def dtypes_of(arrays):
-    return {n: ("f32" if a.dtype == np.float32 else "f64") for n, a in arrays.items()}
+    return {n: ({np.dtype(np.int32): "i32", np.dtype(np.int64): "i64"}[a.dtype]
+                if is_index(a) else "f32" if a.dtype == np.float32 else "f64")
+            for n, a in arrays.items()}
 
 
 def evaluate(g, arrays, seeds=None, grads=True, dts=None):
     """Run g on numpy inputs: the output Vals, or (outs, grads) with grads=True.
     dts overrides the dtypes read from the arrays (finite differences)."""
     decl = input_decls(g)
-    leaves = {d["name"]: torch.tensor(arrays[d["name"]].astype(np.float64), requires_grad=grads)
+    leaves = {d["name"]: (torch.tensor(arrays[d["name"]].astype(np.int64))
+                          if is_index(arrays[d["name"]]) else
+                          torch.tensor(arrays[d["name"]].astype(np.float64), requires_grad=grads))
               for d in decl}
     dts = dts or dtypes_of(arrays)
     outs = interpret(g, {n: (t, dts[n]) for n, t in leaves.items()})
     if not grads:
         return outs
+    floats = [n for n, t in leaves.items() if t.is_floating_point()]  # index inputs: no grad
     pairs = [(o.t, torch.tensor(s.astype(np.float64))) for o, s in zip(outs, seeds)
              if o.t.requires_grad]
-    gs = [None] * len(leaves)
-    if pairs:
-        gs = torch.autograd.grad([p[0] for p in pairs], list(leaves.values()),
+    gs = [None] * len(floats)
+    if pairs and floats:
+        gs = torch.autograd.grad([p[0] for p in pairs], [leaves[n] for n in floats],
                                  grad_outputs=[p[1] for p in pairs], allow_unused=True)
     grad = {n: (np.zeros(arrays[n].shape) if q is None else q.detach().numpy().copy())
-            for n, q in zip(leaves, gs)}
+            for n, q in zip(floats, gs)}
     return outs, grad
 
 
@@ -585,6 +725,19 @@ def graph_ops(nodes):
     return ops
 
 
+def rounding_cast(nodes, arrays):
+    """Whether a cast to f32 may round a float value (one of an index input
+    is exact, and casts to f64 or to an index dtype do not round)."""
+    for nd in nodes:
+        if nd["op"] == "cast" and nd["dtype"] == "f32" and not (
+                nd["args"][0] in arrays and is_index(arrays[nd["args"][0]])):
+            return True
+        if any(k in nd and rounding_cast(nd[k]["nodes"], arrays)
+               for k in ("then", "else", "body")):
+            return True
+    return False
+
+
 def fd_check(name, g, arrays, seeds, grad):
     """Central differences at two steps; a kink within ~1e-2 shows at h=9.5e-3.
     detach stops the gradient but not the value: differences do not apply.
@@ -592,7 +745,7 @@ def fd_check(name, g, arrays, seeds, grad):
     ops = graph_ops(g["nodes"])
     if "detach" in ops:
         return
-    fine = "cast" not in ops
+    fine = not rounding_cast(g["nodes"], arrays)
 
     dts = dtypes_of(arrays)
 
@@ -607,6 +760,8 @@ def fd_check(name, g, arrays, seeds, grad):
         if h < 1e-3 and not fine:
             continue
         for n, x in arrays.items():
+            if is_index(x):
+                continue
             x64 = x.astype(np.float64)
             for k in range(x.size):
                 fd = []
@@ -627,7 +782,22 @@ def out_dtype(v):
     return NP[v.dtype]
 
 
-def make_case(folder, name, g, arrays, seed_ones=False, expect=None, boundary=False):
+def check_reference(name, vals, grad, ref_vals, ref_grad):
+    """The interpreter and an independent PyTorch reference agree."""
+    if vals.keys() != ref_vals.keys() or grad.keys() != ref_grad.keys():
+        raise AssertionError(f"{name}: reference has other outputs or inputs")
+    for what, mine, ref in (("out", vals, ref_vals), ("grad", grad, ref_grad)):
+        for k in mine:
+            a, b = np.asarray(mine[k], np.float64), np.asarray(ref[k], np.float64)
+            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-12, atol=1e-14):
+                raise AssertionError(f"{name}: {what}/{k}: interpreter {a} != reference {b}")
+
+
+def make_case(folder, name, g, arrays, seed_ones=False, expect=None, boundary=False,
+              reference=None, graph_text=None):
+    """reference(arrays, seeds) -> (values, grads): an independent PyTorch
+    reference that replaces the interpreter's after both agree; graph_text:
+    the JSON file to write verbatim (it must parse to g)."""
     if not CASE_RE.match(name):
         raise AssertionError(f"bad case name {name}")
     validate(g)
@@ -636,7 +806,9 @@ def make_case(folder, name, g, arrays, seed_ones=False, expect=None, boundary=Fa
     seeds = []
     for o in outs:
         shape = tuple(o.t.shape)
-        if seed_ones:
+        if o.dtype in INTS:  # not seeded: index outputs have no cotangent
+            s = np.zeros(shape)
+        elif seed_ones:
             s = np.ones(shape)
         else:  # magnitudes in [0.5, 1.5], random signs
             s = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
@@ -644,7 +816,12 @@ def make_case(folder, name, g, arrays, seed_ones=False, expect=None, boundary=Fa
     outs, grad = evaluate(g, arrays, seeds)
     outnames = g["outputs"] if isinstance(g["outputs"], list) else [g["outputs"]]
     kink = name.startswith("kink_") or boundary
-    vals = {o: v.t.detach().numpy().astype(np.float64) for o, v in zip(outnames, outs)}
+    vals = {o: v.t.detach().numpy().astype(NP[v.dtype] if v.dtype in INTS else np.float64)
+            for o, v in zip(outnames, outs)}
+    if reference:
+        ref_vals, ref_grad = reference(arrays, seeds)
+        check_reference(name, vals, grad, ref_vals, ref_grad)
+        vals, grad = ref_vals, ref_grad
     if expect:
         for key, want in expect.items():
             got = vals[key[4:]] if key.startswith("out/") else grad[key[5:]]
@@ -665,8 +842,10 @@ def make_case(folder, name, g, arrays, seed_ones=False, expect=None, boundary=Fa
     for n in grad:
         data["grad/" + n] = grad[n].astype(np.float64)
     base = os.path.join(OUT_DIRS[folder], name)
+    if graph_text is not None and json.loads(graph_text) != g:
+        raise AssertionError(f"{name}: graph_text is not the graph")
     with open(base + ".json", "w") as f:
-        f.write(dump_json(g) + "\n")
+        f.write(dump_json(g) + "\n" if graph_text is None else graph_text)
     savez(base + ".npz", data)
     return name
 
@@ -1086,6 +1265,197 @@ def ops_graphs():
 
 
 # ----------------------------------------------------------------------------
+# Index tensors: take with an index tensor, gather, one_hot, casts to and from
+# integers, index tensors moved by shape ops, cross-entropy with labels
+# ----------------------------------------------------------------------------
+OTHER_INT = {"i32": "i64", "i64": "i32"}
+
+
+def icase(base, inputs, index_inputs, make_nodes, gen, outputs=("y",), consts=None, doc=None,
+          dtypes=("f32", "f64"), **kw):
+    """Register base_<i32|i64>_<f32|f64>: the inputs in index_inputs get the
+    index dtype it; make_nodes(it, dt) -> nodes; consts(it, dt) -> consts;
+    gen(rng) -> {input: values}, the same values for i32 and i64."""
+    for it in INTS:
+        def build(dt, _rng, it=it):
+            rng = np.random.default_rng(zlib.crc32(base.encode()))
+            its = {n: it for n in index_inputs}
+            g = graph(f"{doc or base} ({it} indices)", dt, inputs, make_nodes(it, dt),
+                      list(outputs), consts(it, dt) if consts else None, dtypes=its)
+            return g, cast_inputs(dt, gen(rng), its), dict(kw)
+        case("ops", f"{base}_{it}", dtypes)(build)
+
+
+def gather_idx(rng, xshape, axis, m):
+    """Random gather indices (size m on axis), negatives and, where m > 1,
+    an index repeated within one line along the axis."""
+    n, shape = xshape[axis], list(xshape)
+    shape[axis] = m
+    for _ in range(1000):
+        k = rng.integers(-n, n, shape)
+        lines = np.moveaxis(k % n, axis, -1).reshape(-1, m)
+        if (k < 0).any() and (k >= 0).any() and (
+                m == 1 or any(len(set(r)) < m for r in lines.tolist())):
+            return k
+    raise AssertionError("could not draw gather indices")
+
+
+def xent_nodes():
+    """Cross-entropy of a linear classifier, labels from data (spec/ops.md)."""
+    return [N("xw", "matmul", "x", "w"), N("logits", "add", "xw", "b"),
+            N("logp", "log_softmax", "logits", axis=-1),
+            N("lab", "expand_dims", "labels", axis=-1),
+            N("picked", "gather", "logp", "lab", axis=-1),
+            N("nll", "neg", "picked"), N("loss", "mean", "nll")]
+
+
+def xent_reference(arrays, seeds):
+    """torch.nn.functional.cross_entropy at float64 on the upcast inputs."""
+    x, w, b = (torch.tensor(arrays[k].astype(np.float64), requires_grad=True) for k in "xwb")
+    labels = torch.tensor(arrays["labels"].astype(np.int64))
+    loss = F.cross_entropy(torch.matmul(x, w) + b, labels)
+    gs = torch.autograd.grad(loss, [x, w, b], grad_outputs=torch.tensor(
+        seeds[0].astype(np.float64)))
+    return ({"loss": loss.detach().numpy().copy()},
+            {k: q.numpy().copy() for k, q in zip("xwb", gs)})
+
+
+def ops_index():
+    T = [  # name, x shape, indices, axis
+        ("rank0", (4, 3), 2, 0),
+        ("rank0neg", (3, 5), -2, 1),
+        ("rank1", (5, 3), [3, 0, 4], 0),
+        ("rank2", (3, 5), [[4, 0, 2], [1, 3, 3]], 1),
+        ("negative", (3, 4), [-1, 0, -4, 2, -3], 1),
+        ("repeat", (4, 3), [2, 0, 2, 2, 3, 0], 0),
+        ("negaxis", (2, 3, 4), [[3, -1, 1], [0, -4, 3]], -1),
+        ("midaxis", (2, 4, 3), [1, -1, 1], 1),
+    ]
+    for variant, shape, idx, axis in T:
+        icase(f"take_t_{variant}", ["x", "idx"], ["idx"],
+              lambda it, dt, axis=axis: [N("y", "take", "x", "idx", axis=axis)],
+              lambda rng, shape=shape, idx=idx: {"x": uni(rng, shape, -2, 2),
+                                                 "idx": np.array(idx)},
+              doc=f"take x{list(shape)} at an index tensor {idx}, axis {axis}")
+    icase("take_t_ofindex", ["x", "idx"], ["idx"],
+          lambda it, dt: [N("sel", "take", "idx", "perm", axis=0),
+                          N("y", "take", "x", "sel", axis=0)],
+          lambda rng: {"x": uni(rng, (4, 3), -2, 2), "idx": np.array([3, -1, 0, 2, 1])},
+          outputs=["y", "sel"],
+          consts=lambda it, dt: {"perm": {"dtype": it, "shape": [3], "data": [4, 0, -1]}},
+          doc="sel = take(idx, perm) (an index output, from an index const), "
+              "y = take(x, sel)")
+    G = [  # name, x shape, axis, size of idx on axis
+        ("axis0", (2, 3, 4), 0, 3),
+        ("axis1", (2, 3, 4), 1, 5),
+        ("axis2", (2, 3, 4), 2, 6),
+        ("negaxis", (2, 3, 4), -2, 2),
+        ("axis0one", (2, 3, 4), 0, 1),
+        ("rank1", (5,), 0, 7),
+        ("rank2", (3, 4), -1, 4),
+    ]
+    for variant, shape, axis, m in G:
+        icase(f"gather_{variant}", ["x", "idx"], ["idx"],
+              lambda it, dt, axis=axis: [N("y", "gather", "x", "idx", axis=axis)],
+              lambda rng, shape=shape, axis=axis, m=m: {
+                  "x": uni(rng, shape, -2, 2), "idx": gather_idx(rng, shape, axis, m)},
+              doc=f"gather x{list(shape)} on axis {axis}, idx of size {m} there "
+                  "(negative and repeated indices)")
+    # index tensors moved by shape ops before a gather
+    icase("gather_reshaped", ["x", "idx"], ["idx"],
+          lambda it, dt: [N("r", "reshape", "idx", shape=[2, 3]),
+                          N("y", "gather", "x", "r", axis=1)],
+          lambda rng: {"x": uni(rng, (2, 4), -2, 2), "idx": np.array([3, 0, -1, 1, 1, -4])},
+          doc="gather(x, reshape(idx, [2,3]), axis 1)")
+    icase("gather_sliced", ["x", "idx"], ["idx"],
+          lambda it, dt: [N("s", "slice", "idx", axis=0, start=1, stop=7, step=2),
+                          N("e", "expand_dims", "s", axis=-1),
+                          N("y", "gather", "x", "e", axis=1)],
+          lambda rng: {"x": uni(rng, (3, 4), -2, 2), "idx": np.array([1, 3, 0, -1, 2, -2, 0])},
+          doc="gather(x, expand_dims(idx[1:7:2], -1), axis 1)")
+    icase("gather_stacked", ["x", "a", "b"], ["a", "b"],
+          lambda it, dt: [N("st", "stack", "a", "b", axis=0),
+                          N("y", "gather", "x", "st", axis=1)],
+          lambda rng: {"x": uni(rng, (2, 5), -2, 2), "a": np.array([4, 0, -1]),
+                       "b": np.array([2, 2, -5])},
+          doc="gather(x, stack(a, b), axis 1)")
+    icase("gather_expanded", ["x", "idx"], ["idx"],
+          lambda it, dt: [N("e", "expand_dims", "idx", axis=0),
+                          N("y", "gather", "x", "e", axis=0)],
+          lambda rng: {"x": uni(rng, (3, 4), -2, 2), "idx": np.array([2, 0, -1, 1])},
+          doc="gather(x, expand_dims(idx, 0), axis 0): one row per column")
+    icase("gather_moved", ["x", "idx"], ["idx"],
+          lambda it, dt: [N("sq", "squeeze", "idx", axes=0), N("t", "transpose", "sq"),
+                          N("cc", "concat", "t", "c0", axis=0),
+                          N("y1", "gather", "x", "cc", axis=0),
+                          N("bc", "broadcast_to", "c0", shape=[3, 3]),
+                          N("y2", "gather", "x", "bc", axis=1)],
+          lambda rng: {"x": uni(rng, (3, 3), -2, 2),
+                       "idx": np.array([[[0, -1], [2, 1], [-3, 2]]])},
+          outputs=["y1", "y2", "cc"],
+          consts=lambda it, dt: {"c0": {"dtype": it, "shape": [1, 3], "data": [[2, -1, 0]]}},
+          doc="squeeze, transpose, concat (with an index const) and broadcast_to "
+              "move indices; cc is an index output")
+    # one_hot: no gradient of its own; times a float input
+    icase("one_hot_mulsum", ["idx", "w"], ["idx"],
+          lambda it, dt: [N("oh", "one_hot", "idx", depth=4), N("p", "mul", "oh", "w"),
+                          N("y", "sum", "p")],
+          lambda rng: {"idx": np.array([2, 0, 3, 2, 1]), "w": uni(rng, (5, 4), -2, 2)},
+          doc="sum(one_hot(idx, 4) * w); idx comes first, the call's element type is w's")
+    icase("one_hot_rank2", ["w", "idx"], ["idx"],
+          lambda it, dt: [N("oh", "one_hot", "idx", depth=5), N("p", "mul", "oh", "w"),
+                          N("y", "sum", "p", axes=-1)],
+          lambda rng: {"w": uni(rng, (5,), -2, 2), "idx": np.array([[4, 0, 2], [2, 1, 4]])},
+          outputs=["y", "oh"], doc="one_hot of a [2,3] index tensor (also an output) times w")
+    icase("one_hot_scalar", ["idx", "w"], ["idx"],
+          lambda it, dt: [N("oh", "one_hot", "idx", depth=3), N("y", "mul", "oh", "w")],
+          lambda rng: {"idx": np.array(1), "w": uni(rng, (3,), -2, 2)},
+          doc="one_hot of a 0-d index tensor times w")
+    icase("one_hot_nofloat", ["idx"], ["idx"],
+          lambda it, dt: [N("oh", "one_hot", "idx", depth=3)],
+          lambda rng: {"idx": np.array([[1, 0], [2, 1]])}, outputs=["oh"], dtypes=("f64",),
+          doc="one_hot in a graph without floating inputs: f64")
+    # casts between index and float dtypes
+    icase("cast_itof", ["x", "idx"], ["idx"],
+          lambda it, dt: [N("c", "cast", "idx", dtype=dt), N("y", "mul", "x", "c")],
+          lambda rng: {"x": uni(rng, (2, 3), -2, 2), "idx": np.array([3, -2, 5])},
+          doc="x * cast(idx) to the value dtype")
+    icase("cast_ftoi", ["x", "p"], [],
+          lambda it, dt: [N("k", "cast", "p", dtype=it), N("y", "take", "x", "k", axis=0)],
+          lambda rng: {"x": uni(rng, (4, 3), -2, 2),
+                       "p": np.array([2.7, 0.3, -1.7, 3.45, -0.6])},
+          outputs=["y", "k"],
+          doc="k = cast(p) truncates toward zero ([2, 0, -1, 3, 0], an index output), "
+              "y = take(x, k); p gets no gradient")
+    icase("cast_itoi", ["x", "idx"], ["idx"],
+          lambda it, dt: [N("k", "cast", "idx", dtype=OTHER_INT[it]),
+                          N("y", "take", "x", "k", axis=0)],
+          lambda rng: {"x": uni(rng, (4, 3), -2, 2), "idx": np.array([3, -1, 0, -4])},
+          outputs=["y", "k"], doc="k = cast(idx) to the other index dtype, y = take(x, k)")
+    # cross-entropy: references from torch.nn.functional.cross_entropy
+    icase("xent_labels", ["x", "w", "b", "labels"], ["labels"], lambda it, dt: xent_nodes(),
+          lambda rng: {"x": uni(rng, (5, 4), -2, 2), "w": uni(rng, (4, 3), -1, 1),
+                       "b": uni(rng, (3,), -0.5, 0.5), "labels": np.array([2, 0, 1, 1, 2])},
+          outputs=["loss"], reference=xent_reference,
+          doc="cross-entropy of x @ w + b with labels: mean(neg(gather(log_softmax(z), "
+              "expand_dims(labels, -1), -1)))")
+
+    def example(dt, rng):
+        with open(os.path.join(EXAMPLES, "xent.json")) as f:
+            text = f.read()
+        g = json.loads(text)
+        if g["nodes"] != xent_nodes() or g["outputs"] != ["loss"]:
+            raise AssertionError("examples/xent.json is not the xent_labels graph")
+        with np.load(os.path.join(EXAMPLES, "xent_inputs.npz")) as z:
+            arrays = {k: z[k] for k in z.files}
+        want = {"x": np.float32, "w": np.float32, "b": np.float32, "labels": np.int64}
+        if {k: a.dtype for k, a in arrays.items()} != {k: np.dtype(v) for k, v in want.items()}:
+            raise AssertionError("examples/xent_inputs.npz: unexpected keys or dtypes")
+        return g, arrays, {"reference": xent_reference, "graph_text": text}
+    case("ops", "xent_example", ("f32",))(example)
+
+
+# ----------------------------------------------------------------------------
 # Control flow cases
 # ----------------------------------------------------------------------------
 def B(nodes, result):
@@ -1282,6 +1652,16 @@ f32 rounds the value (use a step >= 1e-3 there).
 """
     if folder == "flow":
         text += "Exception: map_piecewise_zero_f64 (required name) has x = 0 on its branch boundary.\n"
+    if folder == "ops":
+        text += """Index tensors: a case using them is named <op>_<variant>_<i32|i64>_<f32|f64>
+(index dtype, then value dtype; xent_example_f32 has i64 labels). Its
+in/NAME for an index input is int32 / int64 and has no grad/NAME (never
+differentiated; finite differences skip it); an index output keeps its
+integer dtype in out/OUT and its seed/OUT is all zeros of that dtype (not
+seeded). xent_* references come from torch.nn.functional.cross_entropy;
+xent_example_f32 is examples/xent.json verbatim with the inputs of
+examples/xent_inputs.npz.
+"""
     with open(os.path.join(OUT_DIRS[folder], "README.md"), "w") as f:
         f.write(text)
 
@@ -1294,6 +1674,7 @@ def main():
     ops_matmul()
     ops_shape()
     ops_graphs()
+    ops_index()
     flow_cases()
     for d in OUT_DIRS.values():
         os.makedirs(d, exist_ok=True)

@@ -693,7 +693,7 @@ NPZS = {
     # a key with a newline and a terminal escape sequence (echoed when a key is missing)
     'z_key_newline.npz': zip_archive([{'name': b'a\nb\x1b[31m.npy', 'data': XNPY}]),
     'z_member_not_npy.npz': zip_archive([{'name': b'x.npy', 'data': b'hello, world\n'}]),
-    'z_member_int.npz': zip_archive([{'name': b'x.npy', 'data': npy(hdr(descr="'<i8'"), X123)}]),
+    'z_member_int.npz': zip_archive([{'name': b'x.npy', 'data': npy(hdr(descr="'<u8'"), X123)}]),
     'z_member_short_data.npz': zip_archive([{'name': b'x.npy', 'data': npy(hdr(shape='(1000,)'), X123)}]),
     'z_empty_archive.npz': zip_archive([]),
     'z_no_x.npz': zip_archive([{'name': b'w.npy', 'data': XNPY}]),
