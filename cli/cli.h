@@ -1,6 +1,8 @@
-/* The command line: option parsing, tensor arguments, and writing results.
- * The only layer that prints or exits.  Everything here is owned by the
- * running command and freed before it returns. */
+/* The command line: one file per command (cmd_*.c), the shared pieces
+ * here (common.c: errors, option values, loading graphs; tensor_arg.c:
+ * NAME=TENSOR values; output.c: writing results).  The only layer that
+ * prints or exits.  Everything here is owned by the running command and
+ * freed before it returns. */
 #ifndef TL_CLI_H
 #define TL_CLI_H
 
@@ -10,8 +12,36 @@
 
 #define TL_VERSION "0.1.0"
 
+/* ---------- errors and standard output (common.c) ---------- */
+
+/* Prints "tl: error: MSG" as one line (control characters escaped);
+ * returns the exit code for st (3 when st holds none). */
+int cli_fail(const tl_status *st);
+/* A usage error: exit 2 with " (see tl --help)" appended. */
+int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints text with control characters escaped. */
+void cli_print_escaped(FILE *f, const char *text);
+/* Flushes standard output; a write error there is exit 3 with one line. */
+int cli_finish_stdout(void);
+double cli_now_ms(void);
+
+/* ---------- options (common.c) ---------- */
+
+/* Whether arg is the option: the short form s, or the long form l alone
+ * or as "l=value" (either may be NULL). */
+bool cli_is_opt(const char *arg, const char *s, const char *l);
+/* The option's value: "--opt=value", or the next argument (advancing *i);
+ * NULL when there is none. */
+const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const char *l);
+
+/* ---------- graphs and tensors ---------- */
+
+/* Loads GRAPH: a .json file, or "-" (the graph on standard input; file
+ * constants are then relative to the current folder). */
+tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *st);
+
 /* Reads a NAME=TENSOR value: file.npy, file.npz:key, '-' (stdin), or a
- * literal with an optional dtype prefix. */
+ * literal with an optional dtype prefix (tensor_arg.c). */
 tl_tensor *cli_read_tensor(const char *spec, tl_status *st);
 
 typedef struct cli_out {
@@ -24,7 +54,13 @@ typedef struct cli_out {
     int noutputs;       /* the first noutputs are outputs, the rest grads */
 } cli_out;
 
-/* Writes every tensor: a file (complete or absent) or standard output. */
+/* Writes every tensor: a file (complete or absent) or standard output
+ * (output.c). */
 tl_code cli_write(const cli_out *o, tl_status *st);
+
+/* ---------- commands: argv[0] is the command's name ---------- */
+
+int cmd_run(int argc, char **argv);  /* run and grad */
+int cmd_ops(int argc, char **argv);
 
 #endif

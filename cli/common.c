@@ -1,0 +1,88 @@
+/* What every command shares: one-line errors, option values, standard
+ * output, and loading a graph. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "formats/npy.h"
+
+void cli_print_escaped(FILE *f, const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+}
+
+int cli_fail(const tl_status *st)
+{
+    fputs("tl: error: ", stderr);
+    cli_print_escaped(stderr, st->msg);
+    fputc('\n', stderr);
+    return st->code ? (int)st->code : 3;
+}
+
+int cli_usage(const char *fmt, ...)
+{
+    tl_status st = {TL_EINPUT, ""};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st.msg, sizeof st.msg - 20, fmt, ap);
+    va_end(ap);
+    strcat(st.msg, " (see tl --help)");
+    return cli_fail(&st);
+}
+
+int cli_finish_stdout(void)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
+    fprintf(stderr, "tl: error: writing standard output: %s\n", strerror(errno ? errno : EIO));
+    return TL_ERUNTIME;
+}
+
+double cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+bool cli_is_opt(const char *arg, const char *s, const char *l)
+{
+    size_t n = l ? strlen(l) : 0;
+    return (s && !strcmp(arg, s)) || (l && !strncmp(arg, l, n) && (arg[n] == '\0' || arg[n] == '='));
+}
+
+const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const char *l)
+{
+    size_t n = l ? strlen(l) : 0;
+    if (l && !strncmp(arg, l, n) && arg[n] == '=')
+        return arg + n + 1;
+    if (*i + 1 < argc)
+        return argv[++*i];
+    return NULL;
+}
+
+tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *st)
+{
+    if (strcmp(arg, "-"))
+        return tl_graph_load_with(arg, o, st);
+    unsigned char *buf;
+    size_t len;
+    if (tl_slurp_stream(stdin, &buf, &len, st)) {
+        tl_wrap(st, "standard input");
+        return NULL;
+    }
+    tl_graph *g = tl_graph_parse_with((const char *)buf, len, "standard input", o, st);
+    free(buf);
+    return g;
+}
