@@ -18,6 +18,18 @@ tl_opcode tl_op_lookup(const char *name)
     return TL_OP_COUNT;
 }
 
+tl_code tl_op_check_arity(tl_opcode op, int n, tl_status *st)
+{
+    const tl_opinfo *o = &tl_ops[op];
+    if (n >= o->min_args && (o->max_args < 0 || n <= o->max_args))
+        return TL_OK;
+    if (o->max_args < 0)
+        return tl_fail(st, TL_EINPUT, "takes %d or more arguments, got %d", o->min_args, n);
+    if (o->max_args > o->min_args)
+        return tl_fail(st, TL_EINPUT, "takes %d to %d arguments, got %d", o->min_args, o->max_args, n);
+    return tl_fail(st, TL_EINPUT, "takes %d argument%s, got %d", o->min_args, o->min_args == 1 ? "" : "s", n);
+}
+
 void tl_attrs_init(tl_attrs *a)
 {
     memset(a, 0, sizeof *a);

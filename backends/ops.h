@@ -62,6 +62,9 @@ typedef struct tl_opinfo {
 
 extern const tl_opinfo tl_ops[TL_OP_COUNT];
 
+/* TL_EINPUT "takes 2 arguments, got 3" unless n fits op's arity. */
+tl_code tl_op_check_arity(tl_opcode op, int n, tl_status *st);
+
 /* TL_OP_COUNT when name is not an op a graph may use. */
 tl_opcode tl_op_lookup(const char *name);
 

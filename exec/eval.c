@@ -147,7 +147,7 @@ static tl_code weak_dtype(tl_eval *ev, const tl_node *n, int i, const tl_value *
     int at = tl_ops[n->op].index_arg;
     if (i == at) {
         *dt = TL_I64;
-        if (v->num == floor(v->num) && fabs(v->num) <= 9007199254740992.0)
+        if (v->num == floor(v->num) && fabs(v->num) < 9007199254740992.0)
             return TL_OK;
         char num[32];
         snprintf(num, sizeof num, "%.17g", v->num);

@@ -501,10 +501,8 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
     for (int i = 0; i < NATTR_KEYS; i++)
         if (missing & attr_keys[i].bit)
             return tl_fail(L->st, TL_EINPUT, "missing attribute \"%s\"", attr_keys[i].key), false;
-    if (n->nargs < info->min_args || (info->max_args >= 0 && n->nargs > info->max_args))
-        return tl_fail(L->st, TL_EINPUT, "takes %d%s argument%s, got %d", info->min_args,
-                       info->max_args < 0 ? " or more" : "", info->min_args == 1 ? "" : "s",
-                       n->nargs), false;
+    if (tl_op_check_arity(n->op, n->nargs, L->st))
+        return false;
     if (n->nout != 1)
         return tl_fail(L->st, TL_EINPUT, "%s gives one value; \"id\" has %d names", info->name, n->nout), false;
     if (n->op == TL_OP_CLAMP && !n->attrs.has_min && !n->attrs.has_max)
@@ -697,7 +695,8 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c)
     if (fill && !get_num(fill, &fv))
         return tl_fail(L->st, TL_EINPUT, "\"fill\" must be a number"), false;
     if (fill && tl_dtype_is_int(dtype) &&
-        !(fv == floor(fv) && fabs(fv) <= (dtype == TL_I32 ? 2147483647.0 : 9007199254740992.0)))
+        !(fv == floor(fv) && (dtype == TL_I32 ? fv >= -2147483648.0 && fv <= 2147483647.0
+                                               : fabs(fv) < 9007199254740992.0)))
         return tl_fail(L->st, TL_EINPUT, "\"fill\" of an %s constant must be an integer in its range",
                        tl_dtype_name(dtype)), false;
     int64_t numel;
