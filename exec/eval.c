@@ -122,6 +122,14 @@ tl_tensor *tl_eval_materialize(tl_eval *ev, const tl_arg *a, const tl_value *v, 
         cache = &ev->const_cache[dt][a->slot];
     if (cache && *cache)
         return tl_tensor_ref(*cache);
+    if (tl_dtype_is_int(dt) && !(v->num == floor(v->num) && fabs(v->num) < 9007199254740992.0 &&
+                                 (dt == TL_I64 || fabs(v->num) <= 2147483647.0))) {
+        char num[32];
+        snprintf(num, sizeof num, "%.17g", v->num);
+        tl_fail(ev->st, TL_EINPUT, "the number %s meets an %s index tensor and is not an integer of it",
+                num, tl_dtype_name(dt));
+        return NULL;
+    }
     tl_tensor *t = tl_tensor_scalar(dt, v->num, ev->st);
     if (cache && t)
         *cache = tl_tensor_ref(t);
