@@ -62,5 +62,6 @@ tl_code cli_write(const cli_out *o, tl_status *st);
 
 int cmd_run(int argc, char **argv);  /* run and grad */
 int cmd_ops(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/device.h"
 #include "cli.h"
 #include "formats/npz.h"
 
@@ -144,31 +145,30 @@ static int parse_max_memory(const cmd *c, int64_t *out)
 
 /* ---------- device ---------- */
 
-static int pick_backend(const cmd *c, const tl_backend **be, const char **name)
+/* The device to run on: a GPU that cannot be used means the whole run on
+ * the CPU, with one warning naming the reason (an error with
+ * --strict-device); a bad device name is a usage error. */
+static int pick_backend(const cmd *c, const tl_backend **be)
 {
     const char *d = c->device ? c->device : "cpu";
-    *be = &tl_cpu_backend;
-    *name = "cpu";
-    if (!strcmp(d, "cpu"))
+    tl_status st = {0};
+    *be = tl_device_open(d, &st);
+    if (*be)
         return 0;
-    bool cuda = !strcmp(d, "cuda") || !strcmp(d, "gpu") || !strncmp(d, "cuda:", 5);
-    if (!cuda && strcmp(d, "auto"))
-        return cli_usage("unknown device '%s' (cpu, cuda[:N], gpu, auto)", d);
-    if (!strncmp(d, "cuda:", 5)) {
-        char *end;
-        long n = strtol(d + 5, &end, 10);
-        if (!d[5] || *end || n < 0)
-            return cli_usage("bad device '%s'", d);
-    }
-    if (!strcmp(d, "auto"))
-        return 0; /* no usable GPU in this build: the CPU, silently */
-    const char *why = "this tl was built without the CUDA backend";
+    if (st.code == TL_EINPUT)
+        return cli_fail(&st);
+    *be = &tl_cpu_backend;
     if (c->strict) {
-        fprintf(stderr, "tl: error: --device %s: %s (--strict-device forbids the CPU fallback)\n", d, why);
-        return TL_ERUNTIME;
+        tl_wrap(&st, "--device %s", d);
+        size_t n = strlen(st.msg);
+        snprintf(st.msg + n, sizeof st.msg - n, " (--strict-device forbids the CPU fallback)");
+        return cli_fail(&st);
     }
-    if (!c->quiet)
-        fprintf(stderr, "tl: warning: --device %s: %s; running on the CPU\n", d, why);
+    if (!c->quiet) {
+        fprintf(stderr, "tl: warning: --device %s: ", d);
+        cli_print_escaped(stderr, st.msg);
+        fprintf(stderr, "; running on the CPU\n");
+    }
     return 0;
 }
 
@@ -274,16 +274,24 @@ static int read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_st
 
 /* ---------- the command ---------- */
 
-static void report(const cmd *c, const tl_result *r, const char *dev, double t_load, double t_run,
-                   double t_back)
+static void report(const cmd *c, const tl_result *r, double t_load, double t_run, double t_back)
 {
     const tl_stats *s = tl_result_stats(r);
+    const tl_devstats *d = &s->dev;
     if (!c->verbose)
         return;
-    fprintf(stderr, "tl: device %s\n", dev);
+    fprintf(stderr, "tl: device %s\n", tl_result_device_name(r));
     fprintf(stderr, "tl: %lld nodes evaluated, %lld ops, %lld recorded, %lld fallbacks\n",
             (long long)s->nodes, (long long)s->ops, (long long)s->tape_entries,
             (long long)s->fallbacks);
+    if (d->ops_device || d->syncs || d->bytes_up)
+        fprintf(stderr, "tl: %lld op calls on the device, %lld on the CPU; %lld host syncs; "
+                "%lld bytes up, %lld bytes down\n", (long long)d->ops_device, (long long)d->ops_cpu,
+                (long long)d->syncs, (long long)d->bytes_up, (long long)d->bytes_down);
+    for (int i = 0; i < d->nkinds; i++)
+        fprintf(stderr, "tl: fallback: %s (%s) ran on the CPU %lld time%s: %s\n",
+                tl_ops[d->kinds[i].op].name, tl_dtype_name(d->kinds[i].dtype),
+                (long long)d->kinds[i].count, d->kinds[i].count == 1 ? "" : "s", d->kinds[i].why);
     for (int i = 0; i < s->nlog; i++)
         fprintf(stderr, "tl: if \"%s\" took %s\n", s->log[i].node, s->log[i].then ? "then" : "else");
     fprintf(stderr, "tl: peak memory %.1f MiB in tensors and tape\n", (double)s->peak_bytes / (1 << 20));
@@ -299,15 +307,16 @@ static int execute(const cmd *c)
 {
     tl_status st = {0};
     const tl_backend *be;
-    const char *dev;
-    int rc = pick_backend(c, &be, &dev);
+    int rc = pick_backend(c, &be);
     if (rc)
         return rc;
     double t0 = cli_now_ms();
     tl_graph_options go = {c->outside};
     tl_graph *g = cli_load_graph(c->graph, &go, &st);
-    if (!g)
+    if (!g) {
+        tl_device_close(be);
         return cli_fail(&st);
+    }
     int ni = g->ninputs, no = g->noutputs;
     tl_tensor **in = calloc((size_t)ni + 1, sizeof *in);
     tl_tensor **grads = calloc((size_t)ni + 1, sizeof *grads);
@@ -327,7 +336,7 @@ static int execute(const cmd *c)
         (rc = parse_wrt(c, g, in, wrt, &st)))
         goto done;
     t1 = cli_now_ms();
-    tl_run_opts o = {c->grad, wrt, be, max_memory};
+    tl_run_opts o = {c->grad, wrt, be, max_memory, c->strict};
     if (tl_run(g, in, &o, &r, &st)) {
         rc = cli_fail(&st);
         goto done;
@@ -359,10 +368,10 @@ static int execute(const cmd *c)
         names[n] = gnames[k];
         ts[n++] = grads[k];
     }
-    cli_out out = {c->output, c->json, c->full, dev, n, names, ts, no};
+    cli_out out = {c->output, c->json, c->full, tl_result_device_name(r), n, names, ts, no};
     if (cli_write(&out, &st))
         rc = cli_fail(&st);
-    report(c, r, dev, t1 - t0, t2 - t1, t3 - t2);
+    report(c, r, t1 - t0, t2 - t1, t3 - t2);
 done:
     for (int k = 0; in && k < ni; k++) {
         tl_tensor_unref(in[k]);
@@ -373,6 +382,7 @@ done:
         tl_tensor_unref(seeds[i]);
     tl_result_free(r);
     tl_graph_free(g);
+    tl_device_close(be);
     free(in);
     free(grads);
     free(seeds);

@@ -13,6 +13,7 @@ static const char usage_text[] =
     "usage: tl run  GRAPH [NAME=TENSOR]... [options]\n"
     "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
     "       tl ops\n"
+    "       tl devices\n"
     "\n"
     "TENSOR: file.npy, file.npz:key, - (a .npy on stdin), or a literal such as\n"
     "        3.5, '[[1,2],[3,4]]', f32:[1,2,3], i64:[0,2,1] (default dtype f64)\n"
@@ -44,6 +45,7 @@ static const struct {
     {"run", cmd_run},
     {"grad", cmd_run},
     {"ops", cmd_ops},
+    {"devices", cmd_devices},
 };
 
 static int help(void)
@@ -84,5 +86,5 @@ int main(int argc, char **argv)
         }
         return commands[k].run(argc - 1, argv + 1);
     }
-    return cli_usage("unknown command '%s' (run, grad, ops)", sub);
+    return cli_usage("unknown command '%s' (run, grad, ops, devices)", sub);
 }

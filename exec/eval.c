@@ -239,7 +239,9 @@ static tl_code eval_if(tl_eval *ev, const tl_node *n)
     if (!c.weak && tl_dtype_is_int(c.t->dtype))
         return tl_fail(ev->st, TL_EINPUT, "cond must be f32 or f64 (cast the index tensor), got %s",
                        tl_tensor_desc(c.t, d, sizeof d));
-    double x = c.weak ? c.num : tl_tensor_get(c.t, 0);
+    double x = c.num; /* on a device, the decision reads the scalar back */
+    if (!c.weak && tl_ctx_item(ev->cx, c.t, &x, ev->st))
+        return ev->st->code;
     bool then = x != 0; /* NaN selects then, as in C */
     const tl_block *b = then ? n->then_b : n->else_b;
     tl_stats *s = ev->stats;
@@ -412,7 +414,10 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
         tl_value v;
         if ((rc = tl_eval_get(ev, g->outputs[i], &v)))
             return rc;
-        if (!(r->outputs[i] = tl_eval_materialize(ev, NULL, &v, ev->call_dtype)))
+        tl_tensor *t = tl_eval_materialize(ev, NULL, &v, ev->call_dtype);
+        r->outputs[i] = t ? tl_ctx_to_host(ev->cx, t, st) : NULL;
+        tl_tensor_unref(t);
+        if (!r->outputs[i])
             return st->code;
         r->out_var[i] = v.var;
     }
@@ -430,6 +435,7 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
         return st->code;
     r->g = g;
     tl_ctx_init(&r->cx, o->backend);
+    r->cx.strict = o->strict_device;
     if (!(r->budget = tl_budget_new(o->max_memory, st))) {
         free(r);
         return st->code;
@@ -468,6 +474,7 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
     r->stats.peak_bytes = r->budget->peak;
     r->stats.ops = r->cx.ops;
     r->stats.fallbacks = r->cx.fallbacks;
+    r->stats.dev = r->cx.dev;
     r->stats.tape_entries = r->tape.n;
     r->rec = o->record ? REC_LIVE : REC_NONE;
     if (rc) {
@@ -486,7 +493,12 @@ const char *tl_result_output_name(const tl_result *r, int i)
 }
 tl_device tl_result_device(const tl_result *r)
 {
-    return (tl_device){r->cx.backend->kind, 0};
+    return (tl_device){r->cx.backend->kind, r->cx.backend->index};
+}
+
+const char *tl_result_device_name(const tl_result *r)
+{
+    return r->cx.fallbacks && tl_ctx_on_device(&r->cx) ? "mixed" : r->cx.backend->name;
 }
 const tl_stats *tl_result_stats(const tl_result *r) { return &r->stats; }
 
@@ -553,9 +565,10 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
         if (v < 0)
             continue;
         const tl_tensor *x = r->inputs[k];
-        if (!(grads[k] = g[v]) && (grads[k] = tl_tensor_new_in(r->budget, x->dtype, x->ndim, x->shape, st)))
+        if (g[v])
+            grads[k] = tl_ctx_to_host(&r->cx, g[v], st);
+        else if ((grads[k] = tl_tensor_new_in(r->budget, x->dtype, x->ndim, x->shape, st)))
             memset(grads[k]->data, 0, (size_t)x->numel * tl_dtype_size(x->dtype));
-        g[v] = NULL;
         if (!grads[k])
             rc = st->code;
     }
@@ -563,6 +576,8 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
         tl_tensor_unref(g[v]);
     free(g);
     r->stats.backward_ops = r->cx.ops - ops0;
+    r->stats.fallbacks = r->cx.fallbacks;
+    r->stats.dev = r->cx.dev;
     if (r->budget->peak > r->stats.peak_bytes)
         r->stats.peak_bytes = r->budget->peak;
     if (rc)
@@ -600,6 +615,7 @@ void tl_result_free(tl_result *r)
     free(r->out_var);
     free(r->in_var);
     free(r->inputs);
+    tl_ctx_release(&r->cx);
     tl_budget_credit(r->budget, r->input_bytes);
     tl_budget_unref(r->budget);
     free(r);

@@ -6,7 +6,8 @@
  * (a second call is an error); tl_result_close releases an unused
  * recording (harmless when repeated); the output values stay readable after
  * either, until tl_result_free.  A result points into its graph: free the
- * result before the graph. */
+ * result before the graph, and before closing the device it ran on.
+ * Outputs and gradients are always host tensors, wherever the run went. */
 #ifndef TL_EXEC_H
 #define TL_EXEC_H
 
@@ -18,6 +19,7 @@ typedef struct tl_run_opts {
     const bool *wrt;       /* per graph input: differentiate it; NULL = all */
     const tl_backend *backend; /* NULL = CPU */
     int64_t max_memory;        /* bytes the run may hold in tensors and tape; 0: no limit */
+    bool strict_device;        /* an op the device lacks is an error, not a CPU fallback */
 } tl_run_opts;
 
 typedef struct tl_branch_log {
@@ -29,7 +31,8 @@ typedef struct tl_stats {
     int64_t nodes;    /* graph nodes evaluated (each iterate step counts its body) */
     int64_t ops;      /* op calls made forward */
     int64_t backward_ops;
-    int64_t fallbacks;
+    int64_t fallbacks; /* op calls a device lacked, run on the CPU (forward and backward) */
+    tl_devstats dev;   /* where ops ran, host syncs, bytes copied, kinds of fallback */
     int64_t tape_entries;
     int64_t peak_bytes; /* most bytes held at once in tensors and tape */
     int64_t branches; /* if decisions taken; the first ones are logged */
@@ -51,6 +54,9 @@ int tl_result_noutputs(const tl_result *r);
 const tl_tensor *tl_result_output(const tl_result *r, int i);
 const char *tl_result_output_name(const tl_result *r, int i);
 tl_device tl_result_device(const tl_result *r);
+/* The effective device: "cpu", the device's name ("cuda:0") when every op
+ * ran there, or "mixed" when some fell back to the CPU. */
+const char *tl_result_device_name(const tl_result *r);
 const tl_stats *tl_result_stats(const tl_result *r);
 
 /* Vector-Jacobian product: cotangents[i] seeds output i (NULL: all ones;
