@@ -4,6 +4,8 @@
  * the graph's nesting depth only; steps and nodes are loops. */
 #include "eval.h"
 
+#include "check.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,14 +124,8 @@ tl_tensor *tl_eval_materialize(tl_eval *ev, const tl_arg *a, const tl_value *v, 
         cache = &ev->const_cache[dt][a->slot];
     if (cache && *cache)
         return tl_tensor_ref(*cache);
-    if (tl_dtype_is_int(dt) && !(v->num == floor(v->num) && fabs(v->num) < 9007199254740992.0 &&
-                                 (dt == TL_I64 || fabs(v->num) <= 2147483647.0))) {
-        char num[32];
-        snprintf(num, sizeof num, "%.17g", v->num);
-        tl_fail(ev->st, TL_EINPUT, "the number %s meets an %s index tensor and is not an integer of it",
-                num, tl_dtype_name(dt));
+    if (tl_weak_fits(v->num, dt, ev->st))
         return NULL;
-    }
     tl_tensor *t = tl_tensor_scalar(dt, v->num, ev->st);
     if (cache && t)
         *cache = tl_tensor_ref(t);
@@ -146,26 +142,20 @@ static bool differentiable(tl_opcode op, const tl_tensor *out)
            op != TL_OP_ONE_HOT && !tl_dtype_is_int(out->dtype);
 }
 
-/* The dtype a weak scalar argument takes: an index argument's is i64 (the
- * number must be an integer); a value argument takes the dtype of the first
- * tensor among the value arguments, else the element type of the call. */
-static tl_code weak_dtype(tl_eval *ev, const tl_node *n, int i, const tl_value *v, tl_dtype *dt)
+/* The dtype a plain number takes as argument i (tl_weak_dtype); the
+ * check before the run made sure it fits. */
+static tl_dtype weak_dtype(tl_eval *ev, const tl_node *n, int i)
 {
     tl_value u;
+    bool have = false;
+    tl_dtype first = ev->call_dtype;
     int at = tl_ops[n->op].index_arg;
-    if (i == at) {
-        *dt = TL_I64;
-        if (v->num == floor(v->num) && fabs(v->num) < 9007199254740992.0)
-            return TL_OK;
-        char num[32];
-        snprintf(num, sizeof num, "%.17g", v->num);
-        return tl_fail(ev->st, TL_EINPUT, "argument %d: %s is not an integer index", i + 1, num);
-    }
-    *dt = ev->call_dtype;
     for (int k = n->nargs - 1; k >= 0; k--)
-        if (k != at && n->args[k].slot >= 0 && !tl_eval_get(ev, n->args[k].slot, &u) && !u.weak)
-            *dt = u.t->dtype;
-    return TL_OK;
+        if (k != at && n->args[k].slot >= 0 && !tl_eval_get(ev, n->args[k].slot, &u) && !u.weak) {
+            have = true;
+            first = u.t->dtype;
+        }
+    return tl_weak_dtype(n->op, i, have, first, ev->call_dtype);
 }
 
 static tl_code eval_op(tl_eval *ev, const tl_node *n)
@@ -184,7 +174,9 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
     int made = 0;
     tl_dtype dt = ev->call_dtype;
     for (; made < n->nargs && !rc; made++) {
-        if (!(rc = tl_eval_arg(ev, &n->args[made], &v)) && !(v.weak && (rc = weak_dtype(ev, n, made, &v, &dt)))) {
+        if (!(rc = tl_eval_arg(ev, &n->args[made], &v))) {
+            if (v.weak)
+                dt = weak_dtype(ev, n, made);
             in[made] = tl_eval_materialize(ev, &n->args[made], &v, dt);
             rc = in[made] ? TL_OK : ev->st->code;
             vars[made] = v.var;
@@ -346,36 +338,6 @@ static tl_code eval_block(tl_eval *ev, const tl_block *b)
     return TL_OK;
 }
 
-/* ---------- inputs ---------- */
-
-static tl_code check_input(const tl_graph *g, const tl_input *in, const tl_tensor *t,
-                           int64_t *sizes, tl_status *st)
-{
-    char have[96];
-    tl_tensor_desc(t, have, sizeof have);
-    if (t->device.kind != TL_DEV_CPU)
-        return tl_fail(st, TL_EINPUT, "input \"%s\": not a host tensor", in->name);
-    if (in->has_dtype && t->dtype != in->dtype)
-        return tl_fail(st, TL_EINPUT, "input \"%s\": expected dtype %s, got %s", in->name,
-                       tl_dtype_name(in->dtype), have);
-    if (in->ndim >= 0 && in->ndim != t->ndim)
-        return tl_fail(st, TL_EINPUT, "input \"%s\": expected %d dimensions, got %s", in->name,
-                       in->ndim, have);
-    for (int d = 0; d < in->ndim; d++) {
-        const tl_dimspec *s = &in->dims[d];
-        if (s->kind == TL_DIM_FIXED && s->size != t->shape[d])
-            return tl_fail(st, TL_EINPUT, "input \"%s\": axis %d must have size %lld, got %s",
-                           in->name, d, (long long)s->size, have);
-        if (s->kind != TL_DIM_VAR)
-            continue;
-        if (sizes[s->var] >= 0 && sizes[s->var] != t->shape[d])
-            return tl_fail(st, TL_EINPUT, "input \"%s\": axis %d is size \"%s\" = %lld elsewhere, got %s",
-                           in->name, d, g->sizevars[s->var], (long long)sizes[s->var], have);
-        sizes[s->var] = t->shape[d];
-    }
-    return TL_OK;
-}
-
 /* ---------- results ---------- */
 
 tl_dtype tl_call_dtype(const tl_graph *g, tl_tensor *const *inputs)
@@ -390,16 +352,22 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
 {
     const tl_graph *g = r->g;
     tl_status *st = ev->st;
-    int64_t *sizes = tl_malloc((size_t)g->nsizevars + 1, sizeof(int64_t), "size table", st);
-    if (!sizes)
+    tl_type *types = tl_calloc((size_t)g->ninputs + 1, sizeof *types, "input types", st);
+    if (!types)
         return st->code;
-    for (int i = 0; i < g->nsizevars; i++)
-        sizes[i] = -1;
     tl_code rc = TL_OK;
     for (int i = 0; i < g->ninputs && !rc; i++) {
-        rc = check_input(g, &g->inputs[i], inputs[i], sizes, st);
+        if (!tl_tensor_on_host(inputs[i]))
+            rc = tl_fail(st, TL_EINPUT, "input \"%s\": not a host tensor", g->inputs[i].name);
+        types[i] = tl_type_of(inputs[i]);
+    }
+    /* every node of every block is checked before the first kernel */
+    if (!rc)
+        rc = tl_check(g, types, NULL, NULL, st);
+    free(types);
+    for (int i = 0; i < g->ninputs && !rc; i++) {
         int64_t bytes = inputs[i]->numel * (int64_t)tl_dtype_size(inputs[i]->dtype);
-        if (!rc && !(rc = tl_budget_charge(r->budget, bytes, "the inputs", st)))
+        if (!(rc = tl_budget_charge(r->budget, bytes, "the inputs", st)))
             r->input_bytes += bytes;
         bool want = o->record && (!o->wrt || o->wrt[i]) && !tl_dtype_is_int(inputs[i]->dtype);
         r->in_var[i] = want ? tl_tape_new_var(&r->tape) : -1;
@@ -407,7 +375,6 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
         if (!rc)
             tl_eval_set(ev, g->inputs[i].slot, tl_tensor_ref(inputs[i]), r->in_var[i]);
     }
-    free(sizes);
     if (rc || (rc = eval_block(ev, &g->top)))
         return rc;
     for (int i = 0; i < r->noutputs; i++) {

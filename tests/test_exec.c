@@ -300,9 +300,11 @@ Test(memory, intermediates_freed_after_last_use)
 
 Test(flow, unselected_branch_never_runs)
 {
-    /* the then branch would fail (matmul of mismatched shapes); cond is 0 */
+    /* the then branch would fail when run (an index out of range, which
+     * only its data shows); cond is 0 */
     tl_graph *g = parse(IF_GRAPH("{\"id\":\"c\",\"op\":\"gt\",\"args\":[0,1]}",
-                                 "{\"id\":\"t\",\"op\":\"reshape\",\"args\":[\"x\"],\"shape\":[3]}", "t"));
+                                 "{\"id\":\"k\",\"op\":\"cast\",\"args\":[\"x\"],\"dtype\":\"i64\"},"
+                                 "{\"id\":\"t\",\"op\":\"take\",\"args\":[\"x\",\"k\"],\"axis\":0}", "t"));
     tl_tensor *gx;
     tl_result *r = run1(g, "[1,2]", &gx, NULL);
     expect_values(tl_result_output(r, 0), (double[]){-1, -2}, 2);
@@ -315,6 +317,31 @@ Test(flow, unselected_branch_never_runs)
     tl_tensor_unref(gx);
     tl_result_free(r);
     tl_graph_free(g);
+}
+
+Test(flow, errors_in_either_branch_stop_the_run_before_it_starts)
+{
+    /* the else branch (never taken here) cannot reshape: an error before
+     * the first op, whichever branch the data takes */
+    const char *g1 = "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"c\",\"op\":\"gt\",\"args\":[1,0]},"
+                     "{\"id\":\"r\",\"op\":\"if\",\"cond\":\"c\",\"then\":{\"nodes\":[],\"result\":\"x\"},"
+                     "\"else\":{\"nodes\":[{\"id\":\"t\",\"op\":\"reshape\",\"args\":[\"x\"],\"shape\":[3]}],"
+                     "\"result\":\"t\"}}],\"outputs\":\"r\"}";
+    cr_expect_str_eq(error_of(g1, "[1,2]"), "t.json: node \"r\" (if): else branch: node \"t\" (reshape): "
+                                            "cannot reshape f64[2] (2 elements) to 3 elements");
+    /* branches that give different types */
+    const char *g2 = "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"c\",\"op\":\"gt\",\"args\":[1,0]},"
+                     "{\"id\":\"r\",\"op\":\"if\",\"cond\":\"c\",\"then\":{\"nodes\":[],\"result\":\"x\"},"
+                     "\"else\":{\"nodes\":[{\"id\":\"t\",\"op\":\"sum\",\"args\":[\"x\"]}],"
+                     "\"result\":\"t\"}}],\"outputs\":\"r\"}";
+    cr_expect_str_eq(error_of(g2, "[1,2]"), "t.json: node \"r\" (if): the branches give \"r\" different types: "
+                                            "f64[2] (then) and f64[] (else)");
+    /* an iterate body is checked once, however many steps it would run */
+    const char *g3 = "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"y\",\"op\":\"iterate\","
+                     "\"count\":1000000000000,\"init\":[\"x\"],\"state\":[\"s\"],\"body\":{\"nodes\":["
+                     "{\"id\":\"q\",\"op\":\"sum\",\"args\":[\"s\"]}],\"result\":[\"q\"]}}],\"outputs\":\"y\"}";
+    cr_expect_str_eq(error_of(g3, "[1,2]"), "t.json: node \"y\" (iterate): step 0: state \"s\" changed from "
+                                            "f64[2] to f64[]");
 }
 
 Test(flow, nan_branch_leaves_gradient_clean)
