@@ -1,7 +1,7 @@
 /* The graph loader: JSON text -> validated tl_graph.  One pass over the
  * document; names become slots when defined and are visible only in their
  * block and the blocks nested in it, after their definition. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* realpath */
 #include "graph.h"
 
 #include <cjson/cJSON.h>
@@ -746,6 +746,19 @@ static bool inside_folder(const char *path)
     return true;
 }
 
+/* Whether path, with every symbolic link resolved, still lies in dir (the
+ * graph's folder, "" for the current one).  A path that does not resolve
+ * (no such file) passes here and fails when read. */
+static bool resolves_inside(const char *dir, const char *path)
+{
+    char *rd = realpath(dir[0] ? dir : ".", NULL), *rp = realpath(path, NULL);
+    size_t n = rd ? strlen(rd) : 0;
+    bool ok = !rd || !rp || (!strncmp(rp, rd, n) && (rp[n] == '/' || (n == 1 && rd[0] == '/')));
+    free(rd);
+    free(rp);
+    return ok;
+}
+
 static bool const_file(loader *L, const cJSON *v, tl_const *c)
 {
     static const char *const keys[] = {"file", "key"};
@@ -766,6 +779,9 @@ static bool const_file(loader *L, const cJSON *v, tl_const *c)
     if (!(c->path = tl_malloc(n, 1, "a path", L->st)))
         return false;
     snprintf(c->path, n, "%s%s", f[0] == '/' ? "" : L->dir, f);
+    if (!L->opts.allow_outside_files && !resolves_inside(L->dir, c->path))
+        return tl_fail(L->st, TL_EINPUT, "file \"%.200s\" is outside the graph's folder once links "
+                       "are followed (--allow-outside-files permits it)", f), false;
     if (key && !(c->key = tl_strdup(key->valuestring, L->st)))
         return false;
     c->kind = TL_CONST_FILE;
