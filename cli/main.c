@@ -12,6 +12,8 @@
 static const char usage_text[] =
     "usage: tl run  GRAPH [NAME=TENSOR]... [options]\n"
     "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
+    "       tl compare A B [--rtol R] [--atol A] [--ulp N] [--equal-nan] [--format text|json]\n"
+    "       tl show TENSOR [--stats] [--full] [--format text|json]\n"
     "       tl ops\n"
     "\n"
     "TENSOR: file.npy, file.npz:key, - (a .npy on stdin), or a literal such as\n"
@@ -44,6 +46,8 @@ static const struct {
     {"run", cmd_run},
     {"grad", cmd_run},
     {"ops", cmd_ops},
+    {"compare", cmd_compare},
+    {"show", cmd_show},
 };
 
 static int help(void)
