@@ -157,6 +157,8 @@ typedef struct json_reader {
     tl_status *st;
 } json_reader;
 
+static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
 static void line_col(const char *text, size_t off, int *line, int *col)
 {
     const char *nl = NULL;
@@ -177,20 +179,22 @@ static cJSON *parse_json(const json_reader *R)
         return NULL;
     }
     size_t off = end && end >= R->text && end <= R->text + R->len ? (size_t)(end - R->text) : R->len;
-    while (doc && off < R->len && strchr(" \t\r\n", R->text[off]))
-        off++;
-    if (doc && off == R->len)
+    size_t rest = off; /* past the blanks: the end, or text after the object */
+    while (rest < R->len && is_blank(R->text[rest]))
+        rest++;
+    if (doc && rest == R->len)
         return doc;
+    const char *what = doc                ? "text after the result object"
+                     : rest == R->len     ? "malformed JSON (unexpected end of the text)"
+                                          : "malformed JSON";
     int line, col;
-    line_col(R->text, off, &line, &col);
-    tl_fail(R->st, TL_EINPUT, "line %d, column %d: %s", line, col,
-            doc ? "text after the result object"
-            : off >= R->len ? "malformed JSON (unexpected end of the text)" : "malformed JSON");
+    line_col(R->text, doc || rest == R->len ? rest : off, &line, &col);
+    tl_fail(R->st, TL_EINPUT, "line %d, column %d: %s", line, col, what);
     cJSON_Delete(doc);
     return NULL;
 }
 
-static bool number_char(char c) { return isdigit((unsigned char)c) || strchr("+-.eE", c); }
+static bool number_char(char c) { return isdigit((unsigned char)c) || (c && strchr("+-.eE", c)); }
 
 /* Offset of the first number at or after i, outside strings (i itself is
  * outside one). */
@@ -304,15 +308,14 @@ static tl_code read_element(const json_reader *R, const cJSON *v, tl_tensor *t, 
     const char *why;
     int64_t k = 0;
     double d = 0;
-    if (tl_dtype_is_int(t->dtype) && !(why = int_value(R, v, t->dtype, &k))) {
+    if (!tl_dtype_is_int(t->dtype)) {
+        if (!(why = float_value(R, v, t->dtype, &d)))
+            return tl_tensor_set(t, i, d), TL_OK;
+    } else if (!(why = int_value(R, v, t->dtype, &k))) {
         if (t->dtype == TL_I32)
             ((int32_t *)t->data)[i] = (int32_t)k;
         else
             ((int64_t *)t->data)[i] = k;
-        return TL_OK;
-    }
-    if (!tl_dtype_is_int(t->dtype) && !(why = float_value(R, v, t->dtype, &d))) {
-        tl_tensor_set(t, i, d);
         return TL_OK;
     }
     char buf[64];
@@ -457,7 +460,7 @@ tl_result_set *tl_result_set_read_mem(const void *buf, size_t len, const char *n
 {
     const char *text = buf;
     size_t skip = 0;
-    while (skip < len && strchr(" \t\r\n", text[skip]))
+    while (skip < len && is_blank(text[skip]))
         skip++;
     owned_set *o = set_new(st);
     if (!o)
