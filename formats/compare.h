@@ -8,11 +8,13 @@
  * the only tensor of the other set).  A pair matches when dtype and shape
  * are equal and every element does:
  * - floats, by default: |a - b| <= atol + rtol * |b| (NumPy's allclose, B
- *   the reference), evaluated in double as NumPy evaluates it (an f32 is
- *   widened to double exactly first); a difference of two finite values
- *   that overflows a double is decided on both sides halved, so it is
- *   never an infinity that matches.  rtol defaults to 1e-7 for f64 and
- *   1e-5 for f32, atol to 0.
+ *   the reference), evaluated in double in NumPy's order of operations,
+ *   so that for f64 the answer is numpy.isclose's to the last bit.  f32
+ *   values are widened to double (exactly) and decided there, where NumPy
+ *   would round in f32.  A difference of two finite values that overflows
+ *   a double is decided with everything halved, so it is never an
+ *   infinity that matches.  rtol defaults to 1e-7 for f64 and 1e-5 for
+ *   f32, atol to 0.
  * - floats with use_ulp: at most ulp units in the last place apart, in the
  *   tensor's own dtype, counted as the distance between the values on the
  *   ordered integer line of that dtype's bits (+0 and -0 are both 0 there,
