@@ -169,6 +169,23 @@ static void line_col(const char *text, size_t off, int *line, int *col)
     *col = (int)(text + off - (nl ? nl + 1 : text)) + 1;
 }
 
+/* Whether the text ends inside a string or with brackets still open
+ * (cJSON then points at the last value, not at the end). */
+static bool cut_short(const char *s, size_t len)
+{
+    int64_t depth = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"') {
+            for (i++; i < len && s[i] != '"'; i++)
+                i += s[i] == '\\';
+            if (i >= len)
+                return true;
+        }
+        depth += (s[i] == '[' || s[i] == '{') - (s[i] == ']' || s[i] == '}');
+    }
+    return depth > 0;
+}
+
 static cJSON *parse_json(const json_reader *R)
 {
     const char *end = NULL;
@@ -184,12 +201,12 @@ static cJSON *parse_json(const json_reader *R)
         rest++;
     if (doc && rest == R->len)
         return doc;
-    const char *what = doc                ? "text after the result object"
-                     : rest == R->len     ? "malformed JSON (unexpected end of the text)"
-                                          : "malformed JSON";
+    bool early = !doc && (rest == R->len || cut_short(R->text, R->len));
     int line, col;
-    line_col(R->text, doc || rest == R->len ? rest : off, &line, &col);
-    tl_fail(R->st, TL_EINPUT, "line %d, column %d: %s", line, col, what);
+    line_col(R->text, doc ? rest : early ? R->len : off, &line, &col);
+    tl_fail(R->st, TL_EINPUT, "line %d, column %d: %s", line, col,
+            doc ? "text after the result object" : early ? "malformed JSON (unexpected end of the text)"
+                                                 : "malformed JSON");
     cJSON_Delete(doc);
     return NULL;
 }
