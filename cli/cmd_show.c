@@ -19,9 +19,10 @@ typedef struct show {
 
 /* Min, max and mean of the values that are not NaN. */
 typedef struct summary {
-    int64_t count, nan, inf, pos_inf, neg_inf;
-    double min, max, sum, carry; /* sum + carry: the finite values, compensated */
+    int64_t count, nan, pos_inf, neg_inf;
+    double min, max, sum, carry; /* floats; sum + carry: the finite ones, compensated */
     int64_t imin, imax;          /* index tensors, exactly */
+    __int128 isum;               /* (GCC and Clang): exact for any i64 tensor */
 } summary;
 
 static void add_finite(summary *s, double x)
@@ -34,15 +35,13 @@ static void add_finite(summary *s, double x)
 static summary summarize(const tl_tensor *t)
 {
     summary s = {0};
-    for (int64_t i = 0; i < t->numel; i++) {
-        if (tl_dtype_is_int(t->dtype)) {
-            int64_t v = tl_tensor_get_int(t, i);
-            s.imin = !s.count || v < s.imin ? v : s.imin;
-            s.imax = !s.count || v > s.imax ? v : s.imax;
-            add_finite(&s, (double)v);
-            s.count++;
-            continue;
-        }
+    for (int64_t i = 0; i < t->numel && tl_dtype_is_int(t->dtype); i++, s.count++) {
+        int64_t v = tl_tensor_get_int(t, i);
+        s.imin = !s.count || v < s.imin ? v : s.imin;
+        s.imax = !s.count || v > s.imax ? v : s.imax;
+        s.isum += v;
+    }
+    for (int64_t i = 0; i < t->numel && !tl_dtype_is_int(t->dtype); i++) {
         double v = tl_tensor_get(t, i);
         if (isnan(v)) {
             s.nan++;
@@ -52,15 +51,17 @@ static summary summarize(const tl_tensor *t)
         s.max = !s.count || v > s.max ? v : s.max;
         s.count++;
         if (isinf(v))
-            s.inf++, *(v > 0 ? &s.pos_inf : &s.neg_inf) += 1;
+            *(v > 0 ? &s.pos_inf : &s.neg_inf) += 1;
         else
             add_finite(&s, v);
     }
     return s;
 }
 
-static double mean(const summary *s)
+static double mean(const tl_tensor *t, const summary *s)
 {
+    if (tl_dtype_is_int(t->dtype))
+        return (double)(s->isum / s->count) + (double)(s->isum % s->count) / (double)s->count;
     if (s->pos_inf || s->neg_inf)
         return s->pos_inf && s->neg_inf ? NAN : s->pos_inf ? INFINITY : -INFINITY;
     return (s->sum + s->carry) / (double)s->count;
@@ -94,7 +95,7 @@ static void write_stats(const tl_tensor *t, bool json)
     if (s.count) {
         fmt_value(v[0], t, s.min, s.imin);
         fmt_value(v[1], t, s.max, s.imax);
-        tl_fmt_f64(v[2], TL_FMT_LEN, mean(&s));
+        tl_fmt_f64(v[2], TL_FMT_LEN, mean(t, &s));
     }
     for (int k = 0; k < 3; k++) {
         printf(json ? "%s\"%s\": " : "  %s%s ", json && k ? ", " : "", keys[k]);
@@ -102,7 +103,7 @@ static void write_stats(const tl_tensor *t, bool json)
     }
     if (!tl_dtype_is_int(t->dtype))
         printf(json ? ", \"nan\": %" PRId64 ", \"inf\": %" PRId64 : "  nan %" PRId64 "  inf %" PRId64,
-               s.nan, s.inf);
+               s.nan, s.pos_inf + s.neg_inf);
 }
 
 static tl_code show_text(const show *sh, const char *name, const tl_tensor *t, tl_status *st)
@@ -132,25 +133,38 @@ static tl_code show_json(const show *sh, const tl_tensor *t, tl_status *st)
     return TL_OK;
 }
 
-static tl_code show_all(const show *sh, const tl_result_set *s, tl_status *st)
+/* A file of named tensors as json: tl's output format without the device
+ * ("grad/NAME" under "grads"), so that tl compare reads it back. */
+static tl_code show_json_file(const show *sh, const tl_result_set *s, tl_status *st)
 {
     tl_code rc = TL_OK;
-    if (sh->json && !sh->single)
-        putchar('{');
-    for (int i = 0; i < s->n && !rc; i++) {
-        if (!sh->json) {
-            rc = show_text(sh, sh->single ? sh->arg : s->names[i], s->ts[i], st);
-            continue;
-        }
-        if (!sh->single) {
-            fputs(i ? ",\n " : "", stdout);
-            tl_json_write_string(stdout, s->names[i]);
+    for (int grads = 0; grads < 2; grads++) {
+        fputs(grads ? "},\n \"grads\": {" : "{\"outputs\": {", stdout);
+        for (int i = 0, k = 0; i < s->n && !rc; i++) {
+            if (grads != !strncmp(s->names[i], "grad/", 5))
+                continue;
+            fputs(k++ ? ",\n  " : "\n  ", stdout);
+            tl_json_write_string(stdout, s->names[i] + 5 * grads);
             fputs(": ", stdout);
+            rc = show_json(sh, s->ts[i], st);
         }
-        rc = show_json(sh, s->ts[i], st);
     }
-    if (sh->json)
-        puts(sh->single ? "" : "}");
+    puts("}}");
+    return rc;
+}
+
+static tl_code show_all(const show *sh, const tl_result_set *s, tl_status *st)
+{
+    if (sh->json && !sh->single)
+        return show_json_file(sh, s, st);
+    if (sh->json) {
+        tl_code rc = show_json(sh, s->ts[0], st);
+        putchar('\n');
+        return rc;
+    }
+    tl_code rc = TL_OK;
+    for (int i = 0; i < s->n && !rc; i++)
+        rc = show_text(sh, sh->single ? sh->arg : s->names[i], s->ts[i], st);
     return rc;
 }
 
