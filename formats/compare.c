@@ -388,7 +388,7 @@ tl_code tl_compare_write_text(FILE *f, const tl_compare_report *r, bool mismatch
         fprintf(f, "%d of %d tensor%s differ%s (", r->mismatched, r->n, r->n == 1 ? "" : "s",
                 r->mismatched == 1 ? "s" : "");
     else
-        fprintf(f, "%s%d tensor%s match (", r->n > 1 ? "all " : "", r->n, r->n == 1 ? "" : "s");
+        fprintf(f, "%s%d tensor%s (", r->n > 1 ? "all " : "", r->n, r->n == 1 ? " matches" : "s match");
     write_rule(f, &r->opts);
     fputs(")\n", f);
     return ferror(f) ? tl_fail(st, TL_ERUNTIME, "error writing the comparison report") : TL_OK;
