@@ -333,20 +333,29 @@ static int row_cells(const tl_compare_report *r, const tl_compare_entry *e, char
     return C_TAIL + 1;
 }
 
-/* Each cell but a row's last padded to its column's width. */
-static void cell_widths(const tl_compare_report *r, bool mismatches_only, int *w)
+/* Writes the rows, each cell but a row's last padded to its column's
+ * width w; with f NULL, only measures the widths into w. */
+static void write_rows(FILE *f, const tl_compare_report *r, bool mismatches_only, int *w)
 {
     char cells[NCOLS][CELL];
-    memset(w, 0, NCOLS * sizeof *w);
     for (int i = 0; i < r->n; i++) {
         const tl_compare_entry *e = &r->entries[i];
         if (mismatches_only && e->match)
             continue;
         int n = row_cells(r, e, cells);
-        for (int c = 0; c + 1 < n; c++) {
-            int len = c == C_NAME ? put_escaped(NULL, e->name) : (int)strlen(cells[c]);
-            w[c] = len > w[c] ? len : w[c];
+        for (int c = 0; c < n; c++) {
+            if (c != C_NAME && !cells[c][0])
+                continue; /* a column this row does not have */
+            int len = c == C_NAME ? put_escaped(f, e->name)
+                    : f           ? fprintf(f, "%s", cells[c])
+                                  : (int)strlen(cells[c]);
+            if (f)
+                fprintf(f, "%*s", c + 1 < n ? w[c] - len + 2 : 0, "");
+            else if (c + 1 < n)
+                w[c] = len > w[c] ? len : w[c];
         }
+        if (f)
+            fputc('\n', f);
     }
 }
 
@@ -368,22 +377,9 @@ static void write_rule(FILE *f, const tl_compare_opts *o)
 
 tl_code tl_compare_write_text(FILE *f, const tl_compare_report *r, bool mismatches_only, tl_status *st)
 {
-    int w[NCOLS];
-    char cells[NCOLS][CELL];
-    cell_widths(r, mismatches_only, w);
-    for (int i = 0; i < r->n; i++) {
-        const tl_compare_entry *e = &r->entries[i];
-        if (mismatches_only && e->match)
-            continue;
-        int n = row_cells(r, e, cells);
-        for (int c = 0; c < n; c++) {
-            if (c != C_NAME && !cells[c][0])
-                continue; /* a column this row does not have */
-            int len = c == C_NAME ? put_escaped(f, e->name) : fprintf(f, "%s", cells[c]);
-            fprintf(f, "%*s", c + 1 < n ? w[c] - len + 2 : 0, "");
-        }
-        fputc('\n', f);
-    }
+    int w[NCOLS] = {0};
+    write_rows(NULL, r, mismatches_only, w);
+    write_rows(f, r, mismatches_only, w);
     if (r->mismatched)
         fprintf(f, "%d of %d tensor%s differ%s (", r->mismatched, r->n, r->n == 1 ? "" : "s",
                 r->mismatched == 1 ? "s" : "");

@@ -23,19 +23,22 @@
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
 
-static tl_tensor *make(tl_dtype dt, int ndim, const int64_t *shape, const double *v)
+/* A tensor from a literal such as "f32:[1, nan]" (formats/text.h). */
+static tl_tensor *lit(const char *text)
 {
     tl_status st;
-    tl_tensor *t = tl_tensor_new(dt, ndim, shape, &st);
-    cr_assert(t, "%s", st.msg);
-    for (int64_t i = 0; v && i < t->numel; i++)
-        tl_tensor_set(t, i, v[i]);
+    tl_tensor *t = tl_literal_parse(text, &st);
+    cr_assert(t, "%s: %s", text, st.msg);
     return t;
 }
 
-static tl_tensor *vec(tl_dtype dt, int64_t n, const double *v) { return make(dt, 1, &n, v); }
-
-static tl_tensor *scalar(tl_dtype dt, double v) { return make(dt, 0, NULL, &v); }
+static tl_tensor *zeros(tl_dtype dt, int ndim, const int64_t *shape)
+{
+    tl_status st;
+    tl_tensor *t = tl_tensor_zeros(dt, ndim, shape, &st);
+    cr_assert(t, "%s", st.msg);
+    return t;
+}
 
 /* Compares A = {t: a} with B = {t: b}; returns t's entry (its tensors are
  * the caller's, so it outlives the report). */
@@ -53,41 +56,33 @@ static tl_compare_entry compare1(const tl_tensor *a, const tl_tensor *b, const t
     return e;
 }
 
-static bool match_f64(double a, double b, const tl_compare_opts *o)
+/* The same for two literals. */
+static tl_compare_entry compare_lits(const char *a, const char *b, const tl_compare_opts *o)
 {
-    tl_tensor *ta = scalar(TL_F64, a), *tb = scalar(TL_F64, b);
-    bool m = compare1(ta, tb, o).match;
+    tl_tensor *ta = lit(a), *tb = lit(b);
+    tl_compare_entry e = compare1(ta, tb, o);
     tl_tensor_unref(ta);
     tl_tensor_unref(tb);
-    return m;
+    return e;
 }
 
-static bool match_f32(float a, float b, const tl_compare_opts *o)
+/* The same for two 0-d tensors of dtype dt (an f32 passes through double
+ * exactly). */
+static tl_compare_entry compare_values(tl_dtype dt, double a, double b, const tl_compare_opts *o)
 {
-    tl_tensor *ta = scalar(TL_F32, a), *tb = scalar(TL_F32, b);
-    bool m = compare1(ta, tb, o).match;
+    tl_status st;
+    tl_tensor *ta = tl_tensor_scalar(dt, a, &st), *tb = tl_tensor_scalar(dt, b, &st);
+    cr_assert(ta && tb, "%s", st.msg);
+    tl_compare_entry e = compare1(ta, tb, o);
     tl_tensor_unref(ta);
     tl_tensor_unref(tb);
-    return m;
+    return e;
 }
 
-static uint64_t ulps_f64(double a, double b)
-{
-    tl_tensor *ta = scalar(TL_F64, a), *tb = scalar(TL_F64, b);
-    uint64_t u = compare1(ta, tb, NULL).max_ulp;
-    tl_tensor_unref(ta);
-    tl_tensor_unref(tb);
-    return u;
-}
-
-static uint64_t ulps_f32(float a, float b)
-{
-    tl_tensor *ta = scalar(TL_F32, a), *tb = scalar(TL_F32, b);
-    uint64_t u = compare1(ta, tb, NULL).max_ulp;
-    tl_tensor_unref(ta);
-    tl_tensor_unref(tb);
-    return u;
-}
+static bool match_f64(double a, double b, const tl_compare_opts *o) { return compare_values(TL_F64, a, b, o).match; }
+static bool match_f32(float a, float b, const tl_compare_opts *o) { return compare_values(TL_F32, a, b, o).match; }
+static uint64_t ulps_f64(double a, double b) { return compare_values(TL_F64, a, b, NULL).max_ulp; }
+static uint64_t ulps_f32(float a, float b) { return compare_values(TL_F32, a, b, NULL).max_ulp; }
 
 /* What a writer prints, as a string the caller frees. */
 static char *report_text(const tl_compare_report *r, bool json, bool mismatches_only)
@@ -122,24 +117,22 @@ static bool exact_rule(double a, double b, double rtol, double atol)
 static bool exact_rule(double a, double b, double rtol, double atol) { return rule(a, b, rtol, atol); }
 #endif
 
-/* The last double from b in direction dir (+1, -1) that the rule accepts. */
-static double edge_f64(double b, double rtol, double atol, int dir)
+/* The next value of dtype dt (f32 or f64) after x, towards to. */
+static double next_value(tl_dtype dt, double x, double to)
 {
-    double toward = dir * INFINITY, a = b + dir * (atol + rtol * fabs(b));
-    while (!rule(a, b, rtol, atol))
-        a = nextafter(a, -toward);
-    while (rule(nextafter(a, toward), b, rtol, atol))
-        a = nextafter(a, toward);
-    return a;
+    return dt == TL_F32 ? (double)nextafterf((float)x, (float)to) : nextafter(x, to);
 }
 
-static float edge_f32(float b, double rtol, double atol, int dir)
+/* The last value of dtype dt from b in direction dir (+1, -1) that the
+ * rule accepts. */
+static double edge(tl_dtype dt, double b, double rtol, double atol, int dir)
 {
-    float toward = dir * INFINITY, a = (float)(b + dir * (atol + rtol * fabs(b)));
+    double to = dir * INFINITY, a = b + dir * (atol + rtol * fabs(b));
+    a = dt == TL_F32 ? (double)(float)a : a;
     while (!rule(a, b, rtol, atol))
-        a = nextafterf(a, -toward);
-    while (rule(nextafterf(a, toward), b, rtol, atol))
-        a = nextafterf(a, toward);
+        a = next_value(dt, a, -to);
+    while (rule(next_value(dt, a, to), b, rtol, atol))
+        a = next_value(dt, a, to);
     return a;
 }
 
@@ -158,44 +151,43 @@ static const tol_case tol_cases[] = {
 static const double refs64[] = {1.0, 3.7, -123.456, 0.1, 6.02e23, 1e-300, -2.5e-3, 0.0};
 static const float refs32[] = {1.0f, 3.7f, -123.456f, 0.1f, 6.02e23f, 1e-30f, -2.5e-3f, 0.0f};
 
-Test(tolerance, boundaries_f64)
+/* For every tolerance case and reference b: the edge on both sides of b
+ * matches and the value past it does not. */
+static void check_boundaries(tl_dtype dt, int nrefs, const double *refs, double default_rtol)
 {
     for (size_t c = 0; c < sizeof tol_cases / sizeof tol_cases[0]; c++) {
         tol_case tc = tol_cases[c];
         tl_compare_opts o = {.rtol = tc.rtol, .atol = tc.atol, .rtol_set = tc.rtol_set};
-        double rtol = tc.rtol_set ? tc.rtol : 1e-7;
-        for (size_t k = 0; k < sizeof refs64 / sizeof refs64[0]; k++) {
-            double b = refs64[k];
+        double rtol = tc.rtol_set ? tc.rtol : default_rtol;
+        for (int k = 0; k < nrefs; k++) {
+            double b = refs[k];
             if (b == 0 && tc.atol == 0)
                 continue; /* only b itself passes: tested in zero_needs_atol */
             for (int dir = -1; dir <= 1; dir += 2) {
-                double in = edge_f64(b, rtol, tc.atol, dir), out = nextafter(in, dir * INFINITY);
-                cr_expect(match_f64(in, b, &o), "b %a rtol %g atol %g: %a should match", b, rtol, tc.atol, in);
-                cr_expect(!match_f64(out, b, &o), "b %a rtol %g atol %g: %a should not", b, rtol, tc.atol, out);
+                double in = edge(dt, b, rtol, tc.atol, dir), out = next_value(dt, in, dir * INFINITY);
+                cr_expect(compare_values(dt, in, b, &o).match, "%s b %a rtol %g atol %g: %a should match",
+                          tl_dtype_name(dt), b, rtol, tc.atol, in);
+                cr_expect(!compare_values(dt, out, b, &o).match, "%s b %a rtol %g atol %g: %a should not",
+                          tl_dtype_name(dt), b, rtol, tc.atol, out);
+                /* an f32 step is far above double rounding: exact too */
+                cr_expect(dt == TL_F64 || (exact_rule(in, b, rtol, tc.atol) && !exact_rule(out, b, rtol, tc.atol)),
+                          "b %a: the double rule and the exact one disagree at %a", b, in);
             }
         }
     }
 }
 
+Test(tolerance, boundaries_f64)
+{
+    check_boundaries(TL_F64, sizeof refs64 / sizeof refs64[0], refs64, 1e-7);
+}
+
 Test(tolerance, boundaries_f32)
 {
-    for (size_t c = 0; c < sizeof tol_cases / sizeof tol_cases[0]; c++) {
-        tol_case tc = tol_cases[c];
-        tl_compare_opts o = {.rtol = tc.rtol, .atol = tc.atol, .rtol_set = tc.rtol_set};
-        double rtol = tc.rtol_set ? tc.rtol : 1e-5;
-        for (size_t k = 0; k < sizeof refs32 / sizeof refs32[0]; k++) {
-            float b = refs32[k];
-            if (b == 0 && tc.atol == 0)
-                continue;
-            for (int dir = -1; dir <= 1; dir += 2) {
-                float in = edge_f32(b, rtol, tc.atol, dir), out = nextafterf(in, dir * INFINITY);
-                cr_expect(match_f32(in, b, &o), "b %a rtol %g: %a should match", (double)b, rtol, (double)in);
-                cr_expect(!match_f32(out, b, &o), "b %a rtol %g: %a should not", (double)b, rtol, (double)out);
-                cr_expect(exact_rule(in, b, rtol, tc.atol) && !exact_rule(out, b, rtol, tc.atol),
-                          "b %a: the double rule and the exact one disagree at %a", (double)b, (double)in);
-            }
-        }
-    }
+    double refs[sizeof refs32 / sizeof refs32[0]];
+    for (size_t k = 0; k < sizeof refs32 / sizeof refs32[0]; k++)
+        refs[k] = refs32[k];
+    check_boundaries(TL_F32, sizeof refs / sizeof refs[0], refs, 1e-5);
 }
 
 /* At the last bit, f64 follows NumPy's double evaluation, not exact
@@ -249,11 +241,8 @@ Test(tolerance, overflowing_difference)
     cr_expect(!match_f64(DBL_MAX, -DBL_MAX, &o), "2 MAX > 1.5 MAX");
     o.rtol = 2;
     cr_expect(match_f64(DBL_MAX, -DBL_MAX, &o), "2 MAX <= 2 MAX");
-    tl_tensor *a = scalar(TL_F64, DBL_MAX), *b = scalar(TL_F64, -DBL_MAX);
-    tl_compare_entry e = compare1(a, b, &o);
+    tl_compare_entry e = compare_values(TL_F64, DBL_MAX, -DBL_MAX, &o);
     cr_expect(isinf(e.max_abs) && e.max_abs > 0, "the error is reported as inf");
-    tl_tensor_unref(a);
-    tl_tensor_unref(b);
 }
 
 Test(tolerance, infinities_match_only_themselves)
@@ -266,6 +255,10 @@ Test(tolerance, infinities_match_only_themselves)
     cr_expect(!match_f64(1.0, INFINITY, &loose));
     cr_expect(match_f64(-DBL_MAX, DBL_MAX, &loose), "finite values within an infinite atol");
     cr_expect(!match_f32(INFINITY, FLT_MAX, &loose));
+    tl_compare_entry e = compare_values(TL_F64, 1.0, INFINITY, NULL);
+    cr_expect(isinf(e.max_abs) && isinf(e.max_rel), "an infinity against a number is an infinite error");
+    e = compare_values(TL_F64, INFINITY, INFINITY, NULL);
+    cr_expect(e.max_abs == 0 && e.max_rel == 0);
 }
 
 Test(tolerance, nan)
@@ -366,24 +359,19 @@ Test(ulp, infinities)
 Test(index, exact_whatever_the_tolerance)
 {
     tl_compare_opts loose = {.rtol = 1, .atol = 100, .rtol_set = true};
-    tl_tensor *a = vec(TL_I64, 3, (double[]){1, 2, 3}), *b = vec(TL_I64, 3, (double[]){1, 2, 4});
-    tl_compare_entry e = compare1(a, b, &loose);
+    tl_compare_entry e = compare_lits("i64:[1, 2, 3]", "i64:[1, 2, 4]", &loose);
     cr_expect(!e.match);
     cr_expect_eq(e.mismatches, 1);
     cr_expect_eq(e.max_abs_int, 1);
     cr_expect_eq(e.worst, 2);
-    tl_tensor_unref(b);
-    b = vec(TL_I64, 3, (double[]){1, 2, 3});
-    cr_expect(compare1(a, b, &loose).match);
-    tl_tensor_unref(a);
-    tl_tensor_unref(b);
+    cr_expect(compare_lits("i64:[1, 2, 3]", "i64:[1, 2, 3]", &loose).match);
 }
 
 /* 2^53 + 1 and 2^53 are one apart, though equal as doubles. */
 Test(index, all_64_bits)
 {
     int64_t shape[] = {2};
-    tl_tensor *a = make(TL_I64, 1, shape, NULL), *b = make(TL_I64, 1, shape, NULL);
+    tl_tensor *a = zeros(TL_I64, 1, shape), *b = zeros(TL_I64, 1, shape);
     ((int64_t *)a->data)[0] = (1LL << 53) + 1;
     ((int64_t *)b->data)[0] = 1LL << 53;
     ((int64_t *)a->data)[1] = INT64_MIN;
@@ -398,10 +386,8 @@ Test(index, all_64_bits)
 
 Test(index, i32)
 {
-    tl_tensor *a = vec(TL_I32, 2, (double[]){-5, 7}), *b = vec(TL_I32, 2, (double[]){-5, 7});
-    cr_expect(compare1(a, b, NULL).match);
-    tl_tensor_unref(a);
-    tl_tensor_unref(b);
+    cr_expect(compare_lits("i32:[-5, 7]", "i32:[-5, 7]", NULL).match);
+    cr_expect(!compare_lits("i32:[-5, 7]", "i32:[-5, 8]", NULL).match);
 }
 
 /* ------------------------------------------------------------------ */
@@ -410,7 +396,7 @@ Test(index, i32)
 Test(report, worst_index_and_counts)
 {
     int64_t shape[] = {2, 3, 4};
-    tl_tensor *a = make(TL_F64, 3, shape, NULL), *b = make(TL_F64, 3, shape, NULL);
+    tl_tensor *a = zeros(TL_F64, 3, shape), *b = zeros(TL_F64, 3, shape);
     for (int64_t i = 0; i < 24; i++) {
         tl_tensor_set(a, i, (double)i);
         tl_tensor_set(b, i, (double)i);
@@ -434,19 +420,15 @@ Test(report, worst_index_and_counts)
  * those of the other elements. */
 Test(report, nan_is_worst_and_not_in_the_errors)
 {
-    tl_tensor *a = vec(TL_F64, 3, (double[]){1, NAN, 10}), *b = vec(TL_F64, 3, (double[]){1.5, 1, 10});
-    tl_compare_entry e = compare1(a, b, NULL);
+    tl_compare_entry e = compare_lits("[1, nan, 10]", "[1.5, 1, 10]", NULL);
     cr_expect_eq(e.mismatches, 2);
     cr_expect_eq(e.worst, 1);
     cr_expect_eq(e.max_abs, 0.5);
-    tl_tensor_unref(a);
-    tl_tensor_unref(b);
 }
 
 Test(report, matching_pair_keeps_its_largest_error)
 {
-    tl_tensor *a = vec(TL_F32, 2, (double[]){1, 2.00001}), *b = vec(TL_F32, 2, (double[]){1, 2});
-    tl_compare_entry e = compare1(a, b, NULL);
+    tl_compare_entry e = compare_lits("f32:[1, 2.00001]", "f32:[1, 2]", NULL);
     cr_expect(e.match);
     cr_expect_eq(e.worst, 1);
     cr_expect_eq(e.max_abs, (double)2.00001f - 2.0, "f32 errors are exact in double");
@@ -454,21 +436,15 @@ Test(report, matching_pair_keeps_its_largest_error)
     for (float x = 2.0f; x < 2.00001f; x = nextafterf(x, 3.0f))
         steps++;
     cr_expect_eq(e.max_ulp, steps);
-    tl_tensor_unref(a);
-    tl_tensor_unref(b);
-    a = vec(TL_F64, 2, (double[]){1, 2});
-    b = vec(TL_F64, 2, (double[]){1, 2});
-    e = compare1(a, b, NULL);
+    e = compare_lits("[1, 2]", "[1, 2]", NULL);
     cr_expect(e.match);
     cr_expect_eq(e.worst, -1, "no error, no worst element");
-    tl_tensor_unref(a);
-    tl_tensor_unref(b);
 }
 
 Test(report, empty_tensors_match)
 {
     int64_t shape[] = {0, 3};
-    tl_tensor *a = make(TL_F32, 2, shape, NULL), *b = make(TL_F32, 2, shape, NULL);
+    tl_tensor *a = zeros(TL_F32, 2, shape), *b = zeros(TL_F32, 2, shape);
     tl_compare_entry e = compare1(a, b, NULL);
     cr_expect(e.match);
     cr_expect_eq(e.worst, -1);
@@ -478,23 +454,15 @@ Test(report, empty_tensors_match)
 
 Test(report, dtype_and_shape_differences)
 {
-    tl_tensor *a = vec(TL_F32, 2, (double[]){1, 2}), *b = vec(TL_F64, 2, (double[]){1, 2});
-    tl_compare_entry e = compare1(a, b, NULL);
+    tl_compare_entry e = compare_lits("f32:[1, 2]", "[1, 2]", NULL);
     cr_expect(!e.match);
     cr_expect_eq(e.reason, TL_CMP_DTYPE);
-    tl_tensor_unref(a);
-    int64_t shape[] = {2, 1};
-    a = make(TL_F64, 2, shape, (double[]){1, 2});
-    e = compare1(a, b, NULL);
+    cr_expect_eq(e.worst, -1);
+    e = compare_lits("[[1], [2]]", "[1, 2]", NULL);
     cr_expect(!e.match);
     cr_expect_eq(e.reason, TL_CMP_SHAPE);
-    tl_tensor_unref(a);
-    a = scalar(TL_F64, 1);
-    tl_tensor *one = vec(TL_F64, 1, (double[]){1});
-    cr_expect_eq(compare1(a, one, NULL).reason, TL_CMP_SHAPE, "[] is not [1]");
-    tl_tensor_unref(a);
-    tl_tensor_unref(one);
-    tl_tensor_unref(b);
+    cr_expect_eq(compare_lits("1", "[1]", NULL).reason, TL_CMP_SHAPE, "[] is not [1]");
+    cr_expect_eq(compare_lits("i32:[1]", "i64:[1]", NULL).reason, TL_CMP_DTYPE);
 }
 
 /* ------------------------------------------------------------------ */
@@ -510,10 +478,10 @@ typedef struct two_sets {
 /* A = {x, y}, B = {y (one element off), z}. */
 static void two_sets_init(two_sets *s)
 {
-    s->x = vec(TL_F64, 2, (double[]){1, 2});
-    s->y = vec(TL_F64, 2, (double[]){3, 4});
-    s->y2 = vec(TL_F64, 2, (double[]){3, 4.5});
-    s->z = scalar(TL_F32, 7);
+    s->x = lit("[1, 2]");
+    s->y = lit("[3, 4]");
+    s->y2 = lit("[3, 4.5]");
+    s->z = lit("f32:7");
     s->na[0] = "x", s->na[1] = "y", s->nb[0] = "z", s->nb[1] = "y";
     s->ta[0] = s->x, s->ta[1] = s->y, s->tb[0] = s->z, s->tb[1] = s->y2;
     s->a = tl_result_set_view(2, s->na, s->ta);
@@ -551,7 +519,7 @@ Test(pairing, missing_keys_both_ways)
 
 Test(pairing, anonymous_npy_pairs_with_the_only_tensor)
 {
-    tl_tensor *y = vec(TL_F64, 2, (double[]){1, 2});
+    tl_tensor *y = lit("[1, 2]");
     const char *na[] = {"y"}, *nb[] = {"golden.npy"};
     const tl_tensor *ta[] = {y}, *tb[] = {y};
     tl_result_set a = tl_result_set_view(1, na, ta), b = tl_result_set_view(1, nb, tb);
@@ -672,7 +640,7 @@ Test(writers, json_report)
 /* Names from an .npz may hold any bytes: the json report stays JSON. */
 Test(writers, hostile_names)
 {
-    tl_tensor *t = scalar(TL_F64, NAN);
+    tl_tensor *t = lit("nan");
     const char *na[] = {"a\"b\\c\n\x01", "\xff\xfe bad utf-8 \xc3\xa9"};
     const tl_tensor *ta[] = {t, t};
     tl_result_set a = tl_result_set_view(2, na, ta), b = tl_result_set_view(0, NULL, NULL);
@@ -696,7 +664,7 @@ Test(writers, hostile_names)
 
 Test(writers, nan_values_in_json)
 {
-    tl_tensor *a = vec(TL_F32, 2, (double[]){NAN, -INFINITY}), *b = vec(TL_F32, 2, (double[]){1, -INFINITY});
+    tl_tensor *a = lit("f32:[nan, -inf]"), *b = lit("f32:[1, -inf]");
     const char *n[] = {"t"};
     tl_result_set sa = tl_result_set_view(1, n, (const tl_tensor *const[]){a});
     tl_result_set sb = tl_result_set_view(1, n, (const tl_tensor *const[]){b});
@@ -721,6 +689,14 @@ static tl_result_set *read_text(const char *text, tl_status *st)
     return tl_result_set_read_mem(text, strlen(text), "x.npy", st);
 }
 
+static tl_result_set *read_ok(const char *text)
+{
+    tl_status st;
+    tl_result_set *s = read_text(text, &st);
+    cr_assert(s, "%s: %s", text, st.msg);
+    return s;
+}
+
 static void expect_bad(const char *text, const char *msg)
 {
     tl_status st;
@@ -733,11 +709,9 @@ static void expect_bad(const char *text, const char *msg)
 
 Test(read, json_outputs_and_grads)
 {
-    tl_status st;
-    tl_result_set *s = read_text("{\"device\": \"cpu\", \"outputs\": {\"y\": {\"dtype\": \"f32\", \"shape\": [2], "
-                                 "\"data\": [1.5, \"-inf\"]}}, \"grads\": {\"x\": {\"dtype\": \"i64\", \"shape\": "
-                                 "[], \"data\": [-9223372036854775808]}}}\n", &st);
-    cr_assert(s, "%s", st.msg);
+    tl_result_set *s = read_ok("{\"device\": \"cpu\", \"outputs\": {\"y\": {\"dtype\": \"f32\", \"shape\": [2], "
+                               "\"data\": [1.5, \"-inf\"]}}, \"grads\": {\"x\": {\"dtype\": \"i64\", \"shape\": "
+                               "[], \"data\": [-9223372036854775808]}}}\n");
     cr_assert_eq(s->n, 2);
     cr_expect(!s->anonymous);
     cr_expect_str_eq(s->names[0], "y");
@@ -755,7 +729,7 @@ Test(read, json_round_trips_bits)
 {
     enum { N = 4000 };
     int64_t n = N;
-    tl_tensor *t[3] = {make(TL_F32, 1, &n, NULL), make(TL_F64, 1, &n, NULL), make(TL_I64, 1, &n, NULL)};
+    tl_tensor *t[3] = {zeros(TL_F32, 1, &n), zeros(TL_F64, 1, &n), zeros(TL_I64, 1, &n)};
     uint64_t s = 12345;
     for (int i = 0; i < N; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -795,7 +769,7 @@ Test(read, json_round_trips_bits)
 
 Test(read, npz_and_npy)
 {
-    tl_tensor *x = vec(TL_F64, 2, (double[]){1, 2}), *i = vec(TL_I32, 1, (double[]){7});
+    tl_tensor *x = lit("[1, 2]"), *i = lit("i32:[7]");
     const char *keys[] = {"y", "grad/x"};
     const tl_tensor *ts[] = {x, i};
     char *buf = NULL;
@@ -828,11 +802,10 @@ Test(read, npz_and_npy)
 
 Test(read, order_and_lookup)
 {
+    tl_result_set *s = read_ok("{\"outputs\": {\"b\": {\"dtype\": \"f64\", \"shape\": [], \"data\": [1]},"
+                               " \"a\": {\"dtype\": \"f64\", \"shape\": [], \"data\": [2]}},"
+                               " \"grads\": {\"a\": {\"dtype\": \"f64\", \"shape\": [], \"data\": [3]}}}");
     tl_status st;
-    tl_result_set *s = read_text("{\"outputs\": {\"b\": {\"dtype\": \"f64\", \"shape\": [], \"data\": [1]},"
-                                 " \"a\": {\"dtype\": \"f64\", \"shape\": [], \"data\": [2]}},"
-                                 " \"grads\": {\"a\": {\"dtype\": \"f64\", \"shape\": [], \"data\": [3]}}}", &st);
-    cr_assert(s, "%s", st.msg);
     int *order = tl_result_set_order(s, &st);
     cr_assert(order);
     cr_expect_eq(tl_result_set_lookup(s, order, "a"), 1);
@@ -896,11 +869,9 @@ Test(read, hostile_json)
  * brackets, escapes, numbers in fields it ignores. */
 Test(read, numbers_among_strings)
 {
-    tl_status st;
-    tl_result_set *s = read_text("{\"device\": \"cpu -1 \\\" [2, 3]\", \"extra\": [1, -2.5e3, {\"k\": 4}],"
-                                 " \"outputs\": {\"y\\\"1\": {\"note\": 17, \"dtype\": \"i64\", \"shape\": [2],"
-                                 " \"data\": [-12345678901234567, 9007199254740993]}}}", &st);
-    cr_assert(s, "%s", st.msg);
+    tl_result_set *s = read_ok("{\"device\": \"cpu -1 \\\" [2, 3]\", \"extra\": [1, -2.5e3, {\"k\": 4}],"
+                               " \"outputs\": {\"y\\\"1\": {\"note\": 17, \"dtype\": \"i64\", \"shape\": [2],"
+                               " \"data\": [-12345678901234567, 9007199254740993]}}}");
     cr_expect_str_eq(s->names[0], "y\"1");
     cr_expect_eq(tl_tensor_get_int(s->ts[0], 0), -12345678901234567LL);
     cr_expect_eq(tl_tensor_get_int(s->ts[0], 1), 9007199254740993LL);
