@@ -218,7 +218,11 @@ int cmd_show(int argc, char **argv)
         sh.single = true;
     }
     const tl_result_set *s = file ? file : t ? &one : NULL;
-    int rc = !s ? cli_fail(&st) : show_all(&sh, s, &st) ? cli_fail(&st) : cli_finish_stdout();
+    int rc;
+    if (!s || show_all(&sh, s, &st))
+        rc = cli_fail(&st);
+    else
+        rc = cli_finish_stdout();
     tl_tensor_unref((tl_tensor *)t);
     tl_result_set_free(file);
     return rc;

@@ -200,12 +200,22 @@ static tl_code pair_by_name(tl_compare_report *r, const tl_result_set *a, const 
     return TL_OK;
 }
 
+/* The values are read in place: a tensor on a device is a caller's bug. */
+static tl_code check_host(const tl_result_set *s, tl_status *st)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->ts[i]->device.kind != TL_DEV_CPU)
+            return tl_fail(st, TL_ERUNTIME, "internal error: comparing '%s', which is not in host memory",
+                           s->names[i]);
+    return TL_OK;
+}
+
 tl_compare_report *tl_compare(const tl_result_set *a, const tl_result_set *b,
                               const tl_compare_opts *opts, tl_status *st)
 {
     tl_compare_opts dflt = {0};
     opts = opts ? opts : &dflt;
-    if (tl_compare_check_opts(opts, st))
+    if (tl_compare_check_opts(opts, st) || check_host(a, st) || check_host(b, st))
         return NULL;
     tl_compare_report *r = tl_calloc(1, sizeof *r, "a comparison report", st);
     if (!r)
@@ -406,7 +416,7 @@ static void json_f64(FILE *f, double v)
     json_number(f, buf);
 }
 
-/* ", "KEY": value" with the value written by put, or null. */
+/* ", "KEY": " and null, or without it for the caller to write the value. */
 static void json_field(FILE *f, const char *key, bool present)
 {
     fprintf(f, ", \"%s\": %s", key, present ? "" : "null");

@@ -90,7 +90,8 @@ tl_code tl_compare_check_opts(const tl_compare_opts *o, tl_status *st);
 
 /* Compares every tensor of a with b's.  NULL opts: the defaults.  Errors:
  * bad options or a name given twice in a set (TL_EINPUT), out of memory
- * (TL_ERUNTIME).  Host tensors only. */
+ * or a tensor that is not in host memory (TL_ERUNTIME): bring device
+ * results to the host first. */
 tl_compare_report *tl_compare(const tl_result_set *a, const tl_result_set *b,
                               const tl_compare_opts *opts, tl_status *st);
 bool tl_compare_all_match(const tl_compare_report *r);
