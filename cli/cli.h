@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "exec/exec.h"
+#include "formats/compare.h"
 
 #define TL_VERSION "0.1.0"
 
@@ -63,5 +64,12 @@ tl_code cli_write(const cli_out *o, tl_status *st);
 int cmd_run(int argc, char **argv);  /* run and grad */
 int cmd_ops(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+
+/* --rtol R, --atol A, --ulp N, --equal-nan (cmd_compare.c): when argv[*i]
+ * is one of them, stores it in o (advancing *i past a value) and returns
+ * 0, or prints a usage error and returns 2; -1 when it is none of them. */
+int cli_compare_option(int argc, char **argv, int *i, tl_compare_opts *o);
 
 #endif

@@ -12,6 +12,8 @@
 static const char usage_text[] =
     "usage: tl run  GRAPH [NAME=TENSOR]... [options]\n"
     "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
+    "       tl compare A B [--rtol R] [--atol A] [--ulp N] [--equal-nan] [--format text|json]\n"
+    "       tl show TENSOR [--stats] [--full] [--format text|json]\n"
     "       tl ops\n"
     "       tl devices\n"
     "\n"
@@ -46,6 +48,8 @@ static const struct {
     {"grad", cmd_run},
     {"ops", cmd_ops},
     {"devices", cmd_devices},
+    {"compare", cmd_compare},
+    {"show", cmd_show},
 };
 
 static int help(void)
