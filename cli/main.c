@@ -90,5 +90,5 @@ int main(int argc, char **argv)
         }
         return commands[k].run(argc - 1, argv + 1);
     }
-    return cli_usage("unknown command '%s' (run, grad, ops, devices)", sub);
+    return cli_usage("unknown command '%s' (run, grad, compare, show, ops, devices)", sub);
 }
