@@ -68,6 +68,21 @@ char *tl_tensor_desc(const tl_tensor *t, char *buf, size_t len)
     return tl_shape_desc(t->dtype, t->ndim, t->shape, buf, len);
 }
 
+char *tl_index_desc(const tl_tensor *t, int64_t j, char *buf, size_t len)
+{
+    int64_t idx[TL_MAXDIM];
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        idx[d] = t->shape[d] ? j % t->shape[d] : 0;
+        j = t->shape[d] ? j / t->shape[d] : 0;
+    }
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < t->ndim && k < len; d++)
+        k += (size_t)snprintf(buf + k, len - k, d ? ",%lld" : "%lld", (long long)idx[d]);
+    if (k < len)
+        snprintf(buf + k, len - k, "]");
+    return buf;
+}
+
 bool tl_same_shape(const tl_tensor *a, const tl_tensor *b)
 {
     return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);

@@ -73,6 +73,8 @@ tl_code tl_shape_numel(int ndim, const int64_t *shape, int64_t *numel, tl_status
 char *tl_tensor_desc(const tl_tensor *t, char *buf, size_t len);
 char *tl_shape_desc(tl_dtype dt, int ndim, const int64_t *shape, char *buf, size_t len);
 bool tl_same_shape(const tl_tensor *a, const tl_tensor *b);
+/* Writes "[1,2]": where element j (row-major) sits in t's shape. */
+char *tl_index_desc(const tl_tensor *t, int64_t j, char *buf, size_t len);
 
 /* New host tensor with uninitialised data (refs = 1). */
 tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);

@@ -336,7 +336,8 @@ static int execute(const cmd *c)
         (rc = parse_wrt(c, g, in, wrt, &st)))
         goto done;
     t1 = cli_now_ms();
-    tl_run_opts o = {c->grad, wrt, be, max_memory, c->strict};
+    tl_run_opts o = {.record = c->grad, .wrt = wrt, .backend = be, .max_memory = max_memory,
+                     .strict_device = c->strict};
     if (tl_run(g, in, &o, &r, &st)) {
         rc = cli_fail(&st);
         goto done;

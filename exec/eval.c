@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 /* The evaluator: walks the recipe in order, one op call per node, records
  * differentiable calls on the tape, runs only the selected block of an
  * `if` and each step of an `iterate` in turn.  Blocks nest by recursion on
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats/npy.h"
 #include "formats/npz.h"
@@ -19,6 +21,10 @@ struct tl_result {
     tl_ctx cx;
     tl_stats stats;
     int noutputs;
+    int *out_slot;        /* the graph's outputs, or those asked for */
+    tl_node_log *log;     /* per node, with profile */
+    tl_progress_fn progress;
+    void *progress_ctx;
     tl_tensor **outputs;
     int *out_var;
     int ninputs;
@@ -195,7 +201,7 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
     tl_tensor *out = rc ? NULL : tl_op(ev->cx, n->op, n->nargs, in, attrs, ev->st);
     int var = -1;
     if (out && ev->tape && any && differentiable(n->op, out)) {
-        var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, &n->attrs, NULL, ev->st);
+        var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, &n->attrs, n, ev->st);
         if (var < 0) {
             tl_tensor_unref(out);
             out = NULL;
@@ -325,15 +331,66 @@ static tl_code eval_node(tl_eval *ev, const tl_node *n)
     }
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* "f64[2], a number": what a node was given, for messages. */
+static void describe_args(tl_eval *ev, const tl_node *n, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n->nargs && k + 100 < len; i++) {
+        tl_value v;
+        char d[96] = "a number";
+        if (!tl_eval_arg(ev, &n->args[i], &v) && !v.weak)
+            tl_tensor_desc(v.t, d, sizeof d);
+        k += (size_t)snprintf(buf + k, len - k, i ? ", %s" : "%s", d);
+    }
+}
+
+/* After an op or map node: its log entry, and with check_finite its value. */
+static tl_code after_node(tl_eval *ev, const tl_node *n, int64_t ops0, int64_t fb0, double t0)
+{
+    if (ev->log) {
+        tl_node_log *l = &ev->log[n->index];
+        l->calls += ev->cx->ops - ops0;
+        l->fallbacks += ev->cx->fallbacks - fb0;
+        if (ev->cx->fallbacks > fb0)
+            l->why = ev->cx->last_why;
+        l->ms += now_ms() - t0;
+    }
+    tl_value v;
+    if (!ev->cx->check_finite)
+        return TL_OK;
+    if (tl_eval_get(ev, n->out[0], &v))
+        return ev->st->code;
+    if (v.weak || !tl_ctx_check_finite(ev->cx, v.t, "its value", ev->st))
+        return TL_OK;
+    char ins[512];
+    describe_args(ev, n, ins, sizeof ins);
+    size_t k = strlen(ev->st->msg);
+    snprintf(ev->st->msg + k, sizeof ev->st->msg - k, " (inputs %s)", ins);
+    return ev->st->code;
+}
+
 static tl_code eval_block(tl_eval *ev, const tl_block *b)
 {
     for (int i = 0; i < b->nnodes; i++) {
         const tl_node *n = &b->nodes[i];
-        ev->stats->nodes++;
-        if (eval_node(ev, n))
+        bool composite = n->op == TL_OP_IF || n->op == TL_OP_ITERATE;
+        int64_t ops0 = ev->cx->ops, fb0 = ev->cx->fallbacks;
+        double t0 = ev->log ? now_ms() : 0;
+        if (++ev->stats->nodes % 4096 == 0 && ev->opts->progress)
+            ev->opts->progress(ev->opts->progress_ctx, "forward", ev->stats->nodes, -1);
+        if (eval_node(ev, n) || (!composite && after_node(ev, n, ops0, fb0, t0)))
             return tl_wrap(ev->st, "node \"%s\" (%s)", n->name, tl_ops[n->op].name);
         for (int k = 0; k < n->nfree; k++)
-            tl_eval_clear(ev, n->free_after[k]);
+            if (!ev->keep || !ev->keep[n->free_after[k]])
+                tl_eval_clear(ev, n->free_after[k]);
     }
     return TL_OK;
 }
@@ -379,7 +436,7 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
         return rc;
     for (int i = 0; i < r->noutputs; i++) {
         tl_value v;
-        if ((rc = tl_eval_get(ev, g->outputs[i], &v)))
+        if ((rc = tl_eval_get(ev, r->out_slot[i], &v)))
             return rc;
         tl_tensor *t = tl_eval_materialize(ev, NULL, &v, ev->call_dtype);
         r->outputs[i] = t ? tl_ctx_to_host(ev->cx, t, st) : NULL;
@@ -408,17 +465,32 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
         return st->code;
     }
     r->cx.budget = r->budget;
+    r->cx.profile = o->profile;
+    r->cx.check_finite = o->check_finite;
     r->tape.budget = r->budget;
-    r->noutputs = g->noutputs;
+    r->progress = o->progress;
+    r->progress_ctx = o->progress_ctx;
+    r->noutputs = o->outputs ? o->noutputs : g->noutputs;
     r->ninputs = g->ninputs;
-    r->outputs = tl_calloc((size_t)g->noutputs, sizeof(tl_tensor *), "outputs", st);
-    r->out_var = tl_calloc((size_t)g->noutputs, sizeof(int), "outputs", st);
+    r->out_slot = tl_malloc((size_t)r->noutputs + 1, sizeof(int), "outputs", st);
+    if (r->out_slot)
+        memcpy(r->out_slot, o->outputs ? o->outputs : g->outputs, sizeof(int) * (size_t)r->noutputs);
+    r->outputs = tl_calloc((size_t)r->noutputs + 1, sizeof(tl_tensor *), "outputs", st);
+    r->out_var = tl_calloc((size_t)r->noutputs + 1, sizeof(int), "outputs", st);
     r->in_var = tl_calloc((size_t)g->ninputs + 1, sizeof(int), "inputs", st);
     r->inputs = tl_calloc((size_t)g->ninputs + 1, sizeof(tl_tensor *), "inputs", st);
+    if (o->profile)
+        r->log = tl_calloc((size_t)g->nnodes + 1, sizeof *r->log, "a node log", st);
     tl_eval ev = {g, &r->cx, o->record ? &r->tape : NULL, NULL, tl_call_dtype(g, inputs),
-                  &r->stats, st, {NULL}, {NULL}};
+                  &r->stats, st, {NULL}, {NULL}, NULL, r->log, o};
+    bool *keep = NULL;
+    if (o->outputs && (keep = tl_calloc((size_t)g->nslots + 1, sizeof *keep, "kept values", st)))
+        for (int i = 0; i < o->noutputs; i++)
+            keep[o->outputs[i]] = true;
+    ev.keep = keep;
     ev.env = tl_calloc((size_t)g->nslots + 1, sizeof(tl_value), "the environment", st);
-    bool ready = r->outputs && r->out_var && r->in_var && r->inputs && ev.env;
+    bool ready = r->out_slot && r->outputs && r->out_var && r->in_var && r->inputs && ev.env &&
+                 (!o->profile || r->log) && (!o->outputs || keep);
     for (int d = 0; d < TL_NDTYPES; d++) {
         ev.num_cache[d] = tl_calloc((size_t)g->nnums + 1, sizeof(tl_tensor *), "a cache", st);
         ev.const_cache[d] = tl_calloc((size_t)g->nslots + 1, sizeof(tl_tensor *), "a cache", st);
@@ -436,6 +508,7 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
         free(ev.const_cache[d]);
     }
     free(ev.env);
+    free(keep);
     if (rc && strncmp(st->msg, g->path, strlen(g->path)))
         tl_wrap(st, "%s", g->path);
     r->stats.peak_bytes = r->budget->peak;
@@ -456,8 +529,11 @@ int tl_result_noutputs(const tl_result *r) { return r->noutputs; }
 const tl_tensor *tl_result_output(const tl_result *r, int i) { return r->outputs[i]; }
 const char *tl_result_output_name(const tl_result *r, int i)
 {
-    return r->g->slot_name[r->g->outputs[i]];
+    return r->g->slot_name[r->out_slot[i]];
 }
+
+const tl_opprof (*tl_result_profile(const tl_result *r))[2] { return r->cx.prof; }
+const tl_node_log *tl_result_node_log(const tl_result *r) { return r->log; }
 tl_device tl_result_device(const tl_result *r)
 {
     return (tl_device){r->cx.backend->kind, r->cx.backend->index};
@@ -523,8 +599,10 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
     tl_code rc = TL_OK;
     for (int i = 0; i < r->noutputs && !rc; i++)
         rc = seed(r, i, cotangents ? cotangents[i] : NULL, g, st);
+    r->cx.phase = 1; /* profile times go to backward */
     if (!rc)
-        rc = tl_tape_backward(&r->tape, &r->cx, g, st);
+        rc = tl_tape_backward(&r->tape, &r->cx, g, r->progress, r->progress_ctx, st);
+    r->cx.phase = 0;
     int nvars = r->tape.nvars;
     tl_tape_free(&r->tape);
     for (int k = 0; k < r->ninputs && !rc; k++) {
@@ -579,6 +657,8 @@ void tl_result_free(tl_result *r)
     for (int i = 0; r->inputs && i < r->ninputs; i++)
         tl_tensor_unref(r->inputs[i]);
     free(r->outputs);
+    free(r->out_slot);
+    free(r->log);
     free(r->out_var);
     free(r->in_var);
     free(r->inputs);

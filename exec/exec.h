@@ -20,7 +20,24 @@ typedef struct tl_run_opts {
     const tl_backend *backend; /* NULL = CPU */
     int64_t max_memory;        /* bytes the run may hold in tensors and tape; 0: no limit */
     bool strict_device;        /* an op the device lacks is an error, not a CPU fallback */
+    /* the results: these top-level slots instead of the graph's outputs
+     * (NULL: the graph's) */
+    const int *outputs;
+    int noutputs;
+    bool profile;      /* time every op call and keep a per-node log (tl_result_node_log) */
+    bool check_finite; /* the first value (or gradient) with a NaN or an infinity is an error */
+    /* called now and then during a long run or backward pass: how far */
+    void (*progress)(void *ctx, const char *phase, int64_t done, int64_t total);
+    void *progress_ctx;
 } tl_run_opts;
+
+/* What one graph node did (with profile): op calls, the time in them, on
+ * which device, and why it fell back to the CPU if it did. */
+typedef struct tl_node_log {
+    int64_t calls, fallbacks;
+    double ms;
+    const char *why; /* the device's reason, or NULL */
+} tl_node_log;
 
 typedef struct tl_branch_log {
     const char *node; /* graph-owned name of the if node */
@@ -58,6 +75,11 @@ tl_device tl_result_device(const tl_result *r);
  * ran there, or "mixed" when some fell back to the CPU. */
 const char *tl_result_device_name(const tl_result *r);
 const tl_stats *tl_result_stats(const tl_result *r);
+/* Per-op times [op][0 forward, 1 backward] (all zero without profile). */
+const tl_opprof (*tl_result_profile(const tl_result *r))[2];
+/* One entry per graph node (g->nnodes, by tl_node.index); NULL without
+ * profile. */
+const tl_node_log *tl_result_node_log(const tl_result *r);
 
 /* Vector-Jacobian product: cotangents[i] seeds output i (NULL: all ones;
  * shape and dtype must equal the output's).  grads[k] receives a new

@@ -1,9 +1,12 @@
+#define _POSIX_C_SOURCE 200809L
 #include "op.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "shape.h"
 
@@ -150,12 +153,41 @@ tl_tensor *tl_ctx_scalar(tl_ctx *cx, tl_dtype dt, double v, tl_status *st)
     return t;
 }
 
+tl_code tl_ctx_check_finite(tl_ctx *cx, tl_tensor *t, const char *what, tl_status *st)
+{
+    if (tl_dtype_is_int(t->dtype))
+        return TL_OK;
+    tl_tensor *h = tl_ctx_to_host(cx, t, st);
+    if (!h)
+        return st->code;
+    int64_t bad = -1;
+    if (h->dtype == TL_F32) {
+        const float *p = h->data;
+        for (int64_t i = 0; i < h->numel && bad < 0; i++)
+            if (!isfinite(p[i]))
+                bad = i;
+    } else {
+        const double *p = h->data;
+        for (int64_t i = 0; i < h->numel && bad < 0; i++)
+            if (!isfinite(p[i]))
+                bad = i;
+    }
+    char at[TL_MAXDIM * 24];
+    double v = bad >= 0 ? tl_tensor_get(h, bad) : 0;
+    if (bad >= 0)
+        tl_fail(st, TL_ERUNTIME, "%s holds %s at %s", what, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf",
+                tl_index_desc(h, bad, at, sizeof at));
+    tl_tensor_unref(h);
+    return bad >= 0 ? TL_ERUNTIME : TL_OK;
+}
+
 /* ---------- the op ---------- */
 
 static void note_fallback(tl_ctx *cx, tl_opcode op, tl_dtype dt, const char *why)
 {
     tl_devstats *s = &cx->dev;
     cx->fallbacks++;
+    cx->last_why = why ? why : "not supported";
     for (int i = 0; i < s->nkinds; i++)
         if (s->kinds[i].op == op && s->kinds[i].dtype == dt) {
             s->kinds[i].count++;
@@ -165,12 +197,30 @@ static void note_fallback(tl_ctx *cx, tl_opcode op, tl_dtype dt, const char *why
         s->kinds[s->nkinds++] = (tl_fallback){op, dt, why ? why : "not supported", 1};
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static tl_code run_kernel(tl_ctx *cx, const tl_backend *be, tl_opcode op, int n,
                           tl_tensor *const *in, const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
+    bool dev = tl_backend_is_device(be);
     cx->ops++;
-    *(tl_backend_is_device(be) ? &cx->dev.ops_device : &cx->dev.ops_cpu) += 1;
-    return be->run(be, op, n, (const tl_tensor *const *)in, a, out, st);
+    *(dev ? &cx->dev.ops_device : &cx->dev.ops_cpu) += 1;
+    if (!cx->profile)
+        return be->run(be, op, n, (const tl_tensor *const *)in, a, out, st);
+    double t0 = now_ms();
+    tl_code rc = be->run(be, op, n, (const tl_tensor *const *)in, a, out, st);
+    if (!rc && dev) /* a device queues work: wait for it, or the time is the launch's */
+        rc = be->sync(be, st);
+    tl_opprof *p = &cx->prof[op][cx->phase];
+    p->calls++;
+    p->device_calls += dev;
+    p->ms += now_ms() - t0;
+    return rc;
 }
 
 /* Runs on the device: host operands are mirrored there first. */

@@ -34,6 +34,12 @@ typedef struct tl_devstats {
 
 typedef struct tl_mirror tl_mirror;
 
+/* Time spent in one op, in one phase (0 forward, 1 backward). */
+typedef struct tl_opprof {
+    int64_t calls, device_calls; /* of them, run on the device */
+    double ms;
+} tl_opprof;
+
 #define TL_CTX_SCALARS 64
 
 typedef struct tl_ctx_scalar_entry {
@@ -49,6 +55,11 @@ typedef struct tl_ctx {
     int64_t fallbacks;         /* of them, run on the CPU instead of the device */
     tl_budget *budget;         /* results are charged here (NULL: unlimited) */
     tl_devstats dev;
+    bool profile;       /* time every call (a device is synchronised after each) */
+    bool check_finite;  /* values and gradients must be finite */
+    const char *last_why; /* the reason of the latest fallback */
+    int phase;          /* 0 forward, 1 backward: where profile times go */
+    tl_opprof prof[TL_OP_COUNT][2];
     tl_mirror *mirrors; /* host tensor -> its device copy, open addressing */
     int nmirrors, capmirrors;
     int nscalars;
@@ -69,6 +80,9 @@ tl_tensor *tl_ctx_to_host(tl_ctx *cx, tl_tensor *t, tl_status *st);
 /* The value of a one-element tensor, read back when it lives on a device
  * (a host sync). */
 tl_code tl_ctx_item(tl_ctx *cx, const tl_tensor *t, double *v, tl_status *st);
+/* TL_ERUNTIME "WHAT holds nan at [1,2]" when t (read back from a device
+ * if need be) has a NaN or an infinity; index tensors always pass. */
+tl_code tl_ctx_check_finite(tl_ctx *cx, tl_tensor *t, const char *what, tl_status *st);
 /* A 0-d constant of dtype dt in the context's memory, made once (new
  * reference). */
 tl_tensor *tl_ctx_scalar(tl_ctx *cx, tl_dtype dt, double v, tl_status *st);

@@ -521,6 +521,7 @@ static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
     const cJSON *ids[MAX_IDS];
     n->index_slot = -1;
     n->cond.slot = -1;
+    n->index = L->g->nnodes++;
     tl_attrs_init(&n->attrs);
     if (!cJSON_IsObject(obj))
         return tl_fail(L->st, TL_EINPUT, "node %d: must be an object", pos), false;
