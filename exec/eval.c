@@ -539,6 +539,8 @@ tl_device tl_result_device(const tl_result *r)
     return (tl_device){r->cx.backend->kind, r->cx.backend->index};
 }
 
+const tl_backend *tl_result_backend(const tl_result *r) { return r->cx.backend; }
+
 const char *tl_result_device_name(const tl_result *r)
 {
     return r->cx.fallbacks && tl_ctx_on_device(&r->cx) ? "mixed" : r->cx.backend->name;
@@ -620,6 +622,8 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
     for (int v = 0; v < nvars; v++)
         tl_tensor_unref(g[v]);
     free(g);
+    if (rc && strncmp(st->msg, r->g->path, strlen(r->g->path)))
+        tl_wrap(st, "%s", r->g->path);
     r->stats.backward_ops = r->cx.ops - ops0;
     r->stats.fallbacks = r->cx.fallbacks;
     r->stats.dev = r->cx.dev;

@@ -74,6 +74,8 @@ tl_device tl_result_device(const tl_result *r);
 /* The effective device: "cpu", the device's name ("cuda:0") when every op
  * ran there, or "mixed" when some fell back to the CPU. */
 const char *tl_result_device_name(const tl_result *r);
+/* The backend the run asked for (its name: "cpu", "cuda:0"). */
+const tl_backend *tl_result_backend(const tl_result *r);
 const tl_stats *tl_result_stats(const tl_result *r);
 /* Per-op times [op][0 forward, 1 backward] (all zero without profile). */
 const tl_opprof (*tl_result_profile(const tl_result *r))[2];

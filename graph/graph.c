@@ -1238,3 +1238,15 @@ int tl_graph_input_index(const tl_graph *g, const char *name)
             return i;
     return -1;
 }
+
+int tl_graph_top_slot(const tl_graph *g, const char *name)
+{
+    int s = g->names ? lookup(g, g->names, g->tcap, name) : -1;
+    if (s < 0 || g->slot_kind[s] == TL_SLOT_INPUT || g->slot_kind[s] == TL_SLOT_CONST)
+        return s;
+    for (int i = 0; i < g->top.nnodes; i++)
+        for (int k = 0; k < g->top.nodes[i].nout; k++)
+            if (g->top.nodes[i].out[k] == s)
+                return s;
+    return -1;
+}

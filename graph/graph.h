@@ -135,5 +135,8 @@ void tl_graph_free(tl_graph *g);
 
 /* Input index by name, or -1. */
 int tl_graph_input_index(const tl_graph *g, const char *name);
+/* The slot of a name of the top scope (an input, a constant or a node of
+ * the top block), or -1. */
+int tl_graph_top_slot(const tl_graph *g, const char *name);
 
 #endif
