@@ -89,7 +89,7 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
                     "argument of any shape; result x.shape[:axis] + idx.shape + x.shape[axis+1:]; "
                     "negative indices count from the end, out of range is an error",
                     "g scatter-added back (repeated indices accumulate)",
-                    {{"axis", "int", NULL}, {"indices", "list of ints", "the second argument"}}},
+                    {{"axis", "int", NULL}, {"indices", "list of ints", "none: or the indices as a second argument"}}},
     [TL_OP_GATHER] = {"numpy.take_along_axis: idx has x's rank and sizes except on axis; negative "
                       "indices count from the end",
                       "g scatter-added back", {{"axis", "int", NULL}}},

@@ -89,6 +89,8 @@ tl_code cli_write_report(const char *path, const tl_graph *g, const tl_result *r
 int cmd_run(int argc, char **argv);  /* run and grad */
 int cmd_ops(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_dot(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 

@@ -48,6 +48,8 @@ static const struct {
     {"grad", cmd_run},
     {"ops", cmd_ops},
     {"devices", cmd_devices},
+    {"check", cmd_check},
+    {"dot", cmd_dot},
     {"compare", cmd_compare},
     {"show", cmd_show},
 };
@@ -90,5 +92,5 @@ int main(int argc, char **argv)
         }
         return commands[k].run(argc - 1, argv + 1);
     }
-    return cli_usage("unknown command '%s' (run, grad, compare, show, ops, devices)", sub);
+    return cli_usage("unknown command '%s' (run, grad, compare, show, check, dot, ops, devices)", sub);
 }

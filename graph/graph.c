@@ -473,6 +473,27 @@ static bool flow_map(loader *L, const cJSON *obj, tl_node *n)
     return true;
 }
 
+/* "unknown attribute "axis" (sum takes axes, keepdims; did you mean
+ * "axes"?)" */
+static void unknown_attribute(loader *L, tl_opcode op, const char *key)
+{
+    const char *takes[NATTR_KEYS];
+    char list[256] = "";
+    int n = 0;
+    size_t k = 0;
+    for (int i = 0; i < NATTR_KEYS; i++)
+        if (tl_ops[op].attrs & attr_keys[i].bit) {
+            takes[n++] = attr_keys[i].key;
+            k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", k ? ", " : "", attr_keys[i].key);
+        }
+    const char *near = tl_nearest(key, takes, n);
+    if (!n)
+        tl_fail(L->st, TL_EINPUT, "unknown attribute \"%.64s\" (%s takes no attributes)", key, tl_ops[op].name);
+    else
+        tl_fail(L->st, TL_EINPUT, "unknown attribute \"%.64s\" (%s takes %s%s%s%s)", key, tl_ops[op].name, list,
+                near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+}
+
 static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
 {
     const tl_opinfo *info = &tl_ops[n->op];
@@ -490,7 +511,7 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
             if ((info->attrs & attr_keys[i].bit) && !strcmp(c->string, attr_keys[i].key))
                 bit = attr_keys[i].bit;
         if (!bit)
-            return tl_fail(L->st, TL_EINPUT, "unknown attribute \"%.64s\"", c->string), false;
+            return unknown_attribute(L, n->op, c->string), false;
         if (!parse_attr(L, n, bit, c, c->string))
             return false;
         seen |= bit;
@@ -536,7 +557,12 @@ static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
         return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": missing or non-string \"op\"", n->name), false;
     n->op = tl_op_lookup(op->valuestring);
     if (n->op == TL_OP_COUNT)
-        return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": unknown op \"%.64s\"", n->name, op->valuestring), false;
+    {
+        const char *near = tl_op_suggest(op->valuestring);
+        return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": unknown op \"%.64s\"%s%s%s", n->name,
+                       op->valuestring, near ? " (did you mean \"" : " (tl ops lists them)",
+                       near ? near : "", near ? "\"?)" : ""), false;
+    }
     n->nout = nid;
     bool ok = true;
     switch (n->op) {
