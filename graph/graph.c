@@ -5,6 +5,7 @@
 #include "graph.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -993,6 +994,166 @@ static size_t json_hazard(const char *text, size_t len, const char **why)
     return len;
 }
 
+/* ---- what a malformed document was missing: a strict JSON scanner run
+ * after cJSON has refused the text, to name the first thing expected ---- */
+
+typedef struct jscan {
+    const char *s;
+    size_t n, i;
+    const char *want; /* set at the first error, with i there */
+} jscan;
+
+static void jws(jscan *j)
+{
+    while (j->i < j->n && strchr(" \t\r\n", j->s[j->i]) && j->s[j->i])
+        j->i++;
+}
+
+static bool jfail(jscan *j, const char *want)
+{
+    j->want = want;
+    return false;
+}
+
+static bool jvalue(jscan *j, int depth);
+
+static bool jstring(jscan *j)
+{
+    j->i++; /* the opening quote */
+    while (j->i < j->n && j->s[j->i] != '"') {
+        if (j->s[j->i] == '\\') {
+            j->i++;
+            if (j->i >= j->n)
+                break;
+            if (j->s[j->i] == 'u') {
+                for (int k = 1; k <= 4; k++)
+                    if (j->i + (size_t)k >= j->n || !isxdigit((unsigned char)j->s[j->i + (size_t)k]))
+                        return jfail(j, "four hex digits after \\u");
+                j->i += 4;
+            } else if (!strchr("\"\\/bfnrt", j->s[j->i]) || !j->s[j->i]) {
+                return jfail(j, "an escape: \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX");
+            }
+        }
+        j->i++;
+    }
+    if (j->i >= j->n)
+        return jfail(j, "a closing '\"' (the string never ends)");
+    j->i++;
+    return true;
+}
+
+static bool jcontainer(jscan *j, int depth, bool object)
+{
+    char close = object ? '}' : ']';
+    j->i++;
+    jws(j);
+    if (j->i < j->n && j->s[j->i] == close) {
+        j->i++;
+        return true;
+    }
+    for (;;) {
+        jws(j);
+        if (object) {
+            if (j->i < j->n && j->s[j->i] == '}')
+                return jfail(j, "a string key (no comma before '}')");
+            if (j->i >= j->n || j->s[j->i] != '"')
+                return jfail(j, "a string key in double quotes");
+            if (!jstring(j))
+                return false;
+            jws(j);
+            if (j->i >= j->n || j->s[j->i] != ':')
+                return jfail(j, "':' after the key");
+            j->i++;
+            jws(j);
+        } else if (j->i < j->n && j->s[j->i] == ']') {
+            return jfail(j, "a value (no comma before ']')");
+        }
+        if (!jvalue(j, depth + 1))
+            return false;
+        jws(j);
+        if (j->i < j->n && j->s[j->i] == ',') {
+            j->i++;
+            continue;
+        }
+        if (j->i < j->n && j->s[j->i] == close) {
+            j->i++;
+            return true;
+        }
+        return jfail(j, object ? "',' or '}' after a value in an object" : "',' or ']' after a value in an array");
+    }
+}
+
+static bool jvalue(jscan *j, int depth)
+{
+    jws(j);
+    if (j->i >= j->n)
+        return jfail(j, "a value");
+    char c = j->s[j->i];
+    if (c == '{' || c == '[')
+        return depth > 1000 ? jfail(j, "less nesting") : jcontainer(j, depth, c == '{');
+    if (c == '"')
+        return jstring(j);
+    static const char *const words[] = {"true", "false", "null"};
+    for (int w = 0; w < 3; w++)
+        if (c == words[w][0]) {
+            size_t k = strlen(words[w]);
+            if (j->n - j->i < k || strncmp(j->s + j->i, words[w], k))
+                return jfail(j, "true, false or null");
+            j->i += k;
+            return true;
+        }
+    size_t k = j->i;
+    if (k < j->n && j->s[k] == '-')
+        k++;
+    if (k >= j->n || !isdigit((unsigned char)j->s[k]))
+        return jfail(j, "a value: an object, array, string (in double quotes), number, true, false or null");
+    if (j->s[k] == '0' && k + 1 < j->n && isdigit((unsigned char)j->s[k + 1]))
+        return j->i = k + 1, jfail(j, "no leading zero in a number");
+    while (k < j->n && isdigit((unsigned char)j->s[k]))
+        k++;
+    if (k < j->n && j->s[k] == '.') {
+        if (++k >= j->n || !isdigit((unsigned char)j->s[k]))
+            return j->i = k, jfail(j, "a digit after the decimal point");
+        while (k < j->n && isdigit((unsigned char)j->s[k]))
+            k++;
+    }
+    if (k < j->n && (j->s[k] == 'e' || j->s[k] == 'E')) {
+        k++;
+        if (k < j->n && (j->s[k] == '+' || j->s[k] == '-'))
+            k++;
+        if (k >= j->n || !isdigit((unsigned char)j->s[k]))
+            return j->i = k, jfail(j, "a digit in the exponent");
+        while (k < j->n && isdigit((unsigned char)j->s[k]))
+            k++;
+    }
+    j->i = k;
+    return true;
+}
+
+/* Where the text first breaks JSON and what was expected there (false
+ * when the scanner finds nothing wrong). */
+static bool json_expected(const char *text, size_t len, size_t *off, char *buf, size_t cap)
+{
+    jscan j = {text, len, 0, NULL};
+    if (jvalue(&j, 0)) {
+        jws(&j);
+        if (j.i >= len)
+            return false;
+        j.want = "the end of the text";
+    }
+    *off = j.i;
+    char found[32];
+    unsigned char c = j.i < len ? (unsigned char)text[j.i] : 0;
+    if (j.i >= len)
+        snprintf(found, sizeof found, "the end of the text");
+    else if (isprint(c))
+        snprintf(found, sizeof found, "'%c'", c);
+    else
+        snprintf(found, sizeof found, "byte 0x%02x", c);
+    snprintf(buf, cap, "expected %s, found %s", j.want, found);
+    return true;
+}
+
 static void line_col(const char *text, size_t off, int *line, int *col)
 {
     *line = 1;
@@ -1158,10 +1319,13 @@ tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
     if (!doc) {
         const char *at = end ? end : cJSON_GetErrorPtr();
         size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : len;
+        char expected[160];
+        bool named = !trailing && json_expected(text, len, &off, expected, sizeof expected);
         line_col(text, off, &line, &col);
-        tl_fail(st, TL_EINPUT, "%s:%d:%d: %s", path, line, col,
+        tl_fail(st, TL_EINPUT, "%s:%d:%d: %s%s%s", path, line, col,
                 trailing ? "text after the graph object"
-                         : off >= len ? "malformed JSON (unexpected end of text)" : "malformed JSON");
+                : off >= len ? "malformed JSON (unexpected end of text)" : "malformed JSON",
+                named ? ": " : "", named ? expected : "");
         goto fail;
     }
     bool ok = parse_document(&L, doc);
