@@ -533,6 +533,25 @@ static void end_progress(progress *p)
         fputs("\r\033[K", stderr);
 }
 
+/* A dtype clash where an input came from a literal without a prefix (so
+ * f64): say how to write it in the other dtype. */
+static void literal_hint(const cmd *c, tl_status *st)
+{
+    if (!strstr(st->msg, "dtype"))
+        return;
+    for (int i = 0; i < c->nbind; i++) {
+        const char *v = strchr(c->bind[i], '=') + 1;
+        size_t n = strlen(v);
+        bool file = v[0] == '-' || strstr(v, ".npz:") || (n > 4 && !strcmp(v + n - 4, ".npy"));
+        if (file || strchr(v, ':'))
+            continue;
+        size_t k = strlen(st->msg);
+        snprintf(st->msg + k, sizeof st->msg - k, " (%.*s is an f64 literal; write %.*s=f32:%.40s for f32)",
+                 (int)(v - 1 - c->bind[i]), c->bind[i], (int)(v - 1 - c->bind[i]), c->bind[i], v);
+        return;
+    }
+}
+
 /* ---------- the command ---------- */
 
 typedef struct run_state {
@@ -602,6 +621,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     t->run = cli_now_ms() - t1;
     if (failed) {
         end_progress(&p);
+        literal_hint(c, st);
         return cli_fail(st);
     }
     int no = tl_result_noutputs(s->r);
