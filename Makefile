@@ -5,6 +5,7 @@
 #   make bench    benchmarks (ratios measured side by side)
 
 CC      ?= cc
+TL_VERSION := $(shell sed -n 's/^\#define TL_VERSION "\(.*\)"/\1/p' cli/cli.h)
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror
 CPPFLAGS += -I.
@@ -26,7 +27,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=build/obj/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=build/san/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=build/tests/%)
 
-.PHONY: all deps demo check test clang-check memcheck bench clean
+.PHONY: all deps demo check test clang-check memcheck bench clean install uninstall examples ci-regression
 all: tl
 
 deps:
@@ -63,6 +64,48 @@ build/tests/%: tests/%.c $(wildcard tests/*.h) build/libtl-san.a
 demo: deps tl
 	./tl grad examples/mlp.json -i examples/mlp_inputs.npz
 
+# ---- examples: a C program on libtl, and the many-runs CI check ----
+examples: build/examples/embed
+
+build/examples/embed: examples/embed.c build/libtl.a $(wildcard exec/*.h backends/*.h formats/*.h graph/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -I. -Iexec -o $@ examples/embed.c build/libtl.a $(LDLIBS)
+
+ci-regression: tl
+	bash examples/ci-regression.sh
+
+# ---- install: the binary, the plugin when built, the manual, bash
+# completion, and libtl.a with its headers and a pkg-config file ----
+PREFIX  ?= /usr/local
+DESTDIR ?=
+INC_HEADERS := $(wildcard backends/*.h backends/ops.def exec/*.h formats/*.h graph/*.h)
+install: tl build/libtl.a
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/include/tl
+	install -m 755 tl $(DESTDIR)$(PREFIX)/bin/tl
+	if [ -f tl-cuda.so ]; then install -d $(DESTDIR)$(PREFIX)/lib/tl && \
+	  install -m 755 tl-cuda.so $(DESTDIR)$(PREFIX)/lib/tl/tl-cuda.so; fi
+	install -m 644 build/libtl.a $(DESTDIR)$(PREFIX)/lib/libtl.a
+	for h in $(INC_HEADERS); do install -D -m 644 $$h $(DESTDIR)$(PREFIX)/include/tl/$$h; done
+	install -m 644 exec/tl.h $(DESTDIR)$(PREFIX)/include/tl/tl.h
+	for m in man/*.1; do install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man1/; done
+	for m in $(wildcard man/*.5); do install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man5/; done
+	for m in $(wildcard man/*.7); do install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man7/; done
+	install -m 644 cli/completion.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/tl
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: tl' 'Description: run and differentiate computation graphs' 'Version: $(TL_VERSION)' \
+	  'Libs: -L$${libdir} -ltl -lcjson -lz $(BLAS) -lm -lpthread' 'Cflags: -I$${includedir}/tl' \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tl.pc
+
+uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/bin/tl $(DESTDIR)$(PREFIX)/lib/tl $(DESTDIR)$(PREFIX)/lib/libtl.a \
+	  $(DESTDIR)$(PREFIX)/include/tl $(DESTDIR)$(PREFIX)/lib/pkgconfig/tl.pc \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/tl \
+	  $(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(wildcard man/*.1))) \
+	  $(addprefix $(DESTDIR)$(PREFIX)/share/man/man5/,$(notdir $(wildcard man/*.5))) \
+	  $(addprefix $(DESTDIR)$(PREFIX)/share/man/man7/,$(notdir $(wildcard man/*.7)))
+
 # A stand-in CUDA plugin over the guarded test device, for the end-to-end
 # device cases (tests/cli/devices.txt): built from the library's sources as
 # position-independent code, exporting only its entry point.
@@ -72,7 +115,7 @@ build/tests/fake-cuda.so: tests/fake_cuda.c tests/testdev.h $(LIB_SRC) $(wildcar
 
 # Every test binary runs from the repository root (fixtures are relative);
 # the end-to-end tests drive ./tl itself.
-test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so
+test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so build/examples/embed
 	@set -e; for t in $(TESTS); do echo "== $$t"; TL=./tl $$t --jobs 2; done
 	@echo "== build/tests/test_cli with the sanitized tl (build/tl-san)"
 	@TL=build/tl-san build/tests/test_cli --jobs 2

@@ -33,17 +33,21 @@ static const tl_plugin *load_plugin(char *path, size_t plen, char *why, size_t w
     char dir[512];
     *found = false;
     exe_dir(dir, sizeof dir);
+    /* TL_CUDA_PLUGIN, else beside the program (a build tree, a bundle), else
+     * ../lib/tl beside it (an install under any prefix), else TL_PLUGIN_DIR */
     if (env && env[0])
         snprintf(path, plen, "%s", env);
     else
         snprintf(path, plen, "%s%s", dir, PLUGIN_NAME);
+    if (!(env && env[0]) && access(path, F_OK))
+        snprintf(path, plen, "%s../lib/tl/%s", dir, PLUGIN_NAME);
     if (!(env && env[0]) && access(path, F_OK))
         snprintf(path, plen, "%s/%s", TL_PLUGIN_DIR, PLUGIN_NAME);
     if (access(path, F_OK)) {
         if (env && env[0])
             snprintf(why, wlen, "no CUDA plugin at %.180s (TL_CUDA_PLUGIN)", env);
         else
-            snprintf(why, wlen, "no CUDA plugin (no %s in %.150s or %s: built without nvcc?)",
+            snprintf(why, wlen, "no CUDA plugin (no %s in %.150s, its ../lib/tl or %s: built without nvcc?)",
                      PLUGIN_NAME, dir[0] ? dir : "the program's folder", TL_PLUGIN_DIR);
         return NULL;
     }

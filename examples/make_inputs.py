@@ -68,6 +68,20 @@ def main():
         "labels": np.array([0, 2, 1, 2, 0, 1], dtype=np.int64),
     })
 
+    # ci-cases/: many inputs for one graph (xent.json), checked by
+    # ci-regression.sh against their golden results (which tl writes:
+    # bash examples/ci-regression.sh --update).  Their own generator again.
+    rng = np.random.default_rng(20261130)
+    os.makedirs(os.path.join(HERE, "ci-cases"), exist_ok=True)
+    for c in range(8):
+        m = 4 + c
+        save_npz(os.path.join("ci-cases", "case%d.npz" % c), {
+            "x": rng.standard_normal((m, d)).astype(f32),
+            "w": (rng.standard_normal((d, k)) / np.sqrt(d)).astype(f32),
+            "b": (0.1 * rng.standard_normal(k)).astype(f32),
+            "labels": rng.integers(0, k, m).astype(np.int64),
+        })
+
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# One graph, many inputs, each checked against its golden result: the CI
+# regression check, run in parallel by an engine made for it rather than
+# by tl itself.
+#
+#   bash examples/ci-regression.sh                 # check every case
+#   bash examples/ci-regression.sh --update        # rewrite the golden files
+#   GRAPH=g.json CASES=dir JOBS=8 bash examples/ci-regression.sh
+#
+# For each CASES/NAME.npz (the inputs) it runs
+#
+#   tl grad GRAPH -i CASES/NAME.npz --expect CASES/NAME.golden.npz
+#
+# which exits 0 when outputs and gradients match the golden file (compare's
+# rule: rtol 1e-5 for f32, 1e-7 for f64; pass --rtol/--atol/--ulp in
+# TL_FLAGS), 1 with a report when they differ, 2 on bad input.  The cases
+# run through GNU parallel when it is installed, else xargs -P; any failing
+# case fails the script.  On a Slurm cluster the same line is one task of
+# a job array:
+#
+#   sbatch --array=0-7 --wrap 'f=$(ls CASES/*[0-9].npz | sed -n "$((SLURM_ARRAY_TASK_ID+1))p");
+#          tl grad GRAPH -i "$f" --expect "${f%.npz}.golden.npz"'
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TL=${TL:-./tl} # may be a command with arguments (valgrind ... tl)
+GRAPH=${GRAPH:-examples/xent.json}
+CASES=${CASES:-examples/ci-cases}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+TL_FLAGS=${TL_FLAGS:-}
+export TL GRAPH TL_FLAGS
+
+shopt -s nullglob
+inputs=()
+for f in "$CASES"/*.npz; do
+    case $f in *.golden.npz) ;; *) inputs+=("$f") ;; esac
+done
+if [ ${#inputs[@]} -eq 0 ]; then
+    echo "ci-regression: no cases in $CASES" >&2
+    exit 2
+fi
+
+if [ "${1:-}" = --update ]; then
+    for f in "${inputs[@]}"; do
+        $TL grad "$GRAPH" -i "$f" -o "${f%.npz}.golden.npz"
+    done
+    echo "ci-regression: wrote ${#inputs[@]} golden files in $CASES"
+    exit 0
+fi
+
+# One case: prints its verdict; the exit status is tl's.
+check_one() {
+    local f=$1 out rc=0
+    out=$($TL grad "$GRAPH" -i "$f" --expect "${f%.npz}.golden.npz" $TL_FLAGS 2>&1) || rc=$?
+    if [ $rc -eq 0 ]; then echo "ok    $f"; else echo "FAIL  $f (exit $rc)"; echo "$out" | sed 's/^/      /'; fi
+    return $rc
+}
+export -f check_one
+
+if command -v parallel >/dev/null 2>&1; then
+    printf '%s\n' "${inputs[@]}" | parallel --will-cite -j "$JOBS" --keep-order check_one
+else
+    printf '%s\0' "${inputs[@]}" | xargs -0 -P "$JOBS" -n 1 bash -c 'check_one "$0"'
+fi && status=0 || status=$?
+if [ $status -eq 0 ]; then
+    echo "ci-regression: ${#inputs[@]} cases match"
+else
+    echo "ci-regression: some of ${#inputs[@]} cases differ" >&2
+    exit 1
+fi
