@@ -14,31 +14,47 @@ static const char usage_text[] =
     "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
     "       tl compare A B [--rtol R] [--atol A] [--ulp N] [--equal-nan] [--format text|json]\n"
     "       tl show TENSOR [--stats] [--full] [--format text|json]\n"
-    "       tl ops\n"
+    "       tl check GRAPH [NAME=DTYPE[DIMS] | NAME=TENSOR]...\n"
+    "       tl dot GRAPH [NAME=DTYPE[DIMS] | NAME=TENSOR]...\n"
+    "       tl ops [OP] [--format text|json]\n"
     "       tl devices\n"
     "\n"
-    "TENSOR: file.npy, file.npz:key, - (a .npy on stdin), or a literal such as\n"
-    "        3.5, '[[1,2],[3,4]]', f32:[1,2,3], i64:[0,2,1] (default dtype f64)\n"
+    "GRAPH:  a .json graph, or - (the graph on stdin)\n"
+    "TENSOR: file.npy, file.npz:key, - (a .npy on stdin), -:key (a member of an\n"
+    "        .npz on stdin), or a literal such as 3.5, '[[1,2],[3,4]]',\n"
+    "        f32:[1,2,3], i64:[0,2,1] (default dtype f64)\n"
     "\n"
-    "options:\n"
-    "  -i, --inputs FILE.npz   supply every input whose name is a key\n"
-    "  -o, --output PATH       .npy (one tensor) or .npz (all); - for stdout\n"
-    "      --format text|json  stdout format without -o (default text)\n"
+    "run and grad options:\n"
+    "  -i, --inputs FILE.npz   supply every input whose name is a key (- for stdin);\n"
+    "                          NAME=TENSOR overrides a key\n"
+    "  -o, --output PATH       .npy (one tensor), .npz (all) or .json; - for stdout\n"
+    "      --format text|json  stdout format (default text)\n"
     "      --full              print every element in text format\n"
+    "      --only NAME,...     write only these (outputs, grad/NAME)\n"
+    "      --outputs NAME,...  return these top-level names instead of the outputs\n"
+    "      --expect FILE       compare the results with FILE (exit 1 when they\n"
+    "                          differ); with --rtol, --atol, --ulp, --equal-nan\n"
     "  -d, --device DEV        cpu (default), cuda[:N], gpu, auto\n"
     "      --strict-device     a fallback to the CPU is an error (exit 3)\n"
-    "      --seed [OUT=]TENSOR cotangent of an output (grad; default all ones)\n"
+    "      --seed [OUT=]TENSOR cotangent of an output (grad; default all ones; a\n"
+    "                          0-d seed fills the output's shape)\n"
+    "      --of OUT,...        differentiate only these outputs (grad)\n"
     "      --wrt NAME,...      differentiate only these inputs (grad)\n"
+    "      --check-finite      stop at the first NaN or infinity, value or gradient\n"
+    "      --profile           per-op times on stderr, forward and backward\n"
+    "      --report FILE.json  device, fallbacks, syncs, memory, times per op and node\n"
     "      --allow-outside-files  file constants may be absolute or outside the\n"
     "                          graph's folder\n"
     "      --max-memory BYTES  most memory a run may hold in tensors and tape\n"
     "                          (K, M, G, T suffixes; 0: no limit; default 3/4 of RAM)\n"
     "  -v, --verbose           device, fallbacks, counts and timings on stderr\n"
-    "  -q, --quiet             no warnings\n"
+    "  -q, --quiet             no warnings, no progress line\n"
     "  -h, --help              this text\n"
     "      --version           print the version\n"
     "\n"
-    "exit status: 0 ok, 2 bad usage or input, 3 runtime failure\n";
+    "exit status: 0 ok, 1 a difference (compare, --expect), 2 bad usage or input,\n"
+    "             3 runtime failure\n"
+    "manual: man tl, man tl-graph\n";
 
 static const struct {
     const char *name;
@@ -75,7 +91,7 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if (argc < 2)
-        return cli_usage("no command given: tl run|grad GRAPH ... or tl ops");
+        return cli_usage("no command given: tl run|grad|check|dot GRAPH ..., tl compare A B, tl show TENSOR, tl ops, tl devices");
     const char *sub = argv[1];
     if (!strcmp(sub, "-h") || !strcmp(sub, "--help") || !strcmp(sub, "help"))
         return help();
