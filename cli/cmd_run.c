@@ -13,6 +13,7 @@
 typedef struct cmd {
     bool grad;
     const char *graph;
+    char *inline_graph; /* -e TEXT */
     const char *output, *device, *wrt, *max_memory;
     bool json, full, strict, verbose, quiet, outside;
     int nbind, nseed, nnpz;
@@ -59,6 +60,15 @@ static int parse(int argc, char **argv, cmd *c)
             if (!v)
                 return cli_usage("--seed needs a tensor");
             c->seed[c->nseed++] = v;
+        } else if (!strcmp(a, "-e")) {
+            if (i + 1 == argc || c->inline_graph)
+                return cli_usage(c->inline_graph ? "-e given twice" : "-e needs a program");
+            if (c->graph && !strchr(c->graph, '='))
+                return cli_usage("both a GRAPH (%s) and -e given", c->graph);
+            if (c->graph) /* what came before -e was a binding */
+                c->bind[c->nbind++] = c->graph;
+            if (!(c->graph = c->inline_graph = cli_inline_graph(argv[++i])))
+                return cli_usage("out of memory");
         } else if (cli_is_opt(a, NULL, "--format")) {
             const char *v = cli_opt_value(argc, argv, &i, a, "--format");
             if (!v || (strcmp(v, "text") && strcmp(v, "json")))
@@ -392,5 +402,6 @@ int cmd_run(int argc, char **argv)
     free(c.bind);
     free(c.seed);
     free(c.npz);
+    free(c.inline_graph);
     return rc;
 }

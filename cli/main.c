@@ -12,8 +12,11 @@
 static const char usage_text[] =
     "usage: tl run  GRAPH [NAME=TENSOR]... [options]\n"
     "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
+    "       tl compile PROGRAM [-o FILE.json]\n"
+    "       tl diff A B\n"
     "       tl ops\n"
     "\n"
+    "GRAPH: a .json graph, a .tl program, or -e TEXT (a program given inline)\n"
     "TENSOR: file.npy, file.npz:key, - (a .npy on stdin), or a literal such as\n"
     "        3.5, '[[1,2],[3,4]]', f32:[1,2,3], i64:[0,2,1] (default dtype f64)\n"
     "\n"
@@ -35,7 +38,7 @@ static const char usage_text[] =
     "  -h, --help              this text\n"
     "      --version           print the version\n"
     "\n"
-    "exit status: 0 ok, 2 bad usage or input, 3 runtime failure\n";
+    "exit status: 0 ok, 1 a difference (diff), 2 bad usage or input, 3 runtime failure\n";
 
 static const struct {
     const char *name;
@@ -44,6 +47,8 @@ static const struct {
     {"run", cmd_run},
     {"grad", cmd_run},
     {"ops", cmd_ops},
+    {"compile", cmd_compile},
+    {"diff", cmd_diff},
 };
 
 static int help(void)
@@ -84,5 +89,5 @@ int main(int argc, char **argv)
         }
         return commands[k].run(argc - 1, argv + 1);
     }
-    return cli_usage("unknown command '%s' (run, grad, ops)", sub);
+    return cli_usage("unknown command '%s' (run, grad, compile, diff, ops)", sub);
 }

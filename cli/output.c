@@ -48,37 +48,54 @@ static tl_code finish_stream(FILE *f, const char *what, tl_status *st)
     return TL_OK;
 }
 
+typedef struct binary_out {
+    const cli_out *o;
+    bool npy;
+} binary_out;
+
+static tl_code binary_body(FILE *f, const void *ctx, tl_status *st)
+{
+    const binary_out *b = ctx;
+    return write_binary(f, b->o, b->npy, st);
+}
+
 static tl_code write_file(const cli_out *o, bool npy, tl_status *st)
+{
+    binary_out b = {o, npy};
+    return cli_write_whole(o->path, binary_body, &b, st);
+}
+
+tl_code cli_write_whole(const char *path, cli_body body, const void *ctx, tl_status *st)
 {
     /* a short hidden name in the target's folder: rename() stays within one
      * file system, and a name near NAME_MAX still has room */
-    size_t n = strlen(o->path) + 16;
+    size_t n = strlen(path) + 16;
     char *tmp = malloc(n);
     if (!tmp)
         return tl_fail(st, TL_ERUNTIME, "out of memory");
-    const char *slash = strrchr(o->path, '/');
-    int dir = slash ? (int)(slash - o->path) + 1 : 0;
-    snprintf(tmp, n, "%.*s.tl-XXXXXX", dir, o->path);
+    const char *slash = strrchr(path, '/');
+    int dir = slash ? (int)(slash - path) + 1 : 0;
+    snprintf(tmp, n, "%.*s.tl-XXXXXX", dir, path);
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        tl_fail(st, TL_ERUNTIME, "%s: cannot create: %s", o->path, strerror(errno));
+        tl_fail(st, TL_ERUNTIME, "%s: cannot create: %s", path, strerror(errno));
         free(tmp);
         return st->code;
     }
     FILE *f = fdopen(fd, "wb");
-    tl_code rc = f ? write_binary(f, o, npy, st) : tl_fail(st, TL_ERUNTIME, "fdopen failed");
+    tl_code rc = f ? body(f, ctx, st) : tl_fail(st, TL_ERUNTIME, "fdopen failed");
     if (!rc)
-        rc = finish_stream(f, o->path, st);
+        rc = finish_stream(f, path, st);
     if (!rc && fsync(fd))
-        rc = tl_fail(st, TL_ERUNTIME, "writing %s: %s", o->path, strerror(errno));
+        rc = tl_fail(st, TL_ERUNTIME, "writing %s: %s", path, strerror(errno));
     if (f ? fclose(f) : close(fd))
-        rc = rc ? rc : tl_fail(st, TL_ERUNTIME, "writing %s: %s", o->path, strerror(errno));
-    if (!rc && rename(tmp, o->path))
-        rc = tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", o->path, strerror(errno));
+        rc = rc ? rc : tl_fail(st, TL_ERUNTIME, "writing %s: %s", path, strerror(errno));
+    if (!rc && rename(tmp, path))
+        rc = tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
     if (rc) {
         unlink(tmp);
-        if (!strstr(st->msg, o->path))
-            tl_wrap(st, "%s", o->path);
+        if (!strstr(st->msg, path))
+            tl_wrap(st, "%s", path);
     }
     free(tmp);
     return rc;
