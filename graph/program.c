@@ -347,7 +347,7 @@ static bool lex_string(P *p, lexer *L)
 static bool lex_open(P *p, lexer *L)
 {
     if (L->nopen >= MAX_NEST)
-        return fail_here(p, L->line, L->col, "brackets nested more than %d deep", MAX_NEST);
+        return fail_at(p, p->nt - 1, "brackets nested more than %d deep", MAX_NEST);
     if (!grow(p, (void **)&L->open, &L->ocap, L->nopen + 1, sizeof(int)))
         return false;
     L->open[L->nopen++] = p->nt - 1;
@@ -482,7 +482,8 @@ static bool expect(P *p, tk kind, const char *what)
     if (accept(p, kind))
         return true;
     char b[64];
-    return fail_at(p, p->i, "expected '%s'%s%s, found %s", spelling[kind], what ? " " : "", what ? what : "",
+    const char *q = kind < FIRST_WORD ? "" : "'";
+    return fail_at(p, p->i, "expected %s%s%s%s%s, found %s", q, spelling[kind], q, what ? " " : "", what ? what : "",
                    found(p, p->i, b, sizeof b));
 }
 
@@ -1708,8 +1709,9 @@ static void set_add(name_set *t, char *s)
 }
 
 /* base, or base_2, base_3, ... (the base cut so that the name stays
- * within MAX_NAME): the first one no other symbol has. */
-static char *free_name(name_set *t, const char *base, int len)
+ * within MAX_NAME): the first one no symbol has, and, but for a program
+ * name kept as it is (own), that is no name written in the program. */
+static char *free_name(name_set *finals, const name_set *written, const char *base, int len, bool own)
 {
     char buf[MAX_NAME + 1];
     for (long k = 1;; k++) {
@@ -1718,25 +1720,39 @@ static char *free_name(name_set *t, const char *base, int len)
             snprintf(suffix, sizeof suffix, "_%ld", k);
         int keep = len + (int)strlen(suffix) > MAX_NAME ? MAX_NAME - (int)strlen(suffix) : len;
         snprintf(buf, sizeof buf, "%.*s%s", keep, base, suffix);
-        if (!set_has(t, buf))
+        if (!set_has(finals, buf) && ((own && k == 1) || !set_has(written, buf)))
             break;
     }
     char *s = strdup(buf);
     if (s)
-        set_add(t, s);
+        set_add(finals, s);
     return s;
+}
+
+static bool new_set(name_set *t, int n)
+{
+    t->cap = 64;
+    while (t->cap < 2 * (size_t)n + 2)
+        t->cap *= 2;
+    return (t->slot = calloc(t->cap, sizeof(char *))) != NULL;
 }
 
 /* Inputs and top-level names first (they keep theirs), then names in
  * blocks (renamed when taken), then generated ids. */
 static bool choose_names(P *p)
 {
-    name_set t = {NULL, 64};
-    while (t.cap < 2 * (size_t)p->ns + 2)
-        t.cap *= 2;
-    if (!(t.slot = calloc(t.cap, sizeof(char *))))
-        return out_of_memory(p);
-    for (int pass = 0; pass < 3; pass++)
+    name_set finals, written;
+    char *copy = malloc(p->n + (size_t)p->nt + 1), *c = copy; /* the names written, NUL-terminated */
+    bool ok = new_set(&finals, p->ns) & new_set(&written, p->nt) && copy;
+    for (int k = 0; ok && k < p->nt; k++)
+        if (p->t[k].kind == T_NAME) {
+            memcpy(c, p->src + p->t[k].off, p->t[k].len);
+            c[p->t[k].len] = '\0';
+            if (!set_has(&written, c))
+                set_add(&written, c);
+            c += p->t[k].len + 1;
+        }
+    for (int pass = 0; ok && pass < 3; pass++)
         for (int k = 0; k < p->ns; k++) {
             sym *s = &p->s[k];
             char gen[64];
@@ -1747,12 +1763,15 @@ static bool choose_names(P *p)
                 if (s->part)
                     snprintf(gen + n, sizeof gen - (size_t)n, "_%d", s->part);
             }
-            s->final = s->kind == S_GEN ? free_name(&t, gen, (int)strlen(gen)) : free_name(&t, s->want, s->wlen);
+            s->final = s->kind == S_GEN ? free_name(&finals, &written, gen, (int)strlen(gen), false)
+                                        : free_name(&finals, &written, s->want, s->wlen, true);
             if (!s->final)
                 p->oom = true;
         }
-    free(t.slot);
-    return !p->oom || out_of_memory(p);
+    free(finals.slot); /* its names are the symbols' */
+    free(written.slot);
+    free(copy);
+    return ok && !p->oom ? true : out_of_memory(p);
 }
 
 /* Replaces every placeholder, as a key or a string, by its symbol's name. */

@@ -769,7 +769,7 @@ static bool blocks_differ(cmp *m, const nrec *x, const nrec *y)
         const char *name = block_name(x->n, j);
         char what[32];
         snprintf(what, sizeof what, "%s result", name);
-        if (counts_differ(m, p->canon, q->canon, name) || counts_differ(m, p->b->nresult, q->b->nresult, what))
+        if (p->canon != q->canon || counts_differ(m, p->b->nresult, q->b->nresult, what))
             return true;
         for (int k = 0; k < p->b->nresult; k++) {
             ref r = ref_slot(m->A, p->b->result[k]), s = ref_slot(m->B, q->b->result[k]);
@@ -788,8 +788,9 @@ static bool nodes_differ(cmp *m, int i)
     const tl_node *p = x->n, *q = y->n;
     if (p->op != q->op)
         return true;
-    if (counts_differ(m, m->A->blocks[x->block].canon, m->B->blocks[y->block].canon, "in block") ||
-        counts_differ(m, p->nout, q->nout, "values") || counts_differ(m, p->nargs, q->nargs, "arguments") ||
+    if (m->A->blocks[x->block].canon != m->B->blocks[y->block].canon) /* the paths say which */
+        return true;
+    if (counts_differ(m, p->nout, q->nout, "values") || counts_differ(m, p->nargs, q->nargs, "arguments") ||
         (p->op == TL_OP_ITERATE && counts_differ(m, (int)p->count, (int)q->count, "count")))
         return true;
     if (p->op == TL_OP_ITERATE && (p->index_slot >= 0) != (q->index_slot >= 0)) {
