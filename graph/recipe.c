@@ -99,7 +99,7 @@ static tl_code const_value(const tl_graph *g, const tl_const *k, cval *c, tl_sta
         c->file = tl_npy_read_file(k->path, st);
     }
     if (!c->file)
-        return tl_wrap(st, "%s: const \"%s\"", g->path, k->name);
+        return tl_wrap(st, "%s: const \"%s\": %s", g->path, k->name, k->path);
     from_tensor(c, c->file);
     return TL_OK;
 }
