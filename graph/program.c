@@ -112,6 +112,7 @@ typedef struct P {
     bind *b;
     int nb, bcap, *heads, hcap;
     int depth; /* of the current scope: 0 is the top */
+    int scope_start[MAX_NEST + 2]; /* per depth: the first binding made in that scope */
     int nest;  /* recursion depth of the parser */
     bool declared;     /* the program has input statements */
     int *inputs;       /* input syms, in order */
@@ -613,13 +614,14 @@ static bool bind_name(P *p, const char *name, int len, int tok, int s, int depth
     return true;
 }
 
-static void open_scope(P *p) { p->depth++; }
+/* Scopes nest no deeper than the parser (MAX_NEST), which checks first. */
+static void open_scope(P *p) { p->scope_start[++p->depth] = p->nb; }
 
 /* Forgets the names of the innermost scope (newest first: they head their
  * chains, behind at most the inputs made since). */
 static void close_scope(P *p)
 {
-    for (int k = p->nb - 1; k >= 0; k--) {
+    for (int k = p->nb - 1; k >= p->scope_start[p->depth]; k--) {
         bind *e = &p->b[k];
         if (e->sym < 0 || e->depth != p->depth)
             continue;
@@ -1263,16 +1265,22 @@ static bool implicit_input(P *p, int tok, int *s)
     return bind_name(p, p->s[*s].want, p->s[*s].wlen, tok, *s, 0);
 }
 
+/* The symbol of the name at token tok: a visible binding, else (without
+ * input statements) a new input; `where` says where it was looked for. */
+static bool resolve_name(P *p, int tok, const char *where, int *s)
+{
+    int k = lookup(p, p->src + p->t[tok].off, (int)p->t[tok].len);
+    if (k >= 0)
+        return *s = p->b[k].sym, true;
+    if (p->declared)
+        return fail_at(p, tok, "unknown name \"%.*s\" (not an input, and not bound %s)", TEXT(p, tok), where);
+    return implicit_input(p, tok, s);
+}
+
 static bool name_ref(P *p, val *v)
 {
     int tok = p->i++, s;
-    int k = lookup(p, p->src + p->t[tok].off, (int)p->t[tok].len);
-    if (k >= 0)
-        s = p->b[k].sym;
-    else if (p->declared)
-        return fail_at(p, tok, "unknown name \"%.*s\" (not an input, and not bound before this point)",
-                       TEXT(p, tok));
-    else if (!implicit_input(p, tok, &s))
+    if (!resolve_name(p, tok, "before this point", &s))
         return false;
     *v = (val){.kind = V_REF, .sym = s, .at = tok};
     return true;
@@ -1649,15 +1657,8 @@ static bool resolve_outputs(P *p, const val *last, bool trailing, int *outs, int
     static const char out_name[] = "out";
     *n = 0;
     for (int k = 0; k < p->noutputs; k++) {
-        int tok = p->outputs[k], b = lookup(p, p->src + p->t[tok].off, (int)p->t[tok].len), s;
-        if (b >= 0)
-            s = p->b[b].sym;
-        else if (p->declared)
-            return fail_at(p, tok, "unknown name \"%.*s\" (not an input, and not bound at the top level)",
-                           TEXT(p, tok));
-        else if (!implicit_input(p, tok, &s))
-            return false;
-        if (!add_output(p, s, tok, outs, n))
+        int tok = p->outputs[k], s;
+        if (!resolve_name(p, tok, "at the top level", &s) || !add_output(p, s, tok, outs, n))
             return false;
     }
     if (p->noutputs)
@@ -1687,69 +1688,81 @@ static bool resolve_outputs(P *p, const val *last, bool trailing, int *outs, int
 
 /* ---------- names in the graph ---------- */
 
+/* A set of names (open addressing); `next` (counters only) holds, per
+ * name, the first suffix a search for it has not tried yet. */
 typedef struct name_set {
     char **slot;
+    long *next;
     size_t cap;
 } name_set;
 
-static bool set_has(const name_set *t, const char *s)
-{
-    for (size_t i = name_hash(s, (int)strlen(s)) & (t->cap - 1); t->slot[i]; i = (i + 1) & (t->cap - 1))
-        if (!strcmp(t->slot[i], s))
-            return true;
-    return false;
-}
-
-static void set_add(name_set *t, char *s)
+static size_t set_find(const name_set *t, const char *s)
 {
     size_t i = name_hash(s, (int)strlen(s)) & (t->cap - 1);
-    while (t->slot[i])
+    while (t->slot[i] && strcmp(t->slot[i], s))
         i = (i + 1) & (t->cap - 1);
-    t->slot[i] = s;
+    return i;
 }
+
+static bool set_has(const name_set *t, const char *s) { return t->slot[set_find(t, s)] != NULL; }
 
 /* base, or base_2, base_3, ... (the base cut so that the name stays
  * within MAX_NAME): the first one no symbol has, and, but for a program
- * name kept as it is (own), that is no name written in the program. */
-static char *free_name(name_set *finals, const name_set *written, const char *base, int len, bool own)
+ * name kept as it is (own), that is no name written in the program.  The
+ * counter of base saves trying again the suffixes taken before (a
+ * thousand sibling lambdas with a parameter p). */
+static char *free_name(name_set *finals, const name_set *written, name_set *counters, const char *base, int len,
+                       bool own)
 {
     char buf[MAX_NAME + 1];
-    for (long k = 1;; k++) {
+    snprintf(buf, sizeof buf, "%.*s", len, base);
+    size_t c = set_find(counters, buf);
+    if (!counters->slot[c] && !(counters->slot[c] = strdup(buf)))
+        return NULL;
+    if (!counters->next[c])
+        counters->next[c] = 1;
+    for (long k = counters->next[c];; k++) {
         char suffix[24] = "";
         if (k > 1)
             snprintf(suffix, sizeof suffix, "_%ld", k);
         int keep = len + (int)strlen(suffix) > MAX_NAME ? MAX_NAME - (int)strlen(suffix) : len;
         snprintf(buf, sizeof buf, "%.*s%s", keep, base, suffix);
-        if (!set_has(finals, buf) && ((own && k == 1) || !set_has(written, buf)))
+        if (!set_has(finals, buf) && ((own && k == 1) || !set_has(written, buf))) {
+            counters->next[c] = k + 1;
             break;
+        }
     }
     char *s = strdup(buf);
     if (s)
-        set_add(finals, s);
+        finals->slot[set_find(finals, s)] = s;
     return s;
 }
 
-static bool new_set(name_set *t, int n)
+static bool new_set(name_set *t, int n, bool counted)
 {
     t->cap = 64;
     while (t->cap < 2 * (size_t)n + 2)
         t->cap *= 2;
-    return (t->slot = calloc(t->cap, sizeof(char *))) != NULL;
+    t->next = counted ? calloc(t->cap, sizeof(long)) : NULL;
+    return (t->slot = calloc(t->cap, sizeof(char *))) != NULL && (!counted || t->next);
 }
 
 /* Inputs and top-level names first (they keep theirs), then names in
  * blocks (renamed when taken), then generated ids. */
 static bool choose_names(P *p)
 {
-    name_set finals, written;
+    name_set finals, written, counters;
     char *copy = malloc(p->n + (size_t)p->nt + 1), *c = copy; /* the names written, NUL-terminated */
-    bool ok = new_set(&finals, p->ns) & new_set(&written, p->nt) && copy;
+    bool ok = new_set(&finals, p->ns, false);
+    ok = new_set(&written, p->nt, false) && ok;
+    ok = new_set(&counters, p->ns, true) && ok && copy;
     for (int k = 0; ok && k < p->nt; k++)
         if (p->t[k].kind == T_NAME) {
             memcpy(c, p->src + p->t[k].off, p->t[k].len);
             c[p->t[k].len] = '\0';
-            if (!set_has(&written, c))
-                set_add(&written, c);
+            size_t i = set_find(&written, c);
+            if (!written.slot[i])
+                written.slot[i] = c;
             c += p->t[k].len + 1;
         }
     for (int pass = 0; ok && pass < 3; pass++)
@@ -1763,11 +1776,15 @@ static bool choose_names(P *p)
                 if (s->part)
                     snprintf(gen + n, sizeof gen - (size_t)n, "_%d", s->part);
             }
-            s->final = s->kind == S_GEN ? free_name(&finals, &written, gen, (int)strlen(gen), false)
-                                        : free_name(&finals, &written, s->want, s->wlen, true);
+            s->final = s->kind == S_GEN ? free_name(&finals, &written, &counters, gen, (int)strlen(gen), false)
+                                        : free_name(&finals, &written, &counters, s->want, s->wlen, true);
             if (!s->final)
                 p->oom = true;
         }
+    for (size_t i = 0; counters.slot && i < counters.cap; i++)
+        free(counters.slot[i]);
+    free(counters.slot);
+    free(counters.next);
     free(finals.slot); /* its names are the symbols' */
     free(written.slot);
     free(copy);

@@ -936,7 +936,8 @@ tl_code tl_recipe_compare(const tl_graph *a, const tl_graph *b, tl_recipe_diff *
         d->equal = !first_difference(&m);
         fputc('\0', m.a.f), fputc('\0', m.b.f);
     }
-    bool ok = side_close(&m.a, &da) & side_close(&m.b, &db);
+    bool ok = side_close(&m.a, &da);
+    ok = side_close(&m.b, &db) && ok;
     if (!rc && !ok)
         rc = tl_fail(st, TL_ERUNTIME, "out of memory comparing recipes");
     if (!rc && !d->equal && (!(d->a = side_text(&A, m.at, da, st)) || !(d->b = side_text(&B, m.at, db, st))))
