@@ -1006,7 +1006,9 @@ static bool op_call(P *p, int name, val *v)
             int key = p->i;
             char k[MAX_NAME + 1];
             snprintf(k, sizeof k, "%.*s", TEXT(p, key));
-            if (cJSON_GetObjectItemCaseSensitive(attrs, k))
+            if (!strcmp(k, "id") || !strcmp(k, "op") || !strcmp(k, "args")) /* keys of every node */
+                ok = fail_at(p, key, "%s: unknown attribute \"%s\"", op, k);
+            else if (cJSON_GetObjectItemCaseSensitive(attrs, k))
                 ok = fail_at(p, key, "attribute \"%s\" given twice", k);
             else if (nattrs == (int)(sizeof attr_toks / sizeof attr_toks[0]))
                 ok = fail_at(p, key, "too many attributes");

@@ -288,6 +288,10 @@ Test(calls, ops_attributes_and_their_checks)
     expect_error("y = 1 + sum(x, y)", "1:9", "takes 1 argument, got 2");
     expect_error("matmul(x)", "1:1", "takes 2 arguments, got 1");
     expect_error("sum(x, axis=1)", "1:8", "unknown attribute \"axis\"");
+    expect_error("sum(x, args=[1])", "1:8", "sum: unknown attribute \"args\"");
+    expect_error("sum(x, op=\"sin\")", "1:8", "sum: unknown attribute \"op\"");
+    expect_error("sum(x, id=1)", "1:8", "sum: unknown attribute \"id\"");
+    expect_error("sum(x, body=1)", "1:8", "sum: unknown attribute \"body\"");
     expect_error("sum(x, axes=\"a\")", "1:8", "attribute \"axes\" must be");
     expect_error("cast(x, dtype=\"f16\")", "1:9", "attribute \"dtype\" must be");
     expect_error("slice(x, step=0)", "1:10", "attribute \"step\" must be a positive integer");
