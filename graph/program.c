@@ -1171,11 +1171,12 @@ static bool iterate_call(P *p, int name, val *v)
     val init;
     if (!expect(p, T_COMMA, "after the count of iterate") || !expr(p, &init))
         return false;
-    int k = count_of(&init), lam = (accept(p, T_COMMA), p->i);
+    int k = count_of(&init);
     cJSON *init_j = note(p, cJSON_CreateArray());
     for (int j = 0; j < k; j++)
         push(p, init_j, arg_json(p, item_of(&init, j)));
-    bool ok = p->t[lam - 1].kind == T_COMMA || expect(p, T_COMMA, "before the lambda of iterate");
+    bool ok = expect(p, T_COMMA, "before the lambda of iterate");
+    int lam = p->i;
     ok = ok && lambda_params(p, toks, &np, "a lambda: s -> BODY, (a, b) -> BODY or (i, s) -> BODY");
     if (ok && np != k && np != k + 1)
         ok = fail_at(p, lam, "the lambda has %d parameters for %d carried value%s (give %d, or %d with the step "
@@ -1399,7 +1400,7 @@ static bool subexpr(P *p, int limit, val *v)
     while (ok && op && op->left > limit) {
         int tok = p->i++;
         if (op->left == COMPARE_PRIORITY && compared)
-            return fail_at(p, tok, "comparisons do not chain: write (a < b) and then compare that");
+            return fail_at(p, tok, "comparisons do not chain (parenthesize one to compare a comparison: (a < b) == c)");
         val args[2] = {*v};
         if (!single(p, &args[0], binop_name(op)) || !subexpr(p, op->right, &args[1]) ||
             !single(p, &args[1], binop_name(op)))

@@ -450,14 +450,39 @@ typedef struct frame {
     int *unused, nunused;
 } frame;
 
-static const canon *sort_ctx; /* qsort has no context argument */
+typedef struct hashed {
+    uint64_t hash;
+    int node;
+} hashed;
 
+/* By structural hash; listing order only between equal hashes. */
 static int by_hash(const void *a, const void *b)
 {
-    const nrec *x = &sort_ctx->nodes[*(const int *)a], *y = &sort_ctx->nodes[*(const int *)b];
+    const hashed *x = a, *y = b;
     if (x->hash != y->hash)
         return x->hash < y->hash ? -1 : 1;
-    return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+    return (x->node > y->node) - (x->node < y->node);
+}
+
+/* The nodes of block B the walk has not reached, in the order it takes them. */
+static int *unused_nodes(const canon *C, const brec *B, int *n)
+{
+    hashed *h = malloc(sizeof(hashed) * (size_t)(B->n + 1));
+    int *out = malloc(sizeof(int) * (size_t)(B->n + 1));
+    *n = 0;
+    for (int i = 0; h && out && i < B->n; i++)
+        if (!C->nodes[B->first + i].seen)
+            h[(*n)++] = (hashed){C->nodes[B->first + i].hash, B->first + i};
+    if (h && out) {
+        qsort(h, (size_t)*n, sizeof(hashed), by_hash);
+        for (int i = 0; i < *n; i++)
+            out[i] = h[i].node;
+    } else {
+        free(out);
+        out = NULL;
+    }
+    free(h);
+    return out;
 }
 
 /* The node behind a slot, when the walk has not reached it yet; else -1. */
@@ -518,15 +543,8 @@ static int next_child(canon *C, frame *f, bool *ok)
                 continue;
             }
             f->stage++, f->k = 0;
-            f->unused = malloc(sizeof(int) * (size_t)(B->n + 1));
-            if (!f->unused)
+            if (!(f->unused = unused_nodes(C, B, &f->nunused)))
                 return *ok = false, -1;
-            f->nunused = 0;
-            for (int i = 0; i < B->n; i++)
-                if (!C->nodes[B->first + i].seen)
-                    f->unused[f->nunused++] = B->first + i;
-            sort_ctx = C;
-            qsort(f->unused, (size_t)f->nunused, sizeof(int), by_hash);
             continue;
         }
         while (f->k < f->nunused)
