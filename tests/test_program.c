@@ -147,6 +147,16 @@ static void expect_error(const char *src, const char *at, const char *what)
     cr_expect(strstr(m, what) != NULL, "%s\n  error %s, expected to say %s", src, m, what);
 }
 
+typedef struct err_case {
+    const char *src, *at, *what;
+} err_case;
+
+static void expect_errors(const err_case *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        expect_error(c[i].src, c[i].at, c[i].what);
+}
+
 static tl_graph *program(const char *src)
 {
     tl_status st = {0};
@@ -231,9 +241,12 @@ Test(operators, every_binary_operator_is_its_op)
 
 Test(operators, comparisons_do_not_chain)
 {
-    expect_error("a < b < c", "1:7", "comparisons do not chain");
-    expect_error("a == b != c", "1:8", "comparisons do not chain");
-    expect_error("a <= b + 1 > c", "1:12", "comparisons do not chain");
+    static const err_case errors[] = {
+        {"a < b < c", "1:7", "comparisons do not chain"},
+        {"a == b != c", "1:8", "comparisons do not chain"},
+        {"a <= b + 1 > c", "1:12", "comparisons do not chain"},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
     EXPECT_NODES("(a < b) < c", "\"_1_4\"=lt(a,b); \"out\"=lt(_1_4,c)");
     EXPECT_NODES("a < (b < c)", "\"_1_8\"=lt(b,c); \"out\"=lt(a,_1_8)");
 }
@@ -264,10 +277,13 @@ Test(operators, numbers_are_weak_scalars_bit_for_bit)
     EXPECT_ALL("x * nan + inf - -inf",
                "in [\"x\"] consts {\"_1_5\":\"nan\",\"_1_11\":\"inf\",\"_1_17\":\"-inf\"} out [\"out\"]: "
                "\"_1_3\"=mul(x,_1_5); \"_1_9\"=add(_1_3,_1_11); \"out\"=sub(_1_9,_1_17)");
-    expect_error("x * 1e400", "1:5", "too large");
-    expect_error("x * 01", "1:5", "malformed number");
-    expect_error("x * 1.", "1:5", "malformed number");
-    expect_error("x * 2y", "1:5", "malformed number");
+    static const err_case errors[] = {
+        {"x * 1e400", "1:5", "too large"},
+        {"x * 01", "1:5", "malformed number"},
+        {"x * 1.", "1:5", "malformed number"},
+        {"x * 2y", "1:5", "malformed number"},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
 }
 
 /* ---------- calls ---------- */
@@ -284,22 +300,25 @@ Test(calls, ops_attributes_and_their_checks)
     EXPECT_NODES("sin(cos(x))", "\"_1_5\"=cos(x); \"out\"=sin(_1_5)");
     EXPECT_NODES("take(x, i64:[2, 0], axis=0)", "\"out\"=take(x,_1_9) axis=0");
     EXPECT_NODES("one_hot(labels, depth=3)", "\"out\"=one_hot(labels) depth=3");
-    expect_error("foo(x)", "1:1", "unknown op \"foo\"");
-    expect_error("y = 1 + sum(x, y)", "1:9", "takes 1 argument, got 2");
-    expect_error("matmul(x)", "1:1", "takes 2 arguments, got 1");
-    expect_error("sum(x, axis=1)", "1:8", "unknown attribute \"axis\"");
-    expect_error("sum(x, args=[1])", "1:8", "sum: unknown attribute \"args\"");
-    expect_error("sum(x, op=\"sin\")", "1:8", "sum: unknown attribute \"op\"");
-    expect_error("sum(x, id=1)", "1:8", "sum: unknown attribute \"id\"");
-    expect_error("sum(x, body=1)", "1:8", "sum: unknown attribute \"body\"");
-    expect_error("sum(x, axes=\"a\")", "1:8", "attribute \"axes\" must be");
-    expect_error("cast(x, dtype=\"f16\")", "1:9", "attribute \"dtype\" must be");
-    expect_error("slice(x, step=0)", "1:10", "attribute \"step\" must be a positive integer");
-    expect_error("sum(x, keepdims=true, keepdims=false)", "1:23", "given twice");
-    expect_error("reshape(x)", "1:1", "missing attribute \"shape\"");
-    expect_error("sin(x, axis=1, 2)", "1:16", "after the attributes");
-    expect_error("if(x)", "1:6", "expected 'then'");
-    expect_error("sum(x, axes=[1, [2]])", "1:17", "expected a number");
+    static const err_case errors[] = {
+        {"foo(x)", "1:1", "unknown op \"foo\""},
+        {"y = 1 + sum(x, y)", "1:9", "takes 1 argument, got 2"},
+        {"matmul(x)", "1:1", "takes 2 arguments, got 1"},
+        {"sum(x, axis=1)", "1:8", "unknown attribute \"axis\""},
+        {"sum(x, args=[1])", "1:8", "sum: unknown attribute \"args\""},
+        {"sum(x, op=\"sin\")", "1:8", "sum: unknown attribute \"op\""},
+        {"sum(x, id=1)", "1:8", "sum: unknown attribute \"id\""},
+        {"sum(x, body=1)", "1:8", "sum: unknown attribute \"body\""},
+        {"sum(x, axes=\"a\")", "1:8", "attribute \"axes\" must be"},
+        {"cast(x, dtype=\"f16\")", "1:9", "attribute \"dtype\" must be"},
+        {"slice(x, step=0)", "1:10", "attribute \"step\" must be a positive integer"},
+        {"sum(x, keepdims=true, keepdims=false)", "1:23", "given twice"},
+        {"reshape(x)", "1:1", "missing attribute \"shape\""},
+        {"sin(x, axis=1, 2)", "1:16", "after the attributes"},
+        {"if(x)", "1:6", "expected 'then'"},
+        {"sum(x, axes=[1, [2]])", "1:17", "expected a number"},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
 }
 
 Test(calls, index_tensors_and_prefixed_literals)
@@ -313,11 +332,14 @@ Test(calls, index_tensors_and_prefixed_literals)
                "\"_1_26\":{\"dtype\":\"f32\",\"shape\":[2],\"data\":[\"nan\",\"-inf\"]}} out [\"out\"]: "
                "\"_1_20\"=matmul(_1_1,x); \"out\"=add(_1_20,_1_26)");
     EXPECT_ALL("y = [[], []]", "in [] consts {\"y\":{\"shape\":[2,0],\"data\":[[],[]]}} out [\"y\"]: ");
-    expect_error("y = x * [[1, 2], [3]]", "1:18", "ragged literal");
-    expect_error("y = x * [1, [2]]", "1:13", "ragged literal");
-    expect_error("y = i64:[0.5]", "1:10", "integers");
-    expect_error("y = f32:2", "1:9", "'['");
-    expect_error("y = [1, 2", "1:5", "unclosed '['");
+    static const err_case errors[] = {
+        {"y = x * [[1, 2], [3]]", "1:18", "ragged literal"},
+        {"y = x * [1, [2]]", "1:13", "ragged literal"},
+        {"y = i64:[0.5]", "1:10", "integers"},
+        {"y = f32:2", "1:9", "'['"},
+        {"y = [1, 2", "1:5", "unclosed '['"},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
 }
 
 Test(calls, file_constants)
@@ -325,9 +347,12 @@ Test(calls, file_constants)
     EXPECT_ALL("y = x @ file(\"w.npy\") + file(\"w.npz\", \"b\")",
                "in [\"x\"] consts {\"_1_9\":{\"file\":\"w.npy\"},\"_1_25\":{\"file\":\"w.npz\",\"key\":\"b\"}} "
                "out [\"y\"]: \"_1_7\"=matmul(x,_1_9); \"y\"=add(_1_7,_1_25)");
-    expect_error("y = file(\"w.npz\")", "1:10", "member's name");
-    expect_error("y = file(w)", "1:10", "expected a string");
-    expect_error("y = file(\"../w.npy\")", "1:5", "outside the graph's folder");
+    static const err_case errors[] = {
+        {"y = file(\"w.npz\")", "1:10", "member's name"},
+        {"y = file(w)", "1:10", "expected a string"},
+        {"y = file(\"../w.npy\")", "1:5", "outside the graph's folder"},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
 }
 
 /* ---------- statements ---------- */
@@ -379,38 +404,44 @@ Test(statements, inputs_without_input_statements)
 
 Test(statements, statement_errors)
 {
-    expect_error("sin(x)\ncos(x)", "1:1", "only allowed as the last statement");
-    expect_error("a = 1 b = 2", "1:7", "expected a new line or ';'");
-    expect_error("out = sin(x)\ncos(x)", "2:1", "\"out\" is already bound");
-    expect_error("iterate(2, (a, b), (u, v) -> (v, u))", "1:1", "a trailing expression is one output");
-    expect_error("input x", "1:8", "no output");
-    expect_error("", "1:1", "no output");
-    expect_error("output y, y\ny = sin(x)", "1:11", "same value as an output before it");
-    expect_error("input x\noutput z", "2:8", "unknown name \"z\"");
-    expect_error("y = { input z; z }", "1:7", "input statements belong at the top level");
-    expect_error("y = { output y; 1 }", "1:7", "output statements belong at the top level");
-    expect_error("input x: f16", "1:10", "a dtype (f32, f64, i32, i64) or a shape");
-    expect_error("input x: [2.5]", "1:11", "a size");
-    expect_error("(a, b) = sin(x)", "1:1", "2 names for 1 value");
-    expect_error("(a, b, c) = iterate(1, (x, y), (u, v) -> (u, v))", "1:1", "3 names for 2 values");
-    expect_error("y = (a, b)", "1:5", "2 values where a binding of one name takes one");
-    expect_error("y = (a, (b, c))", "1:9", "tuples do not nest");
-    expect_error("y = ()", "1:5", "empty parentheses");
-    expect_error("y = {}", "1:5", "an empty block has no value");
+    static const err_case errors[] = {
+        {"sin(x)\ncos(x)", "1:1", "only allowed as the last statement"},
+        {"a = 1 b = 2", "1:7", "expected a new line or ';'"},
+        {"out = sin(x)\ncos(x)", "2:1", "\"out\" is already bound"},
+        {"iterate(2, (a, b), (u, v) -> (v, u))", "1:1", "a trailing expression is one output"},
+        {"input x", "1:8", "no output"},
+        {"", "1:1", "no output"},
+        {"output y, y\ny = sin(x)", "1:11", "same value as an output before it"},
+        {"input x\noutput z", "2:8", "unknown name \"z\""},
+        {"y = { input z; z }", "1:7", "input statements belong at the top level"},
+        {"y = { output y; 1 }", "1:7", "output statements belong at the top level"},
+        {"input x: f16", "1:10", "a dtype (f32, f64, i32, i64) or a shape"},
+        {"input x: [2.5]", "1:11", "a size"},
+        {"(a, b) = sin(x)", "1:1", "2 names for 1 value"},
+        {"(a, b, c) = iterate(1, (x, y), (u, v) -> (u, v))", "1:1", "3 names for 2 values"},
+        {"y = (a, b)", "1:5", "2 values where a binding of one name takes one"},
+        {"y = (a, (b, c))", "1:9", "tuples do not nest"},
+        {"y = ()", "1:5", "empty parentheses"},
+        {"y = {}", "1:5", "an empty block has no value"},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
 }
 
 /* ---------- scopes ---------- */
 
 Test(scopes, rebinding_and_shadowing)
 {
-    expect_error("y = 1\ny = 2", "2:1", "\"y\" is already bound (at 1:1)");
-    expect_error("x = sin(a)\ny = { x = 2; x }", "2:7", "\"x\" shadows the \"x\" of an enclosing scope (at 1:1)");
-    expect_error("input x\nx = 2", "2:1", "\"x\" is already an input (at 1:7)");
-    expect_error("input x\ny = map(x -> x, x)", "2:9", "\"x\" is already an input");
-    expect_error("s = 1\ny = iterate(2, x, s -> s)", "2:19", "shadows");
-    expect_error("y = map((a, a) -> a, x, x)", "1:13", "\"a\" is already bound (at 1:10)");
-    expect_error("y = sin(x)\nx = 2", "2:1", "\"x\" is already an input");
-    expect_error("y = { t = 1; t = 2; t }", "1:14", "\"t\" is already bound");
+    static const err_case errors[] = {
+        {"y = 1\ny = 2", "2:1", "\"y\" is already bound (at 1:1)"},
+        {"x = sin(a)\ny = { x = 2; x }", "2:7", "\"x\" shadows the \"x\" of an enclosing scope (at 1:1)"},
+        {"input x\nx = 2", "2:1", "\"x\" is already an input (at 1:7)"},
+        {"input x\ny = map(x -> x, x)", "2:9", "\"x\" is already an input"},
+        {"s = 1\ny = iterate(2, x, s -> s)", "2:19", "shadows"},
+        {"y = map((a, a) -> a, x, x)", "1:13", "\"a\" is already bound (at 1:10)"},
+        {"y = sin(x)\nx = 2", "2:1", "\"x\" is already an input"},
+        {"y = { t = 1; t = 2; t }", "1:14", "\"t\" is already bound"},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
 }
 
 Test(scopes, blocks_have_their_own_names)
@@ -468,45 +499,51 @@ Test(control, if_iterate_map)
 
 Test(control, errors)
 {
-    expect_error("iterate(n, x, s -> s)", "1:9", "integer literal");
-    expect_error("iterate(2.5, x, s -> s)", "1:9", "non-negative integer");
-    expect_error("iterate(-1, x, s -> s)", "1:9", "integer literal");
-    expect_error("iterate(2, x, (a, b, c) -> a)", "1:15", "3 parameters for 1 carried value");
-    expect_error("(p, q) = iterate(2, (x, y), (u, v) -> u)", "1:39", "the body gives 1 value for 2 carried");
-    expect_error("map(x, p -> p)", "1:5", "a lambda first");
-    expect_error("map((a, b) -> a, x)", "1:5", "2 parameters for 1 tensor");
-    expect_error("map(p -> (p, p), x)", "1:10", "gives 2 values, not one");
-    expect_error("y = if c then (a, b) else a", "1:27", "the branches of if give 2 (then) and 1 (else) values");
-    expect_error("y = if c then a", "1:16", "expected 'else'");
-    expect_error("y = if c else a", "1:10", "expected 'then'");
-    expect_error("y = x -> x", "1:5", "a lambda is allowed only");
-    expect_error("y = sin((a, b) -> a)", "1:9", "a lambda is allowed only");
-    expect_error("iterate(2, x, s -> s, t -> t)", "1:21", "expected ')'");
-    expect_error("y = map(p -> sum(p), x)", "1:14", "sum is not allowed in a map body");
+    static const err_case errors[] = {
+        {"iterate(n, x, s -> s)", "1:9", "integer literal"},
+        {"iterate(2.5, x, s -> s)", "1:9", "non-negative integer"},
+        {"iterate(-1, x, s -> s)", "1:9", "integer literal"},
+        {"iterate(2, x, (a, b, c) -> a)", "1:15", "3 parameters for 1 carried value"},
+        {"(p, q) = iterate(2, (x, y), (u, v) -> u)", "1:39", "the body gives 1 value for 2 carried"},
+        {"map(x, p -> p)", "1:5", "a lambda first"},
+        {"map((a, b) -> a, x)", "1:5", "2 parameters for 1 tensor"},
+        {"map(p -> (p, p), x)", "1:10", "gives 2 values, not one"},
+        {"y = if c then (a, b) else a", "1:27", "the branches of if give 2 (then) and 1 (else) values"},
+        {"y = if c then a", "1:16", "expected 'else'"},
+        {"y = if c else a", "1:10", "expected 'then'"},
+        {"y = x -> x", "1:5", "a lambda is allowed only"},
+        {"y = sin((a, b) -> a)", "1:9", "a lambda is allowed only"},
+        {"iterate(2, x, s -> s, t -> t)", "1:21", "expected ')'"},
+        {"y = map(p -> sum(p), x)", "1:14", "sum is not allowed in a map body"},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
 }
 
 /* ---------- lexical ---------- */
 
 Test(lexical, brackets_and_characters)
 {
-    expect_error("f(x", "1:2", "unclosed '('");
-    expect_error("y = sin(x))", "1:11", "unmatched ')'");
-    expect_error("y = (x]", "1:7", "unmatched ']'");
-    expect_error("y = x]", "1:6", "unmatched ']'");
-    expect_error("y = { a = 1\n", "1:5", "unclosed '{'");
-    expect_error("y = (1 +\n  (2 * 3)", "1:5", "unclosed '('");
-    /* columns count characters, not bytes */
-    expect_error("y = file(\"é.npy\") + zz(1)", "1:21", "unknown op \"zz\"");
-    expect_error("# é\ny = é", "2:5", "unexpected character 'é'");
-    expect_error("y = x $ 2", "1:7", "unexpected character '$'");
-    expect_error("y = \"abc", "1:5", "unterminated string");
-    expect_error("y = gelu(x, approximate=\"a\\qb\")", "1:27", "unknown escape");
-    expect_error("y = 1\x01", "1:6", "a control character");
-    expect_error("y = 1 # \x1b[2J", "1:9", "a control character");
-    expect_error("y = 1 # \xff", "1:9", "invalid UTF-8");
-    expect_error("y = \"\xc3\"", "1:6", "invalid UTF-8");
-    expect_error("y = true", "1:5", "attribute values only");
-    expect_error("y = \"s\"", "1:5", "a string is only");
+    static const err_case errors[] = {
+        {"f(x", "1:2", "unclosed '('"},
+        {"y = sin(x))", "1:11", "unmatched ')'"},
+        {"y = (x]", "1:7", "unmatched ']'"},
+        {"y = x]", "1:6", "unmatched ']'"},
+        {"y = { a = 1\n", "1:5", "unclosed '{'"},
+        {"y = (1 +\n  (2 * 3)", "1:5", "unclosed '('"},
+        /* columns count characters, not bytes */
+        {"y = file(\"é.npy\") + zz(1)", "1:21", "unknown op \"zz\""},
+        {"# é\ny = é", "2:5", "unexpected character 'é'"},
+        {"y = x $ 2", "1:7", "unexpected character '$'"},
+        {"y = \"abc", "1:5", "unterminated string"},
+        {"y = gelu(x, approximate=\"a\\qb\")", "1:27", "unknown escape"},
+        {"y = 1\x01", "1:6", "a control character"},
+        {"y = 1 # \x1b[2J", "1:9", "a control character"},
+        {"y = 1 # \xff", "1:9", "invalid UTF-8"},
+        {"y = \"\xc3\"", "1:6", "invalid UTF-8"},
+        {"y = true", "1:5", "attribute values only"},
+        {"y = \"s\"", "1:5", "a string is only"},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
     char long_name[300];
     memset(long_name, 'a', 256);
     snprintf(long_name + 256, 20, " = 1");
