@@ -56,16 +56,23 @@ tl: $(CLI_OBJ) build/libtl.a
 build/tl-san: $(CLI_SRC:%.c=build/san/%.o) build/libtl-san.a
 	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
 
-build/tests/%: tests/%.c build/libtl-san.a
+build/tests/%: tests/%.c $(wildcard tests/*.h) build/libtl-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -o $@ $< build/libtl-san.a -lcriterion $(LDLIBS)
 
 demo: deps tl
 	./tl grad examples/mlp.json -i examples/mlp_inputs.npz
 
+# A stand-in CUDA plugin over the guarded test device, for the end-to-end
+# device cases (tests/cli/devices.txt): built from the library's sources as
+# position-independent code, exporting only its entry point.
+build/tests/fake-cuda.so: tests/fake_cuda.c tests/testdev.h $(LIB_SRC) $(wildcard backends/*.h backends/cpu/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden $(CPPFLAGS) -o $@ tests/fake_cuda.c $(LIB_SRC) $(LDLIBS)
+
 # Every test binary runs from the repository root (fixtures are relative);
 # the end-to-end tests drive ./tl itself.
-test: tl build/tl-san $(TESTS)
+test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so
 	@set -e; for t in $(TESTS); do echo "== $$t"; TL=./tl $$t --jobs 2; done
 	@echo "== build/tests/test_cli with the sanitized tl (build/tl-san)"
 	@TL=build/tl-san build/tests/test_cli --jobs 2

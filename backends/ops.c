@@ -18,6 +18,67 @@ tl_opcode tl_op_lookup(const char *name)
     return TL_OP_COUNT;
 }
 
+tl_code tl_op_check_arity(tl_opcode op, int n, tl_status *st)
+{
+    const tl_opinfo *o = &tl_ops[op];
+    if (n >= o->min_args && (o->max_args < 0 || n <= o->max_args))
+        return TL_OK;
+    if (o->max_args < 0)
+        return tl_fail(st, TL_EINPUT, "takes %d or more arguments, got %d", o->min_args, n);
+    if (o->max_args > o->min_args)
+        return tl_fail(st, TL_EINPUT, "takes %d to %d arguments, got %d", o->min_args, o->max_args, n);
+    return tl_fail(st, TL_EINPUT, "takes %d argument%s, got %d", o->min_args, o->min_args == 1 ? "" : "s", n);
+}
+
+int tl_edit_distance(const char *a, const char *b)
+{
+    enum { MAXL = 64 };
+    size_t n = strlen(a), m = strlen(b);
+    if (n >= MAXL || m >= MAXL)
+        return 9;
+    int d[MAXL][MAXL];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m] > 9 ? 9 : d[n][m];
+}
+
+const char *tl_nearest(const char *name, const char *const *candidates, int n)
+{
+    const char *best = NULL;
+    int bd = 3;
+    for (int i = 0; i < n; i++) {
+        int d = tl_edit_distance(name, candidates[i]);
+        if (d < bd) {
+            bd = d;
+            best = candidates[i];
+        }
+    }
+    return best && (bd <= 2 || 3 * bd <= (int)strlen(name)) ? best : NULL;
+}
+
+const char *tl_op_suggest(const char *name)
+{
+    const char *names[TL_OP_COUNT];
+    int n = 0;
+    for (int i = 0; i < TL_OP_COUNT; i++)
+        if (tl_ops[i].kind != TL_KIND_INT)
+            names[n++] = tl_ops[i].name;
+    return tl_nearest(name, names, n);
+}
+
 void tl_attrs_init(tl_attrs *a)
 {
     memset(a, 0, sizeof *a);

@@ -62,6 +62,18 @@ typedef struct tl_opinfo {
 
 extern const tl_opinfo tl_ops[TL_OP_COUNT];
 
+/* TL_EINPUT "takes 2 arguments, got 3" unless n fits op's arity. */
+tl_code tl_op_check_arity(tl_opcode op, int n, tl_status *st);
+
+/* Edit distance between two short strings (insertions, deletions,
+ * substitutions, swaps of neighbours), capped at 9. */
+int tl_edit_distance(const char *a, const char *b);
+/* The name among candidates[0..n-1] nearest to name (at most 2 edits, or
+ * one a third of its length), or NULL. */
+const char *tl_nearest(const char *name, const char *const *candidates, int n);
+/* The op a mistyped op name most likely meant, or NULL. */
+const char *tl_op_suggest(const char *name);
+
 /* TL_OP_COUNT when name is not an op a graph may use. */
 tl_opcode tl_op_lookup(const char *name);
 

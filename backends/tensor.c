@@ -2,6 +2,8 @@
 #define _ISOC11_SOURCE
 #include "tensor.h"
 
+#include "backend.h"
+
 #include <sys/mman.h>
 
 #include <stdio.h>
@@ -64,6 +66,21 @@ char *tl_shape_desc(tl_dtype dt, int ndim, const int64_t *shape, char *buf, size
 char *tl_tensor_desc(const tl_tensor *t, char *buf, size_t len)
 {
     return tl_shape_desc(t->dtype, t->ndim, t->shape, buf, len);
+}
+
+char *tl_index_desc(const tl_tensor *t, int64_t j, char *buf, size_t len)
+{
+    int64_t idx[TL_MAXDIM];
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        idx[d] = t->shape[d] ? j % t->shape[d] : 0;
+        j = t->shape[d] ? j / t->shape[d] : 0;
+    }
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < t->ndim && k < len; d++)
+        k += (size_t)snprintf(buf + k, len - k, d ? ",%lld" : "%lld", (long long)idx[d]);
+    if (k < len)
+        snprintf(buf + k, len - k, "]");
+    return buf;
 }
 
 bool tl_same_shape(const tl_tensor *a, const tl_tensor *b)
@@ -164,14 +181,14 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
         tl_budget_charge(budget, cost, what, st);
         return NULL;
     }
-    if (budget && tl_budget_charge(budget, cost, NULL, st))
-        return NULL;
-    if (cost == INT64_MAX) { /* no budget to refuse it: still never wrap */
+    if (cost == INT64_MAX) { /* no limit to refuse it: still never wrap */
         char d[96];
         tl_fail(st, TL_ERUNTIME, "out of memory allocating a tensor %s (more than 4 EiB)",
                 tl_shape_desc(dt, ndim, shape, d, sizeof d));
         return NULL;
     }
+    if (budget && tl_budget_charge(budget, cost, NULL, st))
+        return NULL;
     bool small = bytes < TL_SMALL_BYTES, huge = bytes >= TL_HUGE_BYTES;
     size_t align = huge ? TL_HUGE_BYTES : 64, total = TL_DATA_OFFSET + bytes;
     tl_tensor *t = small ? malloc(TL_SMALL_OFFSET + bytes)
@@ -190,6 +207,7 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
     }
     t->refs = 1;
     t->budget = budget;
+    t->home = NULL;
     if (budget)
         budget->refs++;
     t->dtype = dt;
@@ -200,6 +218,44 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
         memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
     t->numel = n;
     t->data = (char *)t + (small ? TL_SMALL_OFFSET : TL_DATA_OFFSET);
+    return t;
+}
+
+tl_tensor *tl_tensor_new_on(tl_budget *budget, const tl_backend *be, tl_dtype dt, int ndim,
+                            const int64_t *shape, tl_status *st)
+{
+    if (!tl_backend_is_device(be))
+        return tl_tensor_new_in(budget, dt, ndim, shape, st);
+    int64_t n;
+    if (tl_shape_numel(ndim, shape, &n, st))
+        return NULL;
+    size_t bytes = (size_t)n * tl_dtype_size(dt);
+    int64_t cost = footprint(bytes);
+    char d[96], what[128];
+    snprintf(what, sizeof what, "a tensor %s on %s", tl_shape_desc(dt, ndim, shape, d, sizeof d),
+             be->name);
+    if (cost == INT64_MAX || tl_budget_charge(budget, cost, what, st)) {
+        if (cost == INT64_MAX)
+            tl_fail(st, TL_ERUNTIME, "out of memory allocating %s (more than 4 EiB)", what);
+        return NULL;
+    }
+    tl_tensor *t = malloc(sizeof *t);
+    void *data = t ? be->alloc(be, bytes ? bytes : 1, st) : NULL;
+    if (!t || !data) {
+        if (!t)
+            tl_fail(st, TL_ERUNTIME, "out of memory allocating %s", what);
+        else
+            tl_wrap(st, "%s", what);
+        free(t);
+        tl_budget_credit(budget, cost);
+        return NULL;
+    }
+    *t = (tl_tensor){.refs = 1, .budget = budget, .home = be, .dtype = dt, .ndim = ndim, .numel = n,
+                     .data = data, .device = {be->kind, be->index}};
+    if (ndim)
+        memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    if (budget)
+        budget->refs++;
     return t;
 }
 
@@ -234,7 +290,9 @@ void tl_tensor_unref(tl_tensor *t)
         tl_budget_credit(t->budget, footprint((size_t)t->numel * tl_dtype_size(t->dtype)));
         tl_budget_unref(t->budget);
     }
-    free(t); /* the data lives in the same block */
+    if (t->home)
+        t->home->release(t->home, t->data);
+    free(t); /* host data lives in the same block */
 }
 
 double tl_tensor_get(const tl_tensor *t, int64_t i)

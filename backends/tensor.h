@@ -1,7 +1,9 @@
 /* Dense, contiguous, row-major tensors.  A tensor is reference counted:
  * whoever holds a pointer owns one reference and drops it with
- * tl_tensor_unref.  The data lives on `device`; the CPU backend owns
- * host memory, other backends their own. */
+ * tl_tensor_unref.  The header is always host memory; the data lives on
+ * `device`: in host memory (home NULL), or in the memory of the device
+ * backend `home`, which allocated it and frees it.  Only the backend that
+ * owns device data may touch it; the host reads it by a download. */
 #ifndef TL_TENSOR_H
 #define TL_TENSOR_H
 
@@ -43,9 +45,12 @@ void tl_budget_unref(tl_budget *b);
 tl_code tl_budget_charge(tl_budget *b, int64_t bytes, const char *what, tl_status *st);
 void tl_budget_credit(tl_budget *b, int64_t bytes);
 
+struct tl_backend;
+
 typedef struct tl_tensor {
     int refs;
     tl_budget *budget; /* charged for data bytes; NULL: none */
+    const struct tl_backend *home; /* the device holding the data; NULL: host */
     tl_dtype dtype;
     tl_device device;
     int ndim;
@@ -68,12 +73,24 @@ tl_code tl_shape_numel(int ndim, const int64_t *shape, int64_t *numel, tl_status
 char *tl_tensor_desc(const tl_tensor *t, char *buf, size_t len);
 char *tl_shape_desc(tl_dtype dt, int ndim, const int64_t *shape, char *buf, size_t len);
 bool tl_same_shape(const tl_tensor *a, const tl_tensor *b);
+/* Writes "[1,2]": where element j (row-major) sits in t's shape. */
+char *tl_index_desc(const tl_tensor *t, int64_t j, char *buf, size_t len);
 
 /* New host tensor with uninitialised data (refs = 1). */
 tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);
 /* The same, charged to a budget (NULL: none). */
 tl_tensor *tl_tensor_new_in(tl_budget *b, tl_dtype dt, int ndim, const int64_t *shape,
                             tl_status *st);
+/* A tensor whose data lives on the device backend `be` (NULL or the CPU:
+ * host memory, as tl_tensor_new_in). */
+tl_tensor *tl_tensor_new_on(tl_budget *b, const struct tl_backend *be, tl_dtype dt, int ndim,
+                            const int64_t *shape, tl_status *st);
+static inline bool tl_tensor_on_host(const tl_tensor *t) { return !t->home; }
+/* Bytes of data. */
+static inline size_t tl_tensor_bytes(const tl_tensor *t)
+{
+    return (size_t)t->numel * (t->dtype == TL_F32 || t->dtype == TL_I32 ? 4 : 8);
+}
 /* New host tensor filled with zeros. */
 tl_tensor *tl_tensor_zeros(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);
 tl_tensor *tl_tensor_scalar(tl_dtype dt, double v, tl_status *st);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "exec/exec.h"
+#include "formats/compare.h"
 
 #define TL_VERSION "0.1.0"
 
@@ -41,9 +42,14 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const 
  * file or the text of -e (cli_inline_graph). */
 tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *st);
 
-/* Reads a NAME=TENSOR value: file.npy, file.npz:key, '-' (stdin), or a
- * literal with an optional dtype prefix (tensor_arg.c). */
+/* Reads a NAME=TENSOR value: file.npy, file.npz:key, '-' (a .npy on
+ * stdin), '-:key' (a member of an .npz on stdin), or a literal with an
+ * optional dtype prefix (tensor_arg.c). */
 tl_tensor *cli_read_tensor(const char *spec, tl_status *st);
+/* The .npz on standard input, read on first use and kept (the CLI owns it
+ * until cli_stdin_release). */
+struct tl_npz *cli_stdin_npz(tl_status *st);
+void cli_stdin_release(void);
 
 typedef struct cli_out {
     const char *path;   /* -o, or NULL for stdout text/json */
@@ -55,14 +61,29 @@ typedef struct cli_out {
     int noutputs;       /* the first noutputs are outputs, the rest grads */
 } cli_out;
 
-/* Writes every tensor: a file (complete or absent) or standard output
- * (output.c). */
+/* Writes every tensor: a file (.npy, .npz or .json; complete or absent)
+ * or standard output (text, json, or with path "-" .npy/.npz).  A reader
+ * that closes standard output early ends the writing quietly (output.c). */
 tl_code cli_write(const cli_out *o, tl_status *st);
 
-/* Writes PATH whole or not at all: body writes a temporary file beside it,
- * renamed over PATH when complete (output.c). */
-typedef tl_code (*cli_body)(FILE *f, const void *ctx, tl_status *st);
-tl_code cli_write_whole(const char *path, cli_body body, const void *ctx, tl_status *st);
+/* Writes a file whole or not at all: w writes into a temporary file beside
+ * path, which is renamed over path only when complete. */
+typedef tl_code (*cli_writer)(FILE *f, const void *ctx, tl_status *st);
+tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_status *st);
+
+/* ---------- diagnostics (diag.c) ---------- */
+
+typedef struct cli_times {
+    double load, run, backward; /* milliseconds */
+} cli_times;
+
+/* -v: device, counts, fallbacks, branches, memory and times on stderr. */
+void cli_print_verbose(const tl_result *r, bool grad, const cli_times *t);
+/* --profile: per-op calls, time, share and device, forward and backward. */
+void cli_print_profile(const tl_result *r);
+/* --report FILE.json, written whole or not at all. */
+tl_code cli_write_report(const char *path, const tl_graph *g, const tl_result *r, const cli_times *t,
+                         tl_status *st);
 
 /* ---------- programs (cmd_program.c) ---------- */
 
@@ -81,7 +102,17 @@ void cli_print_caret(FILE *f);
 
 int cmd_run(int argc, char **argv);  /* run and grad */
 int cmd_ops(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_dot(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_show(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+
+/* --rtol R, --atol A, --ulp N, --equal-nan (cmd_compare.c): when argv[*i]
+ * is one of them, stores it in o (advancing *i past a value) and returns
+ * 0, or prints a usage error and returns 2; -1 when it is none of them. */
+int cli_compare_option(int argc, char **argv, int *i, tl_compare_opts *o);
 
 #endif

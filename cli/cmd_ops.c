@@ -1,21 +1,227 @@
-/* tl ops: the operations this build knows, from the op table. */
+/* tl ops and tl devices: what this build can run, and where. */
+#include <string.h>
+
+#include "backends/device.h"
+#include "backends/opdoc.h"
 #include "cli.h"
+#include "formats/results.h"
+
+static const char *const kinds[] = {"binary", "compare", "unary", "reduce", "other", "control",
+                                    "internal"};
+
+/* The dtypes an op takes (its value arguments'). */
+static int op_dtypes(tl_opcode op, tl_dtype *dts)
+{
+    int n = 0;
+    dts[n++] = TL_F32;
+    dts[n++] = TL_F64;
+    if (tl_ops[op].dtypes == TL_DT_ANY && tl_ops[op].kind != TL_KIND_FLOW) {
+        dts[n++] = TL_I32;
+        dts[n++] = TL_I64;
+    }
+    return n;
+}
+
+/* Whether the device runs op on dtype dt (index arguments i64). */
+static bool device_runs(const tl_backend *dev, tl_opcode op, tl_dtype dt)
+{
+    if (tl_ops[op].kind == TL_KIND_FLOW)
+        return op == TL_OP_MAP ? dev->supports(dev, op, 1, &dt, dt, NULL) : true; /* run by tl itself */
+    tl_dtype in[4];
+    int n = tl_ops[op].min_args > 0 ? tl_ops[op].min_args : 1;
+    for (int i = 0; i < n && i < 4; i++)
+        in[i] = i == tl_ops[op].index_arg ? TL_I64 : dt;
+    tl_dtype out = op == TL_OP_ONE_HOT ? TL_F64 : dt;
+    return dev->supports(dev, op, n, in, out, NULL);
+}
+
+static void arity_text(tl_opcode op, char *buf, size_t len)
+{
+    const tl_opinfo *o = &tl_ops[op];
+    if (o->kind == TL_KIND_FLOW)
+        snprintf(buf, len, "%s", op == TL_OP_MAP ? "1+ args, a body" : "blocks");
+    else if (o->max_args < 0)
+        snprintf(buf, len, "%d+ args", o->min_args);
+    else if (o->max_args > o->min_args)
+        snprintf(buf, len, "%d-%d args", o->min_args, o->max_args);
+    else
+        snprintf(buf, len, "%d arg%s", o->min_args, o->min_args == 1 ? "" : "s");
+}
+
+/* Where the op runs: "cpu" and, when a device is usable, whether it does. */
+static void devices_text(const tl_backend *dev, tl_opcode op, char *buf, size_t len)
+{
+    tl_dtype dts[4];
+    int n = op_dtypes(op, dts), k = snprintf(buf, len, "cpu");
+    if (!dev)
+        return;
+    int on = 0;
+    for (int i = 0; i < n; i++)
+        on += device_runs(dev, op, dts[i]);
+    if (on == n)
+        snprintf(buf + k, len - (size_t)k, " %s", dev->name);
+    else if (on)
+        snprintf(buf + k, len - (size_t)k, " %s(some dtypes)", dev->name);
+}
+
+static void json_string_or_null(const char *s)
+{
+    if (s)
+        tl_json_write_string(stdout, s);
+    else
+        fputs("null", stdout);
+}
+
+static void op_json(const tl_backend *dev, tl_opcode op)
+{
+    const tl_opinfo *o = &tl_ops[op];
+    const tl_opdoc *d = &tl_opdocs[op];
+    tl_dtype dts[4];
+    int n = op_dtypes(op, dts);
+    printf("{\"name\": \"%s\", \"kind\": \"%s\", \"min_args\": %d, \"max_args\": ", o->name, kinds[o->kind],
+           o->min_args);
+    if (o->max_args < 0)
+        printf("null");
+    else
+        printf("%d", o->max_args);
+    printf(", \"index_arg\": ");
+    if (o->index_arg < 0)
+        printf("null");
+    else
+        printf("%d", o->index_arg);
+    printf(", \"differentiable\": %s, \"dtypes\": [", tl_op_differentiable(op) ? "true" : "false");
+    for (int i = 0; i < n; i++)
+        printf("%s\"%s\"", i ? ", " : "", tl_dtype_name(dts[i]));
+    printf("], \"devices\": {\"cpu\": [");
+    for (int i = 0; i < n; i++)
+        printf("%s\"%s\"", i ? ", " : "", tl_dtype_name(dts[i]));
+    printf("]");
+    if (dev) {
+        printf(", \"%s\": [", dev->name);
+        for (int i = 0, m = 0; i < n; i++)
+            if (device_runs(dev, op, dts[i]))
+                printf("%s\"%s\"", m++ ? ", " : "", tl_dtype_name(dts[i]));
+        printf("]");
+    }
+    printf("}, \"attributes\": [");
+    for (int i = 0; i < TL_MAX_OP_ATTRS && d->attrs[i].name; i++) {
+        printf("%s{\"name\": \"%s\", \"type\": ", i ? ", " : "", d->attrs[i].name);
+        json_string_or_null(d->attrs[i].type);
+        printf(", \"required\": %s, \"default\": ", d->attrs[i].deflt ? "false" : "true");
+        json_string_or_null(d->attrs[i].deflt);
+        printf("}");
+    }
+    printf("], \"value\": ");
+    json_string_or_null(d->value);
+    printf(", \"gradient\": ");
+    json_string_or_null(d->gradient);
+    printf("}");
+}
+
+static void op_text(const tl_backend *dev, tl_opcode op)
+{
+    const tl_opdoc *d = &tl_opdocs[op];
+    char arity[32], where[96];
+    tl_dtype dts[4];
+    int n = op_dtypes(op, dts);
+    arity_text(op, arity, sizeof arity);
+    devices_text(dev, op, where, sizeof where);
+    printf("%s (%s, %s)\n  value:     %s\n  gradient:  %s\n", tl_ops[op].name, kinds[tl_ops[op].kind], arity,
+           d->value, d->gradient);
+    printf("  dtypes:   ");
+    for (int i = 0; i < n; i++)
+        printf(" %s", tl_dtype_name(dts[i]));
+    if (tl_ops[op].index_arg >= 0)
+        printf("; argument %d is an index tensor (i32 or i64)", tl_ops[op].index_arg + 1);
+    printf("\n  devices:   %s\n", where);
+    for (int i = 0; i < TL_MAX_OP_ATTRS && d->attrs[i].name; i++)
+        printf("  attribute %s: %s; %s%s\n", d->attrs[i].name, d->attrs[i].type,
+               d->attrs[i].deflt ? "default " : "required", d->attrs[i].deflt ? d->attrs[i].deflt : "");
+}
 
 int cmd_ops(int argc, char **argv)
 {
-    if (argc > 1)
-        return cli_usage("tl ops takes no arguments, got '%s'", argv[1]);
-    static const char *kinds[] = {"binary", "compare", "unary", "reduce", "other", "control"};
+    const char *name = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_opt(a, NULL, "--format")) {
+            const char *v = cli_opt_value(argc, argv, &i, a, "--format");
+            if (!v || (strcmp(v, "text") && strcmp(v, "json")))
+                return cli_usage("--format takes text or json");
+            json = !strcmp(v, "json");
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage("unknown option %s", a);
+        } else if (name) {
+            return cli_usage("tl ops takes one op name, got '%s' too", a);
+        } else {
+            name = a;
+        }
+    }
+    tl_opcode one = TL_OP_COUNT;
+    if (name && (one = tl_op_lookup(name)) == TL_OP_COUNT) {
+        const char *near = tl_op_suggest(name);
+        tl_status st = {0};
+        tl_fail(&st, TL_EINPUT, "no op \"%.64s\"%s%s%s", name, near ? " (did you mean \"" : " (tl ops lists them)",
+                near ? near : "", near ? "\"?)" : "");
+        return cli_fail(&st);
+    }
+    tl_status st = {0};
+    const tl_backend *dev = tl_device_open("auto", &st);
+    if (dev && !tl_backend_is_device(dev))
+        dev = NULL;
+    bool first = true;
+    if (json && !name)
+        printf("[");
     for (int i = 0; i < TL_OP_COUNT; i++) {
-        if (tl_ops[i].kind == TL_KIND_INT)
+        if (tl_ops[i].kind == TL_KIND_INT || (name && (tl_opcode)i != one))
             continue;
-        printf("%-13s %-8s ", tl_ops[i].name, kinds[tl_ops[i].kind]);
-        if (tl_ops[i].max_args < 0)
-            printf("%d+ args\n", tl_ops[i].min_args);
-        else if (tl_ops[i].kind == TL_KIND_FLOW)
-            printf("(graph.md)\n");
-        else
-            printf("%d arg%s\n", tl_ops[i].min_args, tl_ops[i].min_args == 1 ? "" : "s");
+        if (json) {
+            printf("%s", first ? "" : ",\n ");
+            op_json(dev, (tl_opcode)i);
+        } else if (name) {
+            op_text(dev, (tl_opcode)i);
+        } else {
+            char arity[32], where[96];
+            tl_dtype dts[4];
+            int n = op_dtypes((tl_opcode)i, dts);
+            arity_text((tl_opcode)i, arity, sizeof arity);
+            devices_text(dev, (tl_opcode)i, where, sizeof where);
+            printf("%-13s %-8s %-16s %-16s %-5s %s\n", tl_ops[i].name, kinds[tl_ops[i].kind], arity,
+                   n == 4 ? "f32 f64 i32 i64" : "f32 f64", tl_op_differentiable((tl_opcode)i) ? "grad" : "-",
+                   where);
+        }
+        first = false;
+    }
+    if (json)
+        printf(name ? "\n" : "]\n");
+    tl_device_close(dev);
+    return cli_finish_stdout();
+}
+
+int cmd_devices(int argc, char **argv)
+{
+    if (argc > 1)
+        return cli_usage("tl devices takes no arguments, got '%s'", argv[1]);
+    tl_device_list l;
+    tl_device_probe(&l);
+    printf("cpu      usable  host memory, every op in every dtype\n");
+    if (!l.count) {
+        printf("cuda     not usable: ");
+        cli_print_escaped(stdout, l.why);
+        printf("\n");
+    }
+    for (int i = 0; i < l.count; i++) {
+        const tl_plugin_device *d = &l.dev[i];
+        printf("%-8s usable  ", l.name[i]);
+        cli_print_escaped(stdout, d->model);
+        printf(", %.1f GiB (%.1f GiB free), compute capability %d.%d\n",
+               (double)d->memory / (1 << 30), (double)d->free / (1 << 30), d->cc_major, d->cc_minor);
+    }
+    if (l.plugin_found) {
+        printf("plugin   ");
+        cli_print_escaped(stdout, l.plugin_path);
+        printf("\n");
     }
     return cli_finish_stdout();
 }

@@ -182,7 +182,7 @@ static int compile(const args *a)
         return cli_fail(&st);
     int rc;
     if (a->output && strcmp(a->output, "-"))
-        rc = cli_write_whole(a->output, text_body, json, &st) ? cli_fail(&st) : 0;
+        rc = cli_write_atomic(a->output, text_body, json, &st) ? cli_fail(&st) : 0;
     else
         rc = (fputs(json, stdout), cli_finish_stdout());
     free(json);

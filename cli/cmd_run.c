@@ -1,5 +1,6 @@
 /* tl run and tl grad: load the graph and tensors, run (recording a tape
- * for grad), pull back the seeds, and write the results. */
+ * for grad), pull back the seeds, and write the results, or compare them
+ * with --expect. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -7,20 +8,52 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/device.h"
 #include "cli.h"
+#include "formats/compare.h"
 #include "formats/npz.h"
+#include "formats/results.h"
 
 typedef struct cmd {
     bool grad;
     const char *graph;
     char *inline_graph; /* -e TEXT */
-    const char *output, *device, *wrt, *max_memory;
-    bool json, full, strict, verbose, quiet, outside;
+    const char *output, *device, *wrt, *max_memory, *expect, *only, *of, *outputs, *report;
+    bool json, full, strict, verbose, quiet, outside, profile, check_finite;
+    tl_compare_opts cmp;
     int nbind, nseed, nnpz;
-    const char **npz; /* -i FILE.npz, in order */
+    const char **npz;  /* -i FILE.npz, in order ("-": standard input) */
     const char **bind; /* NAME=TENSOR */
     const char **seed; /* [OUT=]TENSOR */
 } cmd;
+
+/* What a tensor argument takes from standard input: nothing, a .npy
+ * ("-"), or members of an .npz ("-:KEY"). */
+static int stdin_kind(const char *v) { return !strcmp(v, "-") ? 1 : !strncmp(v, "-:", 2) ? 2 : 0; }
+
+/* Standard input is read once: the graph, one .npy, or one .npz that any
+ * number of "-:KEY" and "-i -" take members from. */
+static int check_stdin(const cmd *c)
+{
+    int graph = !strcmp(c->graph, "-"), npy = 0, npz = 0;
+    for (int i = 0; i < c->nbind; i++) {
+        int k = stdin_kind(strchr(c->bind[i], '=') + 1);
+        npy += k == 1;
+        npz += k == 2;
+    }
+    for (int i = 0; i < c->nseed; i++) {
+        const char *eq = strchr(c->seed[i], '=');
+        int k = stdin_kind(eq ? eq + 1 : c->seed[i]);
+        npy += k == 1;
+        npz += k == 2;
+    }
+    for (int i = 0; i < c->nnpz; i++)
+        npz += !strcmp(c->npz[i], "-");
+    if (graph + npy + (npz > 0) > 1)
+        return cli_usage("standard input (-) is read once: it holds the graph, one .npy tensor, or one "
+                         ".npz (for any number of -:KEY and -i -), not several of these");
+    return 0;
+}
 
 static int parse(int argc, char **argv, cmd *c)
 {
@@ -28,8 +61,20 @@ static int parse(int argc, char **argv, cmd *c)
         const char *s, *l;
         size_t off;
     } valued[] = {
-        {"-o", "--output", offsetof(cmd, output)}, {"-d", "--device", offsetof(cmd, device)},
-        {NULL, "--wrt", offsetof(cmd, wrt)}, {NULL, "--max-memory", offsetof(cmd, max_memory)},
+        {"-o", "--output", offsetof(cmd, output)},   {"-d", "--device", offsetof(cmd, device)},
+        {NULL, "--wrt", offsetof(cmd, wrt)},         {NULL, "--max-memory", offsetof(cmd, max_memory)},
+        {NULL, "--expect", offsetof(cmd, expect)},   {NULL, "--only", offsetof(cmd, only)},
+        {NULL, "--of", offsetof(cmd, of)},           {NULL, "--outputs", offsetof(cmd, outputs)},
+        {NULL, "--report", offsetof(cmd, report)},
+    };
+    static const struct {
+        const char *s, *l;
+        size_t off;
+    } flags[] = {
+        {NULL, "--full", offsetof(cmd, full)},         {NULL, "--strict-device", offsetof(cmd, strict)},
+        {NULL, "--allow-outside-files", offsetof(cmd, outside)},
+        {"-v", "--verbose", offsetof(cmd, verbose)},   {"-q", "--quiet", offsetof(cmd, quiet)},
+        {NULL, "--profile", offsetof(cmd, profile)},   {NULL, "--check-finite", offsetof(cmd, check_finite)},
     };
     c->bind = calloc((size_t)argc, sizeof *c->bind);
     c->seed = calloc((size_t)argc, sizeof *c->seed);
@@ -48,8 +93,14 @@ static int parse(int argc, char **argv, cmd *c)
             *(const char **)((char *)c + valued[k].off) = v;
             done = true;
         }
-        if (done)
+        for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !done; k++)
+            if ((flags[k].s && !strcmp(a, flags[k].s)) || !strcmp(a, flags[k].l))
+                done = *(bool *)((char *)c + flags[k].off) = true;
+        int rc = done ? -1 : cli_compare_option(argc, argv, &i, &c->cmp);
+        if (done || rc == 0)
             continue;
+        if (rc > 0)
+            return rc;
         if (cli_is_opt(a, "-i", "--inputs")) {
             const char *v = cli_opt_value(argc, argv, &i, a, "--inputs");
             if (!v)
@@ -74,37 +125,24 @@ static int parse(int argc, char **argv, cmd *c)
             if (!v || (strcmp(v, "text") && strcmp(v, "json")))
                 return cli_usage("--format takes text or json");
             c->json = !strcmp(v, "json");
-        } else if (!strcmp(a, "--full"))
-            c->full = true;
-        else if (!strcmp(a, "--strict-device"))
-            c->strict = true;
-        else if (!strcmp(a, "--allow-outside-files"))
-            c->outside = true;
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
-            c->verbose = true;
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-            c->quiet = true;
-        else if (a[0] == '-' && a[1])
+        } else if (a[0] == '-' && a[1]) {
             return cli_usage("unknown option %s", a);
-        else if (!c->graph)
+        } else if (!c->graph) {
             c->graph = a;
-        else if (strchr(a, '='))
+        } else if (strchr(a, '=')) {
             c->bind[c->nbind++] = a;
-        else
+        } else {
             return cli_usage("'%s' is not NAME=TENSOR", a);
+        }
     }
     if (!c->graph)
         return cli_usage("no graph file given");
-    int stdin_uses = !strcmp(c->graph, "-");
-    for (int i = 0; i < c->nbind; i++)
-        stdin_uses += !strcmp(strchr(c->bind[i], '=') + 1, "-");
-    for (int i = 0; i < c->nseed; i++)
-        stdin_uses += !strcmp(c->seed[i], "-") || (strchr(c->seed[i], '=') && !strcmp(strchr(c->seed[i], '=') + 1, "-"));
-    if (stdin_uses > 1)
-        return cli_usage("standard input (-) can supply only one thing: the graph or one tensor");
-    if (!c->grad && (c->nseed || c->wrt))
-        return cli_usage("--seed and --wrt belong to tl grad");
-    return 0;
+    if (!c->grad && (c->nseed || c->wrt || c->of))
+        return cli_usage("--seed, --wrt and --of belong to tl grad");
+    bool tolerance = c->cmp.rtol_set || c->cmp.atol_set || c->cmp.use_ulp || c->cmp.equal_nan;
+    if (tolerance && !c->expect)
+        return cli_usage("--rtol, --atol, --ulp and --equal-nan go with --expect FILE");
+    return check_stdin(c);
 }
 
 /* ---------- memory ---------- */
@@ -154,75 +192,145 @@ static int parse_max_memory(const cmd *c, int64_t *out)
 
 /* ---------- device ---------- */
 
-static int pick_backend(const cmd *c, const tl_backend **be, const char **name)
+/* The device to run on: a GPU that cannot be used means the whole run on
+ * the CPU, with one warning naming the reason (an error with
+ * --strict-device); a bad device name is a usage error. */
+static int pick_backend(const cmd *c, const tl_backend **be)
 {
     const char *d = c->device ? c->device : "cpu";
-    *be = &tl_cpu_backend;
-    *name = "cpu";
-    if (!strcmp(d, "cpu"))
+    tl_status st = {0};
+    *be = tl_device_open(d, &st);
+    if (*be)
         return 0;
-    bool cuda = !strcmp(d, "cuda") || !strcmp(d, "gpu") || !strncmp(d, "cuda:", 5);
-    if (!cuda && strcmp(d, "auto"))
-        return cli_usage("unknown device '%s' (cpu, cuda[:N], gpu, auto)", d);
-    if (!strncmp(d, "cuda:", 5)) {
-        char *end;
-        long n = strtol(d + 5, &end, 10);
-        if (!d[5] || *end || n < 0)
-            return cli_usage("bad device '%s'", d);
-    }
-    if (!strcmp(d, "auto"))
-        return 0; /* no usable GPU in this build: the CPU, silently */
-    const char *why = "this tl was built without the CUDA backend";
+    if (st.code == TL_EINPUT)
+        return cli_fail(&st);
+    *be = &tl_cpu_backend;
     if (c->strict) {
-        fprintf(stderr, "tl: error: --device %s: %s (--strict-device forbids the CPU fallback)\n", d, why);
-        return TL_ERUNTIME;
+        tl_wrap(&st, "--device %s", d);
+        size_t n = strlen(st.msg);
+        snprintf(st.msg + n, sizeof st.msg - n, " (--strict-device forbids the CPU fallback)");
+        return cli_fail(&st);
     }
-    if (!c->quiet)
-        fprintf(stderr, "tl: warning: --device %s: %s; running on the CPU\n", d, why);
+    if (!c->quiet) {
+        fprintf(stderr, "tl: warning: --device %s: ", d);
+        cli_print_escaped(stderr, st.msg);
+        fprintf(stderr, "; running on the CPU\n");
+    }
     return 0;
 }
 
-/* ---------- inputs ---------- */
+/* ---------- names and inputs ---------- */
 
+/* Splits a NAME,... list; calls each(name) for every entry.  Errors name
+ * the option. */
+static int each_name(const char *opt, const char *list, tl_status *st,
+                     int (*each)(const char *name, void *ctx), void *ctx)
+{
+    if (!list[0])
+        return tl_fail(st, TL_EINPUT, "%s needs at least one name", opt), cli_fail(st);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0 || (e && !e[1]))
+            return tl_fail(st, TL_EINPUT, "%s: empty name in \"%s\"", opt, list), cli_fail(st);
+        char name[300];
+        snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), p);
+        int rc = each(name, ctx);
+        if (rc)
+            return rc;
+        p += n + (e != NULL);
+    }
+    return 0;
+}
+
+/* The unused keys of the -i files, for a missing input's message. */
+static void unused_keys(const cmd *c, const tl_graph *g, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int f = 0; f < c->nnpz && k + 80 < len; f++) {
+        tl_status st = {0};
+        tl_npz *z = strcmp(c->npz[f], "-") ? tl_npz_open(c->npz[f], &st) : cli_stdin_npz(&st);
+        for (int i = 0; z && i < tl_npz_count(z) && k + 80 < len; i++)
+            if (tl_graph_input_index(g, tl_npz_key(z, i)) < 0)
+                k += (size_t)snprintf(buf + k, len - k, "%s\"%.60s\"", k ? ", " : "", tl_npz_key(z, i));
+        if (strcmp(c->npz[f], "-"))
+            tl_npz_close(z);
+    }
+}
+
+/* -i files first (an input in two of them is an error), then NAME=TENSOR,
+ * which overrides the same key of an -i file (but not another NAME=). */
 static int bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *st)
 {
-    for (int f = 0; f < c->nnpz; f++) {
-        tl_npz *z = tl_npz_open(c->npz[f], st);
-        if (!z)
-            return tl_wrap(st, "-i %s", c->npz[f]), cli_fail(st);
-        for (int k = 0; k < g->ninputs; k++) {
-            const char *name = g->inputs[k].name;
-            if (!tl_npz_has(z, name))
-                continue;
-            if (in[k]) {
-                tl_npz_close(z);
-                return tl_fail(st, TL_EINPUT, "input \"%s\" is supplied twice (again by %s)", name,
-                               c->npz[f]), cli_fail(st);
-            }
-            if (!(in[k] = tl_npz_get(z, name, st))) {
-                tl_wrap(st, "%s: input \"%s\"", c->npz[f], name);
-                tl_npz_close(z);
-                return cli_fail(st);
-            }
-        }
-        tl_npz_close(z);
-    }
-    for (int i = 0; i < c->nbind; i++) {
+    bool *explicit = calloc((size_t)g->ninputs + 1, sizeof *explicit);
+    int rc = explicit ? 0 : (tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st));
+    for (int i = 0; i < c->nbind && !rc; i++) {
         const char *eq = strchr(c->bind[i], '=');
         char name[300];
         size_t n = (size_t)(eq - c->bind[i]);
         snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), c->bind[i]);
         int k = n < 256 ? tl_graph_input_index(g, name) : -1; /* names have at most 255 bytes */
         if (k < 0)
-            return tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph", g->path, name), cli_fail(st);
-        if (in[k])
-            return tl_fail(st, TL_EINPUT, "input \"%s\" is supplied twice", name), cli_fail(st);
-        if (!(in[k] = cli_read_tensor(eq + 1, st)))
-            return tl_wrap(st, "input \"%s\"", name), cli_fail(st);
+            rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph", g->path, name), cli_fail(st));
+        else if (explicit[k])
+            rc = (tl_fail(st, TL_EINPUT, "input \"%s\" is supplied twice", name), cli_fail(st));
+        else if (!(in[k] = cli_read_tensor(eq + 1, st)))
+            rc = (tl_wrap(st, "input \"%s\"", name), cli_fail(st));
+        else
+            explicit[k] = true;
     }
-    for (int k = 0; k < g->ninputs; k++)
-        if (!in[k])
-            return tl_fail(st, TL_EINPUT, "%s: missing input \"%s\"", g->path, g->inputs[k].name), cli_fail(st);
+    for (int f = 0; f < c->nnpz && !rc; f++) {
+        bool from_stdin = !strcmp(c->npz[f], "-");
+        const char *what = from_stdin ? "standard input" : c->npz[f];
+        tl_npz *z = from_stdin ? cli_stdin_npz(st) : tl_npz_open(c->npz[f], st);
+        if (!z) {
+            rc = (tl_wrap(st, "-i %s", c->npz[f]), cli_fail(st));
+            break;
+        }
+        for (int k = 0; k < g->ninputs && !rc; k++) {
+            const char *name = g->inputs[k].name;
+            if (explicit[k] || !tl_npz_has(z, name))
+                continue;
+            if (in[k])
+                rc = (tl_fail(st, TL_EINPUT, "input \"%s\" is supplied twice (again by %s)", name, what),
+                      cli_fail(st));
+            else if (!(in[k] = tl_npz_get(z, name, st)))
+                rc = (tl_wrap(st, "%s: input \"%s\"", what, name), cli_fail(st));
+        }
+        if (!from_stdin)
+            tl_npz_close(z);
+    }
+    for (int k = 0; k < g->ninputs && !rc; k++) {
+        if (in[k])
+            continue;
+        char keys[400];
+        unused_keys(c, g, keys, sizeof keys);
+        tl_fail(st, TL_EINPUT, "%s: missing input \"%s\"%s%s%s", g->path, g->inputs[k].name,
+                keys[0] ? " (the -i files also hold " : "", keys, keys[0] ? ", which are not inputs)" : "");
+        rc = cli_fail(st);
+    }
+    free(explicit);
+    return rc;
+}
+
+typedef struct wrt_ctx {
+    const tl_graph *g;
+    tl_tensor *const *in;
+    bool *wrt;
+    tl_status *st;
+} wrt_ctx;
+
+static int wrt_one(const char *name, void *ctx)
+{
+    wrt_ctx *w = ctx;
+    int k = strlen(name) < 256 ? tl_graph_input_index(w->g, name) : -1;
+    if (k < 0)
+        return tl_fail(w->st, TL_EINPUT, "--wrt: \"%s\" is not an input of the graph", name), cli_fail(w->st);
+    if (tl_dtype_is_int(w->in[k]->dtype))
+        return tl_fail(w->st, TL_EINPUT, "--wrt: input \"%s\" is an index tensor (%s), which is never "
+                       "differentiated", name, tl_dtype_name(w->in[k]->dtype)), cli_fail(w->st);
+    w->wrt[k] = true;
     return 0;
 }
 
@@ -231,28 +339,50 @@ static int parse_wrt(const cmd *c, const tl_graph *g, tl_tensor *const *in, bool
 {
     for (int k = 0; k < g->ninputs; k++)
         wrt[k] = c->wrt == NULL;
-    if (!c->wrt)
-        return 0;
-    if (!c->wrt[0])
-        return tl_fail(st, TL_EINPUT, "--wrt needs at least one input name"), cli_fail(st);
-    const char *p = c->wrt;
-    while (*p) {
-        const char *e = strchr(p, ',');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (n == 0 || (e && !e[1]))
-            return tl_fail(st, TL_EINPUT, "--wrt: empty name in \"%s\"", c->wrt), cli_fail(st);
-        char name[300];
-        snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), p);
-        int k = n < 256 ? tl_graph_input_index(g, name) : -1;
-        if (k < 0)
-            return tl_fail(st, TL_EINPUT, "--wrt: \"%s\" is not an input of the graph", name), cli_fail(st);
-        if (tl_dtype_is_int(in[k]->dtype))
-            return tl_fail(st, TL_EINPUT, "--wrt: input \"%s\" is an index tensor (%s), which is never "
-                           "differentiated", name, tl_dtype_name(in[k]->dtype)), cli_fail(st);
-        wrt[k] = true;
-        p += n + (e != NULL);
-    }
+    wrt_ctx w = {g, in, wrt, st};
+    return c->wrt ? each_name("--wrt", c->wrt, st, wrt_one, &w) : 0;
+}
+
+typedef struct outs_ctx {
+    const tl_graph *g;
+    int *slots, n;
+    tl_status *st;
+} outs_ctx;
+
+static int output_one(const char *name, void *ctx)
+{
+    outs_ctx *o = ctx;
+    int s = strlen(name) < 256 ? tl_graph_top_slot(o->g, name) : -1;
+    if (s < 0)
+        return tl_fail(o->st, TL_EINPUT, "--outputs: \"%s\" is not a name of the graph's top level "
+                       "(an input, a constant or a node outside blocks)", name), cli_fail(o->st);
+    for (int i = 0; i < o->n; i++)
+        if (o->slots[i] == s)
+            return tl_fail(o->st, TL_EINPUT, "--outputs: \"%s\" is named twice", name), cli_fail(o->st);
+    o->slots[o->n++] = s;
     return 0;
+}
+
+/* ---------- seeds ---------- */
+
+/* A 0-d seed stands for the output's whole shape. */
+static tl_tensor *broadcast_seed(tl_tensor *s, const tl_tensor *y, tl_status *st)
+{
+    if (s->ndim != 0 || y->ndim == 0 || s->dtype != y->dtype)
+        return s;
+    tl_tensor *full = tl_tensor_new(y->dtype, y->ndim, y->shape, st);
+    for (int64_t i = 0; full && i < full->numel; i++)
+        memcpy((char *)full->data + (size_t)i * tl_dtype_size(y->dtype), s->data, tl_dtype_size(y->dtype));
+    tl_tensor_unref(s);
+    return full;
+}
+
+static int output_index(const tl_result *r, const char *name, size_t len)
+{
+    for (int j = 0; j < tl_result_noutputs(r); j++)
+        if (len == strlen(tl_result_output_name(r, j)) && !strncmp(name, tl_result_output_name(r, j), len))
+            return j;
+    return -1;
 }
 
 static int read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_status *st)
@@ -260,136 +390,337 @@ static int read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_st
     int no = tl_result_noutputs(r);
     for (int i = 0; i < c->nseed; i++) {
         const char *s = c->seed[i], *eq = strchr(s, '=');
-        int k = -1;
+        int k = 0;
         if (eq) {
-            for (int j = 0; j < no; j++)
-                if ((size_t)(eq - s) == strlen(tl_result_output_name(r, j)) &&
-                    !strncmp(s, tl_result_output_name(r, j), (size_t)(eq - s)))
-                    k = j;
-            if (k < 0)
+            if ((k = output_index(r, s, (size_t)(eq - s))) < 0)
                 return tl_fail(st, TL_EINPUT, "--seed %.*s: not an output of the graph", (int)(eq - s), s), cli_fail(st);
             s = eq + 1;
         } else if (no != 1) {
             return tl_fail(st, TL_EINPUT, "--seed without OUT= needs a graph with one output (this one has %d)", no), cli_fail(st);
-        } else {
-            k = 0;
         }
         if (seeds[k])
             return tl_fail(st, TL_EINPUT, "--seed: output \"%s\" is seeded twice", tl_result_output_name(r, k)), cli_fail(st);
-        if (!(seeds[k] = cli_read_tensor(s, st)))
+        if (!(seeds[k] = cli_read_tensor(s, st)) ||
+            !(seeds[k] = broadcast_seed(seeds[k], tl_result_output(r, k), st)))
             return tl_wrap(st, "--seed %s", tl_result_output_name(r, k)), cli_fail(st);
     }
     return 0;
 }
 
+typedef struct of_ctx {
+    const tl_result *r;
+    bool *of;
+    tl_status *st;
+} of_ctx;
+
+static int of_one(const char *name, void *ctx)
+{
+    of_ctx *o = ctx;
+    int k = output_index(o->r, name, strlen(name));
+    if (k < 0)
+        return tl_fail(o->st, TL_EINPUT, "--of: \"%s\" is not an output", name), cli_fail(o->st);
+    o->of[k] = true;
+    return 0;
+}
+
+/* --of: the outputs left out are not differentiated (zero seeds). */
+static int seed_only_of(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_status *st)
+{
+    int no = tl_result_noutputs(r);
+    bool *of = calloc((size_t)no + 1, sizeof *of);
+    of_ctx o = {r, of, st};
+    int rc = of ? each_name("--of", c->of, st, of_one, &o) : (tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st));
+    for (int k = 0; k < no && !rc; k++) {
+        if (of[k])
+            continue;
+        if (seeds[k])
+            rc = (tl_fail(st, TL_EINPUT, "--seed %s: that output is left out by --of", tl_result_output_name(r, k)),
+                  cli_fail(st));
+        else if (!(seeds[k] = tl_tensor_zeros(tl_result_output(r, k)->dtype, tl_result_output(r, k)->ndim,
+                                              tl_result_output(r, k)->shape, st)))
+            rc = cli_fail(st);
+    }
+    free(of);
+    return rc;
+}
+
+/* ---------- what is written ---------- */
+
+typedef struct only_ctx {
+    const char **names;
+    const tl_tensor **ts;
+    bool *keep;
+    int n;
+    tl_status *st;
+} only_ctx;
+
+static int only_one(const char *name, void *ctx)
+{
+    only_ctx *o = ctx;
+    for (int i = 0; i < o->n; i++)
+        if (!strcmp(o->names[i], name)) {
+            o->keep[i] = true;
+            return 0;
+        }
+    return tl_fail(o->st, TL_EINPUT, "--only: \"%s\" is not written by this run (outputs by name, "
+                   "gradients as grad/NAME)", name), cli_fail(o->st);
+}
+
+/* --only: keeps the named tensors (in their order); *no shrinks to the
+ * outputs kept. */
+static int apply_only(const char *list, const char **names, const tl_tensor **ts, int *n, int *no,
+                      tl_status *st)
+{
+    bool *keep = calloc((size_t)*n + 1, sizeof *keep);
+    only_ctx o = {names, ts, keep, *n, st};
+    int rc = keep ? each_name("--only", list, st, only_one, &o) : (tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st));
+    int m = 0, mo = 0;
+    for (int i = 0; i < *n && !rc; i++)
+        if (keep[i]) {
+            mo += i < *no;
+            names[m] = names[i];
+            ts[m++] = ts[i];
+        }
+    if (!rc) {
+        *n = m;
+        *no = mo;
+    }
+    free(keep);
+    return rc;
+}
+
+/* --expect: the results against a file by compare's rule.  0 when they
+ * match, 1 (report printed) when not, 2/3 on an error. */
+static int expect(const cmd *c, int n, const char **names, const tl_tensor **ts, tl_status *st)
+{
+    tl_result_set a = tl_result_set_view(n, names, ts), *b = tl_result_set_read(c->expect, st);
+    if (!b)
+        return tl_wrap(st, "--expect %s", c->expect), cli_fail(st);
+    tl_compare_report *r = tl_compare(&a, b, &c->cmp, st);
+    int rc = r ? 0 : (tl_wrap(st, "--expect %s", c->expect), cli_fail(st));
+    if (r && !tl_compare_all_match(r)) {
+        /* stdout carries the report unless results go there */
+        FILE *f = c->output && !strcmp(c->output, "-") ? stderr : stdout;
+        fprintf(f, "tl: results differ from %s\n", c->expect);
+        rc = tl_compare_write_text(f, r, true, st) ? cli_fail(st) : 1;
+        fflush(f);
+    } else if (r && c->verbose) {
+        fprintf(stderr, "tl: results match %s\n", c->expect);
+    }
+    tl_compare_free(r);
+    tl_result_set_free(b);
+    return rc;
+}
+
+/* ---------- progress ---------- */
+
+typedef struct progress {
+    double t0, last;
+    bool shown;
+} progress;
+
+/* One line on a terminal, redrawn at most five times a second, for runs
+ * past a second. */
+static void on_progress(void *ctx, const char *phase, int64_t done, int64_t total)
+{
+    progress *p = ctx;
+    double now = cli_now_ms();
+    if (now - p->t0 < 1000 || now - p->last < 200)
+        return;
+    p->last = now;
+    p->shown = true;
+    if (total > 0)
+        fprintf(stderr, "\rtl: %s: %lld of %lld tape entries, %.1f s\033[K", phase, (long long)done,
+                (long long)total, (now - p->t0) / 1e3);
+    else
+        fprintf(stderr, "\rtl: %s: %lld nodes, %.1f s\033[K", phase, (long long)done, (now - p->t0) / 1e3);
+    fflush(stderr);
+}
+
+static void end_progress(progress *p)
+{
+    if (p->shown)
+        fputs("\r\033[K", stderr);
+}
+
+/* A dtype clash where an input came from a literal without a prefix (so
+ * f64): say how to write it in the other dtype. */
+static void literal_hint(const cmd *c, tl_status *st)
+{
+    if (!strstr(st->msg, "dtype"))
+        return;
+    for (int i = 0; i < c->nbind; i++) {
+        const char *v = strchr(c->bind[i], '=') + 1;
+        size_t n = strlen(v);
+        bool file = v[0] == '-' || strstr(v, ".npz:") || (n > 4 && !strcmp(v + n - 4, ".npy"));
+        if (file || strchr(v, ':'))
+            continue;
+        size_t k = strlen(st->msg);
+        snprintf(st->msg + k, sizeof st->msg - k, " (%.*s is an f64 literal; write %.*s=f32:%.40s for f32)",
+                 (int)(v - 1 - c->bind[i]), c->bind[i], (int)(v - 1 - c->bind[i]), c->bind[i], v);
+        return;
+    }
+}
+
 /* ---------- the command ---------- */
 
-static void report(const cmd *c, const tl_result *r, const char *dev, double t_load, double t_run,
-                   double t_back)
+typedef struct run_state {
+    tl_graph *g;
+    tl_tensor **in, **grads, **seeds;
+    bool *wrt;
+    int *out_slots;
+    const char **names;
+    const tl_tensor **ts;
+    char **gnames;
+    tl_result *r;
+} run_state;
+
+static void release(run_state *s)
 {
-    const tl_stats *s = tl_result_stats(r);
-    if (!c->verbose)
-        return;
-    fprintf(stderr, "tl: device %s\n", dev);
-    fprintf(stderr, "tl: %lld nodes evaluated, %lld ops, %lld recorded, %lld fallbacks\n",
-            (long long)s->nodes, (long long)s->ops, (long long)s->tape_entries,
-            (long long)s->fallbacks);
-    for (int i = 0; i < s->nlog; i++)
-        fprintf(stderr, "tl: if \"%s\" took %s\n", s->log[i].node, s->log[i].then ? "then" : "else");
-    fprintf(stderr, "tl: peak memory %.1f MiB in tensors and tape\n", (double)s->peak_bytes / (1 << 20));
-    if (s->branches > s->nlog)
-        fprintf(stderr, "tl: ... %lld if decisions in all\n", (long long)s->branches);
-    fprintf(stderr, "tl: load %.3f ms, run %.3f ms", t_load, t_run);
-    if (c->grad)
-        fprintf(stderr, ", backward %.3f ms (%lld ops)", t_back, (long long)s->backward_ops);
-    fprintf(stderr, "\n");
+    int ni = s->g ? s->g->ninputs : 0, no = s->r ? tl_result_noutputs(s->r) : 0;
+    for (int k = 0; s->in && k < ni; k++) {
+        tl_tensor_unref(s->in[k]);
+        tl_tensor_unref(s->grads[k]);
+        free(s->gnames ? s->gnames[k] : NULL);
+    }
+    for (int i = 0; s->seeds && i < no; i++)
+        tl_tensor_unref(s->seeds[i]);
+    tl_result_free(s->r);
+    tl_graph_free(s->g);
+    free(s->in);
+    free(s->grads);
+    free(s->seeds);
+    free(s->wrt);
+    free(s->out_slots);
+    free(s->names);
+    free(s->ts);
+    free(s->gnames);
+}
+
+static int threads_ok(void)
+{
+    const char *t = getenv("TL_NUM_THREADS");
+    char *end;
+    long n = t ? strtol(t, &end, 10) : 1;
+    if (t && (!*t || *end || n < 1 || n > 1024))
+        return cli_usage("TL_NUM_THREADS must be a whole number from 1 to 1024, not '%.40s'", t);
+    return 0;
+}
+
+/* Runs (and differentiates); fills the names and tensors to write. */
+static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwrite, int *noutw,
+                     cli_times *t, tl_status *st)
+{
+    tl_graph *g = s->g;
+    int ni = g->ninputs;
+    int64_t max_memory = 0;
+    int rc;
+    outs_ctx oc = {g, s->out_slots, 0, st};
+    if ((rc = parse_max_memory(c, &max_memory)) || (rc = bind_inputs(c, g, s->in, st)) ||
+        (rc = parse_wrt(c, g, s->in, s->wrt, st)) ||
+        (c->outputs && (rc = each_name("--outputs", c->outputs, st, output_one, &oc))))
+        return rc;
+    progress p = {cli_now_ms(), 0, false};
+    bool tty = isatty(2) && !c->quiet;
+    tl_run_opts o = {.record = c->grad, .wrt = s->wrt, .backend = be, .max_memory = max_memory,
+                     .strict_device = c->strict, .outputs = c->outputs ? s->out_slots : NULL,
+                     .noutputs = oc.n, .profile = c->profile || c->report, .check_finite = c->check_finite,
+                     .progress = tty ? on_progress : NULL, .progress_ctx = &p};
+    double t1 = cli_now_ms();
+    tl_code failed = tl_run(g, s->in, &o, &s->r, st);
+    t->run = cli_now_ms() - t1;
+    if (failed) {
+        end_progress(&p);
+        literal_hint(c, st);
+        return cli_fail(st);
+    }
+    int no = tl_result_noutputs(s->r);
+    if (!(s->seeds = calloc((size_t)no + 1, sizeof *s->seeds)))
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
+    if (c->grad) {
+        double t2 = cli_now_ms();
+        if ((rc = read_seeds(c, s->r, s->seeds, st)) || (c->of && (rc = seed_only_of(c, s->r, s->seeds, st)))) {
+            end_progress(&p);
+            return rc;
+        }
+        failed = tl_result_pullback(s->r, s->seeds, s->grads, st);
+        t->backward = cli_now_ms() - t2;
+        if (failed) {
+            end_progress(&p);
+            return cli_fail(st);
+        }
+    }
+    end_progress(&p);
+    int n = 0;
+    for (int i = 0; i < no; i++) {
+        s->names[n] = tl_result_output_name(s->r, i);
+        s->ts[n++] = tl_result_output(s->r, i);
+    }
+    for (int k = 0; k < ni; k++) {
+        if (!s->grads[k])
+            continue;
+        size_t len = strlen(g->inputs[k].name) + 6;
+        if (!(s->gnames[k] = malloc(len)))
+            return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
+        snprintf(s->gnames[k], len, "grad/%s", g->inputs[k].name);
+        s->names[n] = s->gnames[k];
+        s->ts[n++] = s->grads[k];
+    }
+    *nwrite = n;
+    *noutw = no;
+    return c->only ? apply_only(c->only, s->names, s->ts, nwrite, noutw, st) : 0;
 }
 
 static int execute(const cmd *c)
 {
     tl_status st = {0};
     const tl_backend *be;
-    const char *dev;
-    int rc = pick_backend(c, &be, &dev);
-    if (rc)
+    int rc = threads_ok();
+    if (rc || (rc = pick_backend(c, &be)))
         return rc;
+    cli_times t = {0};
     double t0 = cli_now_ms();
     tl_graph_options go = {c->outside};
-    tl_graph *g = cli_load_graph(c->graph, &go, &st);
-    if (!g)
+    run_state s = {0};
+    if (!(s.g = cli_load_graph(c->graph, &go, &st))) {
+        tl_device_close(be);
         return cli_fail(&st);
-    int ni = g->ninputs, no = g->noutputs;
-    tl_tensor **in = calloc((size_t)ni + 1, sizeof *in);
-    tl_tensor **grads = calloc((size_t)ni + 1, sizeof *grads);
-    tl_tensor **seeds = calloc((size_t)no + 1, sizeof *seeds);
-    bool *wrt = calloc((size_t)ni + 1, sizeof *wrt);
-    const char **names = calloc((size_t)(no + ni) * 2 + 1, sizeof *names);
-    const tl_tensor **ts = calloc((size_t)(no + ni) + 1, sizeof *ts);
-    char **gnames = calloc((size_t)ni + 1, sizeof *gnames);
-    tl_result *r = NULL;
-    double t1 = 0, t2 = 0, t3 = 0;
-    if (!in || !grads || !seeds || !wrt || !names || !ts || !gnames) {
-        rc = tl_fail(&st, TL_ERUNTIME, "out of memory"), cli_fail(&st);
-        goto done;
     }
-    int64_t max_memory = 0;
-    if ((rc = parse_max_memory(c, &max_memory)) || (rc = bind_inputs(c, g, in, &st)) ||
-        (rc = parse_wrt(c, g, in, wrt, &st)))
-        goto done;
-    t1 = cli_now_ms();
-    tl_run_opts o = {c->grad, wrt, be, max_memory};
-    if (tl_run(g, in, &o, &r, &st)) {
-        rc = cli_fail(&st);
-        goto done;
-    }
-    t2 = cli_now_ms();
-    if (c->grad) {
-        if ((rc = read_seeds(c, r, seeds, &st)))
-            goto done;
-        if (tl_result_pullback(r, seeds, grads, &st)) {
+    t.load = cli_now_ms() - t0;
+    int ni = s.g->ninputs, no = s.g->noutputs, nmax = ni + no + s.g->nslots;
+    s.in = calloc((size_t)ni + 1, sizeof *s.in);
+    s.grads = calloc((size_t)ni + 1, sizeof *s.grads);
+    s.wrt = calloc((size_t)ni + 1, sizeof *s.wrt);
+    s.out_slots = calloc((size_t)s.g->nslots + 1, sizeof *s.out_slots);
+    s.names = calloc((size_t)nmax + 1, sizeof *s.names);
+    s.ts = calloc((size_t)nmax + 1, sizeof *s.ts);
+    s.gnames = calloc((size_t)ni + 1, sizeof *s.gnames);
+    int n = 0, nout = 0;
+    if (!s.in || !s.grads || !s.wrt || !s.out_slots || !s.names || !s.ts || !s.gnames)
+        rc = (tl_fail(&st, TL_ERUNTIME, "out of memory"), cli_fail(&st));
+    else
+        rc = run_graph(c, be, &s, &n, &nout, &t, &st);
+    if (!rc && c->expect) {
+        rc = expect(c, n, s.names, s.ts, &st);
+        if (rc <= 1 && c->output) { /* --expect with -o writes as well */
+            cli_out out = {c->output, c->json, c->full, tl_result_device_name(s.r), n, s.names, s.ts, nout};
+            if (cli_write(&out, &st))
+                rc = cli_fail(&st);
+        }
+    } else if (!rc) {
+        cli_out out = {c->output, c->json, c->full, tl_result_device_name(s.r), n, s.names, s.ts, nout};
+        if (cli_write(&out, &st))
             rc = cli_fail(&st);
-            goto done;
-        }
     }
-    t3 = cli_now_ms();
-    int n = 0;
-    for (int i = 0; i < no; i++) {
-        names[n] = tl_result_output_name(r, i);
-        ts[n++] = tl_result_output(r, i);
-    }
-    for (int k = 0; k < ni; k++) {
-        if (!grads[k])
-            continue;
-        size_t len = strlen(g->inputs[k].name) + 6;
-        if (!(gnames[k] = malloc(len))) {
-            rc = tl_fail(&st, TL_ERUNTIME, "out of memory"), cli_fail(&st);
-            goto done;
-        }
-        snprintf(gnames[k], len, "grad/%s", g->inputs[k].name);
-        names[n] = gnames[k];
-        ts[n++] = grads[k];
-    }
-    cli_out out = {c->output, c->json, c->full, dev, n, names, ts, no};
-    if (cli_write(&out, &st))
-        rc = cli_fail(&st);
-    report(c, r, dev, t1 - t0, t2 - t1, t3 - t2);
-done:
-    for (int k = 0; in && k < ni; k++) {
-        tl_tensor_unref(in[k]);
-        tl_tensor_unref(grads[k]);
-        free(gnames ? gnames[k] : NULL);
-    }
-    for (int i = 0; seeds && i < no; i++)
-        tl_tensor_unref(seeds[i]);
-    tl_result_free(r);
-    tl_graph_free(g);
-    free(in);
-    free(grads);
-    free(seeds);
-    free(wrt);
-    free(names);
-    free(ts);
-    free(gnames);
+    if (s.r && c->verbose)
+        cli_print_verbose(s.r, c->grad, &t);
+    if (s.r && c->profile)
+        cli_print_profile(s.r);
+    if (s.r && c->report && cli_write_report(c->report, s.g, s.r, &t, &st))
+        rc = rc ? rc : cli_fail(&st);
+    release(&s);
+    tl_device_close(be);
+    cli_stdin_release();
     return rc;
 }
 

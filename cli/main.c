@@ -12,9 +12,12 @@
 static const char usage_text[] =
     "usage: tl run  GRAPH [NAME=TENSOR]... [options]\n"
     "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
+    "       tl compare A B [--rtol R] [--atol A] [--ulp N] [--equal-nan] [--format text|json]\n"
+    "       tl show TENSOR [--stats] [--full] [--format text|json]\n"
     "       tl compile PROGRAM [-o FILE.json]\n"
     "       tl diff A B\n"
     "       tl ops\n"
+    "       tl devices\n"
     "\n"
     "GRAPH: a .json graph, a .tl program, or -e TEXT (a program given inline)\n"
     "TENSOR: file.npy, file.npz:key, - (a .npy on stdin), or a literal such as\n"
@@ -47,6 +50,11 @@ static const struct {
     {"run", cmd_run},
     {"grad", cmd_run},
     {"ops", cmd_ops},
+    {"devices", cmd_devices},
+    {"check", cmd_check},
+    {"dot", cmd_dot},
+    {"compare", cmd_compare},
+    {"show", cmd_show},
     {"compile", cmd_compile},
     {"diff", cmd_diff},
 };
@@ -89,5 +97,5 @@ int main(int argc, char **argv)
         }
         return commands[k].run(argc - 1, argv + 1);
     }
-    return cli_usage("unknown command '%s' (run, grad, compile, diff, ops)", sub);
+    return cli_usage("unknown command '%s' (run, grad, compare, show, check, dot, compile, diff, ops, devices)", sub);
 }

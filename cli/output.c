@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "formats/npy.h"
 #include "formats/npz.h"
+#include "formats/results.h"
 #include "formats/text.h"
 
 static bool ends_with(const char *s, const char *suffix)
@@ -18,12 +19,12 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-static tl_code write_binary(FILE *f, const cli_out *o, bool npy, tl_status *st)
-{
-    if (npy)
-        return tl_npy_write(f, o->ts[0], st);
-    return tl_npz_write(f, o->n, o->names, o->ts, false, st);
-}
+enum kind { AS_NPY, AS_NPZ, AS_JSON };
+
+typedef struct job {
+    const cli_out *o;
+    enum kind kind;
+} job;
 
 static tl_code write_json(FILE *f, const cli_out *o, tl_status *st)
 {
@@ -32,13 +33,24 @@ static tl_code write_json(FILE *f, const cli_out *o, tl_status *st)
         bool grad = i >= o->noutputs;
         if (i == o->noutputs)
             fprintf(f, "}, \"grads\": {");
-        fprintf(f, "%s\"%s\": ", i && i != o->noutputs ? ", " : "",
-                grad ? o->names[i] + 5 : o->names[i]);
+        fprintf(f, "%s", i && i != o->noutputs ? ", " : "");
+        tl_json_write_string(f, grad ? o->names[i] + 5 : o->names[i]);
+        fprintf(f, ": ");
         if (tl_json_tensor_write(f, o->ts[i], st))
             return st->code;
     }
     fprintf(f, o->n > o->noutputs ? "}}\n" : "}, \"grads\": {}}\n");
     return TL_OK;
+}
+
+static tl_code write_kind(FILE *f, const void *ctx, tl_status *st)
+{
+    const job *j = ctx;
+    switch (j->kind) {
+    case AS_NPY: return tl_npy_write(f, j->o->ts[0], st);
+    case AS_NPZ: return tl_npz_write(f, j->o->n, j->o->names, j->o->ts, false, st);
+    default: return write_json(f, j->o, st);
+    }
 }
 
 static tl_code finish_stream(FILE *f, const char *what, tl_status *st)
@@ -48,24 +60,7 @@ static tl_code finish_stream(FILE *f, const char *what, tl_status *st)
     return TL_OK;
 }
 
-typedef struct binary_out {
-    const cli_out *o;
-    bool npy;
-} binary_out;
-
-static tl_code binary_body(FILE *f, const void *ctx, tl_status *st)
-{
-    const binary_out *b = ctx;
-    return write_binary(f, b->o, b->npy, st);
-}
-
-static tl_code write_file(const cli_out *o, bool npy, tl_status *st)
-{
-    binary_out b = {o, npy};
-    return cli_write_whole(o->path, binary_body, &b, st);
-}
-
-tl_code cli_write_whole(const char *path, cli_body body, const void *ctx, tl_status *st)
+tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_status *st)
 {
     /* a short hidden name in the target's folder: rename() stays within one
      * file system, and a name near NAME_MAX still has room */
@@ -83,7 +78,7 @@ tl_code cli_write_whole(const char *path, cli_body body, const void *ctx, tl_sta
         return st->code;
     }
     FILE *f = fdopen(fd, "wb");
-    tl_code rc = f ? body(f, ctx, st) : tl_fail(st, TL_ERUNTIME, "fdopen failed");
+    tl_code rc = f ? w(f, ctx, st) : tl_fail(st, TL_ERUNTIME, "fdopen failed");
     if (!rc)
         rc = finish_stream(f, path, st);
     if (!rc && fsync(fd))
@@ -103,29 +98,30 @@ tl_code cli_write_whole(const char *path, cli_body body, const void *ctx, tl_sta
 
 tl_code cli_write(const cli_out *o, tl_status *st)
 {
+    job j = {o, AS_NPZ};
     if (o->path && strcmp(o->path, "-")) {
-        bool npy = ends_with(o->path, ".npy");
-        if (!npy && !ends_with(o->path, ".npz"))
-            return tl_fail(st, TL_EINPUT, "-o %s: the output must end in .npy or .npz", o->path);
-        if (npy && o->n != 1)
+        j.kind = ends_with(o->path, ".npy") ? AS_NPY : ends_with(o->path, ".json") ? AS_JSON : AS_NPZ;
+        if (j.kind == AS_NPZ && !ends_with(o->path, ".npz"))
+            return tl_fail(st, TL_EINPUT, "-o %s: the output must end in .npy, .npz or .json", o->path);
+        if (j.kind == AS_NPY && o->n != 1)
             return tl_fail(st, TL_EINPUT, "-o %s: a .npy file holds one tensor, this writes %d (use .npz)",
                            o->path, o->n);
-        return write_file(o, npy, st);
+        return cli_write_atomic(o->path, write_kind, &j, st);
     }
     errno = 0;
-    tl_code rc;
-    if (o->path) /* "-": binary to stdout */
-        rc = write_binary(stdout, o, o->n == 1, st);
-    else if (o->json)
-        rc = write_json(stdout, o, st);
-    else {
-        rc = TL_OK;
+    tl_code rc = TL_OK;
+    if (o->path || o->json) { /* "-": .npy, .npz, or json with --format json */
+        j.kind = o->json ? AS_JSON : o->n == 1 ? AS_NPY : AS_NPZ;
+        rc = write_kind(stdout, &j, st);
+    } else {
         for (int i = 0; i < o->n && !rc; i++)
             rc = tl_text_write(stdout, o->names[i], o->ts[i], o->full, st);
     }
     if (!rc)
         rc = finish_stream(stdout, "standard output", st);
-    else if (!strstr(st->msg, "standard output"))
+    if (rc && errno == EPIPE && ferror(stdout)) /* the reader has gone: nothing left to do */
+        return TL_OK;
+    if (rc && !strstr(st->msg, "standard output"))
         tl_wrap(st, "writing standard output");
     return rc;
 }

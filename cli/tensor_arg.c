@@ -1,10 +1,36 @@
-/* Tensor arguments on the command line. */
+/* Tensor arguments on the command line.  Standard input is read at most
+ * once: as one .npy ("-"), or as one .npz whose members any number of
+ * arguments name ("-:KEY", "-i -"), kept until cli_stdin_release. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "formats/npy.h"
 #include "formats/npz.h"
 #include "formats/text.h"
+
+static tl_npz *stdin_npz; /* the archive on standard input, once read */
+
+tl_npz *cli_stdin_npz(tl_status *st)
+{
+    if (stdin_npz)
+        return stdin_npz;
+    unsigned char *buf;
+    size_t len;
+    if (tl_slurp_stream(stdin, &buf, &len, st))
+        return tl_wrap(st, "standard input"), NULL;
+    stdin_npz = tl_npz_open_mem(buf, len, st);
+    free(buf);
+    if (!stdin_npz)
+        tl_wrap(st, "standard input");
+    return stdin_npz;
+}
+
+void cli_stdin_release(void)
+{
+    tl_npz_close(stdin_npz);
+    stdin_npz = NULL;
+}
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -18,6 +44,10 @@ tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
     const char *npz = strstr(spec, ".npz:");
     if (!strcmp(spec, "-")) {
         if (!(t = tl_npy_read_stream(stdin, st)))
+            tl_wrap(st, "standard input");
+    } else if (!strncmp(spec, "-:", 2)) {
+        tl_npz *z = cli_stdin_npz(st);
+        if (z && !(t = tl_npz_get(z, spec + 2, st)))
             tl_wrap(st, "standard input");
     } else if (ends_with(spec, ".npy")) {
         if (!(t = tl_npy_read_file(spec, st)))

@@ -1,13 +1,17 @@
+#define _POSIX_C_SOURCE 200809L
 /* The evaluator: walks the recipe in order, one op call per node, records
  * differentiable calls on the tape, runs only the selected block of an
  * `if` and each step of an `iterate` in turn.  Blocks nest by recursion on
  * the graph's nesting depth only; steps and nodes are loops. */
 #include "eval.h"
 
+#include "check.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats/npy.h"
 #include "formats/npz.h"
@@ -17,6 +21,10 @@ struct tl_result {
     tl_ctx cx;
     tl_stats stats;
     int noutputs;
+    int *out_slot;        /* the graph's outputs, or those asked for */
+    tl_node_log *log;     /* per node, with profile */
+    tl_progress_fn progress;
+    void *progress_ctx;
     tl_tensor **outputs;
     int *out_var;
     int ninputs;
@@ -122,6 +130,8 @@ tl_tensor *tl_eval_materialize(tl_eval *ev, const tl_arg *a, const tl_value *v, 
         cache = &ev->const_cache[dt][a->slot];
     if (cache && *cache)
         return tl_tensor_ref(*cache);
+    if (tl_weak_fits(v->num, dt, ev->st))
+        return NULL;
     tl_tensor *t = tl_tensor_scalar(dt, v->num, ev->st);
     if (cache && t)
         *cache = tl_tensor_ref(t);
@@ -138,26 +148,20 @@ static bool differentiable(tl_opcode op, const tl_tensor *out)
            op != TL_OP_ONE_HOT && !tl_dtype_is_int(out->dtype);
 }
 
-/* The dtype a weak scalar argument takes: an index argument's is i64 (the
- * number must be an integer); a value argument takes the dtype of the first
- * tensor among the value arguments, else the element type of the call. */
-static tl_code weak_dtype(tl_eval *ev, const tl_node *n, int i, const tl_value *v, tl_dtype *dt)
+/* The dtype a plain number takes as argument i (tl_weak_dtype); the
+ * check before the run made sure it fits. */
+static tl_dtype weak_dtype(tl_eval *ev, const tl_node *n, int i)
 {
     tl_value u;
+    bool have = false;
+    tl_dtype first = ev->call_dtype;
     int at = tl_ops[n->op].index_arg;
-    if (i == at) {
-        *dt = TL_I64;
-        if (v->num == floor(v->num) && fabs(v->num) <= 9007199254740992.0)
-            return TL_OK;
-        char num[32];
-        snprintf(num, sizeof num, "%.17g", v->num);
-        return tl_fail(ev->st, TL_EINPUT, "argument %d: %s is not an integer index", i + 1, num);
-    }
-    *dt = ev->call_dtype;
     for (int k = n->nargs - 1; k >= 0; k--)
-        if (k != at && n->args[k].slot >= 0 && !tl_eval_get(ev, n->args[k].slot, &u) && !u.weak)
-            *dt = u.t->dtype;
-    return TL_OK;
+        if (k != at && n->args[k].slot >= 0 && !tl_eval_get(ev, n->args[k].slot, &u) && !u.weak) {
+            have = true;
+            first = u.t->dtype;
+        }
+    return tl_weak_dtype(n->op, i, have, first, ev->call_dtype);
 }
 
 static tl_code eval_op(tl_eval *ev, const tl_node *n)
@@ -176,7 +180,9 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
     int made = 0;
     tl_dtype dt = ev->call_dtype;
     for (; made < n->nargs && !rc; made++) {
-        if (!(rc = tl_eval_arg(ev, &n->args[made], &v)) && !(v.weak && (rc = weak_dtype(ev, n, made, &v, &dt)))) {
+        if (!(rc = tl_eval_arg(ev, &n->args[made], &v))) {
+            if (v.weak)
+                dt = weak_dtype(ev, n, made);
             in[made] = tl_eval_materialize(ev, &n->args[made], &v, dt);
             rc = in[made] ? TL_OK : ev->st->code;
             vars[made] = v.var;
@@ -195,7 +201,7 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
     tl_tensor *out = rc ? NULL : tl_op(ev->cx, n->op, n->nargs, in, attrs, ev->st);
     int var = -1;
     if (out && ev->tape && any && differentiable(n->op, out)) {
-        var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, &n->attrs, NULL, ev->st);
+        var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, &n->attrs, n, ev->st);
         if (var < 0) {
             tl_tensor_unref(out);
             out = NULL;
@@ -231,7 +237,9 @@ static tl_code eval_if(tl_eval *ev, const tl_node *n)
     if (!c.weak && tl_dtype_is_int(c.t->dtype))
         return tl_fail(ev->st, TL_EINPUT, "cond must be f32 or f64 (cast the index tensor), got %s",
                        tl_tensor_desc(c.t, d, sizeof d));
-    double x = c.weak ? c.num : tl_tensor_get(c.t, 0);
+    double x = c.num; /* on a device, the decision reads the scalar back */
+    if (!c.weak && tl_ctx_item(ev->cx, c.t, &x, ev->st))
+        return ev->st->code;
     bool then = x != 0; /* NaN selects then, as in C */
     const tl_block *b = then ? n->then_b : n->else_b;
     tl_stats *s = ev->stats;
@@ -323,45 +331,66 @@ static tl_code eval_node(tl_eval *ev, const tl_node *n)
     }
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* "f64[2], a number": what a node was given, for messages. */
+static void describe_args(tl_eval *ev, const tl_node *n, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n->nargs && k + 100 < len; i++) {
+        tl_value v;
+        char d[96] = "a number";
+        if (!tl_eval_arg(ev, &n->args[i], &v) && !v.weak)
+            tl_tensor_desc(v.t, d, sizeof d);
+        k += (size_t)snprintf(buf + k, len - k, i ? ", %s" : "%s", d);
+    }
+}
+
+/* After an op or map node: its log entry, and with check_finite its value. */
+static tl_code after_node(tl_eval *ev, const tl_node *n, int64_t ops0, int64_t fb0, double t0)
+{
+    if (ev->log) {
+        tl_node_log *l = &ev->log[n->index];
+        l->calls += ev->cx->ops - ops0;
+        l->fallbacks += ev->cx->fallbacks - fb0;
+        if (ev->cx->fallbacks > fb0)
+            l->why = ev->cx->last_why;
+        l->ms += now_ms() - t0;
+    }
+    tl_value v;
+    if (!ev->cx->check_finite)
+        return TL_OK;
+    if (tl_eval_get(ev, n->out[0], &v))
+        return ev->st->code;
+    if (v.weak || !tl_ctx_check_finite(ev->cx, v.t, "its value", ev->st))
+        return TL_OK;
+    char ins[512];
+    describe_args(ev, n, ins, sizeof ins);
+    size_t k = strlen(ev->st->msg);
+    snprintf(ev->st->msg + k, sizeof ev->st->msg - k, " (inputs %s)", ins);
+    return ev->st->code;
+}
+
 static tl_code eval_block(tl_eval *ev, const tl_block *b)
 {
     for (int i = 0; i < b->nnodes; i++) {
         const tl_node *n = &b->nodes[i];
-        ev->stats->nodes++;
-        if (eval_node(ev, n))
+        bool composite = n->op == TL_OP_IF || n->op == TL_OP_ITERATE;
+        int64_t ops0 = ev->cx->ops, fb0 = ev->cx->fallbacks;
+        double t0 = ev->log ? now_ms() : 0;
+        if (++ev->stats->nodes % 4096 == 0 && ev->opts->progress)
+            ev->opts->progress(ev->opts->progress_ctx, "forward", ev->stats->nodes, -1);
+        if (eval_node(ev, n) || (!composite && after_node(ev, n, ops0, fb0, t0)))
             return tl_wrap(ev->st, "node \"%s\" (%s)", n->name, tl_ops[n->op].name);
         for (int k = 0; k < n->nfree; k++)
-            tl_eval_clear(ev, n->free_after[k]);
-    }
-    return TL_OK;
-}
-
-/* ---------- inputs ---------- */
-
-static tl_code check_input(const tl_graph *g, const tl_input *in, const tl_tensor *t,
-                           int64_t *sizes, tl_status *st)
-{
-    char have[96];
-    tl_tensor_desc(t, have, sizeof have);
-    if (t->device.kind != TL_DEV_CPU)
-        return tl_fail(st, TL_EINPUT, "input \"%s\": not a host tensor", in->name);
-    if (in->has_dtype && t->dtype != in->dtype)
-        return tl_fail(st, TL_EINPUT, "input \"%s\": expected dtype %s, got %s", in->name,
-                       tl_dtype_name(in->dtype), have);
-    if (in->ndim >= 0 && in->ndim != t->ndim)
-        return tl_fail(st, TL_EINPUT, "input \"%s\": expected %d dimensions, got %s", in->name,
-                       in->ndim, have);
-    for (int d = 0; d < in->ndim; d++) {
-        const tl_dimspec *s = &in->dims[d];
-        if (s->kind == TL_DIM_FIXED && s->size != t->shape[d])
-            return tl_fail(st, TL_EINPUT, "input \"%s\": axis %d must have size %lld, got %s",
-                           in->name, d, (long long)s->size, have);
-        if (s->kind != TL_DIM_VAR)
-            continue;
-        if (sizes[s->var] >= 0 && sizes[s->var] != t->shape[d])
-            return tl_fail(st, TL_EINPUT, "input \"%s\": axis %d is size \"%s\" = %lld elsewhere, got %s",
-                           in->name, d, g->sizevars[s->var], (long long)sizes[s->var], have);
-        sizes[s->var] = t->shape[d];
+            if (!ev->keep || !ev->keep[n->free_after[k]])
+                tl_eval_clear(ev, n->free_after[k]);
     }
     return TL_OK;
 }
@@ -380,16 +409,22 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
 {
     const tl_graph *g = r->g;
     tl_status *st = ev->st;
-    int64_t *sizes = tl_malloc((size_t)g->nsizevars + 1, sizeof(int64_t), "size table", st);
-    if (!sizes)
+    tl_type *types = tl_calloc((size_t)g->ninputs + 1, sizeof *types, "input types", st);
+    if (!types)
         return st->code;
-    for (int i = 0; i < g->nsizevars; i++)
-        sizes[i] = -1;
     tl_code rc = TL_OK;
     for (int i = 0; i < g->ninputs && !rc; i++) {
-        rc = check_input(g, &g->inputs[i], inputs[i], sizes, st);
+        if (!tl_tensor_on_host(inputs[i]))
+            rc = tl_fail(st, TL_EINPUT, "input \"%s\": not a host tensor", g->inputs[i].name);
+        types[i] = tl_type_of(inputs[i]);
+    }
+    /* every node of every block is checked before the first kernel */
+    if (!rc)
+        rc = tl_check(g, types, NULL, NULL, st);
+    free(types);
+    for (int i = 0; i < g->ninputs && !rc; i++) {
         int64_t bytes = inputs[i]->numel * (int64_t)tl_dtype_size(inputs[i]->dtype);
-        if (!rc && !(rc = tl_budget_charge(r->budget, bytes, "the inputs", st)))
+        if (!(rc = tl_budget_charge(r->budget, bytes, "the inputs", st)))
             r->input_bytes += bytes;
         bool want = o->record && (!o->wrt || o->wrt[i]) && !tl_dtype_is_int(inputs[i]->dtype);
         r->in_var[i] = want ? tl_tape_new_var(&r->tape) : -1;
@@ -397,14 +432,16 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
         if (!rc)
             tl_eval_set(ev, g->inputs[i].slot, tl_tensor_ref(inputs[i]), r->in_var[i]);
     }
-    free(sizes);
     if (rc || (rc = eval_block(ev, &g->top)))
         return rc;
     for (int i = 0; i < r->noutputs; i++) {
         tl_value v;
-        if ((rc = tl_eval_get(ev, g->outputs[i], &v)))
+        if ((rc = tl_eval_get(ev, r->out_slot[i], &v)))
             return rc;
-        if (!(r->outputs[i] = tl_eval_materialize(ev, NULL, &v, ev->call_dtype)))
+        tl_tensor *t = tl_eval_materialize(ev, NULL, &v, ev->call_dtype);
+        r->outputs[i] = t ? tl_ctx_to_host(ev->cx, t, st) : NULL;
+        tl_tensor_unref(t);
+        if (!r->outputs[i])
             return st->code;
         r->out_var[i] = v.var;
     }
@@ -422,22 +459,38 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
         return st->code;
     r->g = g;
     tl_ctx_init(&r->cx, o->backend);
+    r->cx.strict = o->strict_device;
     if (!(r->budget = tl_budget_new(o->max_memory, st))) {
         free(r);
         return st->code;
     }
     r->cx.budget = r->budget;
+    r->cx.profile = o->profile;
+    r->cx.check_finite = o->check_finite;
     r->tape.budget = r->budget;
-    r->noutputs = g->noutputs;
+    r->progress = o->progress;
+    r->progress_ctx = o->progress_ctx;
+    r->noutputs = o->outputs ? o->noutputs : g->noutputs;
     r->ninputs = g->ninputs;
-    r->outputs = tl_calloc((size_t)g->noutputs, sizeof(tl_tensor *), "outputs", st);
-    r->out_var = tl_calloc((size_t)g->noutputs, sizeof(int), "outputs", st);
+    r->out_slot = tl_malloc((size_t)r->noutputs + 1, sizeof(int), "outputs", st);
+    if (r->out_slot)
+        memcpy(r->out_slot, o->outputs ? o->outputs : g->outputs, sizeof(int) * (size_t)r->noutputs);
+    r->outputs = tl_calloc((size_t)r->noutputs + 1, sizeof(tl_tensor *), "outputs", st);
+    r->out_var = tl_calloc((size_t)r->noutputs + 1, sizeof(int), "outputs", st);
     r->in_var = tl_calloc((size_t)g->ninputs + 1, sizeof(int), "inputs", st);
     r->inputs = tl_calloc((size_t)g->ninputs + 1, sizeof(tl_tensor *), "inputs", st);
+    if (o->profile)
+        r->log = tl_calloc((size_t)g->nnodes + 1, sizeof *r->log, "a node log", st);
     tl_eval ev = {g, &r->cx, o->record ? &r->tape : NULL, NULL, tl_call_dtype(g, inputs),
-                  &r->stats, st, {NULL}, {NULL}};
+                  &r->stats, st, {NULL}, {NULL}, NULL, r->log, o};
+    bool *keep = NULL;
+    if (o->outputs && (keep = tl_calloc((size_t)g->nslots + 1, sizeof *keep, "kept values", st)))
+        for (int i = 0; i < o->noutputs; i++)
+            keep[o->outputs[i]] = true;
+    ev.keep = keep;
     ev.env = tl_calloc((size_t)g->nslots + 1, sizeof(tl_value), "the environment", st);
-    bool ready = r->outputs && r->out_var && r->in_var && r->inputs && ev.env;
+    bool ready = r->out_slot && r->outputs && r->out_var && r->in_var && r->inputs && ev.env &&
+                 (!o->profile || r->log) && (!o->outputs || keep);
     for (int d = 0; d < TL_NDTYPES; d++) {
         ev.num_cache[d] = tl_calloc((size_t)g->nnums + 1, sizeof(tl_tensor *), "a cache", st);
         ev.const_cache[d] = tl_calloc((size_t)g->nslots + 1, sizeof(tl_tensor *), "a cache", st);
@@ -455,11 +508,13 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
         free(ev.const_cache[d]);
     }
     free(ev.env);
+    free(keep);
     if (rc && strncmp(st->msg, g->path, strlen(g->path)))
         tl_wrap(st, "%s", g->path);
     r->stats.peak_bytes = r->budget->peak;
     r->stats.ops = r->cx.ops;
     r->stats.fallbacks = r->cx.fallbacks;
+    r->stats.dev = r->cx.dev;
     r->stats.tape_entries = r->tape.n;
     r->rec = o->record ? REC_LIVE : REC_NONE;
     if (rc) {
@@ -474,11 +529,21 @@ int tl_result_noutputs(const tl_result *r) { return r->noutputs; }
 const tl_tensor *tl_result_output(const tl_result *r, int i) { return r->outputs[i]; }
 const char *tl_result_output_name(const tl_result *r, int i)
 {
-    return r->g->slot_name[r->g->outputs[i]];
+    return r->g->slot_name[r->out_slot[i]];
 }
+
+const tl_opprof (*tl_result_profile(const tl_result *r))[2] { return r->cx.prof; }
+const tl_node_log *tl_result_node_log(const tl_result *r) { return r->log; }
 tl_device tl_result_device(const tl_result *r)
 {
-    return (tl_device){r->cx.backend->kind, 0};
+    return (tl_device){r->cx.backend->kind, r->cx.backend->index};
+}
+
+const tl_backend *tl_result_backend(const tl_result *r) { return r->cx.backend; }
+
+const char *tl_result_device_name(const tl_result *r)
+{
+    return r->cx.fallbacks && tl_ctx_on_device(&r->cx) ? "mixed" : r->cx.backend->name;
 }
 const tl_stats *tl_result_stats(const tl_result *r) { return &r->stats; }
 
@@ -536,8 +601,10 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
     tl_code rc = TL_OK;
     for (int i = 0; i < r->noutputs && !rc; i++)
         rc = seed(r, i, cotangents ? cotangents[i] : NULL, g, st);
+    r->cx.phase = 1; /* profile times go to backward */
     if (!rc)
-        rc = tl_tape_backward(&r->tape, &r->cx, g, st);
+        rc = tl_tape_backward(&r->tape, &r->cx, g, r->progress, r->progress_ctx, st);
+    r->cx.phase = 0;
     int nvars = r->tape.nvars;
     tl_tape_free(&r->tape);
     for (int k = 0; k < r->ninputs && !rc; k++) {
@@ -545,16 +612,21 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
         if (v < 0)
             continue;
         const tl_tensor *x = r->inputs[k];
-        if (!(grads[k] = g[v]) && (grads[k] = tl_tensor_new_in(r->budget, x->dtype, x->ndim, x->shape, st)))
+        if (g[v])
+            grads[k] = tl_ctx_to_host(&r->cx, g[v], st);
+        else if ((grads[k] = tl_tensor_new_in(r->budget, x->dtype, x->ndim, x->shape, st)))
             memset(grads[k]->data, 0, (size_t)x->numel * tl_dtype_size(x->dtype));
-        g[v] = NULL;
         if (!grads[k])
             rc = st->code;
     }
     for (int v = 0; v < nvars; v++)
         tl_tensor_unref(g[v]);
     free(g);
+    if (rc && strncmp(st->msg, r->g->path, strlen(r->g->path)))
+        tl_wrap(st, "%s", r->g->path);
     r->stats.backward_ops = r->cx.ops - ops0;
+    r->stats.fallbacks = r->cx.fallbacks;
+    r->stats.dev = r->cx.dev;
     if (r->budget->peak > r->stats.peak_bytes)
         r->stats.peak_bytes = r->budget->peak;
     if (rc)
@@ -589,9 +661,12 @@ void tl_result_free(tl_result *r)
     for (int i = 0; r->inputs && i < r->ninputs; i++)
         tl_tensor_unref(r->inputs[i]);
     free(r->outputs);
+    free(r->out_slot);
+    free(r->log);
     free(r->out_var);
     free(r->in_var);
     free(r->inputs);
+    tl_ctx_release(&r->cx);
     tl_budget_credit(r->budget, r->input_bytes);
     tl_budget_unref(r->budget);
     free(r);

@@ -25,6 +25,9 @@ typedef struct tl_eval {
     /* weak numbers as 0-d tensors, made once per run: [dtype][num_id], and
      * [dtype][slot] for weak consts */
     tl_tensor **num_cache[TL_NDTYPES], **const_cache[TL_NDTYPES];
+    const bool *keep;    /* per slot: never freed early (asked-for results); NULL: none */
+    tl_node_log *log;    /* per node (profile); NULL: no log */
+    const tl_run_opts *opts;
 } tl_eval;
 
 /* The value of a slot (loading a file constant on first use). */

@@ -6,7 +6,8 @@
  * (a second call is an error); tl_result_close releases an unused
  * recording (harmless when repeated); the output values stay readable after
  * either, until tl_result_free.  A result points into its graph: free the
- * result before the graph. */
+ * result before the graph, and before closing the device it ran on.
+ * Outputs and gradients are always host tensors, wherever the run went. */
 #ifndef TL_EXEC_H
 #define TL_EXEC_H
 
@@ -18,7 +19,25 @@ typedef struct tl_run_opts {
     const bool *wrt;       /* per graph input: differentiate it; NULL = all */
     const tl_backend *backend; /* NULL = CPU */
     int64_t max_memory;        /* bytes the run may hold in tensors and tape; 0: no limit */
+    bool strict_device;        /* an op the device lacks is an error, not a CPU fallback */
+    /* the results: these top-level slots instead of the graph's outputs
+     * (NULL: the graph's) */
+    const int *outputs;
+    int noutputs;
+    bool profile;      /* time every op call and keep a per-node log (tl_result_node_log) */
+    bool check_finite; /* the first value (or gradient) with a NaN or an infinity is an error */
+    /* called now and then during a long run or backward pass: how far */
+    void (*progress)(void *ctx, const char *phase, int64_t done, int64_t total);
+    void *progress_ctx;
 } tl_run_opts;
+
+/* What one graph node did (with profile): op calls, the time in them, on
+ * which device, and why it fell back to the CPU if it did. */
+typedef struct tl_node_log {
+    int64_t calls, fallbacks;
+    double ms;
+    const char *why; /* the device's reason, or NULL */
+} tl_node_log;
 
 typedef struct tl_branch_log {
     const char *node; /* graph-owned name of the if node */
@@ -29,7 +48,8 @@ typedef struct tl_stats {
     int64_t nodes;    /* graph nodes evaluated (each iterate step counts its body) */
     int64_t ops;      /* op calls made forward */
     int64_t backward_ops;
-    int64_t fallbacks;
+    int64_t fallbacks; /* op calls a device lacked, run on the CPU (forward and backward) */
+    tl_devstats dev;   /* where ops ran, host syncs, bytes copied, kinds of fallback */
     int64_t tape_entries;
     int64_t peak_bytes; /* most bytes held at once in tensors and tape */
     int64_t branches; /* if decisions taken; the first ones are logged */
@@ -51,7 +71,17 @@ int tl_result_noutputs(const tl_result *r);
 const tl_tensor *tl_result_output(const tl_result *r, int i);
 const char *tl_result_output_name(const tl_result *r, int i);
 tl_device tl_result_device(const tl_result *r);
+/* The effective device: "cpu", the device's name ("cuda:0") when every op
+ * ran there, or "mixed" when some fell back to the CPU. */
+const char *tl_result_device_name(const tl_result *r);
+/* The backend the run asked for (its name: "cpu", "cuda:0"). */
+const tl_backend *tl_result_backend(const tl_result *r);
 const tl_stats *tl_result_stats(const tl_result *r);
+/* Per-op times [op][0 forward, 1 backward] (all zero without profile). */
+const tl_opprof (*tl_result_profile(const tl_result *r))[2];
+/* One entry per graph node (g->nnodes, by tl_node.index); NULL without
+ * profile. */
+const tl_node_log *tl_result_node_log(const tl_result *r);
 
 /* Vector-Jacobian product: cotangents[i] seeds output i (NULL: all ones;
  * shape and dtype must equal the output's).  grads[k] receives a new

@@ -64,7 +64,7 @@ static tl_tensor *num(bw *b, const tl_tensor *like, double v)
 {
     if (!like || b->failed)
         return NULL;
-    return keep(b, tl_tensor_scalar(like->dtype, v, b->st));
+    return keep(b, tl_ctx_scalar(b->cx, like->dtype, v, b->st));
 }
 
 /* reshape or broadcast_to: an op whose attribute is a target shape. */

@@ -421,10 +421,7 @@ tl_code tl_shape_infer(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs
                        tl_shape *out, tl_status *st)
 {
     tl_opinfo info = tl_ops[op];
-    if (n < info.min_args || (info.max_args >= 0 && n > info.max_args))
-        return tl_fail(st, TL_EINPUT, "takes %d%s argument%s, got %d", info.min_args,
-                       info.max_args < 0 ? " or more" : "", info.min_args == 1 ? "" : "s", n);
-    if (check_dtypes(&info, n, in, st))
+    if (tl_op_check_arity(op, n, st) || check_dtypes(&info, n, in, st))
         return st->code;
     switch (info.kind) {
     case TL_KIND_BIN:

@@ -1,5 +1,7 @@
 #include "tape.h"
 
+#include "graph/graph.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@ static void release(tl_entry *e)
 }
 
 int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
-                   tl_tensor *out, const tl_attrs *attrs, const void *extra, tl_status *st)
+                   tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st)
 {
     if (t->n == t->cap) {
         int64_t cap = t->cap ? t->cap * 2 : 256;
@@ -52,7 +54,7 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
     e->op = op;
     e->nin = nin;
     e->attrs = attrs;
-    e->extra = extra;
+    e->node = node;
     e->in = block ? block : e->small_in; /* nin pointers, then nin variable ids */
     e->in_var = block ? (int *)((tl_tensor **)block + nin) : e->small_var;
     memcpy(e->in_var, in_var, sizeof(int) * (size_t)nin);
@@ -79,7 +81,19 @@ static tl_code accumulate(tl_ctx *cx, tl_tensor **slot, tl_tensor *g, tl_status 
     return TL_OK;
 }
 
-tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_status *st)
+/* "f64[2], f64[]": the shapes of an entry's inputs. */
+static void describe_inputs(const tl_entry *e, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < e->nin && k + 100 < len; i++) {
+        char d[96];
+        k += (size_t)snprintf(buf + k, len - k, i ? ", %s" : "%s", tl_tensor_desc(e->in[i], d, sizeof d));
+    }
+}
+
+tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_fn progress,
+                         void *progress_ctx, tl_status *st)
 {
     tl_tensor *gin_small[8], **gin = gin_small;
     for (int64_t k = t->n - 1; k >= 0; k--) {
@@ -98,6 +112,10 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_status *s
         tl_code rc = tl_grad_rule(cx, e, g, gin, st);
         tl_tensor_unref(g);
         for (int i = 0; i < e->nin; i++) {
+            char what[48];
+            snprintf(what, sizeof what, "the gradient of argument %d", i + 1);
+            if (rc == TL_OK && gin[i] && e->in_var[i] >= 0 && cx->check_finite)
+                rc = tl_ctx_check_finite(cx, gin[i], what, st);
             if (rc == TL_OK && gin[i] && e->in_var[i] >= 0)
                 rc = accumulate(cx, &grads[e->in_var[i]], gin[i], st);
             else
@@ -106,9 +124,18 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_status *s
         if (gin != gin_small)
             free(gin);
         gin = gin_small;
+        if (rc && e->node) {
+            char ins[512];
+            describe_inputs(e, ins, sizeof ins);
+            tl_wrap(st, "backward of node \"%s\" (%s, inputs %s)", e->node->name, tl_ops[e->op].name, ins);
+        } else if (rc) {
+            tl_wrap(st, "backward of %s", tl_ops[e->op].name);
+        }
         release(e);
         if (rc)
-            return tl_wrap(st, "backward of %s", tl_ops[e->op].name);
+            return rc;
+        if (progress && (t->n - k) % 4096 == 0)
+            progress(progress_ctx, "backward", t->n - k, t->n);
     }
     t->n = 0;
     return TL_OK;

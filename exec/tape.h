@@ -7,6 +7,8 @@
 
 #include "op.h"
 
+struct tl_node;
+
 #define TL_ENTRY_SMALL 3
 
 typedef struct tl_entry {
@@ -14,7 +16,7 @@ typedef struct tl_entry {
     int nin;
     int out_var;
     const tl_attrs *attrs; /* owned by the graph; NULL: defaults */
-    const void *extra;     /* map: the graph node */
+    const struct tl_node *node; /* the graph node recorded, for messages */
     tl_tensor *out;
     int *in_var;     /* -1: no gradient wanted for that input */
     tl_tensor **in;
@@ -35,10 +37,13 @@ int tl_tape_new_var(tl_tape *t);
 /* Records an op call whose inputs have the given variables (-1: none);
  * returns the output's variable or -1 with st set. */
 int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
-                   tl_tensor *out, const tl_attrs *attrs, const void *extra, tl_status *st);
+                   tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st);
 /* Runs the tape backwards.  grads[nvars] holds the seeds on entry (NULL:
- * zero) and every variable's gradient on return.  Consumes the entries. */
-tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_status *st);
+ * zero) and every variable's gradient on return.  Consumes the entries.
+ * progress (may be NULL) hears how far it got every 4096 entries. */
+typedef void (*tl_progress_fn)(void *ctx, const char *phase, int64_t done, int64_t total);
+tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_fn progress,
+                         void *progress_ctx, tl_status *st);
 void tl_tape_free(tl_tape *t);
 
 /* The backward rule of one entry: gin[i] receives the gradient of input i

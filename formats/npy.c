@@ -410,6 +410,52 @@ tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st)
     return t;
 }
 
+tl_code tl_npy_peek_file(const char *path, tl_dtype *dt, int *ndim, int64_t *shape, tl_status *st)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tl_fail(st, TL_EINPUT, "cannot open: %s", strerror(errno));
+    struct stat sb;
+    size_t cap = (size_t)1 << 20; /* far more than any header tl reads */
+    unsigned char *b = NULL;
+    tl_code rc = TL_OK;
+    if (fstat(fileno(f), &sb))
+        rc = tl_fail(st, TL_EINPUT, "cannot read: %s", strerror(errno));
+    else if (S_ISDIR(sb.st_mode))
+        rc = tl_fail(st, TL_EINPUT, "cannot read: %s", strerror(EISDIR));
+    else if (!S_ISREG(sb.st_mode)) { /* a pipe or device: no size to trust, read it all */
+        fclose(f);
+        tl_tensor *t = tl_npy_read_file(path, st);
+        if (t) {
+            *dt = t->dtype;
+            *ndim = t->ndim;
+            memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+        }
+        tl_tensor_unref(t);
+        return t ? TL_OK : st->code;
+    } else {
+        if ((uint64_t)sb.st_size < cap)
+            cap = (size_t)sb.st_size + 1; /* no larger than the file */
+        if (!(b = tl_malloc(cap, 1, "a .npy header", st)))
+            rc = st->code;
+    }
+    size_t got = rc ? 0 : fread(b, 1, cap, f);
+    fclose(f);
+    size_t size = (size_t)sb.st_size, hstart = 0, hlen = 0;
+    npy_header h;
+    bool swap;
+    if (!rc && (read_preamble(b, got, &hstart, &hlen, st) ||
+                parse_header((const char *)b + hstart, hlen, &h, st) || descr_dtype(h.descr, dt, &swap, st) ||
+                check_data_size(&h, *dt, size - hstart - hlen, st)))
+        rc = st->code;
+    if (!rc) {
+        *ndim = h.ndim;
+        memcpy(shape, h.shape, sizeof(int64_t) * (size_t)h.ndim);
+    }
+    free(b);
+    return rc;
+}
+
 tl_tensor *tl_npy_read_stream(FILE *f, tl_status *st)
 {
     unsigned char *buf = NULL;

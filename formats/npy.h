@@ -14,6 +14,9 @@
 tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st);
 /* "cannot open: No such file or directory" style errors, TL_EINPUT. */
 tl_tensor *tl_npy_read_file(const char *path, tl_status *st);
+/* The dtype and shape of the .npy file at path from its header alone (the
+ * data's size is checked against the file's, the data is not read). */
+tl_code tl_npy_peek_file(const char *path, tl_dtype *dt, int *ndim, int64_t *shape, tl_status *st);
 /* Reads all of f (e.g. stdin), then parses it. */
 tl_tensor *tl_npy_read_stream(FILE *f, tl_status *st);
 

@@ -663,14 +663,14 @@ static tl_code fill_value(filler *F, const cJSON *v, int depth)
                        data_path(F, depth, where, sizeof where), json_kind(v, kind, sizeof kind));
     }
     if (tl_dtype_is_int(F->t->dtype)) {
-        /* cJSON holds a double: integers are exact up to 2^53 */
-        double lim = F->t->dtype == TL_I32 ? 2147483647.0 : 9007199254740992.0;
-        double lo = F->t->dtype == TL_I32 ? -2147483648.0 : -lim;
-        if (!(d == floor(d) && d >= lo && d <= lim)) {
+        /* cJSON holds a double: integers below 2^53 are exact, larger
+         * ones may have been rounded on the way in */
+        bool i32 = F->t->dtype == TL_I32;
+        if (!(d == floor(d) && (i32 ? d >= -2147483648.0 && d <= 2147483647.0 : fabs(d) < 9007199254740992.0))) {
             char where[TL_MAXDIM * 24], num[TL_FMT_LEN];
             tl_fmt_f64(num, sizeof num, d);
             return tl_fail(F->st, TL_EINPUT, "%s is %s, expected an integer%s for %s", data_path(F, depth, where, sizeof where),
-                           num, F->t->dtype == TL_I32 ? " in the i32 range" : " within +-2^53 (read larger ones from a file)",
+                           num, F->t->dtype == TL_I32 ? " in the i32 range" : " below 2^53 in magnitude (read larger ones from a file)",
                            tl_dtype_name(F->t->dtype));
         }
     }

@@ -1,10 +1,11 @@
 /* The graph loader: JSON text -> validated tl_graph.  One pass over the
  * document; names become slots when defined and are visible only in their
  * block and the blocks nested in it, after their definition. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* realpath */
 #include "graph.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -474,6 +475,27 @@ static bool flow_map(loader *L, const cJSON *obj, tl_node *n)
     return true;
 }
 
+/* "unknown attribute "axis" (sum takes axes, keepdims; did you mean
+ * "axes"?)" */
+static void unknown_attribute(loader *L, tl_opcode op, const char *key)
+{
+    const char *takes[NATTR_KEYS];
+    char list[256] = "";
+    int n = 0;
+    size_t k = 0;
+    for (int i = 0; i < NATTR_KEYS; i++)
+        if (tl_ops[op].attrs & attr_keys[i].bit) {
+            takes[n++] = attr_keys[i].key;
+            k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", k ? ", " : "", attr_keys[i].key);
+        }
+    const char *near = tl_nearest(key, takes, n);
+    if (!n)
+        tl_fail(L->st, TL_EINPUT, "unknown attribute \"%.64s\" (%s takes no attributes)", key, tl_ops[op].name);
+    else
+        tl_fail(L->st, TL_EINPUT, "unknown attribute \"%.64s\" (%s takes %s%s%s%s)", key, tl_ops[op].name, list,
+                near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+}
+
 static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
 {
     const tl_opinfo *info = &tl_ops[n->op];
@@ -492,7 +514,7 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
                 bit = attr_keys[i].bit;
         L->bad_key = c->string;
         if (!bit)
-            return tl_fail(L->st, TL_EINPUT, "unknown attribute \"%.64s\"", c->string), false;
+            return unknown_attribute(L, n->op, c->string), false;
         if (!parse_attr(L, n, bit, c, c->string))
             return false;
         L->bad_key = NULL;
@@ -504,10 +526,8 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
     for (int i = 0; i < NATTR_KEYS; i++)
         if (missing & attr_keys[i].bit)
             return tl_fail(L->st, TL_EINPUT, "missing attribute \"%s\"", attr_keys[i].key), false;
-    if (n->nargs < info->min_args || (info->max_args >= 0 && n->nargs > info->max_args))
-        return tl_fail(L->st, TL_EINPUT, "takes %d%s argument%s, got %d", info->min_args,
-                       info->max_args < 0 ? " or more" : "", info->min_args == 1 ? "" : "s",
-                       n->nargs), false;
+    if (tl_op_check_arity(n->op, n->nargs, L->st))
+        return false;
     if (n->nout != 1)
         return tl_fail(L->st, TL_EINPUT, "%s gives one value; \"id\" has %d names", info->name, n->nout), false;
     if (n->op == TL_OP_CLAMP && !n->attrs.has_min && !n->attrs.has_max)
@@ -526,6 +546,7 @@ static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
     const cJSON *ids[MAX_IDS];
     n->index_slot = -1;
     n->cond.slot = -1;
+    n->index = L->g->nnodes++;
     tl_attrs_init(&n->attrs);
     if (!cJSON_IsObject(obj))
         return tl_fail(L->st, TL_EINPUT, "node %d: must be an object", pos), false;
@@ -540,7 +561,12 @@ static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
         return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": missing or non-string \"op\"", n->name), false;
     n->op = tl_op_lookup(op->valuestring);
     if (n->op == TL_OP_COUNT)
-        return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": unknown op \"%.64s\"", n->name, op->valuestring), false;
+    {
+        const char *near = tl_op_suggest(op->valuestring);
+        return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": unknown op \"%.64s\"%s%s%s", n->name,
+                       op->valuestring, near ? " (did you mean \"" : " (tl ops lists them)",
+                       near ? near : "", near ? "\"?)" : ""), false;
+    }
     n->nout = nid;
     bool ok = true;
     switch (n->op) {
@@ -700,7 +726,8 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c)
     if (fill && !get_num(fill, &fv))
         return tl_fail(L->st, TL_EINPUT, "\"fill\" must be a number"), false;
     if (fill && tl_dtype_is_int(dtype) &&
-        !(fv == floor(fv) && fabs(fv) <= (dtype == TL_I32 ? 2147483647.0 : 9007199254740992.0)))
+        !(fv == floor(fv) && (dtype == TL_I32 ? fv >= -2147483648.0 && fv <= 2147483647.0
+                                               : fabs(fv) < 9007199254740992.0)))
         return tl_fail(L->st, TL_EINPUT, "\"fill\" of an %s constant must be an integer in its range",
                        tl_dtype_name(dtype)), false;
     int64_t numel;
@@ -750,6 +777,19 @@ static bool inside_folder(const char *path)
     return true;
 }
 
+/* Whether path, with every symbolic link resolved, still lies in dir (the
+ * graph's folder, "" for the current one).  A path that does not resolve
+ * (no such file) passes here and fails when read. */
+static bool resolves_inside(const char *dir, const char *path)
+{
+    char *rd = realpath(dir[0] ? dir : ".", NULL), *rp = realpath(path, NULL);
+    size_t n = rd ? strlen(rd) : 0;
+    bool ok = !rd || !rp || (!strncmp(rp, rd, n) && (rp[n] == '/' || (n == 1 && rd[0] == '/')));
+    free(rd);
+    free(rp);
+    return ok;
+}
+
 static bool const_file(loader *L, const cJSON *v, tl_const *c)
 {
     static const char *const keys[] = {"file", "key"};
@@ -770,6 +810,9 @@ static bool const_file(loader *L, const cJSON *v, tl_const *c)
     if (!(c->path = tl_malloc(n, 1, "a path", L->st)))
         return false;
     snprintf(c->path, n, "%s%s", f[0] == '/' ? "" : L->dir, f);
+    if (!L->opts.allow_outside_files && !resolves_inside(L->dir, c->path))
+        return tl_fail(L->st, TL_EINPUT, "file \"%.200s\" is outside the graph's folder once links "
+                       "are followed (--allow-outside-files permits it)", f), false;
     if (key && !(c->key = tl_strdup(key->valuestring, L->st)))
         return false;
     c->kind = TL_CONST_FILE;
@@ -954,6 +997,166 @@ static size_t json_hazard(const char *text, size_t len, const char **why)
     return len;
 }
 
+/* ---- what a malformed document was missing: a strict JSON scanner run
+ * after cJSON has refused the text, to name the first thing expected ---- */
+
+typedef struct jscan {
+    const char *s;
+    size_t n, i;
+    const char *want; /* set at the first error, with i there */
+} jscan;
+
+static void jws(jscan *j)
+{
+    while (j->i < j->n && strchr(" \t\r\n", j->s[j->i]) && j->s[j->i])
+        j->i++;
+}
+
+static bool jfail(jscan *j, const char *want)
+{
+    j->want = want;
+    return false;
+}
+
+static bool jvalue(jscan *j, int depth);
+
+static bool jstring(jscan *j)
+{
+    j->i++; /* the opening quote */
+    while (j->i < j->n && j->s[j->i] != '"') {
+        if (j->s[j->i] == '\\') {
+            j->i++;
+            if (j->i >= j->n)
+                break;
+            if (j->s[j->i] == 'u') {
+                for (int k = 1; k <= 4; k++)
+                    if (j->i + (size_t)k >= j->n || !isxdigit((unsigned char)j->s[j->i + (size_t)k]))
+                        return jfail(j, "four hex digits after \\u");
+                j->i += 4;
+            } else if (!strchr("\"\\/bfnrt", j->s[j->i]) || !j->s[j->i]) {
+                return jfail(j, "an escape: \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX");
+            }
+        }
+        j->i++;
+    }
+    if (j->i >= j->n)
+        return jfail(j, "a closing '\"' (the string never ends)");
+    j->i++;
+    return true;
+}
+
+static bool jcontainer(jscan *j, int depth, bool object)
+{
+    char close = object ? '}' : ']';
+    j->i++;
+    jws(j);
+    if (j->i < j->n && j->s[j->i] == close) {
+        j->i++;
+        return true;
+    }
+    for (;;) {
+        jws(j);
+        if (object) {
+            if (j->i < j->n && j->s[j->i] == '}')
+                return jfail(j, "a string key (no comma before '}')");
+            if (j->i >= j->n || j->s[j->i] != '"')
+                return jfail(j, "a string key in double quotes");
+            if (!jstring(j))
+                return false;
+            jws(j);
+            if (j->i >= j->n || j->s[j->i] != ':')
+                return jfail(j, "':' after the key");
+            j->i++;
+            jws(j);
+        } else if (j->i < j->n && j->s[j->i] == ']') {
+            return jfail(j, "a value (no comma before ']')");
+        }
+        if (!jvalue(j, depth + 1))
+            return false;
+        jws(j);
+        if (j->i < j->n && j->s[j->i] == ',') {
+            j->i++;
+            continue;
+        }
+        if (j->i < j->n && j->s[j->i] == close) {
+            j->i++;
+            return true;
+        }
+        return jfail(j, object ? "',' or '}' after a value in an object" : "',' or ']' after a value in an array");
+    }
+}
+
+static bool jvalue(jscan *j, int depth)
+{
+    jws(j);
+    if (j->i >= j->n)
+        return jfail(j, "a value");
+    char c = j->s[j->i];
+    if (c == '{' || c == '[')
+        return depth > 1000 ? jfail(j, "less nesting") : jcontainer(j, depth, c == '{');
+    if (c == '"')
+        return jstring(j);
+    static const char *const words[] = {"true", "false", "null"};
+    for (int w = 0; w < 3; w++)
+        if (c == words[w][0]) {
+            size_t k = strlen(words[w]);
+            if (j->n - j->i < k || strncmp(j->s + j->i, words[w], k))
+                return jfail(j, "true, false or null");
+            j->i += k;
+            return true;
+        }
+    size_t k = j->i;
+    if (k < j->n && j->s[k] == '-')
+        k++;
+    if (k >= j->n || !isdigit((unsigned char)j->s[k]))
+        return jfail(j, "a value: an object, array, string (in double quotes), number, true, false or null");
+    if (j->s[k] == '0' && k + 1 < j->n && isdigit((unsigned char)j->s[k + 1]))
+        return j->i = k + 1, jfail(j, "no leading zero in a number");
+    while (k < j->n && isdigit((unsigned char)j->s[k]))
+        k++;
+    if (k < j->n && j->s[k] == '.') {
+        if (++k >= j->n || !isdigit((unsigned char)j->s[k]))
+            return j->i = k, jfail(j, "a digit after the decimal point");
+        while (k < j->n && isdigit((unsigned char)j->s[k]))
+            k++;
+    }
+    if (k < j->n && (j->s[k] == 'e' || j->s[k] == 'E')) {
+        k++;
+        if (k < j->n && (j->s[k] == '+' || j->s[k] == '-'))
+            k++;
+        if (k >= j->n || !isdigit((unsigned char)j->s[k]))
+            return j->i = k, jfail(j, "a digit in the exponent");
+        while (k < j->n && isdigit((unsigned char)j->s[k]))
+            k++;
+    }
+    j->i = k;
+    return true;
+}
+
+/* Where the text first breaks JSON and what was expected there (false
+ * when the scanner finds nothing wrong). */
+static bool json_expected(const char *text, size_t len, size_t *off, char *buf, size_t cap)
+{
+    jscan j = {text, len, 0, NULL};
+    if (jvalue(&j, 0)) {
+        jws(&j);
+        if (j.i >= len)
+            return false;
+        j.want = "the end of the text";
+    }
+    *off = j.i;
+    char found[32];
+    unsigned char c = j.i < len ? (unsigned char)text[j.i] : 0;
+    if (j.i >= len)
+        snprintf(found, sizeof found, "the end of the text");
+    else if (isprint(c))
+        snprintf(found, sizeof found, "'%c'", c);
+    else
+        snprintf(found, sizeof found, "byte 0x%02x", c);
+    snprintf(buf, cap, "expected %s, found %s", j.want, found);
+    return true;
+}
+
 static void line_col(const char *text, size_t off, int *line, int *col)
 {
     *line = 1;
@@ -1119,10 +1322,13 @@ tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
     if (!doc) {
         const char *at = end ? end : cJSON_GetErrorPtr();
         size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : len;
+        char expected[160];
+        bool named = !trailing && json_expected(text, len, &off, expected, sizeof expected);
         line_col(text, off, &line, &col);
-        tl_fail(st, TL_EINPUT, "%s:%d:%d: %s", path, line, col,
+        tl_fail(st, TL_EINPUT, "%s:%d:%d: %s%s%s", path, line, col,
                 trailing ? "text after the graph object"
-                         : off >= len ? "malformed JSON (unexpected end of text)" : "malformed JSON");
+                : off >= len ? "malformed JSON (unexpected end of text)" : "malformed JSON",
+                named ? ": " : "", named ? expected : "");
         goto fail;
     }
     bool ok = parse_document(&L, doc);
@@ -1248,5 +1454,17 @@ int tl_graph_input_index(const tl_graph *g, const char *name)
     for (int i = s < g->ninputs ? s : 0; i < g->ninputs; i++)
         if (g->inputs[i].slot == s)
             return i;
+    return -1;
+}
+
+int tl_graph_top_slot(const tl_graph *g, const char *name)
+{
+    int s = g->names ? lookup(g, g->names, g->tcap, name) : -1;
+    if (s < 0 || g->slot_kind[s] == TL_SLOT_INPUT || g->slot_kind[s] == TL_SLOT_CONST)
+        return s;
+    for (int i = 0; i < g->top.nnodes; i++)
+        for (int k = 0; k < g->top.nodes[i].nout; k++)
+            if (g->top.nodes[i].out[k] == s)
+                return s;
     return -1;
 }

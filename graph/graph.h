@@ -26,6 +26,7 @@ typedef struct tl_block {
 
 struct tl_node {
     tl_opcode op;
+    int index;  /* 0..g->nnodes-1 over every block, in file order */
     char *name; /* the first id, for messages */
     int nout;
     int *out; /* slots defined by this node */
@@ -108,6 +109,7 @@ typedef struct tl_graph {
     int noutputs;
     int *outputs; /* slots */
     int nnums;    /* number arguments in the whole graph */
+    int nnodes;   /* nodes in every block */
     int *names;   /* name -> slot, open addressing over tcap entries (-1: free) */
     int tcap;
 } tl_graph;
@@ -144,5 +146,8 @@ const char *tl_attr_name(unsigned bit);
 
 /* Input index by name, or -1. */
 int tl_graph_input_index(const tl_graph *g, const char *name);
+/* The slot of a name of the top scope (an input, a constant or a node of
+ * the top block), or -1. */
+int tl_graph_top_slot(const tl_graph *g, const char *name);
 
 #endif

@@ -300,9 +300,11 @@ Test(memory, intermediates_freed_after_last_use)
 
 Test(flow, unselected_branch_never_runs)
 {
-    /* the then branch would fail (matmul of mismatched shapes); cond is 0 */
+    /* the then branch would fail when run (an index out of range, which
+     * only its data shows); cond is 0 */
     tl_graph *g = parse(IF_GRAPH("{\"id\":\"c\",\"op\":\"gt\",\"args\":[0,1]}",
-                                 "{\"id\":\"t\",\"op\":\"reshape\",\"args\":[\"x\"],\"shape\":[3]}", "t"));
+                                 "{\"id\":\"k\",\"op\":\"cast\",\"args\":[\"x\"],\"dtype\":\"i64\"},"
+                                 "{\"id\":\"t\",\"op\":\"take\",\"args\":[\"x\",\"k\"],\"axis\":0}", "t"));
     tl_tensor *gx;
     tl_result *r = run1(g, "[1,2]", &gx, NULL);
     expect_values(tl_result_output(r, 0), (double[]){-1, -2}, 2);
@@ -315,6 +317,31 @@ Test(flow, unselected_branch_never_runs)
     tl_tensor_unref(gx);
     tl_result_free(r);
     tl_graph_free(g);
+}
+
+Test(flow, errors_in_either_branch_stop_the_run_before_it_starts)
+{
+    /* the else branch (never taken here) cannot reshape: an error before
+     * the first op, whichever branch the data takes */
+    const char *g1 = "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"c\",\"op\":\"gt\",\"args\":[1,0]},"
+                     "{\"id\":\"r\",\"op\":\"if\",\"cond\":\"c\",\"then\":{\"nodes\":[],\"result\":\"x\"},"
+                     "\"else\":{\"nodes\":[{\"id\":\"t\",\"op\":\"reshape\",\"args\":[\"x\"],\"shape\":[3]}],"
+                     "\"result\":\"t\"}}],\"outputs\":\"r\"}";
+    cr_expect_str_eq(error_of(g1, "[1,2]"), "t.json: node \"r\" (if): else branch: node \"t\" (reshape): "
+                                            "cannot reshape f64[2] (2 elements) to 3 elements");
+    /* branches that give different types */
+    const char *g2 = "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"c\",\"op\":\"gt\",\"args\":[1,0]},"
+                     "{\"id\":\"r\",\"op\":\"if\",\"cond\":\"c\",\"then\":{\"nodes\":[],\"result\":\"x\"},"
+                     "\"else\":{\"nodes\":[{\"id\":\"t\",\"op\":\"sum\",\"args\":[\"x\"]}],"
+                     "\"result\":\"t\"}}],\"outputs\":\"r\"}";
+    cr_expect_str_eq(error_of(g2, "[1,2]"), "t.json: node \"r\" (if): the branches give \"r\" different types: "
+                                            "f64[2] (then) and f64[] (else)");
+    /* an iterate body is checked once, however many steps it would run */
+    const char *g3 = "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"y\",\"op\":\"iterate\","
+                     "\"count\":1000000000000,\"init\":[\"x\"],\"state\":[\"s\"],\"body\":{\"nodes\":["
+                     "{\"id\":\"q\",\"op\":\"sum\",\"args\":[\"s\"]}],\"result\":[\"q\"]}}],\"outputs\":\"y\"}";
+    cr_expect_str_eq(error_of(g3, "[1,2]"), "t.json: node \"y\" (iterate): step 0: state \"s\" changed from "
+                                            "f64[2] to f64[]");
 }
 
 Test(flow, nan_branch_leaves_gradient_clean)
@@ -443,4 +470,90 @@ Test(flow, bad_graphs)
         const char *msg = error_of(cases[i].json, cases[i].input);
         cr_expect(strstr(msg, cases[i].want), "case %zu: got \"%s\", want \"%s\"", i, msg, cases[i].want);
     }
+}
+
+/* ---------- index tensors ---------- */
+
+Test(index, never_differentiated)
+{
+    /* y = sum(take(x, k, axis=0)) * sum(one_hot(k, 3)); k is an i64 input
+     * listed first, so the element type of the call comes from x (f32) */
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"k\",\"x\"],\"nodes\":["
+                        "{\"id\":\"t\",\"op\":\"take\",\"args\":[\"x\",\"k\"],\"axis\":0},"
+                        "{\"id\":\"h\",\"op\":\"one_hot\",\"args\":[\"k\"],\"depth\":3},"
+                        "{\"id\":\"s\",\"op\":\"sum\",\"args\":[\"t\"]},"
+                        "{\"id\":\"c\",\"op\":\"sum\",\"args\":[\"h\"]},"
+                        "{\"id\":\"y\",\"op\":\"mul\",\"args\":[\"s\",\"c\"]}],\"outputs\":[\"y\",\"k\"]}");
+    tl_status st = {0};
+    tl_tensor *in[2] = {lit("i64:[2,1,0,2]"), lit("f32:[1,10,100]")}, *grads[2];
+    bool wrt[2] = {true, true}; /* asking for k changes nothing */
+    cr_expect_eq(tl_call_dtype(g, in), TL_F32);
+    tl_result *r;
+    tl_run_opts o = {.record = true, .wrt = wrt};
+    cr_assert(!tl_run(g, in, &o, &r, &st), "%s", st.msg);
+    const tl_tensor *y = tl_result_output(r, 0), *k = tl_result_output(r, 1);
+    cr_expect_eq(y->dtype, TL_F32);
+    expect_values(y, (double[]){(100 + 10 + 1 + 100) * 4.0}, 1);
+    cr_expect_eq(k->dtype, TL_I64);
+    cr_assert(!tl_result_backward(r, grads, &st), "%s", st.msg);
+    cr_expect_null(grads[0], "an index input has no gradient");
+    expect_values(grads[1], (double[]){4, 4, 8}, 3); /* repeated index 2 accumulates */
+    tl_tensor_unref(grads[1]);
+    for (int i = 0; i < 2; i++)
+        tl_tensor_unref(in[i]);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+Test(index, casts_record_nothing_through_integers)
+{
+    /* k = cast(x, i64) is piecewise constant: x gets an exact zero and the
+     * tape holds only the take (w's path) */
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"w\",\"x\"],\"nodes\":["
+                        "{\"id\":\"k\",\"op\":\"cast\",\"args\":[\"x\"],\"dtype\":\"i64\"},"
+                        "{\"id\":\"y\",\"op\":\"take\",\"args\":[\"w\",\"k\"],\"axis\":0}],\"outputs\":\"y\"}");
+    tl_status st = {0};
+    tl_tensor *in[2] = {lit("[5,6,7]"), lit("[2.9,-0.5,-1.2]")}, *grads[2];
+    tl_result *r;
+    tl_run_opts o = {.record = true};
+    cr_assert(!tl_run(g, in, &o, &r, &st), "%s", st.msg);
+    expect_values(tl_result_output(r, 0), (double[]){7, 5, 7}, 3);
+    cr_expect_eq(tl_result_stats(r)->tape_entries, 1);
+    cr_assert(!tl_result_backward(r, grads, &st), "%s", st.msg);
+    expect_values(grads[0], (double[]){1, 0, 2}, 3);
+    expect_values(grads[1], (double[]){0, 0, 0}, 3);
+    for (int i = 0; i < 2; i++) {
+        tl_tensor_unref(in[i]);
+        tl_tensor_unref(grads[i]);
+    }
+    tl_result_free(r);
+    tl_graph_free(g);
+}
+
+Test(index, weak_scalar_index_and_errors)
+{
+    /* a number in an index argument is a 0-d i64 index */
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"x\"],\"nodes\":["
+                        "{\"id\":\"y\",\"op\":\"take\",\"args\":[\"x\",-1],\"axis\":0}],\"outputs\":\"y\"}");
+    tl_tensor *grad = NULL;
+    tl_result *r = run1(g, "[3,4,5]", &grad, NULL);
+    expect_values(tl_result_output(r, 0), (double[]){5}, 1);
+    cr_expect_eq(tl_result_output(r, 0)->ndim, 0);
+    expect_values(grad, (double[]){0, 0, 1}, 3);
+    tl_tensor_unref(grad);
+    tl_result_free(r);
+    tl_graph_free(g);
+    const char *take = "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":["
+                       "{\"id\":\"y\",\"op\":\"take\",\"args\":[\"x\",0.5],\"axis\":0}],\"outputs\":\"y\"}";
+    cr_expect(strstr(error_of(take, "[1,2]"), "node \"y\" (take): argument 2: 0.5 is not an integer index"), "%s",
+              error_of(take, "[1,2]"));
+    const char *arith = "{\"version\":1,\"inputs\":[\"k\"],\"nodes\":["
+                        "{\"id\":\"y\",\"op\":\"mul\",\"args\":[\"k\",2]}],\"outputs\":\"y\"}";
+    cr_expect(strstr(error_of(arith, "i32:[1,2]"), "argument 1 is an index tensor i32[2]: mul takes f32 or f64 "
+                                                   "values (cast it first)"), "%s", error_of(arith, "i32:[1,2]"));
+    const char *gather = "{\"version\":1,\"inputs\":[\"k\"],\"nodes\":["
+                         "{\"id\":\"y\",\"op\":\"gather\",\"args\":[\"k\",\"k\"],\"axis\":0}],\"outputs\":\"y\"}";
+    cr_expect_str_eq(error_of(gather, "i64:[1,0,1]"), "", "gather moves an index tensor");
+    cr_expect(strstr(error_of(gather, "i64:[1,0,3]"), "index 3 out of range for axis 0 of i64[3] (indices[2])"), "%s",
+              error_of(gather, "i64:[1,0,3]"));
 }

@@ -702,3 +702,89 @@ Test(fill, errors)
     fill_fails(t, "[[1],[2]]", "data[0] is an array, expected a number");
     tl_tensor_unref(t);
 }
+
+/* ------------------------------------------------------------------ */
+/* index tensors (i32, i64)                                            */
+
+Test(literal, index_tensors)
+{
+    tl_tensor *t = parse_ok("i64:[[0, -2], [9223372036854775807, -9223372036854775808]]");
+    expect_shape(t, TL_I64, 2, (int64_t[]){2, 2});
+    const int64_t *v = t->data;
+    cr_expect(v[0] == 0 && v[1] == -2 && v[2] == INT64_MAX && v[3] == INT64_MIN);
+    tl_tensor_unref(t);
+    t = parse_ok("int32:[2147483647, -2147483648]");
+    expect_shape(t, TL_I32, 1, (int64_t[]){2});
+    cr_expect(((int32_t *)t->data)[0] == INT32_MAX && ((int32_t *)t->data)[1] == INT32_MIN);
+    tl_tensor_unref(t);
+    t = parse_ok("i32:7");
+    expect_shape(t, TL_I32, 0, NULL);
+    tl_tensor_unref(t);
+    t = parse_ok("i64:[]");
+    expect_shape(t, TL_I64, 1, (int64_t[]){0});
+    tl_tensor_unref(t);
+    parse_fails("i32:[2147483648]", "integer 2147483648 at column 6 is out of range for i32");
+    parse_fails("i32:[-2147483649]", "out of range for i32");
+    parse_fails("i64:[9223372036854775808]", "out of range for i64");
+    parse_fails("i64:[1.0]", "1.0 at column 6 is not an integer (an i64 literal holds indices)");
+    parse_fails("i64:[1e2]", "is not an integer");
+    parse_fails("i64:nan", "'nan' at column 5 is not an integer");
+    parse_fails("i64:[\"inf\"]", "is not an integer");
+    parse_fails("i64:[01]", "malformed number");
+    parse_fails("u8:[1]", "unknown dtype prefix 'u8' (expected f32:, f64:, i32: or i64:)");
+}
+
+Test(text, index_tensors)
+{
+    tl_tensor *t = make(TL_I64, 2, (int64_t[]){2, 3}, (double[]){0, -12, 3, 400, 5, -6});
+    expect_text(t, "k", "k: i64[2,3]\n[[  0, -12,   3],\n [400,   5,  -6]]\n");
+    char *json = render(t, NULL, false, true);
+    cr_expect_str_eq(json, "{\"dtype\": \"i64\", \"shape\": [2, 3], \"data\": [0, -12, 3, 400, 5, -6]}");
+    free(json);
+    tl_tensor_unref(t);
+    t = make(TL_I32, 0, NULL, (double[]){-7});
+    expect_text(t, NULL, "-7\n");
+    tl_tensor_unref(t);
+    /* all 64 bits survive (a double would round these) */
+    tl_status st = {0};
+    t = tl_tensor_new(TL_I64, 1, (int64_t[]){2}, &st);
+    ((int64_t *)t->data)[0] = INT64_MIN;
+    ((int64_t *)t->data)[1] = ((int64_t)1 << 53) + 1;
+    json = render(t, NULL, false, true);
+    cr_expect_str_eq(json, "{\"dtype\": \"i64\", \"shape\": [2], \"data\": [-9223372036854775808, 9007199254740993]}");
+    free(json);
+    char *text = render(t, NULL, true, false), lit[128];
+    snprintf(lit, sizeof lit, "i64:%s", text); /* the text output reads back */
+    tl_tensor *u = parse_ok(lit);
+    cr_expect(u->numel == 2 && !memcmp(t->data, u->data, 16), "%s", text);
+    free(text);
+    tl_tensor_unref(u);
+    tl_tensor_unref(t);
+}
+
+static tl_code fill_from(tl_tensor *t, const char *json, tl_status *st)
+{
+    cJSON *v = cJSON_Parse(json);
+    cr_assert(v, "bad test JSON %s", json);
+    tl_code rc = tl_json_fill(t, v, st);
+    cJSON_Delete(v);
+    return rc;
+}
+
+Test(json, fill_index_tensors)
+{
+    tl_status st = {0};
+    tl_tensor *t = tl_tensor_new(TL_I64, 2, (int64_t[]){2, 2}, &st);
+    cr_assert_eq(fill_from(t, "[[0, -1], [9007199254740991, 2]]", &st), TL_OK, "%s", st.msg);
+    cr_expect(((int64_t *)t->data)[2] == 9007199254740991);
+    cr_expect_eq(fill_from(t, "[0, 1.5, 2, 3]", &st), TL_EINPUT);
+    cr_expect(strstr(st.msg, "data[1] is 1.5, expected an integer below 2^53 in magnitude"), "%s", st.msg);
+    cr_expect_eq(fill_from(t, "[0, 9007199254740992, 2, 3]", &st), TL_EINPUT);
+    cr_expect_eq(fill_from(t, "[0, \"nan\", 2, 3]", &st), TL_EINPUT);
+    tl_tensor_unref(t);
+    t = tl_tensor_new(TL_I32, 1, (int64_t[]){2}, &st);
+    cr_assert_eq(fill_from(t, "[-2147483648, 2147483647]", &st), TL_OK, "%s", st.msg);
+    cr_expect_eq(fill_from(t, "[0, 2147483648]", &st), TL_EINPUT);
+    cr_expect(strstr(st.msg, "expected an integer in the i32 range"), "%s", st.msg);
+    tl_tensor_unref(t);
+}

@@ -2,15 +2,17 @@
  * call to its kernel family. */
 #include "cpu.h"
 
-static bool cpu_supports(tl_opcode op, tl_dtype dt)
+static bool cpu_supports(const tl_backend *be, tl_opcode op, int n, const tl_dtype *in,
+                         tl_dtype out, const char **why)
 {
-    (void)dt;
+    (void)be, (void)n, (void)in, (void)out, (void)why;
     return op < TL_OP_COUNT && (tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP);
 }
 
-static tl_code cpu_run(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
-                       tl_status *st)
+static tl_code cpu_run(const tl_backend *be, tl_opcode op, int n, cpu_ins in, const tl_attrs *a,
+                       tl_tensor *out, tl_status *st)
 {
+    (void)be;
     switch (tl_ops[op].kind) {
     case TL_KIND_BIN:
     case TL_KIND_CMP:
@@ -32,4 +34,10 @@ static tl_code cpu_run(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_te
     }
 }
 
-const tl_backend tl_cpu_backend = {"cpu", TL_DEV_CPU, cpu_supports, cpu_run};
+const tl_backend tl_cpu_backend = {
+    .abi = TL_BACKEND_ABI,
+    .name = "cpu",
+    .kind = TL_DEV_CPU,
+    .supports = cpu_supports,
+    .run = cpu_run,
+};

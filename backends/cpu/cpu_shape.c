@@ -91,22 +91,6 @@ static void slice_move(const tl_attrs *a, void *full, const int64_t *full_shape,
 
 /* ---- index tensors: take, gather, one_hot and their scatters ---- */
 
-/* "[1,2]": where element j sits in a tensor of shape t. */
-static const char *position(const tl_tensor *t, int64_t j, char *buf, size_t len)
-{
-    int64_t idx[TL_MAXDIM];
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        idx[d] = t->shape[d] ? j % t->shape[d] : 0;
-        j = t->shape[d] ? j / t->shape[d] : 0;
-    }
-    size_t k = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < t->ndim && k < len; d++)
-        k += (size_t)snprintf(buf + k, len - k, d ? ",%lld" : "%lld", (long long)idx[d]);
-    if (k < len)
-        snprintf(buf + k, len - k, "]");
-    return buf;
-}
-
 /* Every index lies in [-len, len) ([0, len) without negatives); the first
  * that does not is named, before anything is read through it. */
 static tl_code check_indices(const tl_tensor *idx, int64_t len, bool negative, const char *what,
@@ -118,7 +102,7 @@ static tl_code check_indices(const tl_tensor *idx, int64_t len, bool negative, c
             continue;
         char at[TL_MAXDIM * 24];
         return tl_fail(st, TL_EINPUT, "index %lld out of range for %s (indices%s)", (long long)i,
-                       what, position(idx, j, at, sizeof at));
+                       what, tl_index_desc(idx, j, at, sizeof at));
     }
     return TL_OK;
 }

@@ -7,7 +7,7 @@
  * reshape/broadcast_to/take results of at most FUZZ_MAX_ELEMS elements,
  * and inputs whose declared shapes give at most FUZZ_MAX_ELEMS elements.
  * Each input is bound to a host tensor of its declared dtype (f64 when
- * none) and shape (free and variable sizes are 2; no declaration gives
+ * none; index inputs get small integers, some of them valid indices) and shape (free and variable sizes are 2; no declaration gives
  * shape [2]) filled with a fixed pattern of small values.  A failed run
  * must fail cleanly; a run that loads must also differentiate cleanly. */
 #include <stdbool.h>
@@ -72,6 +72,10 @@ static bool node_small(const tl_node *n, int64_t steps)
         break;
     case TL_OP_TAKE:
         if (n->attrs.nindices > FUZZ_MAX_ELEMS)
+            return false;
+        break;
+    case TL_OP_ONE_HOT:
+        if (n->attrs.depth > FUZZ_MAX_ELEMS)
             return false;
         break;
     case TL_OP_ITERATE:

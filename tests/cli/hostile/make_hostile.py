@@ -488,6 +488,50 @@ GRAPHS = {
     'd_two_inputs.json': nodes({'id': 'y', 'op': 'add', 'args': ['x', 'w']}, inputs=('x', 'w')),
     'd_declared_f64.json': graph(inputs=[{'name': 'x', 'dtype': 'f64'}]),
     'd_file_const_f32.json': const({'file': 'f32_scalar.npy'}),
+
+    # --- index tensors (i32, i64) -------------------------------------------------
+    # y = take(x, k, axis=0) with k an index input
+    'i_take.json': nodes({'id': 'y', 'op': 'take', 'args': ['x', 'k'], 'axis': 0}, inputs=('x', 'k')),
+    'i_take_both.json': nodes({'id': 'y', 'op': 'take', 'args': ['x', 'k'], 'axis': 0, 'indices': [0]},
+                              inputs=('x', 'k')),
+    'i_take_3args.json': nodes({'id': 'y', 'op': 'take', 'args': ['x', 'k', 'k'], 'axis': 0}, inputs=('x', 'k')),
+    'i_take_noaxis.json': nodes({'id': 'y', 'op': 'take', 'args': ['x', 'k']}, inputs=('x', 'k')),
+    'i_gather.json': nodes({'id': 'y', 'op': 'gather', 'args': ['x', 'k'], 'axis': 0}, inputs=('x', 'k')),
+    'i_gather_noaxis.json': nodes({'id': 'y', 'op': 'gather', 'args': ['x', 'k']}, inputs=('x', 'k')),
+    'i_gather_1arg.json': node(op='gather', args=['x'], axis=0),
+    'i_onehot.json': nodes({'id': 'h', 'op': 'one_hot', 'args': ['k'], 'depth': 3},
+                           {'id': 'y', 'op': 'mul', 'args': ['h', 'x']}, inputs=('x', 'k')),
+    'i_onehot_nodepth.json': node(op='one_hot', args=['x']),
+    'i_onehot_negdepth.json': node(op='one_hot', args=['x'], depth=-1),
+    'i_onehot_strdepth.json': node(op='one_hot', args=['x'], depth='3'),
+    'i_onehot_huge.json': nodes({'id': 'y', 'op': 'one_hot', 'args': ['k'], 'depth': 1 << 40}, inputs=('x', 'k')),
+    'i_onehot_overflow.json': nodes({'id': 'y', 'op': 'one_hot', 'args': ['k'], 'depth': 1 << 62}, inputs=('x', 'k')),
+    # an index tensor given to arithmetic, a reduction, where, an if, a map
+    'i_arith.json': nodes({'id': 'y', 'op': 'add', 'args': ['k', 1]}, inputs=('x', 'k')),
+    'i_sum.json': nodes({'id': 'y', 'op': 'sum', 'args': ['k']}, inputs=('x', 'k')),
+    'i_where.json': nodes({'id': 'y', 'op': 'where', 'args': ['x', 'k', 'k']}, inputs=('x', 'k')),
+    'i_if.json': nodes(iff(cond='k'), inputs=('x', 'k'), outputs='r'),
+    'i_map.json': nodes({'id': 'y', 'op': 'map', 'args': ['k'], 'params': ['e'],
+                         'body': {'nodes': [{'id': 'e2', 'op': 'mul', 'args': ['e', 'e']}], 'result': 'e2'}},
+                        inputs=('x', 'k')),
+    'i_concat_mixed.json': nodes({'id': 'y', 'op': 'concat', 'args': ['x', 'k'], 'axis': 0}, inputs=('x', 'k')),
+    'i_declared.json': graph(inputs=['x', {'name': 'k', 'dtype': 'i64', 'shape': ['n']}],
+                             nodes=[{'id': 'y', 'op': 'take', 'args': ['x', 'k'], 'axis': 0}]),
+    # index constants: fractions, ranges, files
+    'i_const_frac.json': nodes({'id': 'y', 'op': 'take', 'args': ['x', 'c'], 'axis': 0},
+                               consts={'c': {'dtype': 'i64', 'shape': [2], 'data': [0, 1.5]}}),
+    'i_const_i32_range.json': nodes({'id': 'y', 'op': 'take', 'args': ['x', 'c'], 'axis': 0},
+                                    consts={'c': {'dtype': 'i32', 'shape': [1], 'data': [2147483648]}}),
+    'i_const_big.json': nodes({'id': 'y', 'op': 'take', 'args': ['x', 'c'], 'axis': 0},
+                              consts={'c': {'dtype': 'i64', 'shape': [1], 'data': [9007199254740993]}}),
+    'i_const_nan.json': nodes({'id': 'y', 'op': 'take', 'args': ['x', 'c'], 'axis': 0},
+                              consts={'c': {'dtype': 'i64', 'shape': [1], 'data': ['nan']}}),
+    'i_const_fill.json': nodes({'id': 'y', 'op': 'take', 'args': ['x', 'c'], 'axis': 0},
+                               consts={'c': {'dtype': 'i64', 'shape': [2], 'fill': 0.5}}),
+    'i_const_file.json': nodes({'id': 'y', 'op': 'take', 'args': ['x', 'c'], 'axis': 0},
+                               consts={'c': {'file': 'i_huge.npy'}}),
+    'i_weak_frac.json': node(op='take', args=['x', 1.5], axis=0),
+    'i_cast_dtype.json': node(op='cast', args=['x'], dtype='u8'),
 }
 
 # nested ifs, each one level deeper (valid; about 4 JSON levels each)
@@ -602,6 +646,11 @@ NPYS = {
     'npy_dtype_struct_dict.npy': npy(hdr(descr="{'names': ['a'], 'formats': ['<f8']}"), X123),
     # big data claims in a tiny Fortran-order file
     'npy_fortran_short.npy': npy(hdr(fortran='True', shape='(1000, 1000)'), X123),
+    # index tensors that lie about their size
+    'i_huge.npy': npy(hdr(descr="'<i8'", shape='(1099511627776,)'), struct.pack('<q', 0)),
+    'i_trailing.npy': npy(hdr(descr="'>i4'", shape='(2,)'), struct.pack('>3i', 0, 1, 2)),
+    'i_fortran_short.npy': npy(hdr(descr="'<i8'", fortran='True', shape='(1000, 1000)'), struct.pack('<q', 0)),
+    'i_u2.npy': npy(hdr(descr="'<u2'"), struct.pack('<3H', 0, 1, 2)),
 }
 
 

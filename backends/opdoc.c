@@ -1,0 +1,122 @@
+#include "opdoc.h"
+
+#define NONE {{NULL, NULL, NULL}}
+#define AXES_ALL {"axes", "int or list of ints (negative counts from the end)", "all axes"}
+#define KEEPDIMS {"keepdims", "true or false", "false"}
+#define BIN(v, g) {v, g, NONE}
+#define CMP(v) {v, "none: a comparison is piecewise constant", NONE}
+#define UN(v, g) {v, g, NONE}
+#define RED(v, g) {v, g, {AXES_ALL, KEEPDIMS}}
+
+const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
+    [TL_OP_ADD] = BIN("a + b, NumPy broadcasting", "g to a and b, summed over broadcast axes"),
+    [TL_OP_SUB] = BIN("a - b", "g to a, -g to b"),
+    [TL_OP_MUL] = BIN("a * b", "g*b to a, g*a to b"),
+    [TL_OP_DIV] = BIN("a / b (1/0 = inf, 0/0 = nan)", "g/b to a, -g*(a/b)/b to b"),
+    [TL_OP_POW] = BIN("a ** b (as torch.pow)",
+                      "g*b*a**(b-1) to a (0 where b = 0); g*a**b*log(a) to b (0 where a = 0 and b >= 0)"),
+    [TL_OP_MAXIMUM] = BIN("the larger of a and b; NaN propagates",
+                          "the larger gets g; a tie gives each g/2"),
+    [TL_OP_MINIMUM] = BIN("the smaller of a and b; NaN propagates",
+                          "the smaller gets g; a tie gives each g/2"),
+    [TL_OP_EQ] = CMP("1 where a == b, else 0, in the operands' dtype"),
+    [TL_OP_NE] = CMP("1 where a != b, else 0"),
+    [TL_OP_LT] = CMP("1 where a < b, else 0"),
+    [TL_OP_LE] = CMP("1 where a <= b, else 0"),
+    [TL_OP_GT] = CMP("1 where a > b, else 0"),
+    [TL_OP_GE] = CMP("1 where a >= b, else 0"),
+    [TL_OP_NEG] = UN("-x, a sign flip: neg(+0) = -0", "-g"),
+    [TL_OP_ABS] = UN("|x|", "g*sign(x): 0 at x = 0"),
+    [TL_OP_SIGN] = UN("-1, 0 or 1 (sign(0) = 0; NaN stays NaN)", "none"),
+    [TL_OP_EXP] = UN("e**x", "g*exp(x)"),
+    [TL_OP_EXPM1] = UN("e**x - 1, exact near 0", "g*(expm1(x) + 1)"),
+    [TL_OP_LOG] = UN("natural log (log(0) = -inf, log(-1) = nan)", "g/x"),
+    [TL_OP_LOG1P] = UN("log(1 + x), exact near 0", "g/(x + 1)"),
+    [TL_OP_SQRT] = UN("square root (sqrt(-1) = nan)", "g/(2*sqrt(x)): inf at 0, as IEEE"),
+    [TL_OP_RSQRT] = UN("1/sqrt(x)", "-g/2 * rsqrt(x)**3"),
+    [TL_OP_RECIPROCAL] = UN("1/x", "-g/x**2"),
+    [TL_OP_SQUARE] = UN("x*x", "2*g*x"),
+    [TL_OP_SIN] = UN("sine", "g*cos(x)"),
+    [TL_OP_COS] = UN("cosine", "-g*sin(x)"),
+    [TL_OP_TAN] = UN("tangent", "g*(1 + tan(x)**2)"),
+    [TL_OP_TANH] = UN("hyperbolic tangent", "g*(1 - tanh(x)**2)"),
+    [TL_OP_SIGMOID] = UN("1/(1 + e**-x)", "g*s*(1 - s), s = sigmoid(x)"),
+    [TL_OP_ERF] = UN("the error function", "g*2/sqrt(pi)*e**(-x*x)"),
+    [TL_OP_RELU] = UN("max(x, 0)", "g where x > 0, else 0 (0 at x = 0)"),
+    [TL_OP_SOFTPLUS] = UN("log(1 + e**x), computed stably", "g*sigmoid(x)"),
+    [TL_OP_GELU] = {"x*Phi(x) (approximate \"none\", with erf) or its tanh form (\"tanh\"), as torch",
+                    "as torch.nn.functional.gelu",
+                    {{"approximate", "\"none\" or \"tanh\"", "\"none\""}}},
+    [TL_OP_SILU] = UN("x*sigmoid(x)", "g*s*(1 + x*(1 - s)), s = sigmoid(x)"),
+    [TL_OP_CLAMP] = {"x limited to [min, max]; NaN stays NaN", "g where min <= x <= max, else 0 (g at the edges)",
+                     {{"min", "number", "no lower bound"}, {"max", "number", "no upper bound"}}},
+    [TL_OP_DETACH] = UN("x", "none: stops the gradient"),
+    [TL_OP_CAST] = {"x converted to another dtype (float to integer truncates toward zero; a value "
+                    "outside the integer range is an error)",
+                    "g cast back to x's dtype; none from or to an integer dtype",
+                    {{"dtype", "\"f32\", \"f64\", \"i32\" or \"i64\"", NULL}}},
+    [TL_OP_WHERE] = {"where(c, a, b): a where c != 0, else b, broadcasting all three",
+                     "g to a where c != 0, to b elsewhere; none to c", NONE},
+    [TL_OP_SUM] = RED("the sum over the axes, in a fixed order", "g broadcast back"),
+    [TL_OP_MEAN] = RED("the mean over the axes", "g broadcast back, divided by the count"),
+    [TL_OP_MAX] = RED("the largest element over the axes (an empty axis is an error)",
+                      "g split evenly among the tied largest elements (as torch.amax)"),
+    [TL_OP_MIN] = RED("the smallest element over the axes", "g split evenly among the tied smallest elements"),
+    [TL_OP_PROD] = RED("the product over the axes", "as torch.prod, correct with zeros"),
+    [TL_OP_LOGSUMEXP] = RED("log(sum(e**x)) over the axes, computed stably", "g*softmax(x)"),
+    [TL_OP_SOFTMAX] = {"e**x / sum(e**x) along axis, computed stably", "y*(g - sum(g*y))",
+                       {{"axis", "int", "-1"}}},
+    [TL_OP_LOG_SOFTMAX] = {"x - logsumexp(x) along axis", "g - e**y*sum(g)", {{"axis", "int", "-1"}}},
+    [TL_OP_MATMUL] = {"numpy.matmul: 1-D operands promoted (and the promoted axis removed), batch axes "
+                      "broadcast; BLAS on the CPU",
+                      "g@b^T to a and a^T@g to b, summed over broadcast batch axes", NONE},
+    [TL_OP_RESHAPE] = {"the same elements in row-major order under a new shape", "g reshaped back",
+                       {{"shape", "list of ints (one may be -1)", NULL}}},
+    [TL_OP_TRANSPOSE] = {"the axes permuted", "g permuted back",
+                         {{"axes", "a permutation of the axes", "reversed"}}},
+    [TL_OP_BROADCAST_TO] = {"x broadcast to shape (NumPy rules)", "g summed over the broadcast axes",
+                            {{"shape", "list of ints", NULL}}},
+    [TL_OP_EXPAND_DIMS] = {"a new axis of size 1 at axis", "g reshaped back", {{"axis", "int", NULL}}},
+    [TL_OP_SQUEEZE] = {"size-1 axes removed (squeezing another size is an error)", "g reshaped back",
+                       {{"axes", "int or list of ints", "every size-1 axis"}}},
+    [TL_OP_CONCAT] = {"the arguments joined along axis (any number)", "g sliced back to each",
+                      {{"axis", "int", "0"}}},
+    [TL_OP_STACK] = {"the arguments stacked along a new axis", "g sliced back to each", {{"axis", "int", "0"}}},
+    [TL_OP_SLICE] = {"x[start:stop:step] along axis (Python rules, step > 0)", "g scattered into zeros",
+                     {{"axis", "int", "0"}, {"start", "int or null", "null (the start)"},
+                      {"stop", "int or null", "null (the end)"}, {"step", "int > 0", "1"}}},
+    [TL_OP_TAKE] = {"numpy.take along axis; indices as the attribute or as an index tensor second "
+                    "argument of any shape; result x.shape[:axis] + idx.shape + x.shape[axis+1:]; "
+                    "negative indices count from the end, out of range is an error",
+                    "g scatter-added back (repeated indices accumulate)",
+                    {{"axis", "int", NULL}, {"indices", "list of ints", "none: or the indices as a second argument"}}},
+    [TL_OP_GATHER] = {"numpy.take_along_axis: idx has x's rank and sizes except on axis; negative "
+                      "indices count from the end",
+                      "g scatter-added back", {{"axis", "int", NULL}}},
+    [TL_OP_ONE_HOT] = {"idx.shape + [depth]: 1 at each index, else 0, in the element type of the call; "
+                       "an index outside [0, depth) is an error",
+                       "none", {{"depth", "int >= 0", NULL}}},
+    [TL_OP_IF] = {"only the selected block runs and is recorded: cond != 0 (NaN too) selects then",
+                  "that of the selected branch; none claimed at the boundary", NONE},
+    [TL_OP_ITERATE] = {"a fixed-count recurrence: each step recorded in order on the tape",
+                       "through every step", NONE},
+    [TL_OP_MAP] = {"a scalar program applied to every element of the broadcast arguments; each "
+                   "element runs only its own branches",
+                   "that of each element's selected branches", NONE},
+    [TL_OP_SLICE_GRAD] = {"internal: slice's backward (scatter into zeros)", "", NONE},
+    [TL_OP_TAKE_GRAD] = {"internal: take's backward (scatter-add)", "", NONE},
+    [TL_OP_GATHER_GRAD] = {"internal: gather's backward (scatter-add)", "", NONE},
+    [TL_OP_PROD_GRAD] = {"internal: prod's backward", "", NONE},
+    [TL_OP_GELU_GRAD] = {"internal: g*gelu'(x)", "", NONE},
+    [TL_OP_MAP_GRAD] = {"internal: a map's forward-mode derivatives", "", NONE},
+};
+
+bool tl_op_differentiable(tl_opcode op)
+{
+    switch (op) {
+    case TL_OP_SIGN:
+    case TL_OP_DETACH:
+    case TL_OP_ONE_HOT: return false;
+    default: return tl_ops[op].kind != TL_KIND_CMP && tl_ops[op].kind != TL_KIND_INT;
+    }
+}

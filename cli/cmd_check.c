@@ -1,0 +1,432 @@
+/* tl check and tl dot: a graph looked at without running it.  Input types
+ * come from NAME=DTYPE[DIMS] specs (a dim may be a size variable, or _
+ * for any size), from real tensors (NAME=TENSOR), or from the graph's own
+ * declarations.  A size variable stands for an unknown size: the check
+ * gives it a value of its own, large and unlike any literal size, and
+ * prints it back by name ("n", "2*n", "n/2"). */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "exec/check.h"
+
+#define MAX_VARS 64
+
+typedef struct sizes {
+    int n;
+    char name[MAX_VARS][64];
+    int64_t value[MAX_VARS];
+} sizes;
+
+/* 5040 times a prime: divisible by 2..10, large, and each one unlike the
+ * others, so products and quotients can be read back. */
+static int64_t var_value(int k)
+{
+    static const int primes[MAX_VARS] = {
+        101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157, 163, 167, 173, 179,
+        181, 191, 193, 197, 199, 211, 223, 227, 229, 233, 239, 241, 251, 257, 263, 269,
+        271, 277, 281, 283, 293, 307, 311, 313, 317, 331, 337, 347, 349, 353, 359, 367,
+        373, 379, 383, 389, 397, 401, 409, 419, 421, 431, 433, 439, 443, 449, 457, 461};
+    return 5040 * (int64_t)primes[k];
+}
+
+/* The value standing for size variable name ("_": a new one each time). */
+static int64_t var_of(sizes *z, const char *name, size_t len)
+{
+    for (int i = 0; i < z->n && !(len == 1 && name[0] == '_'); i++)
+        if (strlen(z->name[i]) == len && !strncmp(z->name[i], name, len))
+            return z->value[i];
+    if (z->n == MAX_VARS)
+        return -1;
+    snprintf(z->name[z->n], sizeof z->name[0], "%.*s", (int)(len < 63 ? len : 63), name);
+    z->value[z->n] = var_value(z->n);
+    return z->value[z->n++];
+}
+
+/* A size as text: a number, or in terms of the size variables. */
+static void dim_text(const sizes *z, int64_t v, char *buf, size_t len)
+{
+    for (int i = 0; i < z->n; i++) {
+        int64_t s = z->value[i];
+        if (v == s)
+            snprintf(buf, len, "%s", z->name[i]);
+        else if (v > s && v % s == 0 && v / s < 5040)
+            snprintf(buf, len, "%lld*%s", (long long)(v / s), z->name[i]);
+        else if (v < s && v > 0 && s % v == 0 && s / v <= 10)
+            snprintf(buf, len, "%s/%lld", z->name[i], (long long)(s / v));
+        else
+            continue;
+        return;
+    }
+    for (int i = 0; i < z->n; i++)
+        for (int j = i; j < z->n; j++)
+            if (v == z->value[i] * z->value[j]) {
+                snprintf(buf, len, "%s*%s", z->name[i], z->name[j]);
+                return;
+            }
+    snprintf(buf, len, "%lld", (long long)v);
+}
+
+/* An error from the check speaks of sizes as numbers: put the size
+ * variables' names back where their values stand alone. */
+static int fail_named(const sizes *z, tl_status *st)
+{
+    for (int i = 0; i < z->n; i++) {
+        char num[32], out[sizeof st->msg];
+        int nl = snprintf(num, sizeof num, "%lld", (long long)z->value[i]);
+        size_t k = 0;
+        for (const char *p = st->msg; *p && k + 64 < sizeof out;) {
+            bool alone = !strncmp(p, num, (size_t)nl) && !isdigit((unsigned char)p[nl]) &&
+                         (p == st->msg || !isdigit((unsigned char)p[-1]));
+            if (alone) {
+                k += (size_t)snprintf(out + k, sizeof out - k, "%s", z->name[i]);
+                p += nl;
+            } else {
+                out[k++] = *p++;
+            }
+        }
+        out[k] = '\0';
+        memcpy(st->msg, out, k + 1);
+    }
+    return cli_fail(st);
+}
+
+static void type_text(const sizes *z, const tl_type *t, char *buf, size_t len)
+{
+    if (t->weak) {
+        snprintf(buf, len, "number");
+        return;
+    }
+    size_t k = (size_t)snprintf(buf, len, "%s[", tl_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim && k < len; d++) {
+        char dim[96];
+        dim_text(z, t->dims[d], dim, sizeof dim);
+        k += (size_t)snprintf(buf + k, len - k, d ? ",%s" : "%s", dim);
+    }
+    if (k < len)
+        snprintf(buf + k, len - k, "]");
+}
+
+/* "f32[n,3]": a type spec; false when text is not one (then it is a
+ * tensor). */
+static bool parse_spec(sizes *z, const char *text, tl_type *t, tl_status *st)
+{
+    const char *br = strchr(text, '[');
+    char dt[16];
+    if (!br || (size_t)(br - text) >= sizeof dt)
+        return false;
+    snprintf(dt, sizeof dt, "%.*s", (int)(br - text), text);
+    *t = (tl_type){0};
+    if (!tl_dtype_parse(dt, &t->dtype))
+        return false;
+    if (text[strlen(text) - 1] != ']')
+        return tl_fail(st, TL_EINPUT, "'%s': a type is DTYPE[DIMS], such as f32[n,3]", text), true;
+    for (const char *p = br + 1; *p != ']';) {
+        while (*p == ' ')
+            p++;
+        size_t n = strcspn(p, ",]");
+        while (n && p[n - 1] == ' ')
+            n--;
+        if (t->ndim == TL_MAXDIM)
+            return tl_fail(st, TL_EINPUT, "'%s': more than %d dimensions", text, TL_MAXDIM), true;
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (n && isdigit((unsigned char)p[0]) && end == p + n && v >= 0)
+            t->dims[t->ndim++] = v;
+        else if (n && strspn(p, "_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") >= n &&
+                 !isdigit((unsigned char)p[0]) && (t->dims[t->ndim++] = var_of(z, p, n)) > 0)
+            ;
+        else
+            return tl_fail(st, TL_EINPUT, "'%s': a size is a number, a name or _", text), true;
+        p += strcspn(p, ",]");
+        if (*p == ',')
+            p++;
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+    }
+    return true;
+}
+
+/* From the graph's declaration, when it gives a dtype and a shape. */
+static bool declared(sizes *z, const tl_graph *g, const tl_input *in, tl_type *t)
+{
+    if (!in->has_dtype || in->ndim < 0)
+        return false;
+    *t = (tl_type){in->dtype, in->ndim, {0}, false};
+    for (int d = 0; d < in->ndim; d++) {
+        const tl_dimspec *s = &in->dims[d];
+        const char *name = s->kind == TL_DIM_VAR ? g->sizevars[s->var] : "_";
+        t->dims[d] = s->kind == TL_DIM_FIXED ? s->size : var_of(z, name, strlen(name));
+    }
+    return true;
+}
+
+typedef struct looked {
+    tl_graph *g;
+    tl_type *types; /* per input */
+    bool typed;     /* every input has a type */
+    sizes z;
+} looked;
+
+/* Loads the graph and the input types from the arguments. */
+static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st)
+{
+    const char *graph = NULL;
+    char *inlined = NULL; /* -e TEXT */
+    bool outside = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--allow-outside-files"))
+            outside = true;
+        else if (!strcmp(argv[i], "-e") && i + 1 < argc && !inlined && (!graph || strchr(graph, '=')))
+            graph = inlined = cli_inline_graph(argv[++i]); /* a GRAPH read before was a binding */
+        else if (argv[i][0] == '-' && argv[i][1])
+            return cli_usage("unknown option %s", argv[i]);
+        else if (!graph)
+            graph = argv[i];
+        else if (!strchr(argv[i], '='))
+            return cli_usage("'%s' is not NAME=SPEC or NAME=TENSOR", argv[i]);
+    }
+    if (!graph)
+        return cli_usage("no graph file given: tl %s GRAPH [NAME=DTYPE[DIMS]]...", cmd);
+    tl_graph_options go = {outside};
+    l->g = cli_load_graph(graph, &go, st);
+    if (inlined)
+        free(inlined), graph = NULL;
+    if (!l->g)
+        return cli_fail(st);
+    tl_graph *g = l->g;
+    bool *set = calloc((size_t)g->ninputs + 1, sizeof *set);
+    l->types = calloc((size_t)g->ninputs + 1, sizeof *l->types);
+    if (!set || !l->types) {
+        free(set);
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
+    }
+    int rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        if (argv[i] == graph || !eq || argv[i][0] == '-' || !strcmp(argv[i - 1], "-e"))
+            continue;
+        char name[300];
+        size_t n = (size_t)(eq - argv[i]);
+        snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), argv[i]);
+        int k = n < 256 ? tl_graph_input_index(g, name) : -1;
+        tl_status_clear(st);
+        if (k < 0)
+            rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph", g->path, name), cli_fail(st));
+        else if (set[k])
+            rc = (tl_fail(st, TL_EINPUT, "input \"%s\" is given twice", name), cli_fail(st));
+        else if (parse_spec(&l->z, eq + 1, &l->types[k], st)) {
+            if (st->code)
+                rc = cli_fail(st);
+        } else {
+            tl_tensor *t = cli_read_tensor(eq + 1, st);
+            if (!t)
+                rc = (tl_wrap(st, "input \"%s\"", name), cli_fail(st));
+            else
+                l->types[k] = tl_type_of(t);
+            tl_tensor_unref(t);
+        }
+        if (k >= 0)
+            set[k] = true;
+    }
+    l->typed = true;
+    for (int k = 0; k < g->ninputs; k++)
+        if (!set[k] && !declared(&l->z, g, &g->inputs[k], &l->types[k]))
+            l->typed = false;
+    free(set);
+    cli_stdin_release();
+    return rc;
+}
+
+static void unlook(looked *l)
+{
+    free(l->types);
+    tl_graph_free(l->g);
+}
+
+/* ---------- tl check ---------- */
+
+typedef struct printer {
+    const looked *l;
+} printer;
+
+static void print_node(void *ctx, const tl_node *n, int depth, const char *block, const tl_type *out)
+{
+    const printer *p = ctx;
+    for (int k = 0; k < n->nout; k++) {
+        char ty[512], pad[64];
+        type_text(&p->l->z, &out[k], ty, sizeof ty);
+        snprintf(pad, sizeof pad, "%*s%s%s", 2 * depth, "", block, block[0] ? " " : "");
+        printf("  %s%-16s %-13s %s\n", pad, p->l->g->slot_name[n->out[k]], k ? "" : tl_ops[n->op].name, ty);
+    }
+}
+
+int cmd_check(int argc, char **argv)
+{
+    tl_status st = {0};
+    looked l = {0};
+    int rc = look(argc, argv, "check", &l, &st);
+    if (rc) {
+        unlook(&l);
+        return rc;
+    }
+    const tl_graph *g = l.g;
+    if (!l.typed) {
+        printf("%s: valid (%d inputs, %d nodes); give every input a type (NAME=f32[2,3]) to see "
+               "each node's dtype and shape\n", g->path, g->ninputs, g->nnodes);
+        unlook(&l);
+        return cli_finish_stdout();
+    }
+    printer p = {&l};
+    printf("%s: inputs\n", g->path);
+    for (int i = 0; i < g->ninputs; i++) {
+        char ty[512];
+        type_text(&l.z, &l.types[i], ty, sizeof ty);
+        printf("  %-16s %-13s %s\n", g->inputs[i].name, "input", ty);
+    }
+    printf("nodes\n");
+    if (tl_check(g, l.types, print_node, &p, &st)) {
+        fflush(stdout);
+        rc = fail_named(&l.z, &st);
+    } else {
+        printf("outputs:");
+        for (int i = 0; i < g->noutputs; i++)
+            printf(" %s", g->slot_name[g->outputs[i]]);
+        printf("\n%s: ok\n", g->path);
+        rc = cli_finish_stdout();
+    }
+    unlook(&l);
+    return rc;
+}
+
+/* ---------- tl dot ---------- */
+
+typedef struct dot {
+    const looked *l;
+    tl_type *slot_type; /* per slot, when the inputs are typed */
+    bool *has_type;
+    int cluster;
+    FILE *edges; /* written after every node: an edge inside a cluster would pull its ends in */
+} dot;
+
+static void record_type(void *ctx, const tl_node *n, int depth, const char *block, const tl_type *out)
+{
+    dot *d = ctx;
+    (void)depth, (void)block;
+    for (int k = 0; k < n->nout; k++) {
+        d->slot_type[n->out[k]] = out[k];
+        d->has_type[n->out[k]] = true;
+    }
+}
+
+/* An edge from the value in slot s to node target (a dot id). */
+static void edge(dot *d, int s, const char *target, const char *label)
+{
+    fprintf(d->edges, "  s%d -> %s", s, target);
+    char ty[512] = "";
+    if (d->has_type[s])
+        type_text(&d->l->z, &d->slot_type[s], ty, sizeof ty);
+    if (ty[0] || label)
+        fprintf(d->edges, " [label=\"%s%s%s\"]", label ? label : "", label && ty[0] ? " " : "", ty);
+    fprintf(d->edges, ";\n");
+}
+
+static void dot_block(dot *d, const tl_block *b);
+
+static void dot_node(dot *d, const tl_node *n)
+{
+    const tl_graph *g = d->l->g;
+    char id[32], label[600];
+    snprintf(id, sizeof id, "s%d", n->out[0]);
+    size_t k = (size_t)snprintf(label, sizeof label, "%s\\n%s", g->slot_name[n->out[0]], tl_ops[n->op].name);
+    for (int i = 0; i < n->nargs && k + 40 < sizeof label; i++)
+        if (n->args[i].slot < 0)
+            k += (size_t)snprintf(label + k, sizeof label - k, "\\narg %d: %.17g", i + 1, n->args[i].num);
+    printf("  %s [label=\"%s\"];\n", id, label);
+    for (int i = 1; i < n->nout; i++) { /* further results of if / iterate */
+        printf("  s%d [label=\"%s\", shape=plain];\n", n->out[i], g->slot_name[n->out[i]]);
+        fprintf(d->edges, "  %s -> s%d [style=dashed];\n", id, n->out[i]);
+    }
+    for (int i = 0; i < n->nargs; i++)
+        if (n->args[i].slot >= 0)
+            edge(d, n->args[i].slot, id, n->op == TL_OP_ITERATE ? "init" : NULL);
+    if (n->op == TL_OP_IF && n->cond.slot >= 0)
+        edge(d, n->cond.slot, id, "cond");
+    const tl_block *blocks[3] = {n->then_b, n->else_b, n->body};
+    const char *names[3] = {"then", "else", n->op == TL_OP_MAP ? "body (per element)" : "body"};
+    for (int j = 0; j < 3; j++) {
+        if (!blocks[j])
+            continue;
+        printf("  subgraph cluster_%d {\n  label=\"%s: %s\"; style=rounded;\n", d->cluster++,
+               g->slot_name[n->out[0]], names[j]);
+        int np = n->op == TL_OP_ITERATE ? n->nargs : n->op == TL_OP_MAP ? n->nargs : 0;
+        for (int i = 0; j == 2 && i < np; i++) { /* the block's parameters */
+            int s = n->op == TL_OP_ITERATE ? n->state[i] : n->params[i];
+            printf("  s%d [label=\"%s\\n%s\", shape=ellipse, style=dashed];\n", s, g->slot_name[s],
+                   n->op == TL_OP_ITERATE ? "state" : "param");
+        }
+        if (j == 2 && n->op == TL_OP_ITERATE && n->index_slot >= 0)
+            printf("  s%d [label=\"%s\\nstep index\", shape=ellipse, style=dashed];\n", n->index_slot,
+                   g->slot_name[n->index_slot]);
+        dot_block(d, blocks[j]);
+        printf("  }\n");
+        for (int r = 0; r < blocks[j]->nresult; r++)
+            fprintf(d->edges, "  s%d -> %s [style=dotted, label=\"result\"];\n", blocks[j]->result[r], id);
+    }
+}
+
+static void dot_block(dot *d, const tl_block *b)
+{
+    for (int i = 0; i < b->nnodes; i++)
+        dot_node(d, &b->nodes[i]);
+}
+
+int cmd_dot(int argc, char **argv)
+{
+    tl_status st = {0};
+    looked l = {0};
+    int rc = look(argc, argv, "dot", &l, &st);
+    const tl_graph *g = l.g;
+    char *edges = NULL;
+    size_t elen = 0;
+    dot d = {&l, NULL, NULL, 0, open_memstream(&edges, &elen)};
+    if (!d.edges)
+        return unlook(&l), tl_fail(&st, TL_ERUNTIME, "out of memory"), cli_fail(&st);
+    if (!rc && (!(d.slot_type = calloc((size_t)g->nslots + 1, sizeof *d.slot_type)) ||
+                !(d.has_type = calloc((size_t)g->nslots + 1, sizeof *d.has_type))))
+        rc = (tl_fail(&st, TL_ERUNTIME, "out of memory"), cli_fail(&st));
+    if (!rc && l.typed) {
+        for (int i = 0; i < g->ninputs; i++) {
+            d.slot_type[g->inputs[i].slot] = l.types[i];
+            d.has_type[g->inputs[i].slot] = true;
+        }
+        if (tl_check(g, l.types, record_type, &d, &st))
+            rc = fail_named(&l.z, &st);
+    }
+    if (!rc) {
+        printf("digraph tl {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
+        printf("  edge [fontname=\"monospace\", fontsize=10];\n");
+        for (int i = 0; i < g->ninputs; i++)
+            printf("  s%d [label=\"%s\\ninput\", shape=ellipse];\n", g->inputs[i].slot, g->inputs[i].name);
+        for (int i = 0; i < g->nconsts; i++)
+            printf("  s%d [label=\"%s\\nconst\", shape=note];\n", g->consts[i].slot, g->consts[i].name);
+        dot_block(&d, &g->top);
+        for (int i = 0; i < g->noutputs; i++)
+            printf("  out%d [label=\"output %s\", shape=plaintext];\n  s%d -> out%d;\n", i,
+                   g->slot_name[g->outputs[i]], g->outputs[i], i);
+        fflush(d.edges);
+        fputs(edges, stdout);
+        printf("}\n");
+        rc = cli_finish_stdout();
+    }
+    fclose(d.edges);
+    free(edges);
+    free(d.slot_type);
+    free(d.has_type);
+    unlook(&l);
+    return rc;
+}

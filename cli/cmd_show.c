@@ -1,0 +1,229 @@
+/* tl show TENSOR: prints one tensor (a .npy, an .npz member, a literal,
+ * standard input) or every tensor of a result file (.npz, tl's json), as
+ * text or json; --stats prints a summary instead of the values. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "formats/text.h"
+
+typedef struct show {
+    bool stats, full, json;
+    const char *arg;
+    bool single; /* one tensor, called by the argument, not a file of named ones */
+} show;
+
+/* Min, max and mean of the values that are not NaN. */
+typedef struct summary {
+    int64_t count, nan, pos_inf, neg_inf;
+    double min, max, sum, carry; /* floats; sum + carry: the finite ones, compensated */
+    int64_t imin, imax;          /* index tensors, exactly */
+    __int128 isum;               /* (GCC and Clang): exact for any i64 tensor */
+} summary;
+
+static void add_finite(summary *s, double x)
+{
+    double t = s->sum + x; /* Neumaier's compensated sum */
+    s->carry += fabs(s->sum) >= fabs(x) ? (s->sum - t) + x : (x - t) + s->sum;
+    s->sum = t;
+}
+
+static summary summarize(const tl_tensor *t)
+{
+    summary s = {0};
+    for (int64_t i = 0; i < t->numel && tl_dtype_is_int(t->dtype); i++, s.count++) {
+        int64_t v = tl_tensor_get_int(t, i);
+        s.imin = !s.count || v < s.imin ? v : s.imin;
+        s.imax = !s.count || v > s.imax ? v : s.imax;
+        s.isum += v;
+    }
+    for (int64_t i = 0; i < t->numel && !tl_dtype_is_int(t->dtype); i++) {
+        double v = tl_tensor_get(t, i);
+        if (isnan(v)) {
+            s.nan++;
+            continue;
+        }
+        s.min = !s.count || v < s.min ? v : s.min;
+        s.max = !s.count || v > s.max ? v : s.max;
+        s.count++;
+        if (isinf(v))
+            *(v > 0 ? &s.pos_inf : &s.neg_inf) += 1;
+        else
+            add_finite(&s, v);
+    }
+    return s;
+}
+
+static double mean(const tl_tensor *t, const summary *s)
+{
+    if (tl_dtype_is_int(t->dtype))
+        return (double)(s->isum / s->count) + (double)(s->isum % s->count) / (double)s->count;
+    if (s->pos_inf || s->neg_inf)
+        return s->pos_inf && s->neg_inf ? NAN : s->pos_inf ? INFINITY : -INFINITY;
+    return (s->sum + s->carry) / (double)s->count;
+}
+
+/* A value of t's dtype, as tl prints it. */
+static void fmt_value(char *buf, const tl_tensor *t, double v, int64_t iv)
+{
+    if (tl_dtype_is_int(t->dtype))
+        snprintf(buf, TL_FMT_LEN, "%" PRId64, iv);
+    else if (t->dtype == TL_F32)
+        tl_fmt_f32(buf, TL_FMT_LEN, (float)v);
+    else
+        tl_fmt_f64(buf, TL_FMT_LEN, v);
+}
+
+/* A number; in json, NaN and infinities as strings and none as null. */
+static void put_number(const char *text, bool json)
+{
+    bool word = isalpha((unsigned char)text[text[0] == '-']);
+    printf(json && word ? "\"%s\"" : "%s", *text ? text : json ? "null" : "-");
+}
+
+/* "  min -1.0  max 3.0  mean 0.5  nan 0  inf 0", or the same as json
+ * fields; index tensors have no NaN or infinities to count. */
+static void write_stats(const tl_tensor *t, bool json)
+{
+    static const char *const keys[] = {"min", "max", "mean"};
+    summary s = summarize(t);
+    char v[3][TL_FMT_LEN] = {"", "", ""};
+    if (s.count) {
+        fmt_value(v[0], t, s.min, s.imin);
+        fmt_value(v[1], t, s.max, s.imax);
+        tl_fmt_f64(v[2], TL_FMT_LEN, mean(t, &s));
+    }
+    for (int k = 0; k < 3; k++) {
+        printf(json ? "%s\"%s\": " : "  %s%s ", json && k ? ", " : "", keys[k]);
+        put_number(v[k], json);
+    }
+    if (!tl_dtype_is_int(t->dtype))
+        printf(json ? ", \"nan\": %" PRId64 ", \"inf\": %" PRId64 : "  nan %" PRId64 "  inf %" PRId64,
+               s.nan, s.pos_inf + s.neg_inf);
+}
+
+static tl_code show_text(const show *sh, const char *name, const tl_tensor *t, tl_status *st)
+{
+    char desc[TL_MAXDIM * 24];
+    cli_print_escaped(stdout, name);
+    printf(": %s", tl_tensor_desc(t, desc, sizeof desc));
+    if (sh->stats) {
+        write_stats(t, false);
+        putchar('\n');
+        return TL_OK;
+    }
+    putchar('\n');
+    return tl_text_write(stdout, NULL, t, sh->full, st);
+}
+
+static tl_code show_json(const show *sh, const tl_tensor *t, tl_status *st)
+{
+    if (!sh->stats)
+        return tl_json_tensor_write(stdout, t, st);
+    printf("{\"dtype\": \"%s\", \"shape\": [", tl_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim; d++)
+        printf("%s%" PRId64, d ? ", " : "", t->shape[d]);
+    fputs("], ", stdout);
+    write_stats(t, true);
+    putchar('}');
+    return TL_OK;
+}
+
+/* A file of named tensors as json: tl's output format without the device
+ * ("grad/NAME" under "grads"), so that tl compare reads it back. */
+static tl_code show_json_file(const show *sh, const tl_result_set *s, tl_status *st)
+{
+    tl_code rc = TL_OK;
+    for (int grads = 0; grads < 2; grads++) {
+        fputs(grads ? "},\n \"grads\": {" : "{\"outputs\": {", stdout);
+        for (int i = 0, k = 0; i < s->n && !rc; i++) {
+            if (grads != !strncmp(s->names[i], "grad/", 5))
+                continue;
+            fputs(k++ ? ",\n  " : "\n  ", stdout);
+            tl_json_write_string(stdout, s->names[i] + 5 * grads);
+            fputs(": ", stdout);
+            rc = show_json(sh, s->ts[i], st);
+        }
+    }
+    puts("}}");
+    return rc;
+}
+
+static tl_code show_all(const show *sh, const tl_result_set *s, tl_status *st)
+{
+    if (sh->json && !sh->single)
+        return show_json_file(sh, s, st);
+    if (sh->json) {
+        tl_code rc = show_json(sh, s->ts[0], st);
+        putchar('\n');
+        return rc;
+    }
+    tl_code rc = TL_OK;
+    for (int i = 0; i < s->n && !rc; i++)
+        rc = show_text(sh, sh->single ? sh->arg : s->names[i], s->ts[i], st);
+    return rc;
+}
+
+/* "-", a .npy, .npz or .json file, or any file that is there: read whole. */
+static bool whole_file(const char *arg)
+{
+    static const char *const ends[] = {".npy", ".npz", ".json"};
+    size_t n = strlen(arg);
+    struct stat sb;
+    for (int k = 0; k < 3; k++)
+        if (n >= strlen(ends[k]) && !strcmp(arg + n - strlen(ends[k]), ends[k]))
+            return true;
+    return !strcmp(arg, "-") || (stat(arg, &sb) == 0 && S_ISREG(sb.st_mode));
+}
+
+int cmd_show(int argc, char **argv)
+{
+    show sh = {0};
+    const char *arg = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--stats"))
+            sh.stats = true;
+        else if (!strcmp(a, "--full"))
+            sh.full = true;
+        else if (cli_is_opt(a, NULL, "--format")) {
+            const char *v = cli_opt_value(argc, argv, &i, a, "--format");
+            if (!v || (strcmp(v, "text") && strcmp(v, "json")))
+                return cli_usage("--format takes text or json");
+            sh.json = !strcmp(v, "json");
+        } else if (a[0] == '-' && a[1] && !(a[1] == ':' || a[1] == '.' || (a[1] >= '0' && a[1] <= '9')))
+            return cli_usage("unknown option %s", a);
+        else if (arg)
+            return cli_usage("show takes one tensor; '%s' is a second", a);
+        else
+            arg = a;
+    }
+    sh.arg = arg;
+    if (!arg)
+        return cli_usage("show needs a tensor: tl show FILE.npy|FILE.npz[:KEY]|FILE.json|-|LITERAL");
+    tl_status st = {0};
+    tl_result_set *file = NULL, one = {0};
+    const tl_tensor *t = NULL;
+    if (whole_file(arg)) {
+        if (!(file = tl_result_set_read(arg, &st)))
+            tl_wrap(&st, "%s", strcmp(arg, "-") ? arg : "standard input");
+        sh.single = file && file->anonymous;
+    } else {
+        t = cli_read_tensor(arg, &st);
+        one = tl_result_set_view(1, &arg, &t);
+        sh.single = true;
+    }
+    const tl_result_set *s = file ? file : t ? &one : NULL;
+    int rc;
+    if (!s || show_all(&sh, s, &st))
+        rc = cli_fail(&st);
+    else
+        rc = cli_finish_stdout();
+    tl_tensor_unref((tl_tensor *)t);
+    tl_result_set_free(file);
+    return rc;
+}

@@ -1,0 +1,515 @@
+/* Result sets read from .npz, .npy and json files (formats/results.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "formats/results.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/npy.h"
+#include "formats/npz.h"
+
+/* A set read from a file: the public part first, so that a
+ * tl_result_set * handed out points at the whole. */
+typedef struct owned_set {
+    tl_result_set pub;
+    char **names;
+    tl_tensor **ts;
+    int cap;
+} owned_set;
+
+static owned_set *set_new(tl_status *st)
+{
+    owned_set *o = tl_calloc(1, sizeof *o, "a result set", st);
+    if (o)
+        o->pub.owned = true;
+    return o;
+}
+
+/* Appends prefix+name with t, taking t's reference even on failure. */
+static tl_code set_add(owned_set *o, const char *prefix, const char *name, tl_tensor *t,
+                       tl_status *st)
+{
+    if (o->pub.n == o->cap) {
+        int cap = o->cap ? 2 * o->cap : 8;
+        char **names = realloc(o->names, (size_t)cap * sizeof *names);
+        if (names)
+            o->names = names;
+        tl_tensor **ts = names ? realloc(o->ts, (size_t)cap * sizeof *ts) : NULL;
+        if (!ts) {
+            tl_tensor_unref(t);
+            return tl_fail(st, TL_ERUNTIME, "out of memory reading a result set");
+        }
+        o->ts = ts;
+        o->cap = cap;
+    }
+    size_t np = strlen(prefix), nn = strlen(name);
+    char *full = tl_malloc(np + nn + 1, 1, "a tensor name", st);
+    if (!full) {
+        tl_tensor_unref(t);
+        return st->code;
+    }
+    memcpy(full, prefix, np);
+    memcpy(full + np, name, nn + 1);
+    o->names[o->pub.n] = full;
+    o->ts[o->pub.n++] = t;
+    o->pub.names = (const char *const *)o->names;
+    o->pub.ts = (const tl_tensor *const *)o->ts;
+    return TL_OK;
+}
+
+void tl_result_set_free(tl_result_set *s)
+{
+    if (!s || !s->owned)
+        return;
+    owned_set *o = (owned_set *)s;
+    for (int i = 0; i < s->n; i++) {
+        free(o->names[i]);
+        tl_tensor_unref(o->ts[i]);
+    }
+    free(o->names);
+    free(o->ts);
+    free(o);
+}
+
+/* ---------- names ---------- */
+
+typedef struct named {
+    const char *name;
+    int index;
+} named;
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const named *)a)->name, ((const named *)b)->name);
+}
+
+int *tl_result_set_order(const tl_result_set *s, tl_status *st)
+{
+    named *sorted = tl_malloc((size_t)s->n, sizeof *sorted, "an index of names", st);
+    int *order = sorted ? tl_malloc((size_t)s->n, sizeof *order, "an index of names", st) : NULL;
+    for (int i = 0; order && i < s->n; i++)
+        sorted[i] = (named){s->names[i], i};
+    if (order)
+        qsort(sorted, (size_t)s->n, sizeof *sorted, by_name);
+    for (int i = 0; order && i < s->n; i++) {
+        order[i] = sorted[i].index;
+        if (i && !strcmp(sorted[i - 1].name, sorted[i].name)) {
+            tl_fail(st, TL_EINPUT, "the name '%s' is given twice", sorted[i].name);
+            free(order);
+            order = NULL;
+        }
+    }
+    free(sorted);
+    return order;
+}
+
+int tl_result_set_lookup(const tl_result_set *s, const int *order, const char *name)
+{
+    int lo = 0, hi = s->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(s->names[order[mid]], name);
+        if (!c)
+            return order[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* ---------- .npy and .npz ---------- */
+
+static tl_code read_npy(owned_set *o, const void *buf, size_t len, const char *name, tl_status *st)
+{
+    tl_tensor *t = tl_npy_read_mem(buf, len, st);
+    if (!t)
+        return st->code;
+    o->pub.anonymous = true;
+    return set_add(o, "", name, t, st);
+}
+
+static tl_code read_npz(owned_set *o, const void *buf, size_t len, tl_status *st)
+{
+    tl_npz *z = tl_npz_open_mem(buf, len, st);
+    if (!z)
+        return st->code;
+    tl_code rc = TL_OK;
+    for (int i = 0; i < tl_npz_count(z) && !rc; i++) {
+        tl_tensor *t = tl_npz_get(z, tl_npz_key(z, i), st);
+        rc = t ? set_add(o, "", tl_npz_key(z, i), t, st) : st->code;
+    }
+    tl_npz_close(z);
+    return rc;
+}
+
+/* ---------- json ---------- */
+
+typedef struct json_reader {
+    const char *text;
+    size_t len;
+    tl_status *st;
+} json_reader;
+
+static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+static void line_col(const char *text, size_t off, int *line, int *col)
+{
+    const char *nl = NULL;
+    *line = 1;
+    for (const char *p = text; p < text + off; p++)
+        if (*p == '\n')
+            (*line)++, nl = p;
+    *col = (int)(text + off - (nl ? nl + 1 : text)) + 1;
+}
+
+/* Whether the text ends inside a string or with brackets still open
+ * (cJSON then points at the last value, not at the end). */
+static bool cut_short(const char *s, size_t len)
+{
+    int64_t depth = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"') {
+            for (i++; i < len && s[i] != '"'; i++)
+                i += s[i] == '\\';
+            if (i >= len)
+                return true;
+        }
+        depth += (s[i] == '[' || s[i] == '{') - (s[i] == ']' || s[i] == '}');
+    }
+    return depth > 0;
+}
+
+static cJSON *parse_json(const json_reader *R)
+{
+    const char *end = NULL;
+    errno = 0; /* cJSON says only "failed": malloc's ENOMEM tells the two apart */
+    cJSON *doc = cJSON_ParseWithLengthOpts(R->text, R->len, &end, false);
+    if (!doc && errno == ENOMEM) {
+        tl_fail(R->st, TL_ERUNTIME, "out of memory parsing JSON");
+        return NULL;
+    }
+    size_t off = end && end >= R->text && end <= R->text + R->len ? (size_t)(end - R->text) : R->len;
+    size_t rest = off; /* past the blanks: the end, or text after the object */
+    while (rest < R->len && is_blank(R->text[rest]))
+        rest++;
+    if (doc && rest == R->len)
+        return doc;
+    bool early = !doc && (rest == R->len || cut_short(R->text, R->len));
+    int line, col;
+    line_col(R->text, doc ? rest : early ? R->len : off, &line, &col);
+    tl_fail(R->st, TL_EINPUT, "line %d, column %d: %s", line, col,
+            doc ? "text after the result object" : early ? "malformed JSON (unexpected end of the text)"
+                                                 : "malformed JSON");
+    cJSON_Delete(doc);
+    return NULL;
+}
+
+static bool number_char(char c) { return isdigit((unsigned char)c) || (c && strchr("+-.eE", c)); }
+
+/* Offset of the first number at or after i, outside strings (i itself is
+ * outside one). */
+static size_t next_number(const char *s, size_t len, size_t i)
+{
+    for (; i < len; i++) {
+        if (s[i] == '-' || isdigit((unsigned char)s[i]))
+            return i;
+        if (s[i] != '"')
+            continue;
+        for (i++; i < len && s[i] != '"'; i++)
+            i += s[i] == '\\';
+    }
+    return len;
+}
+
+/* cJSON keeps a number only as a double, which holds neither every i64
+ * nor (rounded once more to float) every f32 exactly.  Numbers stand in
+ * the tree in the order of the text, so one walk of each gives every
+ * number node the offset of its digits, kept in valueint (unused here). */
+static bool mark_numbers(cJSON *v, const json_reader *R, size_t *pos)
+{
+    for (; v; v = v->next) {
+        if (cJSON_IsNumber(v)) {
+            *pos = next_number(R->text, R->len, *pos);
+            if (*pos >= R->len)
+                return false;
+            v->valueint = (int)*pos;
+            while (*pos < R->len && number_char(R->text[*pos]))
+                (*pos)++;
+        }
+        if (v->child && !mark_numbers(v->child, R, pos))
+            return false;
+    }
+    return true;
+}
+
+/* The digits of number node v, NUL-terminated in buf.  cJSON reads at
+ * most 63 characters of a number, so a longer one never gets here whole. */
+static const char *digits(const json_reader *R, const cJSON *v, char buf[64])
+{
+    size_t k = 0;
+    for (size_t i = (size_t)v->valueint; i < R->len && k < 63 && number_char(R->text[i]); i++)
+        buf[k++] = R->text[i];
+    buf[k] = '\0';
+    return buf;
+}
+
+/* What v is, for messages: its digits, its string, or its kind. */
+static const char *describe(const json_reader *R, const cJSON *v, char buf[64])
+{
+    if (cJSON_IsNumber(v))
+        return digits(R, v, buf);
+    if (cJSON_IsString(v)) {
+        snprintf(buf, 64, "\"%.40s%s\"", v->valuestring, strlen(v->valuestring) > 40 ? "..." : "");
+        return buf;
+    }
+    return cJSON_IsBool(v) ? (cJSON_IsTrue(v) ? "true" : "false")
+         : cJSON_IsNull(v) ? "null"
+         : cJSON_IsArray(v) ? "an array"
+                            : "an object";
+}
+
+/* An integer of dtype dt (i32 or i64) from v's digits, exactly; NULL, or
+ * what is wrong with it. */
+static const char *int_value(const json_reader *R, const cJSON *v, tl_dtype dt, int64_t *out)
+{
+    char buf[64];
+    if (!cJSON_IsNumber(v))
+        return "not an integer";
+    const char *s = digits(R, v, buf);
+    if (strpbrk(s, ".eE"))
+        return "not an integer";
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (*end)
+        return "not an integer";
+    if (errno == ERANGE || (dt == TL_I32 && (x < INT32_MIN || x > INT32_MAX)))
+        return dt == TL_I32 ? "out of range for i32" : "out of range for i64";
+    *out = x;
+    return NULL;
+}
+
+/* A float of dtype dt from v: its digits rounded once to dt, or the
+ * strings "nan", "inf", "-inf"; NULL, or what is wrong with it. */
+static const char *float_value(const json_reader *R, const cJSON *v, tl_dtype dt, double *out)
+{
+    static const char *const words[] = {"nan", "inf", "-inf"};
+    static const double values[] = {NAN, INFINITY, -INFINITY};
+    if (cJSON_IsString(v)) {
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(v->valuestring, words[k]))
+                return *out = values[k], NULL;
+        return "not a number, \"nan\", \"inf\" or \"-inf\"";
+    }
+    if (!cJSON_IsNumber(v))
+        return "not a number";
+    char buf[64], *end;
+    const char *s = digits(R, v, buf);
+    *out = dt == TL_F32 ? (double)strtof(s, &end) : strtod(s, &end);
+    if (*end)
+        return "not a number";
+    if (isinf(*out))
+        return dt == TL_F32 ? "out of range for f32" : "out of range for f64";
+    return NULL;
+}
+
+static tl_code read_element(const json_reader *R, const cJSON *v, tl_tensor *t, int64_t i)
+{
+    const char *why;
+    int64_t k = 0;
+    double d = 0;
+    if (!tl_dtype_is_int(t->dtype)) {
+        if (!(why = float_value(R, v, t->dtype, &d)))
+            return tl_tensor_set(t, i, d), TL_OK;
+    } else if (!(why = int_value(R, v, t->dtype, &k))) {
+        if (t->dtype == TL_I32)
+            ((int32_t *)t->data)[i] = (int32_t)k;
+        else
+            ((int64_t *)t->data)[i] = k;
+        return TL_OK;
+    }
+    char buf[64];
+    return tl_fail(R->st, TL_EINPUT, "data[%lld] is %s: %s", (long long)i, describe(R, v, buf), why);
+}
+
+static tl_code read_shape(const json_reader *R, const cJSON *v, int *ndim, int64_t *shape)
+{
+    char buf[64];
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > TL_MAXDIM)
+        return tl_fail(R->st, TL_EINPUT, "\"shape\" is %s, expected an array of at most %d sizes",
+                       describe(R, v, buf), TL_MAXDIM);
+    *ndim = 0;
+    for (const cJSON *e = v->child; e; e = e->next, (*ndim)++) {
+        const char *why = int_value(R, e, TL_I64, &shape[*ndim]);
+        if (!why && shape[*ndim] < 0)
+            why = "negative";
+        if (why)
+            return tl_fail(R->st, TL_EINPUT, "shape[%d] is %s: %s", *ndim, describe(R, e, buf), why);
+    }
+    return TL_OK;
+}
+
+/* One T = {"dtype", "shape", "data"}. */
+static tl_tensor *read_tensor(const json_reader *R, const cJSON *v)
+{
+    char buf[64], desc[TL_MAXDIM * 24];
+    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(v, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(v, "shape");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(v, "data");
+    const char *missing = !dtype ? "dtype" : !shape ? "shape" : !data ? "data" : NULL;
+    tl_dtype dt;
+    int ndim = 0;
+    int64_t dims[TL_MAXDIM], numel = 0;
+    if (!cJSON_IsObject(v))
+        return tl_fail(R->st, TL_EINPUT, "is %s, expected an object {\"dtype\", \"shape\", \"data\"}",
+                       describe(R, v, buf)), NULL;
+    if (missing)
+        return tl_fail(R->st, TL_EINPUT, "no \"%s\"", missing), NULL;
+    if (!cJSON_IsString(dtype) || !tl_dtype_parse(dtype->valuestring, &dt))
+        return tl_fail(R->st, TL_EINPUT, "\"dtype\" is %s, expected \"f32\", \"f64\", \"i32\" or \"i64\"",
+                       describe(R, dtype, buf)), NULL;
+    if (read_shape(R, shape, &ndim, dims) || tl_shape_numel(ndim, dims, &numel, R->st))
+        return NULL;
+    tl_shape_desc(dt, ndim, dims, desc, sizeof desc);
+    if (!cJSON_IsArray(data))
+        return tl_fail(R->st, TL_EINPUT, "\"data\" is %s, expected a flat array of the %lld values of %s",
+                       describe(R, data, buf), (long long)numel, desc), NULL;
+    int64_t count = cJSON_GetArraySize(data);
+    if (count != numel)
+        return tl_fail(R->st, TL_EINPUT, "\"data\" has %lld value%s, expected the %lld of %s", (long long)count,
+                       count == 1 ? "" : "s", (long long)numel, desc), NULL;
+    tl_tensor *t = tl_tensor_new(dt, ndim, dims, R->st);
+    int64_t i = 0;
+    for (const cJSON *e = data->child; t && e; e = e->next)
+        if (read_element(R, e, t, i++)) {
+            tl_tensor_unref(t);
+            t = NULL;
+        }
+    return t;
+}
+
+/* The tensors of "outputs" or "grads", named prefix+key. */
+static tl_code read_group(const json_reader *R, owned_set *o, const cJSON *g, const char *prefix)
+{
+    char buf[64];
+    if (!cJSON_IsObject(g))
+        return tl_fail(R->st, TL_EINPUT, "\"%s\" is %s, expected an object of tensors", g->string,
+                       describe(R, g, buf));
+    for (const cJSON *e = g->child; e; e = e->next) {
+        tl_tensor *t = read_tensor(R, e);
+        if (!t || set_add(o, prefix, e->string, t, R->st))
+            return tl_wrap(R->st, "%s \"%s\"", g->string, e->string);
+    }
+    return TL_OK;
+}
+
+static tl_code read_json(owned_set *o, const char *text, size_t len, tl_status *st)
+{
+    json_reader R = {text, len, st};
+    if (len > INT_MAX) /* offsets are kept in an int */
+        return tl_fail(st, TL_EINPUT, "a json result file over 2 GiB (write .npz instead)");
+    cJSON *doc = parse_json(&R);
+    if (!doc)
+        return st->code;
+    size_t pos = 0;
+    const cJSON *outputs = cJSON_GetObjectItemCaseSensitive(doc, "outputs");
+    const cJSON *grads = cJSON_GetObjectItemCaseSensitive(doc, "grads");
+    tl_code rc = TL_OK;
+    if (!mark_numbers(doc, &R, &pos))
+        rc = tl_fail(st, TL_ERUNTIME, "internal error: numbers of the JSON text not found");
+    else if (!cJSON_IsObject(doc) || (!outputs && !grads))
+        rc = tl_fail(st, TL_EINPUT, "not tl's json result format: expected an object with "
+                                    "\"outputs\" and \"grads\"");
+    if (!rc && outputs)
+        rc = read_group(&R, o, outputs, "");
+    if (!rc && grads)
+        rc = read_group(&R, o, grads, "grad/");
+    cJSON_Delete(doc);
+    return rc;
+}
+
+/* ---------- names as JSON ---------- */
+
+/* Length of the valid UTF-8 sequence at s, 0 when there is none. */
+static int utf8_length(const unsigned char *s)
+{
+    int n = s[0] < 0x80 ? 1 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2 : s[0] >= 0xE0 && s[0] < 0xF0 ? 3
+          : s[0] >= 0xF0 && s[0] < 0xF5 ? 4 : 0;
+    for (int k = 1; k < n; k++)
+        if ((s[k] & 0xC0) != 0x80)
+            return 0;
+    uint32_t lead = n == 3 ? (uint32_t)(s[0] & 0x0F) << 6 | (s[1] & 0x3F) : 0; /* code point >> 6 */
+    if (n == 3 && (lead < 0x20 || (lead >= 0x360 && lead < 0x380))) /* overlong, surrogate */
+        return 0;
+    if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90)))
+        return 0;
+    return n;
+}
+
+void tl_json_write_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = utf8_length(p);
+        if (!n)
+            fputs("\\ufffd", f), n = 1;
+        else if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fwrite(p, 1, (size_t)n, f);
+        p += n;
+    }
+    fputc('"', f);
+}
+
+/* ---------- reading ---------- */
+
+tl_result_set *tl_result_set_read_mem(const void *buf, size_t len, const char *name, tl_status *st)
+{
+    const char *text = buf;
+    size_t skip = 0;
+    while (skip < len && is_blank(text[skip]))
+        skip++;
+    owned_set *o = set_new(st);
+    if (!o)
+        return NULL;
+    tl_code rc;
+    if (len >= 6 && !memcmp(buf, "\x93NUMPY", 6))
+        rc = read_npy(o, buf, len, name, st);
+    else if (len >= 4 && !memcmp(buf, "PK", 2))
+        rc = read_npz(o, buf, len, st);
+    else if (skip < len && text[skip] == '{')
+        rc = read_json(o, text, len, st);
+    else
+        rc = tl_fail(st, TL_EINPUT, "%s: expected a .npy, an .npz or tl's json output",
+                     len ? "not a result file" : "empty file");
+    int *order = rc ? NULL : tl_result_set_order(&o->pub, st);
+    free(order);
+    if (!order) {
+        tl_result_set_free(&o->pub);
+        return NULL;
+    }
+    return &o->pub;
+}
+
+tl_result_set *tl_result_set_read(const char *path, tl_status *st)
+{
+    unsigned char *buf;
+    size_t len;
+    bool in = !strcmp(path, "-");
+    if (in ? tl_slurp_stream(stdin, &buf, &len, st) : tl_slurp_path(path, &buf, &len, st))
+        return NULL;
+    const char *base = strrchr(path, '/');
+    tl_result_set *s = tl_result_set_read_mem(buf, len, base && base[1] ? base + 1 : path, st);
+    free(buf);
+    return s;
+}
