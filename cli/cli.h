@@ -37,8 +37,9 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const 
 
 /* ---------- graphs and tensors ---------- */
 
-/* Loads GRAPH: a .json file, or "-" (the graph on standard input; file
- * constants are then relative to the current folder). */
+/* Loads GRAPH: a .json file, "-" (the graph on standard input; file
+ * constants are then relative to the current folder), or a program: a .tl
+ * file or the text of -e (cli_inline_graph). */
 tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *st);
 
 /* Reads a NAME=TENSOR value: file.npy, file.npz:key, '-' (a .npy on
@@ -84,6 +85,19 @@ void cli_print_profile(const tl_result *r);
 tl_code cli_write_report(const char *path, const tl_graph *g, const tl_result *r, const cli_times *t,
                          tl_status *st);
 
+/* ---------- programs (cmd_program.c) ---------- */
+
+/* Whether GRAPH is a program: a .tl file, or what cli_inline_graph made. */
+bool cli_is_program(const char *graph);
+/* "-e TEXT": the GRAPH argument that stands for a program file holding
+ * TEXT (a new string the caller frees; NULL when out of memory). */
+char *cli_inline_graph(const char *text);
+tl_graph *cli_load_program(const char *graph, const tl_graph_options *o, tl_status *st);
+/* Prints, when f is a terminal, the source line and a caret under the
+ * column of the last program error, and forgets them (cli_fail calls it
+ * after the error line). */
+void cli_print_caret(FILE *f);
+
 /* ---------- commands: argv[0] is the command's name ---------- */
 
 int cmd_run(int argc, char **argv);  /* run and grad */
@@ -93,6 +107,8 @@ int cmd_check(int argc, char **argv);
 int cmd_dot(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* --rtol R, --atol A, --ulp N, --equal-nan (cmd_compare.c): when argv[*i]
  * is one of them, stores it in o (advancing *i past a value) and returns

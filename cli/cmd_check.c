@@ -176,10 +176,13 @@ typedef struct looked {
 static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st)
 {
     const char *graph = NULL;
+    char *inlined = NULL; /* -e TEXT */
     bool outside = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--allow-outside-files"))
             outside = true;
+        else if (!strcmp(argv[i], "-e") && i + 1 < argc && !inlined && (!graph || strchr(graph, '=')))
+            graph = inlined = cli_inline_graph(argv[++i]); /* a GRAPH read before was a binding */
         else if (argv[i][0] == '-' && argv[i][1])
             return cli_usage("unknown option %s", argv[i]);
         else if (!graph)
@@ -190,7 +193,10 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
     if (!graph)
         return cli_usage("no graph file given: tl %s GRAPH [NAME=DTYPE[DIMS]]...", cmd);
     tl_graph_options go = {outside};
-    if (!(l->g = cli_load_graph(graph, &go, st)))
+    l->g = cli_load_graph(graph, &go, st);
+    if (inlined)
+        free(inlined), graph = NULL;
+    if (!l->g)
         return cli_fail(st);
     tl_graph *g = l->g;
     bool *set = calloc((size_t)g->ninputs + 1, sizeof *set);
@@ -202,7 +208,7 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
     int rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
         const char *eq = strchr(argv[i], '=');
-        if (argv[i] == graph || !eq || argv[i][0] == '-')
+        if (argv[i] == graph || !eq || argv[i][0] == '-' || !strcmp(argv[i - 1], "-e"))
             continue;
         char name[300];
         size_t n = (size_t)(eq - argv[i]);

@@ -17,6 +17,7 @@
 typedef struct cmd {
     bool grad;
     const char *graph;
+    char *inline_graph; /* -e TEXT */
     const char *output, *device, *wrt, *max_memory, *expect, *only, *of, *outputs, *report;
     bool json, full, strict, verbose, quiet, outside, profile, check_finite;
     tl_compare_opts cmp;
@@ -110,6 +111,15 @@ static int parse(int argc, char **argv, cmd *c)
             if (!v)
                 return cli_usage("--seed needs a tensor");
             c->seed[c->nseed++] = v;
+        } else if (!strcmp(a, "-e")) {
+            if (i + 1 == argc || c->inline_graph)
+                return cli_usage(c->inline_graph ? "-e given twice" : "-e needs a program");
+            if (c->graph && !strchr(c->graph, '='))
+                return cli_usage("both a GRAPH (%s) and -e given", c->graph);
+            if (c->graph) /* what came before -e was a binding */
+                c->bind[c->nbind++] = c->graph;
+            if (!(c->graph = c->inline_graph = cli_inline_graph(argv[++i])))
+                return cli_usage("out of memory");
         } else if (cli_is_opt(a, NULL, "--format")) {
             const char *v = cli_opt_value(argc, argv, &i, a, "--format");
             if (!v || (strcmp(v, "text") && strcmp(v, "json")))
@@ -723,5 +733,6 @@ int cmd_run(int argc, char **argv)
     free(c.bind);
     free(c.seed);
     free(c.npz);
+    free(c.inline_graph);
     return rc;
 }

@@ -27,6 +27,7 @@ int cli_fail(const tl_status *st)
     fputs("tl: error: ", stderr);
     cli_print_escaped(stderr, st->msg);
     fputc('\n', stderr);
+    cli_print_caret(stderr);
     return st->code ? (int)st->code : 3;
 }
 
@@ -74,6 +75,8 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const 
 
 tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *st)
 {
+    if (cli_is_program(arg))
+        return cli_load_program(arg, o, st);
     if (strcmp(arg, "-"))
         return tl_graph_load_with(arg, o, st);
     unsigned char *buf;

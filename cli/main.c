@@ -16,10 +16,13 @@ static const char usage_text[] =
     "       tl show TENSOR [--stats] [--full] [--format text|json]\n"
     "       tl check GRAPH [NAME=DTYPE[DIMS] | NAME=TENSOR]...\n"
     "       tl dot GRAPH [NAME=DTYPE[DIMS] | NAME=TENSOR]...\n"
+    "       tl compile PROGRAM [-o FILE.json]\n"
+    "       tl diff A B\n"
     "       tl ops [OP] [--format text|json]\n"
     "       tl devices\n"
     "\n"
-    "GRAPH:  a .json graph, or - (the graph on stdin)\n"
+    "GRAPH:  a .json graph, a .tl program, -e TEXT (a program given inline), or -\n"
+    "        (a graph on stdin)\n"
     "TENSOR: file.npy, file.npz:key, - (a .npy on stdin), -:key (a member of an\n"
     "        .npz on stdin), or a literal such as 3.5, '[[1,2],[3,4]]',\n"
     "        f32:[1,2,3], i64:[0,2,1] (default dtype f64)\n"
@@ -52,9 +55,9 @@ static const char usage_text[] =
     "  -h, --help              this text\n"
     "      --version           print the version\n"
     "\n"
-    "exit status: 0 ok, 1 a difference (compare, --expect), 2 bad usage or input,\n"
-    "             3 runtime failure\n"
-    "manual: man tl, man tl-graph\n";
+    "exit status: 0 ok, 1 a difference (compare, --expect, diff), 2 bad usage or\n"
+    "             input, 3 runtime failure\n"
+    "manual: man tl, man tl-graph, man tl-program\n";
 
 static const struct {
     const char *name;
@@ -68,6 +71,8 @@ static const struct {
     {"dot", cmd_dot},
     {"compare", cmd_compare},
     {"show", cmd_show},
+    {"compile", cmd_compile},
+    {"diff", cmd_diff},
 };
 
 static int help(void)
@@ -108,5 +113,5 @@ int main(int argc, char **argv)
         }
         return commands[k].run(argc - 1, argv + 1);
     }
-    return cli_usage("unknown command '%s' (run, grad, compare, show, check, dot, ops, devices)", sub);
+    return cli_usage("unknown command '%s' (run, grad, compare, show, check, dot, compile, diff, ops, devices)", sub);
 }

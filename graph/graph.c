@@ -26,6 +26,7 @@ typedef struct loader {
     int cap; /* capacity of the per-slot arrays */
     bool *visible;
     tl_graph_options opts;
+    const char *bad_key; /* the attribute a failed plain_op stopped at */
 } loader;
 
 #define DTYPE_CHOICES "\"f32\", \"f64\", \"i32\" or \"i64\""
@@ -511,10 +512,12 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
         for (int i = 0; i < NATTR_KEYS && !bit; i++)
             if ((info->attrs & attr_keys[i].bit) && !strcmp(c->string, attr_keys[i].key))
                 bit = attr_keys[i].bit;
+        L->bad_key = c->string;
         if (!bit)
             return unknown_attribute(L, n->op, c->string), false;
         if (!parse_attr(L, n, bit, c, c->string))
             return false;
+        L->bad_key = NULL;
         seen |= bit;
     }
     if (!cJSON_GetObjectItemCaseSensitive(obj, "args"))
@@ -1415,6 +1418,31 @@ void tl_graph_free(tl_graph *g)
     free(g->doc);
     free(g->path);
     free(g);
+}
+
+tl_code tl_graph_check_call(const cJSON *node, const char **bad_key, tl_status *st)
+{
+    tl_graph g = {0};
+    loader L = {.g = &g, .st = st};
+    tl_node n = {.nout = 1};
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(node, "op");
+    tl_attrs_init(&n.attrs);
+    n.op = cJSON_IsString(op) ? tl_op_lookup(op->valuestring) : TL_OP_COUNT;
+    bool ok = n.op != TL_OP_COUNT && tl_ops[n.op].kind != TL_KIND_FLOW
+                  ? plain_op(&L, node, &n)
+                  : !tl_fail(st, TL_EINPUT, "not an op that a call can name");
+    *bad_key = L.bad_key;
+    free(n.args);
+    free(n.indices);
+    return ok ? TL_OK : st->code;
+}
+
+const char *tl_attr_name(unsigned bit)
+{
+    for (int i = 0; i < NATTR_KEYS; i++)
+        if (attr_keys[i].bit == bit)
+            return attr_keys[i].key;
+    return "?";
 }
 
 int tl_graph_input_index(const tl_graph *g, const char *name)

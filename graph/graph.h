@@ -133,6 +133,17 @@ tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
                               const tl_graph_options *o, tl_status *st);
 void tl_graph_free(tl_graph *g);
 
+/* For translators that point at their own source (graph/program.c): checks
+ * one call of a plain op as the loader checks a node (attribute names,
+ * types and values, required attributes, the number of arguments).
+ * `node` is a node object ({"op", "args", attributes...}) whose args may
+ * all be numbers.  On TL_EINPUT *bad_key is the attribute at fault, or
+ * NULL when the fault is the call's. */
+struct cJSON;
+tl_code tl_graph_check_call(const struct cJSON *node, const char **bad_key, tl_status *st);
+/* The key a graph file writes for attribute bit A_* ("axes", "keepdims"...). */
+const char *tl_attr_name(unsigned bit);
+
 /* Input index by name, or -1. */
 int tl_graph_input_index(const tl_graph *g, const char *name);
 /* The slot of a name of the top scope (an input, a constant or a node of

@@ -19,6 +19,7 @@
 #include "tests/fuzz/fuzz_literal.c"
 #include "tests/fuzz/fuzz_npy.c"
 #include "tests/fuzz/fuzz_npz.c"
+#include "tests/fuzz/fuzz_program.c"
 
 #define REGDIR "tests/fuzz/regressions/"
 
@@ -80,6 +81,7 @@ Test(fuzz_regressions, graph) { cr_assert_geq(replay("graph", fuzz_graph_one), 0
 Test(fuzz_regressions, npy) { cr_assert_geq(replay("npy", fuzz_npy_one), 0); }
 Test(fuzz_regressions, npz) { cr_assert_geq(replay("npz", fuzz_npz_one), 0); }
 Test(fuzz_regressions, literal) { cr_assert_geq(replay("literal", fuzz_literal_one), 0); }
+Test(fuzz_regressions, program) { cr_assert_geq(replay("program", fuzz_program_one), 0); }
 
 /* The harnesses reject what they should: a sanity check that the replay is
  * not vacuous even while the regression directories are empty. */
@@ -95,4 +97,6 @@ Test(fuzz_regressions, harnesses_accept_clean_errors)
     fuzz_literal_one((const uint8_t *)"f32:[1,2]", 9);
     fuzz_npy_one((const uint8_t *)"\x93NUMPY", 6);
     fuzz_npz_one((const uint8_t *)"PK\x05\x06", 4);
+    fuzz_program_one((const uint8_t *)"y = x * (2", 10);
+    fuzz_program_one((const uint8_t *)"y = sin(x) * 2", 14);
 }

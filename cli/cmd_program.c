@@ -1,0 +1,233 @@
+/* Programs wherever a graph goes (a .tl file, or -e TEXT, which
+ * cli_load_graph hands to cli_load_program), and the two commands about
+ * recipes: tl compile (the graph a program translates to, as JSON) and
+ * tl diff (whether two programs or graphs are the same recipe). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "formats/npy.h"
+#include "graph/program.h"
+#include "graph/recipe.h"
+
+/* What cli_inline_graph puts before the text: no GRAPH a user types can
+ * start so, since every argument starting with '-' is an option. */
+#define INLINE_MARK "-e "
+#define INLINE_LEN 3
+
+/* The source line and caret of the last program error, waiting for
+ * cli_fail to print them under its message.  The command line's one piece
+ * of state: a command reports one error and exits. */
+static char caret_note[1024];
+
+bool cli_is_program(const char *graph)
+{
+    size_t n = strlen(graph);
+    return !strncmp(graph, INLINE_MARK, INLINE_LEN) || (n > 3 && !strcmp(graph + n - 3, ".tl"));
+}
+
+char *cli_inline_graph(const char *text)
+{
+    size_t n = strlen(text);
+    char *s = malloc(n + INLINE_LEN + 1);
+    if (s) {
+        memcpy(s, INLINE_MARK, INLINE_LEN);
+        memcpy(s + INLINE_LEN, text, n + 1);
+    }
+    return s;
+}
+
+void cli_print_caret(FILE *f)
+{
+    if (caret_note[0] && isatty(fileno(f)))
+        fputs(caret_note, f);
+    caret_note[0] = '\0';
+}
+
+/* A graph's text: a file, standard input ("-"), or what -e gave. */
+typedef struct source {
+    const char *path, *text;
+    size_t len;
+    unsigned char *buf;
+} source;
+
+static tl_code read_source(const char *graph, source *s, tl_status *st)
+{
+    *s = (source){graph, NULL, 0, NULL};
+    if (!strncmp(graph, INLINE_MARK, INLINE_LEN)) {
+        s->path = "-e";
+        s->text = graph + INLINE_LEN;
+        s->len = strlen(s->text);
+        return TL_OK;
+    }
+    if (!strcmp(graph, "-")) {
+        s->path = "standard input";
+        if (tl_slurp_stream(stdin, &s->buf, &s->len, st))
+            return tl_wrap(st, "standard input");
+    } else if (tl_slurp_path(graph, &s->buf, &s->len, st)) {
+        return tl_wrap(st, "%s", graph);
+    }
+    s->text = (const char *)s->buf;
+    return TL_OK;
+}
+
+/* The program's line at pos and a caret under its column (a tab stays a
+ * tab, so the caret lines up); a long line is shown around the column. */
+static void note_caret(const source *s, tl_srcpos pos)
+{
+    enum { BEFORE = 60, WIDTH = 120 };
+    const char *p = s->text, *end = s->text + s->len;
+    for (int line = 1; line < pos.line && p < end; p++)
+        line += *p == '\n';
+    int skip = pos.col - 1 > BEFORE + 20 ? pos.col - 1 - BEFORE : 0, col = 0;
+    char shown[512], under[512];
+    size_t ns = 0, nu = 0;
+    if (skip)
+        ns = nu = (size_t)snprintf(shown, sizeof shown, "...");
+    memset(under, ' ', nu);
+    for (; p < end && *p != '\n' && *p != '\r' && col < skip + WIDTH && ns + 5 < sizeof shown; col++) {
+        size_t len = 1;
+        while (p + len < end && ((unsigned char)p[len] & 0xC0) == 0x80 && len < 4)
+            len++; /* the rest of a UTF-8 character */
+        bool ctl = (unsigned char)*p < 0x20 && *p != '\t';
+        if (col >= skip) {
+            memcpy(shown + ns, ctl || *p == 0x7f ? "?" : p, ctl || *p == 0x7f ? 1 : len);
+            ns += ctl || *p == 0x7f ? 1 : len;
+            if (col < pos.col - 1)
+                under[nu++] = *p == '\t' ? '\t' : ' ';
+        }
+        p += len;
+    }
+    snprintf(caret_note, sizeof caret_note, "  %.*s%s\n  %.*s^\n", (int)ns, shown,
+             p < end && *p != '\n' && *p != '\r' ? "..." : "", (int)nu, under);
+}
+
+tl_graph *cli_load_program(const char *graph, const tl_graph_options *o, tl_status *st)
+{
+    source s;
+    tl_srcpos pos;
+    if (read_source(graph, &s, st))
+        return NULL;
+    tl_graph *g = tl_program_load(s.text, s.len, s.path, o, &pos, st);
+    if (!g && pos.line)
+        note_caret(&s, pos);
+    free(s.buf);
+    return g;
+}
+
+/* ---------- arguments ---------- */
+
+typedef struct args {
+    const char *graphs[2]; /* GRAPH arguments, or what -e made of TEXT */
+    char *inlined[2];
+    int ngraphs, want;
+    const char *output;
+    bool outside;
+} args;
+
+static int parse(int argc, char **argv, args *a, bool output)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        bool e = !strcmp(s, "-e");
+        if (output && cli_is_opt(s, "-o", "--output")) {
+            if (!(a->output = cli_opt_value(argc, argv, &i, s, "--output")))
+                return cli_usage("%s needs a file", s);
+        } else if (!strcmp(s, "--allow-outside-files")) {
+            a->outside = true;
+        } else if ((s[0] == '-' && s[1] && !e) || (e && i + 1 == argc)) {
+            return cli_usage(e ? "-e needs a program" : "unknown option %s", s);
+        } else if (a->ngraphs == a->want) {
+            return cli_usage("tl %s takes %s, got '%s' too", argv[0], a->want == 1 ? "one program" : "two recipes",
+                             e ? argv[i + 1] : s);
+        } else if (e) {
+            if (!(a->inlined[a->ngraphs] = cli_inline_graph(argv[++i])))
+                return cli_usage("out of memory");
+            a->graphs[a->ngraphs] = a->inlined[a->ngraphs];
+            a->ngraphs++;
+        } else {
+            a->graphs[a->ngraphs++] = s;
+        }
+    }
+    if (a->ngraphs < a->want)
+        return cli_usage(a->want == 1 ? "no program given: tl compile PROGRAM [-o FILE.json]"
+                                      : "tl diff compares two recipes: tl diff A B");
+    return 0;
+}
+
+/* ---------- tl compile ---------- */
+
+static tl_code text_body(FILE *f, const void *ctx, tl_status *st)
+{
+    (void)st;
+    fputs(ctx, f);
+    return TL_OK;
+}
+
+static int compile(const args *a)
+{
+    tl_status st = {0};
+    tl_graph_options go = {a->outside};
+    source s;
+    tl_srcpos pos;
+    if (read_source(a->graphs[0], &s, &st))
+        return cli_fail(&st);
+    char *json = tl_program_compile(s.text, s.len, s.path, cli_is_program(a->graphs[0]), &go, &pos, &st);
+    if (!json && pos.line)
+        note_caret(&s, pos);
+    free(s.buf);
+    if (!json)
+        return cli_fail(&st);
+    int rc;
+    if (a->output && strcmp(a->output, "-"))
+        rc = cli_write_atomic(a->output, text_body, json, &st) ? cli_fail(&st) : 0;
+    else
+        rc = (fputs(json, stdout), cli_finish_stdout());
+    free(json);
+    return rc;
+}
+
+int cmd_compile(int argc, char **argv)
+{
+    args a = {.want = 1};
+    int rc = parse(argc, argv, &a, true);
+    if (!rc)
+        rc = compile(&a);
+    free(a.inlined[0]);
+    return rc;
+}
+
+/* ---------- tl diff ---------- */
+
+static int diff(const args *a)
+{
+    tl_status st = {0};
+    tl_graph_options go = {a->outside};
+    tl_recipe_diff d;
+    tl_graph *g[2] = {cli_load_graph(a->graphs[0], &go, &st), NULL};
+    if (g[0])
+        g[1] = cli_load_graph(a->graphs[1], &go, &st);
+    int rc = !g[0] || !g[1] ? cli_fail(&st) : tl_recipe_compare(g[0], g[1], &d, &st) ? cli_fail(&st) : 0;
+    if (!rc && !d.equal) {
+        printf("A: %s\nB: %s\n", d.a, d.b);
+        tl_recipe_diff_free(&d);
+        rc = cli_finish_stdout();
+        rc = rc ? rc : TL_EDIFF;
+    }
+    tl_graph_free(g[0]);
+    tl_graph_free(g[1]);
+    return rc;
+}
+
+int cmd_diff(int argc, char **argv)
+{
+    args a = {.want = 2};
+    int rc = parse(argc, argv, &a, false);
+    if (!rc)
+        rc = diff(&a);
+    free(a.inlined[0]);
+    free(a.inlined[1]);
+    return rc;
+}

@@ -1,0 +1,38 @@
+/* Programs: ordinary calculations written as text, translated call for call
+ * into the graph recipe (the JSON a graph file holds), which the graph
+ * loader then validates and loads like any graph file.  There is no second
+ * engine: a program is only ever another way of writing a graph.
+ *
+ * Ownership: every function returns memory its caller owns (free the text,
+ * tl_graph_free the graph).  Nothing here prints; errors are values in the
+ * tl_status, "PATH:LINE:COL: WHAT" for a place in the program, and the
+ * place also in *pos. */
+#ifndef TL_PROGRAM_H
+#define TL_PROGRAM_H
+
+#include "graph.h"
+
+/* A place in a program: line and column from 1, the column counted in
+ * characters of UTF-8 text; 0 and 0 when an error has no place. */
+typedef struct tl_srcpos {
+    int line, col;
+} tl_srcpos;
+
+/* Translates program text and loads the translation: the graph exactly as
+ * tl_graph_parse_with loads the JSON that tl_program_compile returns.
+ * path names the program in messages ("-e" for inline text) and anchors
+ * relative file constants, as a graph file's path does. */
+tl_graph *tl_program_load(const char *text, size_t len, const char *path, const tl_graph_options *o,
+                          tl_srcpos *pos, tl_status *st);
+
+/* The JSON text of a graph in the layout `tl compile` writes: version,
+ * inputs, consts, then the nodes one per line (a block's nodes each on a
+ * line of their own, indented under the node that owns the block), then
+ * the outputs; keys in a fixed order; numbers as they read back bit for
+ * bit.  `text` is a program when is_program, else a JSON graph, which is
+ * laid out anew.  Either is loaded first, so only a valid graph is
+ * written. */
+char *tl_program_compile(const char *text, size_t len, const char *path, bool is_program,
+                         const tl_graph_options *o, tl_srcpos *pos, tl_status *st);
+
+#endif
