@@ -1,5 +1,8 @@
 # tl: run and differentiate JSON computation graphs.
-#   make          build ./tl and build/libtl.a
+#   make          build ./tl, build/libtl.a and, where nvcc is, ./tl-cuda.so
+#   make CUDA=0   the same without the CUDA plugin
+#   make gpu-bundle  build/gpu-bundle: tl, the plugin, libraries, fixtures and
+#                 run.sh, the GPU check and benchmark for a bare GPU machine
 #   make demo     install missing packages, build, run `tl grad` on an example
 #   make check    install missing packages, build, run every test
 #   make bench    benchmarks (ratios measured side by side)
@@ -26,8 +29,35 @@ CLI_OBJ  := $(CLI_SRC:%.c=build/obj/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=build/san/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=build/tests/%)
 
-.PHONY: all deps demo check test clang-check memcheck bench clean
-all: tl
+# ---- the CUDA plugin: ./tl-cuda.so, loaded by tl at run time (backends/cuda) ----
+# nvcc from CUDA_HOME, else PATH, else /usr/local/cuda; CUDA=0 skips it.
+# cudart is linked statically, cuBLAS dynamically through an rpath to the
+# toolkit's libraries (and $ORIGIN); tl itself never links CUDA.  Only the
+# plugin's entry point is exported (plugin.map).  --fmad=false keeps every
+# multiply and add rounded on its own, as the CPU's scalar formulas are.
+CUDA ?= 1
+ifneq ($(CUDA),0)
+NVCC := $(firstword $(if $(CUDA_HOME),$(wildcard $(CUDA_HOME)/bin/nvcc)) \
+          $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+endif
+ifneq ($(NVCC),)
+CUDA_DIR := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_LIB := $(firstword $(wildcard $(CUDA_DIR)/lib64 $(CUDA_DIR)/lib))
+PLUGIN   := tl-cuda.so
+else
+PLUGIN   := plugin-skipped
+endif
+GENCODE  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVFLAGS  := -std=c++17 -O2 --fmad=false $(GENCODE) -Werror all-warnings \
+            -Xcompiler -Wall,-Wextra,-Werror,-fPIC,-fvisibility=hidden
+CUDA_SRC := $(wildcard backends/cuda/*.cu)
+# the library code the plugin needs, built into it
+CUDA_C_SRC := backends/status.c backends/ops.c backends/tensor.c backends/cpu/cpu_elementwise.c \
+              backends/cuda/pool.c
+CUDA_OBJ := $(CUDA_SRC:%.cu=build/cuda/%.o) $(CUDA_C_SRC:%.c=build/cuda/%.o)
+
+.PHONY: all deps demo check test clang-check memcheck bench clean gpu-bundle plugin-skipped
+all: tl $(PLUGIN)
 
 deps:
 	@bash .ci/deps.sh
@@ -59,6 +89,27 @@ build/tl-san: $(CLI_SRC:%.c=build/san/%.o) build/libtl-san.a
 build/tests/%: tests/%.c $(wildcard tests/*.h) build/libtl-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -o $@ $< build/libtl-san.a -lcriterion $(LDLIBS)
+
+build/cuda/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	@$(NVCC) $(NVFLAGS) $(CPPFLAGS) -MMD -MP -c $< -o $@
+
+build/cuda/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC pic  $<"
+	@$(CC) $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden $(CPPFLAGS) -MMD -MP -c $< -o $@
+
+tl-cuda.so: $(CUDA_OBJ) backends/cuda/plugin.map
+	@echo "  LINK    $@"
+	@$(NVCC) -shared $(GENCODE) -o $@ $(CUDA_OBJ) -L$(CUDA_LIB) -lcublas \
+	  -Xlinker --version-script=backends/cuda/plugin.map -Xlinker --no-undefined \
+	  -Xlinker -rpath='$$ORIGIN' -Xlinker -rpath=$(CUDA_LIB)
+
+plugin-skipped:
+	@echo "tl-cuda.so: skipped ($(if $(filter 0,$(CUDA)),CUDA=0,no nvcc in CUDA_HOME, PATH or /usr/local/cuda)); tl runs on the CPU"
+
+-include $(CUDA_OBJ:.o=.d)
 
 demo: deps tl
 	./tl grad examples/mlp.json -i examples/mlp_inputs.npz
