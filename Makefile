@@ -111,6 +111,12 @@ plugin-skipped:
 
 -include $(CUDA_OBJ:.o=.d)
 
+# the CUDA backend's device-neutral code on the host (every machine)
+build/tests/test_cuda_host: tests/test_cuda_host.c $(wildcard tests/*.h backends/cuda/*.h) \
+                            backends/cuda/pool.c build/libtl-san.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -o $@ $< backends/cuda/pool.c build/libtl-san.a -lcriterion $(LDLIBS)
+
 demo: deps tl
 	./tl grad examples/mlp.json -i examples/mlp_inputs.npz
 
@@ -123,7 +129,7 @@ build/tests/fake-cuda.so: tests/fake_cuda.c tests/testdev.h $(LIB_SRC) $(wildcar
 
 # Every test binary runs from the repository root (fixtures are relative);
 # the end-to-end tests drive ./tl itself.
-test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so
+test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so $(PLUGIN)
 	@set -e; for t in $(TESTS); do echo "== $$t"; TL=./tl $$t --jobs 2; done
 	@echo "== build/tests/test_cli with the sanitized tl (build/tl-san)"
 	@TL=build/tl-san build/tests/test_cli --jobs 2
@@ -136,7 +142,7 @@ clang-check:
 # Every end-to-end case once more, the release tl under valgrind memcheck:
 # any leak or memory error fails the case (exit 97).  A copy of the binary,
 # so a rebuild during the run cannot pull it away.
-VALGRIND := valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
+VALGRIND := valgrind -q --suppressions=tests/valgrind.supp --leak-check=full --show-leak-kinds=definite,indirect \
             --errors-for-leak-kinds=definite,indirect --error-exitcode=97
 memcheck: tl build/tests/test_cli
 	@cp tl build/tl-memcheck

@@ -22,20 +22,20 @@ static inline unsigned cu_blocks(int64_t n)
 
 /* map: each thread keeps a register file of bytes_per_thread in device
  * scratch and walks the elements i, i + P, ... for its index i; P, the
- * number of threads, is a multiple of CU_THREADS at most `total` rounded
- * up, such that the scratch stays within CU_MAP_SCRATCH bytes. */
+ * number of threads, is a multiple of CU_THREADS: `total` rounded up, but
+ * no more than keeps the scratch within CU_MAP_SCRATCH bytes (and at least
+ * one block, whatever a thread needs). */
 #define CU_MAP_SCRATCH ((int64_t)64 << 20)
 
 static inline int64_t cu_map_threads(int64_t total, int64_t bytes_per_thread)
 {
     int64_t cap = CU_MAP_SCRATCH / (bytes_per_thread > 0 ? bytes_per_thread : 1);
-    int64_t p = total < cap ? total : cap;
-    p = (p + CU_THREADS - 1) / CU_THREADS * CU_THREADS;
-    if (p < CU_THREADS)
-        p = CU_THREADS;
-    if (p > (int64_t)CU_MAX_BLOCKS * CU_THREADS)
-        p = (int64_t)CU_MAX_BLOCKS * CU_THREADS;
-    return p;
+    int64_t p = (total + CU_THREADS - 1) / CU_THREADS * CU_THREADS;
+    cap = cap / CU_THREADS * CU_THREADS;
+    if (cap > (int64_t)CU_MAX_BLOCKS * CU_THREADS)
+        cap = (int64_t)CU_MAX_BLOCKS * CU_THREADS;
+    p = p < cap ? p : cap;
+    return p < CU_THREADS ? CU_THREADS : p;
 }
 
 /* A reduction of r elements into each output: `group` threads (1, 32 or
