@@ -117,6 +117,28 @@ build/tests/test_cuda_host: tests/test_cuda_host.c $(wildcard tests/*.h backends
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -o $@ $< backends/cuda/pool.c build/libtl-san.a -lcriterion $(LDLIBS)
 
+# ---- make gpu-bundle: the GPU check for a bare GPU machine (tests/gpu) ----
+# tl and the checker are linked to find their libraries beside them, and
+# those libraries theirs (an old-style RPATH applies to all of them).
+BUNDLE_LDLIBS := -lcjson -lz $(if $(wildcard $(BLAS_DIR)/libopenblas.so),-L$(BLAS_DIR)) -lopenblas -lm \
+                 -Wl,-rpath,'$$ORIGIN',--disable-new-dtags
+
+build/gpu/tl: $(CLI_OBJ) build/libtl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libtl.a $(BUNDLE_LDLIBS)
+
+build/gpu/gpu_check: tests/gpu/gpu_check.c build/libtl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< build/libtl.a $(BUNDLE_LDLIBS)
+
+ifeq ($(PLUGIN),tl-cuda.so)
+gpu-bundle: build/gpu/tl build/gpu/gpu_check tl-cuda.so tests/gpu/run.sh tests/gpu/bundle.sh
+	@NVCC=$(NVCC) bash tests/gpu/bundle.sh build/gpu-bundle build/gpu/tl build/gpu/gpu_check tl-cuda.so
+else
+gpu-bundle:
+	@echo "make gpu-bundle needs nvcc (CUDA_HOME, PATH or /usr/local/cuda) to build the plugin" >&2; exit 1
+endif
+
 demo: deps tl
 	./tl grad examples/mlp.json -i examples/mlp_inputs.npz
 
@@ -136,7 +158,8 @@ test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so $(PLUGIN)
 
 clang-check:
 	@if command -v clang >/dev/null; then \
-	  for f in $(LIB_SRC) $(CLI_SRC); do clang $(WARN) $(CPPFLAGS) -fsyntax-only $$f || exit 1; done; \
+	  for f in $(LIB_SRC) $(CLI_SRC) backends/cuda/pool.c tests/gpu/gpu_check.c tests/test_cuda_host.c; do \
+	    clang $(WARN) $(CPPFLAGS) -fsyntax-only $$f || exit 1; done; \
 	  echo "clang: warning-free"; fi
 
 # Every end-to-end case once more, the release tl under valgrind memcheck:
