@@ -13,20 +13,21 @@
 
 #include "tl_c.h"
 
-/* off[k] = the offset of operand k for output element i. */
+/* off[k] = the offset of operand k for output element i.  Every plan
+ * built here has the strides of operands it lacks zeroed, so all three
+ * are computed: fixed loops that stay in registers. */
 TL_HD static inline void cu_plan_offsets(const cpu_bcast *p, int64_t i, int64_t *off)
 {
-    int nops = p->nops;
     if (p->ndim == 1) { /* the common case: one merged axis, no division */
-        for (int k = 0; k < nops; k++)
+        for (int k = 0; k < 3; k++)
             off[k] = i * p->stride[k][0];
         return;
     }
-    for (int k = 0; k < nops; k++)
+    for (int k = 0; k < 3; k++)
         off[k] = 0;
     for (int d = p->ndim - 1; d >= 0; d--) {
         int64_t q = i / p->shape[d], digit = i - q * p->shape[d];
-        for (int k = 0; k < nops; k++)
+        for (int k = 0; k < 3; k++)
             off[k] += digit * p->stride[k][d];
         i = q;
     }
@@ -45,6 +46,7 @@ TL_HD static inline int64_t cu_plan_offset(const cpu_bcast *p, int64_t i)
 static inline void cu_plan_strided(cpu_bcast *p, int ndim, const int64_t *shape, int nops,
                                    const int64_t (*stride)[TL_MAXDIM])
 {
+    memset(p, 0, sizeof *p);
     p->nops = nops;
     p->ndim = 0;
     for (int d = 0; d < ndim; d++) {
@@ -116,6 +118,7 @@ static inline void cu_plan_broadcast(cpu_bcast *p, const tl_tensor *out, int n,
         nd[k] = in[k]->ndim;
         sh[k] = in[k]->shape;
     }
+    memset(p, 0, sizeof *p);
     cpu_bcast_init(p, out->ndim, out->shape, n, nd, sh);
 }
 
