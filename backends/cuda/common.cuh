@@ -90,9 +90,10 @@ tl_code cu_put(cu_state *s, void *dst, const void *src, size_t bytes, tl_status 
 // Copies device bytes to the host and waits for them (a host sync).
 tl_code cu_get(cu_state *s, void *dst, const void *src, size_t bytes, tl_status *st);
 // The error flag: reset it before a checking kernel; reading it waits for
-// the stream and gives the first bad position, or -1.
+// the stream and gives the first bad position of tensor t, or -1, and that
+// element's bytes (at most 8) in bits.
 tl_code cu_flag_reset(cu_state *s, tl_status *st);
-tl_code cu_flag_read(cu_state *s, int64_t *first, tl_status *st);
+tl_code cu_flag_read(cu_state *s, const tl_tensor *t, int64_t *first, void *bits, tl_status *st);
 
 // Records position i as bad (the smallest one wins).
 __device__ static inline void cu_flag_set(unsigned long long *flag, int64_t i)

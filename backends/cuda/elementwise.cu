@@ -56,18 +56,13 @@ static tl_code cast(cu_state *s, const cu_ew *k, const tl_tensor *x, tl_tensor *
     if (checked && cu_flag_reset(s, st))
         return st->code;
     CU_LAUNCH(s, cast_kernel, cu_blocks(k->n), *k, s->flag);
-    int64_t bad = -1;
+    int64_t bad;
+    unsigned char v[8];
     if (!checked)
         return TL_OK;
-    if (cu_flag_read(s, &bad, st))
+    if (cu_flag_read(s, x, &bad, v, st))
         return st->code;
-    if (bad < 0)
-        return TL_OK;
-    unsigned char v[8];
-    size_t es = tl_dtype_size(x->dtype);
-    if (cu_get(s, v, (const char *)x->data + (size_t)bad * es, es, st))
-        return st->code;
-    return cu_cast_error(st, x->dtype, v, bad, out->dtype);
+    return bad < 0 ? TL_OK : cu_cast_error(st, x->dtype, v, bad, out->dtype);
 }
 
 tl_code cu_elementwise(cu_state *s, tl_opcode op, int n, cu_ins in, const tl_attrs *a,

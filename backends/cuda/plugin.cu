@@ -106,12 +106,15 @@ tl_code cu_flag_reset(cu_state *s, tl_status *st)
     return CU_CHECK(cudaMemsetAsync(s->flag, 0xFF, sizeof *s->flag, s->stream));
 }
 
-tl_code cu_flag_read(cu_state *s, int64_t *first, tl_status *st)
+tl_code cu_flag_read(cu_state *s, const tl_tensor *t, int64_t *first, void *bits, tl_status *st)
 {
     if (cu_get(s, s->flag_host, s->flag, sizeof *s->flag, st))
         return st->code;
     *first = *s->flag_host == ~0ull ? -1 : (int64_t)*s->flag_host;
-    return TL_OK;
+    size_t es = tl_dtype_size(t->dtype);
+    if (*first < 0)
+        return TL_OK;
+    return cu_get(s, bits, (const char *)t->data + (size_t)*first * es, es, st);
 }
 
 // ---------- the backend record ----------

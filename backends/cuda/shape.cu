@@ -132,15 +132,17 @@ static tl_code index_op(cu_state *s, tl_opcode op, int n, cu_ins in, const tl_at
     if (rc || !idx)
         return rc;
     int64_t bad;
-    if (cu_flag_read(s, &bad, st))
+    unsigned char v[8];
+    if (cu_flag_read(s, idx, &bad, v, st))
         return st->code;
     if (bad < 0)
         return TL_OK;
-    unsigned char v[8];
-    size_t es = tl_dtype_size(idx->dtype);
-    if (cu_get(s, v, (const char *)idx->data + (size_t)bad * es, es, st))
-        return st->code;
-    int64_t value = idx->dtype == TL_I32 ? *(int32_t *)v : *(int64_t *)v;
+    int32_t v32;
+    int64_t value;
+    memcpy(&v32, v, sizeof v32);
+    memcpy(&value, v, sizeof value);
+    if (idx->dtype == TL_I32)
+        value = v32;
     const tl_tensor *full = op == TL_OP_TAKE_GRAD || op == TL_OP_GATHER_GRAD ? out : x;
     return cu_index_error(st, op, a, full, idx, bad, value);
 }
