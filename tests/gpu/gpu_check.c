@@ -13,6 +13,8 @@
  *       of the device's copy bandwidth, measured side by side.
  *   gpu_check bench-mlp GRAPH [--device D]   one MLP training step (inputs
  *       up, forward, backward, gradients down) timed.
+ *   gpu_check compare GOT.npz WANT.npz   every tensor of WANT in GOT, within
+ *       the f32 tolerance of whole graphs (1e-4); exit 1 on a difference.
  *
  * Tolerances: |got - want| <= rtol |want| + atol max(1, max|want|) with
  * atol = rtol, NaN and infinities exactly, signed zeros where the fixture
@@ -524,6 +526,32 @@ static int bench_mlp(const char *graph, const char *spec)
     return rc;
 }
 
+/* Every tensor of want.npz is in got.npz and close to it. */
+static int compare(const char *got_path, const char *want_path)
+{
+    tl_status st = {0};
+    tl_npz *got = tl_npz_open(got_path, &st), *want = got ? tl_npz_open(want_path, &st) : NULL;
+    int bad = !want;
+    if (!want)
+        printf("compare: %s\n", st.msg);
+    for (int i = 0; want && i < tl_npz_count(want); i++) {
+        const char *key = tl_npz_key(want, i);
+        tl_tensor *w = tl_npz_get(want, key, &st), *g = w ? tl_npz_get(got, key, &st) : NULL;
+        char why[200] = "";
+        if (!g || !close_enough(g, w, stat_for("graph", TL_F32), false, why, sizeof why)) {
+            printf("compare: %s: %s\n", key, g ? why : st.msg);
+            bad = 1;
+        }
+        tl_tensor_unref(g);
+        tl_tensor_unref(w);
+    }
+    if (!bad)
+        printf("compare: %d tensors agree\n", tl_npz_count(want));
+    tl_npz_close(got);
+    tl_npz_close(want);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     const char *spec = "cuda", *mode = "check", *graph = NULL;
@@ -541,10 +569,12 @@ int main(int argc, char **argv)
             dirs[ndirs++] = argv[i];
         else {
             fprintf(stderr, "usage: gpu_check [--device D] DIR... | bench-ew [--device D] | "
-                            "bench-mlp GRAPH [--device D]\n");
+                            "bench-mlp GRAPH [--device D] | compare GOT.npz WANT.npz\n");
             return 2;
         }
     }
+    if (argc == 4 && !strcmp(argv[1], "compare"))
+        return compare(argv[2], argv[3]);
     if (!strcmp(mode, "bench-ew"))
         return bench_ew(spec);
     if (!strcmp(mode, "bench-mlp"))

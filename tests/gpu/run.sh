@@ -107,7 +107,7 @@ fi
 # ---- 4. the command line on the GPU ----
 smoke='./tl grad examples/mlp.json -i examples/mlp_inputs.npz -d cuda --strict-device -v -o "$1/gpu.npz" &&
   ./tl grad examples/mlp.json -i examples/mlp_inputs.npz -o "$1/cpu.npz" &&
-  ./tl compare "$1/gpu.npz" "$1/cpu.npz" --rtol 1e-4 --atol 1e-6'
+  ./gpu_check compare "$1/gpu.npz" "$1/cpu.npz"'
 if step cli-gpu 120 bash -c "$smoke" smoke "$tmp"; then count 1 0; else count 0 1; fi
 
 # ---- 5. elementwise throughput against the copy bandwidth ----
