@@ -38,6 +38,8 @@ tl_code cu_fail_blas(cublasStatus_t e, const char *call, const char *file, int l
 
 // ---------- memory ----------
 
+// The pool's raw allocator: a failure is a NULL (the pool then gives its
+// cache back and tries once more; cu_scratch reports it).
 static void *raw_alloc(void *ctx, size_t bytes)
 {
     (void)ctx;
@@ -192,6 +194,8 @@ static tl_code cu_run(const tl_backend *be, tl_opcode op, int n, const tl_tensor
     }
 }
 
+// Releases everything; close returns nothing, so errors here (a device
+// already lost) have no one to go to and are cleared, not checked.
 static void cu_close(tl_backend *be)
 {
     cu_state *s = cu_of(be);
