@@ -1,5 +1,8 @@
 # tl: run and differentiate JSON computation graphs.
-#   make          build ./tl and build/libtl.a
+#   make          build ./tl, build/libtl.a and, where nvcc is, ./tl-cuda.so
+#   make CUDA=0   the same without the CUDA plugin
+#   make gpu-bundle  build/gpu-bundle: tl, the plugin, libraries, fixtures and
+#                 run.sh, the GPU check and benchmark for a bare GPU machine
 #   make demo     install missing packages, build, run `tl grad` on an example
 #   make check    install missing packages, build, run every test
 #   make bench    benchmarks (ratios measured side by side)
@@ -27,8 +30,35 @@ CLI_OBJ  := $(CLI_SRC:%.c=build/obj/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=build/san/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=build/tests/%)
 
-.PHONY: all deps demo check test clang-check memcheck bench clean install uninstall examples ci-regression
-all: tl
+# ---- the CUDA plugin: ./tl-cuda.so, loaded by tl at run time (backends/cuda) ----
+# nvcc from CUDA_HOME, else PATH, else /usr/local/cuda; CUDA=0 skips it.
+# cudart is linked statically, cuBLAS dynamically through an rpath to the
+# toolkit's libraries (and $ORIGIN); tl itself never links CUDA.  Only the
+# plugin's entry point is exported (plugin.map).  --fmad=false keeps every
+# multiply and add rounded on its own, as the CPU's scalar formulas are.
+CUDA ?= 1
+ifneq ($(CUDA),0)
+NVCC := $(firstword $(if $(CUDA_HOME),$(wildcard $(CUDA_HOME)/bin/nvcc)) \
+          $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+endif
+ifneq ($(NVCC),)
+CUDA_DIR := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_LIB := $(firstword $(wildcard $(CUDA_DIR)/lib64 $(CUDA_DIR)/lib))
+PLUGIN   := tl-cuda.so
+else
+PLUGIN   := plugin-skipped
+endif
+GENCODE  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVFLAGS  := -std=c++17 -O2 --fmad=false $(GENCODE) -Werror all-warnings \
+            -Xcompiler -Wall,-Wextra,-Werror,-fPIC,-fvisibility=hidden
+CUDA_SRC := $(wildcard backends/cuda/*.cu)
+# the library code the plugin needs, built into it
+CUDA_C_SRC := backends/status.c backends/ops.c backends/tensor.c backends/cpu/cpu_elementwise.c \
+              backends/cuda/pool.c
+CUDA_OBJ := $(CUDA_SRC:%.cu=build/cuda/%.o) $(CUDA_C_SRC:%.c=build/cuda/%.o)
+
+.PHONY: all deps demo check test clang-check memcheck bench clean install uninstall examples ci-regression gpu-bundle plugin-skipped
+all: tl $(PLUGIN)
 
 deps:
 	@bash .ci/deps.sh
@@ -60,6 +90,55 @@ build/tl-san: $(CLI_SRC:%.c=build/san/%.o) build/libtl-san.a
 build/tests/%: tests/%.c $(wildcard tests/*.h) build/libtl-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -o $@ $< build/libtl-san.a -lcriterion $(LDLIBS)
+
+build/cuda/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	@$(NVCC) $(NVFLAGS) $(CPPFLAGS) -MMD -MP -c $< -o $@
+
+build/cuda/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC pic  $<"
+	@$(CC) $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden $(CPPFLAGS) -MMD -MP -c $< -o $@
+
+tl-cuda.so: $(CUDA_OBJ) backends/cuda/plugin.map
+	@echo "  LINK    $@"
+	@$(NVCC) -shared $(GENCODE) -o $@ $(CUDA_OBJ) -L$(CUDA_LIB) -lcublas \
+	  -Xlinker --version-script=backends/cuda/plugin.map -Xlinker --no-undefined \
+	  -Xlinker -rpath='$$ORIGIN' -Xlinker -rpath=$(CUDA_LIB)
+
+plugin-skipped:
+	@echo "tl-cuda.so: skipped ($(if $(filter 0,$(CUDA)),CUDA=0,no nvcc in CUDA_HOME, PATH or /usr/local/cuda)); tl runs on the CPU"
+
+-include $(CUDA_OBJ:.o=.d)
+
+# the CUDA backend's device-neutral code on the host (every machine)
+build/tests/test_cuda_host: tests/test_cuda_host.c $(wildcard tests/*.h backends/cuda/*.h) \
+                            backends/cuda/pool.c build/libtl-san.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -o $@ $< backends/cuda/pool.c build/libtl-san.a -lcriterion $(LDLIBS)
+
+# ---- make gpu-bundle: the GPU check for a bare GPU machine (tests/gpu) ----
+# tl and the checker are linked to find their libraries beside them, and
+# those libraries theirs (an old-style RPATH applies to all of them).
+BUNDLE_LDLIBS := -lcjson -lz $(if $(wildcard $(BLAS_DIR)/libopenblas.so),-L$(BLAS_DIR)) -lopenblas -lm \
+                 -Wl,-rpath,'$$ORIGIN',--disable-new-dtags
+
+build/gpu/tl: $(CLI_OBJ) build/libtl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libtl.a $(BUNDLE_LDLIBS)
+
+build/gpu/gpu_check: tests/gpu/gpu_check.c build/libtl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< build/libtl.a $(BUNDLE_LDLIBS)
+
+ifeq ($(PLUGIN),tl-cuda.so)
+gpu-bundle: build/gpu/tl build/gpu/gpu_check tl-cuda.so tests/gpu/run.sh tests/gpu/bundle.sh
+	@NVCC=$(NVCC) bash tests/gpu/bundle.sh build/gpu-bundle build/gpu/tl build/gpu/gpu_check tl-cuda.so
+else
+gpu-bundle:
+	@echo "make gpu-bundle needs nvcc (CUDA_HOME, PATH or /usr/local/cuda) to build the plugin" >&2; exit 1
+endif
 
 demo: deps tl
 	./tl grad examples/mlp.json -i examples/mlp_inputs.npz
@@ -115,20 +194,21 @@ build/tests/fake-cuda.so: tests/fake_cuda.c tests/testdev.h $(LIB_SRC) $(wildcar
 
 # Every test binary runs from the repository root (fixtures are relative);
 # the end-to-end tests drive ./tl itself.
-test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so build/examples/embed
+test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so build/examples/embed $(PLUGIN)
 	@set -e; for t in $(TESTS); do echo "== $$t"; TL=./tl $$t --jobs 2; done
 	@echo "== build/tests/test_cli with the sanitized tl (build/tl-san)"
 	@TL=build/tl-san build/tests/test_cli --jobs 2
 
 clang-check:
 	@if command -v clang >/dev/null; then \
-	  for f in $(LIB_SRC) $(CLI_SRC); do clang $(WARN) $(CPPFLAGS) -fsyntax-only $$f || exit 1; done; \
+	  for f in $(LIB_SRC) $(CLI_SRC) backends/cuda/pool.c tests/gpu/gpu_check.c tests/test_cuda_host.c; do \
+	    clang $(WARN) $(CPPFLAGS) -fsyntax-only $$f || exit 1; done; \
 	  echo "clang: warning-free"; fi
 
 # Every end-to-end case once more, the release tl under valgrind memcheck:
 # any leak or memory error fails the case (exit 97).  A copy of the binary,
 # so a rebuild during the run cannot pull it away.
-VALGRIND := valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
+VALGRIND := valgrind -q --suppressions=tests/valgrind.supp --leak-check=full --show-leak-kinds=definite,indirect \
             --errors-for-leak-kinds=definite,indirect --error-exitcode=97
 memcheck: tl build/tests/test_cli
 	@cp tl build/tl-memcheck

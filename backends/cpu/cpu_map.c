@@ -16,67 +16,7 @@
 #include "backends/mprog.h"
 #include "cpu.h"
 #include "scalar.h"
-
-#define DEFINE_SCALAR(T, SUF)                                                         \
-    static inline T dun_##SUF(int op, T v, T y, int approx)                        \
-    {                                                                              \
-        switch (op) {                                                              \
-        case TL_OP_NEG: return -1;                                                 \
-        case TL_OP_ABS: return v > 0 ? 1 : v < 0 ? -1 : v == 0 ? 0 : v;            \
-        case TL_OP_EXP: return y;                                                  \
-        case TL_OP_EXPM1: return y + 1;                                            \
-        case TL_OP_LOG: return 1 / v;                                              \
-        case TL_OP_LOG1P: return 1 / (v + 1);                                      \
-        case TL_OP_SQRT: return 1 / (y * 2);                                       \
-        case TL_OP_RSQRT: return (T)-0.5 * (y * y * y);                            \
-        case TL_OP_RECIPROCAL: return -(y * y);                                    \
-        case TL_OP_SQUARE: return v * 2;                                           \
-        case TL_OP_SIN: return cos(v);                                             \
-        case TL_OP_COS: return -sin(v);                                            \
-        case TL_OP_TAN: return 1 + y * y;                                          \
-        case TL_OP_TANH: return 1 - y * y;                                         \
-        case TL_OP_SIGMOID: return (1 - y) * y;                                    \
-        case TL_OP_ERF: return (T)TL_2_SQRTPI * exp(-(v * v));                     \
-        case TL_OP_RELU: return v > 0 ? 1 : 0;                                     \
-        case TL_OP_SOFTPLUS: return 1 / (1 + exp(-v));                             \
-        case TL_OP_GELU: return TL_GELU_GRAD(v, approx);                           \
-        case TL_OP_SILU: {                                                         \
-            T s = 1 / (1 + exp(-v));                                               \
-            return s * (1 + v * (1 - s));                                          \
-        }                                                                          \
-        default: return 0; /* sign, detach */                                      \
-        }                                                                          \
-    }                                                                              \
-    static inline void dbin_##SUF(int op, T a, T b, T y, T *da, T *db)             \
-    {                                                                              \
-        *da = *db = 0;                                                             \
-        switch (op) {                                                              \
-        case TL_OP_ADD: *da = 1; *db = 1; break;                                   \
-        case TL_OP_SUB: *da = 1; *db = -1; break;                                  \
-        case TL_OP_MUL: *da = b; *db = a; break;                                   \
-        case TL_OP_DIV: *da = 1 / b; *db = -(y / b); break;                        \
-        case TL_OP_POW:                                                            \
-            *da = b == 0 ? 0 : b * pow(a, b - 1);                                  \
-            *db = a == 0 && b >= 0 ? 0 : y * log(a);                               \
-            break;                                                                 \
-        case TL_OP_MAXIMUM:                                                        \
-            *da = a == b ? (T)0.5 : a < b ? 0 : 1;                                 \
-            *db = a == b ? (T)0.5 : a > b ? 0 : 1;                                 \
-            break;                                                                 \
-        case TL_OP_MINIMUM:                                                        \
-            *da = a == b ? (T)0.5 : a > b ? 0 : 1;                                 \
-            *db = a == b ? (T)0.5 : a < b ? 0 : 1;                                 \
-            break;                                                                 \
-        default: break; /* comparisons */                                          \
-        }                                                                          \
-    }
-
-#define T float
-DEFINE_SCALAR(float, f)
-#undef T
-#define T double
-DEFINE_SCALAR(double, d)
-#undef T
+#include "scalar_deriv.h"
 
 #define LANES 256
 

@@ -1,10 +1,14 @@
 /* The scalar formulas of the elementwise ops, written once.  Include after
- * <tgmath.h>: each expression is instantiated for float and double by the
- * CPU kernels (over tensors) and by the map engine (per element), so both
- * compute the same bits.  In the expressions, `v` is the operand of a
+ * <tgmath.h> in C (in C++ and CUDA the math functions are overloaded for
+ * float and double): each expression is instantiated for float and double
+ * by the CPU kernels (over tensors), by the map engine (per element) and
+ * by the CUDA kernels, so the CPU computes the same bits everywhere and
+ * the GPU the same formulas.  In the expressions, `v` is the operand of a
  * unary op, `a`/`b` those of a binary one, `approx` gelu's attribute. */
 #ifndef TL_SCALAR_H
 #define TL_SCALAR_H
+
+#include "backends/hd.h"
 
 #define TL_SQRT1_2 0.70710678118654752440     /* 1/sqrt(2) */
 #define TL_SQRT_2_PI 0.79788456080286535588   /* sqrt(2/pi) */
@@ -17,14 +21,14 @@
 
 /* GELU and its derivative, in the same formulas as PyTorch. */
 #define TL_DEFINE_GELU(T, SUF)                                                     \
-    static inline T tl_gelu_##SUF(T x, int approx)                                 \
+    TL_HD static inline T tl_gelu_##SUF(T x, int approx)                           \
     {                                                                              \
         if (!approx)                                                               \
             return x * (T)0.5 * ((T)1 + erf(x * (T)TL_SQRT1_2));                   \
         T inner = (T)TL_SQRT_2_PI * (x + (T)0.044715 * x * x * x);                 \
         return (T)0.5 * x * ((T)1 + tanh(inner));                                  \
     }                                                                              \
-    static inline T tl_gelu_grad_##SUF(T x, int approx)                            \
+    TL_HD static inline T tl_gelu_grad_##SUF(T x, int approx)                      \
     {                                                                              \
         if (!approx) {                                                             \
             T cdf = (T)0.5 * ((T)1 + erf(x * (T)TL_SQRT1_2));                      \
@@ -39,8 +43,17 @@
     }
 TL_DEFINE_GELU(float, f)
 TL_DEFINE_GELU(double, d)
+#ifdef __cplusplus
+TL_HD static inline float tl_gelu(float x, int ap) { return tl_gelu_f(x, ap); }
+TL_HD static inline double tl_gelu(double x, int ap) { return tl_gelu_d(x, ap); }
+TL_HD static inline float tl_gelu_grad(float x, int ap) { return tl_gelu_grad_f(x, ap); }
+TL_HD static inline double tl_gelu_grad(double x, int ap) { return tl_gelu_grad_d(x, ap); }
+#define TL_GELU(x, ap) tl_gelu((x), (ap))
+#define TL_GELU_GRAD(x, ap) tl_gelu_grad((x), (ap))
+#else
 #define TL_GELU(x, ap) _Generic((x), float: tl_gelu_f, double: tl_gelu_d)((x), (ap))
 #define TL_GELU_GRAD(x, ap) _Generic((x), float: tl_gelu_grad_f, double: tl_gelu_grad_d)((x), (ap))
+#endif
 
 #define TL_BINARY_EXPRS(X)                                                         \
     X(ADD, a + b)                                                                  \

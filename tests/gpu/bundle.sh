@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# make gpu-bundle: assembles OUT (build/gpu-bundle) from what the Makefile
+# built: tl and gpu_check linked to find their libraries beside them
+# ($ORIGIN), the CUDA plugin, the non-CUDA shared libraries they need (not
+# the C library's, nor CUDA's: the GPU machine has its driver and toolkit),
+# the fixtures, the benchmark graph and run.sh.  Fails when the folder
+# would reach 60 MiB.
+set -euo pipefail
+OUT=$1 TL=$2 CHECK=$3 PLUGIN=$4
+rm -rf "$OUT"
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+mkdir -p "$OUT/fixtures" "$OUT/examples"
+cp "$TL" "$OUT/tl"
+cp "$CHECK" "$OUT/gpu_check"
+cp "$PLUGIN" "$OUT/tl-cuda.so"
+strip --strip-debug "$OUT/tl" "$OUT/gpu_check" "$OUT/tl-cuda.so"
+cp -r tests/fixtures/ops tests/fixtures/flow "$OUT/fixtures/"
+cp examples/mlp.json examples/mlp_inputs.npz "$OUT/examples/"
+cp tests/gpu/run.sh tests/gpu/mlp.json tests/gpu/mlp_torch.py "$OUT/"
+chmod +x "$OUT/run.sh"
+
+# the libraries: whatever ldd resolves, but the C runtime and CUDA
+system='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt)\.'
+for bin in "$OUT/tl" "$OUT/gpu_check"; do
+  ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if ! [[ $name =~ $system ]]; then
+    cp -L "$path" "$OUT/$name"
+
+  fi
+done
+# every library found beside the programs, none missing
+for bin in "$OUT/tl" "$OUT/gpu_check"; do
+  if ldd "$bin" | grep -q 'not found'; then
+    ldd "$bin"
+    echo "bundle: $bin misses a library" >&2
+    exit 1
+  fi
+  if ldd "$bin" | awk '$2 == "=>" {print $3}' | grep -v "^$OUT/" |
+    grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|ld-linux[^/]*)\.so' | grep -q .; then
+    ldd "$bin"
+    echo "bundle: $bin takes a library from outside the bundle" >&2
+    exit 1
+  fi
+done
+cat >"$OUT/README.txt" <<README
+tl's GPU bundle (make gpu-bundle), built $(date -u +%Y-%m-%d) from $(git rev-parse --short HEAD 2>/dev/null || echo "a checkout").
+On a machine with the NVIDIA driver and the CUDA toolkit (CUDA $(sed -n 's/.*release \([0-9.]*\).*/\1/p' <<<"$(${NVCC:-nvcc} --version 2>/dev/null)" || true)):
+
+    bash run.sh
+
+It checks every op and control-flow fixture on the GPU against the
+references, runs the benchmarks, and ends with "gpu: N passed, M failed".
+Contents: tl, tl-cuda.so (the CUDA plugin), gpu_check (the checker),
+the libraries they need beside them, fixtures/, examples/, mlp.json and
+mlp_torch.py (the MLP benchmark), run.sh.
+README
+size=$(du -sk "$OUT" | awk '{print $1}')
+echo "bundle: $OUT, $((size / 1024)) MiB:"
+ls -la "$OUT"
+if [ "$size" -ge $((60 * 1024)) ]; then
+  echo "bundle: $((size / 1024)) MiB, more than the 60 MiB allowed" >&2
+  exit 1
+fi

@@ -1,0 +1,603 @@
+/* The CUDA backend's device-neutral code, tested on the host (no GPU
+ * needed): index plans against the CPU's walk, launch and reduction
+ * shapes, the reduction picks and the scatter order against the CPU bit
+ * for bit, error messages in the CPU's words, the caching allocator, and
+ * every fixture run forward and backward on the backend's host twin
+ * (tests/cuda_twin.h), each op checked against the CPU kernel as it runs:
+ * bit for bit where the GPU computes in the CPU's order (elementwise, shape
+ * and index ops, scatters, max and min, and the map interpreter, forward
+ * and derivative), within a tolerance where the order is the tree's (sums,
+ * products, softmax) or cuBLAS's (matmul, here a reference gemm). */
+#define _DEFAULT_SOURCE
+#include <tgmath.h>
+
+#include "fixture.h"
+
+#include "backends/cuda/pool.h"
+#include "cuda_twin.h"
+
+/* ---------- a small deterministic random source ---------- */
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static int64_t below(int64_t n) { return (int64_t)(next() % (uint64_t)n); }
+
+/* ---------- plans ---------- */
+
+/* The offset of element i of `shape` in an operand with per-axis strides
+ * (unmerged): the multi-index, digit by digit. */
+static int64_t naive_offset(int ndim, const int64_t *shape, const int64_t *stride, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+        off += i % shape[d] * stride[d];
+        i /= shape[d];
+    }
+    return off;
+}
+
+Test(cuda_host, broadcast_plans_decode_as_the_cpu_walks)
+{
+    int checked = 0;
+    for (int round = 0; round < 400; round++) {
+        int ndim = (int)below(7), nops = 1 + (int)below(3);
+        int64_t shape[TL_MAXDIM], total = 1;
+        for (int d = 0; d < ndim; d++) {
+            shape[d] = below(4) ? 1 + below(4) : 1;
+            total *= shape[d];
+        }
+        tl_status st = {0};
+        tl_tensor out = {.ndim = ndim, .numel = total}, *ops[3];
+        memcpy(out.shape, shape, sizeof shape);
+        int64_t strides[3][TL_MAXDIM];
+        for (int k = 0; k < nops; k++) {
+            int nd = (int)below(ndim + 1);
+            int64_t s[TL_MAXDIM];
+            for (int d = 0; d < nd; d++)
+                s[d] = below(3) ? shape[ndim - nd + d] : 1;
+            ops[k] = tl_tensor_new(TL_F32, nd, s, &st);
+            int64_t own[TL_MAXDIM];
+            cpu_strides(nd, s, own);
+            for (int d = 0; d < ndim; d++) {
+                int od = d - (ndim - nd);
+                strides[k][d] = od < 0 || s[od] == 1 ? 0 : own[od];
+            }
+        }
+        cpu_bcast plan;
+        cu_plan_broadcast(&plan, &out, nops, (const tl_tensor *const *)ops);
+        for (int64_t i = 0; i < total; i++) {
+            int64_t off[3];
+            cu_plan_offsets(&plan, i, off);
+            for (int k = 0; k < nops; k++)
+                cr_assert_eq(off[k], naive_offset(ndim, shape, strides[k], i),
+                             "round %d, element %lld, operand %d", round, (long long)i, k);
+            checked++;
+        }
+        for (int k = 0; k < nops; k++)
+            tl_tensor_unref(ops[k]);
+    }
+    cr_assert_gt(checked, 1000);
+}
+
+Test(cuda_host, strided_plans_merge_without_moving_an_element)
+{
+    for (int round = 0; round < 300; round++) {
+        int ndim = 1 + (int)below(6);
+        int64_t shape[TL_MAXDIM], xs[TL_MAXDIM], perm[TL_MAXDIM], total = 1;
+        for (int d = 0; d < ndim; d++) {
+            shape[d] = 1 + below(4);
+            perm[d] = d;
+            total *= shape[d];
+        }
+        if (below(2)) /* a transpose, or the identity (fully mergeable) */
+            for (int d = ndim - 1; d > 0; d--) {
+                int e = (int)below(d + 1);
+                int64_t t = perm[d];
+                perm[d] = perm[e];
+                perm[e] = t;
+            }
+        int64_t tshape[TL_MAXDIM], st[2][TL_MAXDIM];
+        cpu_strides(ndim, shape, xs);
+        for (int d = 0; d < ndim; d++)
+            tshape[d] = shape[perm[d]];
+        cpu_strides(ndim, tshape, st[0]);
+        for (int d = 0; d < ndim; d++)
+            st[1][d] = xs[perm[d]];
+        cpu_bcast plan;
+        cu_plan_strided(&plan, ndim, tshape, 2, (const int64_t(*)[TL_MAXDIM])st);
+        for (int64_t i = 0; i < total; i++) {
+            int64_t off[3];
+            cu_plan_offsets(&plan, i, off);
+            cr_assert_eq(off[0], naive_offset(ndim, tshape, st[0], i));
+            cr_assert_eq(off[1], naive_offset(ndim, tshape, st[1], i));
+        }
+        bool identity = true;
+        for (int d = 0; d < ndim; d++)
+            identity = identity && perm[d] == d;
+        if (identity)
+            cr_expect_eq(plan.ndim, 1, "a contiguous copy is one axis");
+    }
+}
+
+/* ---------- launch shapes ---------- */
+
+Test(cuda_host, launch_shapes)
+{
+    cr_expect_eq(cu_blocks(0), 1);
+    cr_expect_eq(cu_blocks(1), 1);
+    cr_expect_eq(cu_blocks(CU_THREADS + 1), 2);
+    cr_expect_eq(cu_blocks((int64_t)1 << 50), CU_MAX_BLOCKS);
+    for (int64_t total = 1; total < ((int64_t)1 << 40); total = total * 3 + 1)
+        for (int64_t per = 8; per < (1 << 16); per *= 7) {
+            int64_t p = cu_map_threads(total, per);
+            cr_assert_eq(p % CU_THREADS, 0);
+            cr_assert(p >= CU_THREADS && p <= (int64_t)CU_MAX_BLOCKS * CU_THREADS);
+            cr_assert(p * per <= CU_MAP_SCRATCH || p == CU_THREADS, "scratch %lld", (long long)(p * per));
+            cr_assert(p < total + CU_THREADS, "no more threads than elements, rounded up");
+        }
+}
+
+/* Every element of a reduction is folded by exactly one thread of one
+ * chunk, in increasing order within the thread. */
+Test(cuda_host, reduction_trees_fold_every_element_once)
+{
+    static unsigned char seen[200000];
+    int64_t sizes[] = {0, 1, 2, 15, 16, 17, 31, 32, 33, 255, 1023, 1024, 1025, 4097,
+                       32767, 32768, 32769, 70001, 199999};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+        for (int contiguous = 0; contiguous < 2; contiguous++) {
+            int64_t r = sizes[s];
+            cu_redshape sh = cu_red_shape(r, contiguous);
+            cr_assert(sh.group == 1 || sh.group == 32 || sh.group == CU_THREADS);
+            cr_assert_eq(CU_THREADS % sh.group, 0);
+            cr_assert(sh.nchunks >= 1 && sh.chunk * sh.nchunks >= r);
+            cr_assert(r == 0 || (sh.nchunks - 1) * sh.chunk < r, "no empty chunk");
+            memset(seen, 0, (size_t)r);
+            for (int64_t c = 0; c < sh.nchunks; c++)
+                for (int t = 0; t < sh.group; t++) {
+                    int64_t lo = c * sh.chunk, hi = lo + sh.chunk < r ? lo + sh.chunk : r;
+                    for (int64_t k = lo + t; k < hi; k += sh.group)
+                        seen[k]++;
+                }
+            for (int64_t k = 0; k < r; k++)
+                cr_assert_eq(seen[k], 1, "r %lld: element %lld folded %d times", (long long)r,
+                             (long long)k, seen[k]);
+        }
+}
+
+/* ---------- reductions and scatters against the CPU ---------- */
+
+static tl_tensor *random_tensor(tl_dtype dt, int ndim, const int64_t *shape, bool specials)
+{
+    tl_status st = {0};
+    tl_tensor *t = tl_tensor_new(dt, ndim, shape, &st);
+    for (int64_t i = 0; i < t->numel; i++) {
+        double v = (double)below(7) - 3; /* many ties */
+        if (specials) {
+            int64_t k = below(16);
+            v = k == 0 ? NAN : k == 1 ? -0.0 : k == 2 ? 0.0 : k == 3 ? -INFINITY : v;
+        }
+        tl_tensor_set(t, i, v);
+        if (specials && dt == TL_F64 && isnan(v)) /* NaNs that differ in payload */
+            ((uint64_t *)t->data)[i] |= (uint64_t)below(1000);
+        if (specials && dt == TL_F32 && isnan(v))
+            ((uint32_t *)t->data)[i] |= (uint32_t)below(1000);
+    }
+    return t;
+}
+
+static bool same_bits(const tl_tensor *a, const tl_tensor *b)
+{
+    return a->dtype == b->dtype && tl_same_shape(a, b) && !memcmp(a->data, b->data, tl_tensor_bytes(a));
+}
+
+/* op over axes of x on the twin and the CPU. */
+static void reduce_both(tl_opcode op, const tl_tensor *x, int naxes, const int64_t *axes,
+                        tl_tensor **twin, tl_tensor **cpu)
+{
+    tl_status st = {0};
+    tl_attrs a;
+    tl_attrs_init(&a);
+    a.has_axes = true;
+    a.naxes = naxes;
+    memcpy(a.axes, axes, sizeof(int64_t) * (size_t)naxes);
+    int64_t shape[TL_MAXDIM];
+    int nd = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        bool red = false;
+        for (int i = 0; i < naxes; i++)
+            red = red || axes[i] == d;
+        if (!red)
+            shape[nd++] = x->shape[d];
+    }
+    *twin = tl_tensor_new(x->dtype, nd, shape, &st);
+    *cpu = tl_tensor_new(x->dtype, nd, shape, &st);
+    const tl_tensor *in[1] = {x};
+    cr_assert(!twin_kernels(op, 1, in, &a, *twin, &st), "%s", st.msg);
+    cr_assert(!tl_cpu_backend.run(&tl_cpu_backend, op, 1, in, &a, *cpu, &st), "%s", st.msg);
+}
+
+Test(cuda_host, max_and_min_pick_what_the_cpu_picks)
+{
+    int64_t shapes[][3] = {{5, 7, 3}, {1, 70000, 1}, {3, 40000, 2}, {2, 3, 9000}, {64, 33, 5}};
+    int64_t axes_sets[][3] = {{0}, {1}, {2}, {0, 1}, {1, 2}, {0, 2}, {0, 1, 2}};
+    int naxes[] = {1, 1, 1, 2, 2, 2, 3};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int dt = 0; dt < 2; dt++) {
+            tl_tensor *x = random_tensor((tl_dtype)dt, 3, shapes[s], true);
+            for (size_t k = 0; k < sizeof naxes / sizeof *naxes; k++)
+                for (int m = 0; m < 2; m++) {
+                    tl_tensor *tw, *cpu;
+                    reduce_both(m ? TL_OP_MIN : TL_OP_MAX, x, naxes[k], axes_sets[k], &tw, &cpu);
+                    cr_assert(same_bits(tw, cpu), "%s over set %zu of shape %zu (%s)", m ? "min" : "max",
+                              k, s, dt ? "f64" : "f32");
+                    tl_tensor_unref(tw);
+                    tl_tensor_unref(cpu);
+                }
+            tl_tensor_unref(x);
+        }
+}
+
+Test(cuda_host, sums_agree_with_the_cpu_in_their_own_order)
+{
+    int64_t shape[3] = {3, 50000, 2}, ax[1] = {1};
+    tl_tensor *x = random_tensor(TL_F64, 3, shape, false), *tw, *cpu, *tw2, *cpu2;
+    reduce_both(TL_OP_SUM, x, 1, ax, &tw, &cpu);
+    reduce_both(TL_OP_SUM, x, 1, ax, &tw2, &cpu2);
+    for (int64_t i = 0; i < tw->numel; i++)
+        cr_expect_eq(tl_tensor_get(tw, i), tl_tensor_get(cpu, i), "small integers sum exactly");
+    cr_expect(same_bits(tw, tw2), "the same bits twice");
+    tl_tensor *objs[] = {x, tw, cpu, tw2, cpu2};
+    for (int i = 0; i < 5; i++)
+        tl_tensor_unref(objs[i]);
+}
+
+/* take_grad and gather_grad with repeated and negative indices: the CPU's
+ * bits. */
+Test(cuda_host, scatters_add_in_the_cpu_order)
+{
+    tl_status st = {0};
+    for (int dt = 0; dt < 2; dt++)
+        for (int round = 0; round < 20; round++) {
+            int64_t len = 1 + below(6), outer = 1 + below(4), inner = 1 + below(5), m = 1 + below(40);
+            int ax = 1;
+            tl_attrs a;
+            tl_attrs_init(&a);
+            a.axis = ax;
+            a.nshape = 3;
+            a.shape[0] = outer;
+            a.shape[1] = len;
+            a.shape[2] = inner;
+            int64_t full[3] = {outer, len, inner};
+            bool gather = round % 2;
+            int64_t ishape[3] = {outer, m, inner}, tshape[1] = {m};
+            tl_tensor *idx = gather ? tl_tensor_new(round % 4 == 1 ? TL_I32 : TL_I64, 3, ishape, &st)
+                                    : tl_tensor_new(round % 4 == 0 ? TL_I32 : TL_I64, 1, tshape, &st);
+            for (int64_t j = 0; j < idx->numel; j++)
+                tl_tensor_set(idx, j, (double)(below(2 * len) - len));
+            int64_t gshape[3] = {outer, m, inner};
+            tl_tensor *g = tl_tensor_new((tl_dtype)dt, 3, gshape, &st);
+            for (int64_t j = 0; j < g->numel; j++) /* sums that round differently by order */
+                tl_tensor_set(g, j, ((double)below(2000) - 1000) / 7.0 * pow(10.0, (double)below(12) - 6));
+            tl_tensor *tw = tl_tensor_new((tl_dtype)dt, 3, full, &st);
+            tl_tensor *cpu = tl_tensor_new((tl_dtype)dt, 3, full, &st);
+            const tl_tensor *in[2] = {g, idx};
+            tl_opcode op = gather ? TL_OP_GATHER_GRAD : TL_OP_TAKE_GRAD;
+            cr_assert(!twin_kernels(op, 2, in, &a, tw, &st), "%s", st.msg);
+            cr_assert(!tl_cpu_backend.run(&tl_cpu_backend, op, 2, in, &a, cpu, &st), "%s", st.msg);
+            cr_assert(same_bits(tw, cpu), "%s round %d", tl_ops[op].name, round);
+            tl_tensor *objs[] = {idx, g, tw, cpu};
+            for (int i = 0; i < 4; i++)
+                tl_tensor_unref(objs[i]);
+        }
+}
+
+/* ---------- errors in the CPU's words ---------- */
+
+/* op on the twin and on the CPU must fail alike. */
+static void fails_alike(tl_opcode op, int n, const tl_tensor *const *in, const tl_attrs *a,
+                        tl_dtype dt, int ndim, const int64_t *shape)
+{
+    tl_status s1 = {0}, s2 = {0};
+    tl_tensor *o1 = tl_tensor_new(dt, ndim, shape, &s1), *o2 = tl_tensor_new(dt, ndim, shape, &s2);
+    tl_code r1 = twin_kernels(op, n, in, a, o1, &s1);
+    tl_code r2 = tl_cpu_backend.run(&tl_cpu_backend, op, n, in, a, o2, &s2);
+    cr_expect_eq(r2, TL_EINPUT, "%s: the CPU refuses", tl_ops[op].name);
+    cr_expect_eq(r1, r2, "%s", tl_ops[op].name);
+    cr_expect_str_eq(s1.msg, s2.msg, "%s", tl_ops[op].name);
+    tl_tensor_unref(o1);
+    tl_tensor_unref(o2);
+}
+
+Test(cuda_host, index_and_cast_errors_in_the_cpu_words)
+{
+    tl_status st = {0};
+    int64_t xs[2] = {3, 4}, is[2] = {2, 3};
+    tl_tensor *x = random_tensor(TL_F32, 2, xs, false);
+    tl_tensor *idx = tl_tensor_new(TL_I64, 2, is, &st);
+    for (int64_t j = 0; j < 6; j++)
+        tl_tensor_set(idx, j, (double)j - 3);
+    tl_tensor_set(idx, 4, 9); /* [1,1] */
+    tl_tensor_set(idx, 5, -7);
+    tl_attrs a;
+    tl_attrs_init(&a);
+    a.axis = 1;
+    const tl_tensor *in[2] = {x, idx};
+    int64_t take_shape[3] = {3, 2, 3};
+    fails_alike(TL_OP_TAKE, 2, in, &a, TL_F32, 3, take_shape);
+    int64_t gshape[2] = {2, 3};
+    fails_alike(TL_OP_GATHER, 2, in, &a, TL_F32, 2, gshape);
+    a.depth = 4;
+    a.dtype = TL_F64;
+    const tl_tensor *oh[1] = {idx};
+    int64_t ohshape[3] = {2, 3, 4};
+    fails_alike(TL_OP_ONE_HOT, 1, oh, &a, TL_F64, 3, ohshape);
+    /* take_grad: the cotangent of take along axis 0 of an f32[4,3] */
+    tl_attrs g;
+    tl_attrs_init(&g);
+    g.axis = 0;
+    tl_tensor *cot = random_tensor(TL_F32, 3, (int64_t[]){2, 3, 3}, false);
+    const tl_tensor *tg[2] = {cot, idx};
+    fails_alike(TL_OP_TAKE_GRAD, 2, tg, &g, TL_F32, 2, (int64_t[]){4, 3});
+    /* casts out of range */
+    int64_t cs[1] = {5};
+    tl_tensor *f = tl_tensor_new(TL_F64, 1, cs, &st), *big = tl_tensor_new(TL_I64, 1, cs, &st);
+    double vals[5] = {1.5, -2.5, 3e9, NAN, 0};
+    for (int i = 0; i < 5; i++) {
+        tl_tensor_set(f, i, vals[i]);
+        tl_tensor_set(big, i, i == 3 ? -3e9 : i);
+    }
+    tl_attrs c;
+    tl_attrs_init(&c);
+    c.dtype = TL_I32;
+    const tl_tensor *cf[1] = {f}, *cb[1] = {big};
+    fails_alike(TL_OP_CAST, 1, cf, &c, TL_I32, 1, cs);
+    fails_alike(TL_OP_CAST, 1, cb, &c, TL_I32, 1, cs);
+    tl_tensor_set(f, 2, 1);
+    c.dtype = TL_I64;
+    fails_alike(TL_OP_CAST, 1, cf, &c, TL_I64, 1, cs); /* the NaN */
+    tl_tensor *objs[] = {x, idx, cot, f, big};
+    for (int i = 0; i < 5; i++)
+        tl_tensor_unref(objs[i]);
+}
+
+/* ---------- the caching allocator ---------- */
+
+typedef struct fake_mem {
+    int64_t live, allocs, frees;
+    int64_t fail_after; /* raw allocations that succeed; -1: all */
+} fake_mem;
+
+static void *fake_alloc(void *ctx, size_t bytes)
+{
+    fake_mem *m = ctx;
+    if (m->fail_after >= 0 && m->allocs >= m->fail_after)
+        return NULL;
+    m->allocs++;
+    m->live++;
+    return malloc(bytes);
+}
+
+static void fake_free(void *ctx, void *p)
+{
+    fake_mem *m = ctx;
+    m->frees++;
+    m->live--;
+    free(p);
+}
+
+Test(cuda_host, pool_classes)
+{
+    size_t prev = 0;
+    for (int c = 0; c < 300; c++) {
+        size_t b = cu_pool_class_bytes(c);
+        cr_assert_gt(b, prev, "class sizes grow");
+        cr_assert_eq(cu_pool_class(b), c, "a class's own size is in it");
+        cr_assert_eq(cu_pool_class(prev + 1), c, "so is one byte more than the last class");
+        if (c > 8)
+            cr_assert_leq((double)b / (double)(prev + 1), 1.125 + 1e-9, "at most 12.5%% slack");
+        prev = b;
+    }
+    cr_expect_eq(cu_pool_class(1), 0);
+    cr_expect_eq(cu_pool_class(512), 0);
+    cr_expect_eq(cu_pool_class(513), 1);
+}
+
+Test(cuda_host, pool_reuses_and_trims)
+{
+    fake_mem m = {0, 0, 0, -1};
+    cu_pool p;
+    cu_pool_init(&p, fake_alloc, fake_free, &m);
+    void *a = cu_pool_alloc(&p, 1000), *b = cu_pool_alloc(&p, 1000);
+    cr_assert(a && b && a != b);
+    cu_pool_release(&p, a);
+    cr_expect_eq(cu_pool_alloc(&p, 990), a, "the same class comes back from the cache");
+    cr_expect_eq(m.allocs, 2);
+    cu_pool_release(&p, (void *)&m); /* not the pool's: ignored */
+    cu_pool_release(&p, NULL);
+    void *many[1000];
+    for (int i = 0; i < 1000; i++)
+        many[i] = cu_pool_alloc(&p, (size_t)(i % 50) * 4096 + 1);
+    for (int i = 0; i < 1000; i += 2)
+        cu_pool_release(&p, many[i]);
+    int64_t raw = m.allocs;
+    for (int i = 0; i < 1000; i += 2)
+        cr_assert(many[i] = cu_pool_alloc(&p, (size_t)(i % 50) * 4096 + 1));
+    cr_expect_eq(m.allocs, raw, "every one of them from the cache");
+    /* out of memory: the cache is given back and the request retried */
+    for (int i = 0; i < 1000; i += 2)
+        cu_pool_release(&p, many[i]);
+    m.fail_after = m.allocs;
+    void *big = cu_pool_alloc(&p, (size_t)1 << 24);
+    cr_expect_null(big, "the raw allocator refuses");
+    cr_expect_eq(p.cached, 0, "after giving back the whole cache");
+    m.fail_after = -1;
+    cr_expect_not_null(cu_pool_alloc(&p, (size_t)1 << 24));
+    cu_pool_destroy(&p);
+    cr_expect_eq(m.live, 0, "destroy gives everything back");
+}
+
+/* ---------- every fixture on the twin ---------- */
+
+/* Ops whose order of rounding on the GPU is not the CPU's. */
+static bool reordered(tl_opcode op)
+{
+    switch (op) {
+    case TL_OP_SUM:
+    case TL_OP_MEAN:
+    case TL_OP_PROD:
+    case TL_OP_LOGSUMEXP:
+    case TL_OP_SOFTMAX:
+    case TL_OP_LOG_SOFTMAX:
+    case TL_OP_PROD_GRAD:
+    case TL_OP_MATMUL: return true;
+    default: return false;
+    }
+}
+
+static struct {
+    int64_t ops[TL_OP_COUNT], bad[TL_OP_COUNT];
+    double worst[TL_OP_COUNT]; /* reordered ops: the largest scaled difference */
+} seen;
+
+/* |got - want| / (tol scale): NaN and infinities must match exactly. */
+static double distance(const tl_tensor *got, const tl_tensor *want)
+{
+    double scale = 1, worst = 0;
+    for (int64_t i = 0; i < want->numel; i++) {
+        double w = fabs(tl_tensor_get(want, i));
+        if (isfinite(w) && w > scale)
+            scale = w;
+    }
+    for (int64_t i = 0; i < want->numel; i++) {
+        double x = tl_tensor_get(got, i), y = tl_tensor_get(want, i);
+        if (isnan(y) || isinf(y)) {
+            if (!(isnan(y) ? isnan(x) : x == y))
+                return INFINITY;
+            continue;
+        }
+        double d = fabs(x - y) / (fabs(y) + scale);
+        worst = d > worst || isnan(d) ? d : worst;
+    }
+    return worst;
+}
+
+static void observe(tl_opcode op, int n, const tl_tensor *const *in, const tl_tensor *got, tl_code rc,
+                    const tl_status *st, const tl_tensor *cpu, tl_code cpu_rc, const tl_status *cpu_st)
+{
+    (void)n, (void)in;
+    seen.ops[op]++;
+    bool ok;
+    if (rc || cpu_rc)
+        ok = rc == cpu_rc && !strcmp(st->msg, cpu_st->msg);
+    else if (!reordered(op))
+        ok = same_bits(got, cpu);
+    else {
+        double d = distance(got, cpu);
+        seen.worst[op] = d > seen.worst[op] || isnan(d) ? d : seen.worst[op];
+        ok = d <= (got->dtype == TL_F32 ? 1e-5 : 1e-13);
+    }
+    if (!ok) {
+        seen.bad[op]++;
+        cr_log_error("%s on %s differs from the CPU", tl_ops[op].name, tl_dtype_name(got->dtype));
+    }
+}
+
+static tl_backend *twin;
+
+/* Both missing, or close (by dtype). */
+static bool near(const tl_tensor *got, const tl_tensor *want)
+{
+    if (!got || !want)
+        return got == want;
+    return distance(got, want) <= (want->dtype == TL_F32 ? 1e-4 : 1e-10);
+}
+
+/* The fixture on the twin, forward and backward: results close to the
+ * CPU's (each op was checked as it ran). */
+static int on_twin(const char *dir, const char *name)
+{
+    fixture f;
+    tl_status st = {0};
+    if (!load(dir, name, &f)) {
+        unload(&f);
+        return 1;
+    }
+    tl_tensor *cpu[128] = {0}, *tw[128] = {0}; /* outputs, then gradients from 64 */
+    cr_assert(eval(&f, f.in, cpu, cpu + 64, &st), "%s on the CPU: %s", name, st.msg);
+    int bad = !eval_on(twin, &f, f.in, tw, tw + 64, &st);
+    if (bad)
+        cr_log_error("%s on the twin: %s", name, st.msg);
+    for (int i = 0; i < 128; i++) {
+        if (!bad && !near(tw[i], cpu[i])) {
+            cr_log_error("%s: %s %d differs from the CPU's", name, i < 64 ? "output" : "the gradient of input",
+                         i % 64);
+            bad = 1;
+        }
+        tl_tensor_unref(cpu[i]);
+        tl_tensor_unref(tw[i]);
+    }
+    unload(&f);
+    return bad;
+}
+
+static int on_twin_if_map(const char *dir, const char *name)
+{
+    return strstr(name, "map") ? on_twin(dir, name) : 0;
+}
+
+static void run_fixtures(checker check, int *fails, int *count)
+{
+    const char *dirs[] = {"tests/fixtures/ops", "tests/fixtures/flow"};
+    memset(&seen, 0, sizeof seen);
+    twin = twin_open();
+    twin_watch = observe;
+    *fails = *count = 0;
+    for (int d = 0; d < 2; d++) {
+        int f, c;
+        each_case(dirs[d], check, false, &f, &c);
+        *fails += f;
+        *count += c;
+    }
+    twin_watch = NULL;
+    testdev_close(twin); /* every buffer released */
+}
+
+Test(cuda_host, every_fixture_on_the_twin)
+{
+    int fails, count;
+    run_fixtures(on_twin, &fails, &count);
+    cr_assert_geq(count, 560, "only %d fixtures", count);
+    cr_expect_eq(fails, 0, "%d of %d fixtures differ on the twin", fails, count);
+    int64_t total = 0;
+    for (int op = 0; op < TL_OP_COUNT; op++) {
+        total += seen.ops[op];
+        cr_expect_eq(seen.bad[op], 0, "%s: %lld of %lld calls differ from the CPU", tl_ops[op].name,
+                     (long long)seen.bad[op], (long long)seen.ops[op]);
+        bool kernel = tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP;
+        cr_expect(!kernel || seen.ops[op] > 0, "%s never ran on the twin", tl_ops[op].name);
+        if (reordered(op))
+            cr_log_info("%-12s %6lld calls, largest scaled difference from the CPU %.3g", tl_ops[op].name,
+                        (long long)seen.ops[op], seen.worst[op]);
+    }
+    cr_log_info("%d fixtures, %lld op calls on the twin", count, (long long)total);
+}
+
+Test(cuda_host, map_interpreter_matches_the_cpu_engine_bit_for_bit)
+{
+    int fails, count;
+    run_fixtures(on_twin_if_map, &fails, &count);
+    cr_expect_eq(fails, 0);
+    cr_expect_gt(seen.ops[TL_OP_MAP], 15, "map calls: %lld", (long long)seen.ops[TL_OP_MAP]);
+    cr_expect_gt(seen.ops[TL_OP_MAP_GRAD], 10, "map_grad calls: %lld", (long long)seen.ops[TL_OP_MAP_GRAD]);
+    cr_expect_eq(seen.bad[TL_OP_MAP], 0);
+    cr_expect_eq(seen.bad[TL_OP_MAP_GRAD], 0);
+}
