@@ -199,6 +199,8 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
         attrs = &typed;
     }
     tl_tensor *out = rc ? NULL : tl_op(ev->cx, n->op, n->nargs, in, attrs, ev->st);
+    if (out && ev->opts->observe)
+        ev->opts->observe(ev->opts->observe_ctx, n, n->nargs, in, out);
     int var = -1;
     if (out && ev->tape && any && differentiable(n->op, out)) {
         var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, &n->attrs, n, ev->st);
@@ -241,6 +243,10 @@ static tl_code eval_if(tl_eval *ev, const tl_node *n)
     if (!c.weak && tl_ctx_item(ev->cx, c.t, &x, ev->st))
         return ev->st->code;
     bool then = x != 0; /* NaN selects then, as in C */
+    if (ev->opts->observe) {
+        tl_tensor *ct = c.weak ? NULL : c.t;
+        ev->opts->observe(ev->opts->observe_ctx, n, ct ? 1 : 0, &ct, NULL);
+    }
     const tl_block *b = then ? n->then_b : n->else_b;
     tl_stats *s = ev->stats;
     if (s->nlog < (int)(sizeof s->log / sizeof s->log[0]))

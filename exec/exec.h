@@ -29,6 +29,12 @@ typedef struct tl_run_opts {
     /* called now and then during a long run or backward pass: how far */
     void (*progress)(void *ctx, const char *phase, int64_t done, int64_t total);
     void *progress_ctx;
+    /* called after every op and map node with its operands (weak numbers
+     * as 0-d tensors) and result, and after every if decision (in = the
+     * condition, out = NULL); the tensors may live on a device.  For tools
+     * that watch a run (gradcheck's decision fingerprints). */
+    void (*observe)(void *ctx, const tl_node *n, int nin, tl_tensor *const *in, const tl_tensor *out);
+    void *observe_ctx;
 } tl_run_opts;
 
 /* What one graph node did (with profile): op calls, the time in them, on

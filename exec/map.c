@@ -35,6 +35,8 @@ tl_code tl_eval_map(tl_eval *ev, const tl_node *n)
         any = any || v.var >= 0;
     }
     tl_tensor *out = rc ? NULL : tl_op(ev->cx, TL_OP_MAP, nin, in, &n->attrs, ev->st);
+    if (out && ev->opts->observe)
+        ev->opts->observe(ev->opts->observe_ctx, n, nin, in, out);
     int var = -1;
     if (out && ev->tape && any &&
         (var = tl_tape_record(ev->tape, TL_OP_MAP, nin, in, vars, out, &n->attrs, n, ev->st)) < 0) {
