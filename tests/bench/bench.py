@@ -1,0 +1,244 @@
+#!/usr/bin/python3
+"""make bench: tl and PyTorch on the same work, measured side by side in one
+run, reported as one table of ratios (the machines here are shared and
+noisy: nothing is asserted, figures are medians of alternating runs).
+
+tl's time is its whole process (start, reading the inputs, the run and the
+backward pass, writing the gradients); PyTorch's is its compute alone, the
+import and the reading of the inputs excluded.  Peak RSS is each process's
+own (ru_maxrss).  Needs /usr/bin/python3 with NumPy; PyTorch (the Debian
+package python3-torch) is optional: without it the PyTorch columns say so.
+
+    /usr/bin/python3 tests/bench/bench.py [--quick] [--tl ./tl]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def run_measured(cmd, env=None):
+    """Wall seconds, user, system and peak RSS (MiB) of one process, through
+    /usr/bin/time (a child forked from this big Python process would count
+    its pages until exec)."""
+    t0 = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-f", "@@ %U %S %M"] + cmd, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, env=env, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit("bench: %s failed: %s" % (" ".join(cmd), p.stderr))
+    u, s, m = p.stderr.strip().splitlines()[-1].split()[1:]
+    return wall, float(u), float(s), int(m) / 1024
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+TORCH_CHILD = r'''
+import json, resource, sys, time
+import numpy as np
+import torch
+torch.manual_seed(0)
+work, tmp, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def load(name):
+    return torch.from_numpy(np.load(tmp + "/" + name))
+if work == "chain":
+    x0 = load("x16m.npy")
+    def step():
+        x = x0.clone().requires_grad_()
+        torch.tanh(torch.exp(x) * 0.5 + x).sum().backward()
+        return x.grad
+elif work == "map":
+    x0 = load("x1m.npy")
+    def step():
+        x = x0.clone().requires_grad_()
+        torch.where(x > 0, x * x, torch.sin(x)).sum().backward()
+        return x.grad
+elif work == "mlp":
+    z = np.load(tmp + "/mlp.npz")
+    ps0 = [torch.from_numpy(z[k]) for k in ["x", "w1", "b1", "w2", "b2", "w3", "b3"]]
+    def step():
+        x, w1, b1, w2, b2, w3, b3 = [p.clone().requires_grad_() for p in ps0]
+        h = torch.tanh(x @ w1 + b1)
+        h = torch.tanh(h @ w2 + b2)
+        torch.tanh(h @ w3 + b3).sum().backward()
+        return w1.grad
+elif work == "recurrence":
+    def step():
+        x = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+        s = x
+        for _ in range(100000):
+            s = s * 0.999 + torch.sin(s) * 0.001
+        s.backward()
+        return x.grad
+elif work == "import":
+    def step():
+        return None
+step()  # warm up
+ts = []
+for _ in range(reps):
+    t0 = time.perf_counter()
+    step()
+    ts.append(time.perf_counter() - t0)
+ts.sort()
+print(json.dumps({"s": ts[len(ts) // 2], "threads": torch.get_num_threads(),
+                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+'''
+
+
+def torch_time(work, tmp, reps):
+    p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", TORCH_CHILD, work, tmp,
+                        str(reps)], capture_output=True, text=True)
+    if p.returncode != 0:
+        if "No module named 'torch'" in p.stderr:
+            return None
+        sys.exit("bench: the PyTorch side of %s failed: %s" % (work, p.stderr))
+    r = json.loads(p.stdout)
+    r["rss"] = int(p.stderr.strip().splitlines()[-1].split()[1]) / 1024
+    return r
+
+
+def have_torch():
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def gen_inputs(tmp):
+    rng = np.random.default_rng(20261130)
+    np.save(tmp + "/x16m.npy", rng.uniform(-2, 2, 16 << 20).astype(np.float32))
+    np.save(tmp + "/x1m.npy", rng.uniform(-2, 2, 1 << 20))
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32)
+    np.savez(tmp + "/mlp.npz", x=rng.standard_normal((512, 1024)).astype(np.float32),
+             w1=w(1024, 1024), b1=w(1024), w2=w(1024, 1024), b2=w(1024), w3=w(1024, 1024), b3=w(1024))
+    for dt, name in [(np.float32, "a32.npy"), (np.float64, "a64.npy")]:
+        np.save(tmp + "/" + name, rng.standard_normal((1024, 1024)).astype(dt))
+
+
+def big_graph(path, n=200000):
+    """A 200k-node graph: a chain of adds and muls (about 11 MB of JSON)."""
+    with open(path, "w") as f:
+        f.write('{"version": 1, "doc": "200000 nodes", "inputs": ["x"], "nodes": [\n')
+        prev = "x"
+        for i in range(n):
+            op = "add" if i % 2 else "mul"
+            f.write('  {"id": "node_%06d", "op": "%s", "args": ["%s", %s]},\n' % (i, op, prev, "1.0000001"))
+            prev = "node_%06d" % i
+        f.write('  {"id": "out", "op": "neg", "args": ["%s"]}\n], "outputs": "out"}\n' % prev)
+
+
+def tl_cmd(tl, *args):
+    return [tl] + list(args)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tl", default=os.path.join(ROOT, "tl"))
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    a = ap.parse_args()
+    reps = 3 if a.quick else 7
+    tmp = tempfile.mkdtemp(prefix="tl-bench.")
+    try:
+        bench(a.tl, tmp, reps)
+    finally:
+        shutil.rmtree(tmp)
+
+
+def bench(tl, tmp, reps):
+    torch_ok = have_torch()
+    gen_inputs(tmp)
+    g = lambda name: os.path.join(HERE, name)
+    work = [
+        ("elementwise chain, 16M f32", "chain",
+         tl_cmd(tl, "grad", g("chain.json"), "x=" + tmp + "/x16m.npy", "--only", "grad/x", "-o", tmp + "/g.npy"), 2.0),
+        ("map with a branch, 1M f64", "map",
+         tl_cmd(tl, "grad", g("branch_map.json"), "x=" + tmp + "/x1m.npy", "--only", "grad/x", "-o", tmp + "/g.npy"), 2.0),
+        ("3-layer tanh MLP, 512x1024 f32", "mlp",
+         tl_cmd(tl, "grad", g("mlp3.json"), "-i", tmp + "/mlp.npz", "-o", tmp + "/g.npz"), 1.2),
+        ("scalar recurrence, 100k x 4 ops f64", "recurrence",
+         tl_cmd(tl, "grad", g("recurrence.json"), "x=0.5", "-o", tmp + "/g.npz"), 60.0),
+    ]
+    print("tl %s vs PyTorch%s, %d processors; medians of %d alternating runs" %
+          (subprocess.run([tl, "--version"], capture_output=True, text=True).stdout.split()[-1],
+           "" if torch_ok else " (not installed: PyTorch columns skipped)", os.cpu_count(), reps))
+    print("%-38s %10s %10s %8s %7s %9s %9s" % ("workload (grad)", "tl ms", "torch ms", "ratio", "target",
+                                              "tl MiB", "torch MiB"))
+    for title, key, cmd, target in work:
+        tl_runs = []
+        tt = None
+        for _ in range(reps if key != "recurrence" else max(3, reps // 2)):
+            tl_runs.append(run_measured(cmd))
+        if torch_ok:
+            tt = torch_time(key, tmp, 3 if key == "recurrence" else reps)
+        wall = median([r[0] for r in tl_runs])
+        rss = max(r[3] for r in tl_runs)
+        sysm = median([r[2] for r in tl_runs])
+        if tt:
+            ratio = tt["s"] / wall
+            print("%-38s %10.1f %10.1f %7.2fx %6.1fx %9.1f %9.1f" % (title, wall * 1e3, tt["s"] * 1e3, ratio,
+                                                                 target, rss, tt["rss"]))
+        else:
+            print("%-38s %10.1f %10s %8s %6.1fx %9.1f %9s" % (title, wall * 1e3, "-", "-", target, rss, "-"))
+        if key == "chain":
+            print("%-38s %10.1f ms of system time in tl's process" % ("", sysm * 1e3))
+
+    tiny = [run_measured(tl_cmd(tl, "grad", os.path.join(ROOT, "examples", "poly.json"), "x=2")) for _ in range(21)]
+    imp = torch_time("import", tmp, 1) if torch_ok else None
+    print("%-38s %10.2f %10s %8s %7s %9.1f %9s   (target <= 3 ms, <= 8 MiB)" %
+          ("tiny graph, whole process", median([r[0] for r in tiny]) * 1e3, "-", "-", "", max(r[3] for r in tiny),
+           "%.1f" % imp["rss"] if imp else "-"))
+    if torch_ok:
+        t0 = time.perf_counter()
+        subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True)
+        print("%-38s %10s %10.1f   (PyTorch's import alone)" % ("", "", (time.perf_counter() - t0) * 1e3))
+
+    # matrix products: tl with 1 and all threads (its own -v run time), NumPy in the same run
+    print("\nmatrix product 1024^3 (forward of sum(a @ a)), GFLOP/s:")
+    for dt, f in [("f32", "a32.npy"), ("f64", "a64.npy")]:
+        res = {}
+        for th in ["1", str(os.cpu_count())]:
+            ms = []
+            for _ in range(3):
+                p = subprocess.run([tl, "run", g("matmul_any.json"), "a=" + tmp + "/" + f, "-v", "-o", tmp + "/c.npy"],
+                                   capture_output=True, text=True, env=dict(os.environ, TL_NUM_THREADS=th), check=True)
+                line = [l for l in p.stderr.splitlines() if "run " in l][0]
+                ms.append(float(line.split("run ")[1].split(" ms")[0]))
+            res[th] = 2 * 1024 ** 3 / (median(ms) / 1e3) / 1e9
+        m = np.load(tmp + "/" + f)
+        np.dot(m, m)
+        ts = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            np.dot(m, m)
+            ts.append(time.perf_counter() - t0)
+        npg = 2 * 1024 ** 3 / median(ts) / 1e9
+        n = str(os.cpu_count())
+        print("  %s: tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy %6.1f; tl/NumPy %.0f%%"
+              % (dt, res["1"], n, res[n], res[n] / res["1"], npg, 100 * res[n] / npg))
+
+    # loading a 200k-node graph
+    big = tmp + "/big.json"
+    big_graph(big)
+    size = os.path.getsize(big) / 2 ** 20
+    loads, rsss = [], []
+    for _ in range(3):
+        p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", tl, "run", big, "x=1", "-v"], capture_output=True,
+                           text=True, check=True)
+        line = [l for l in p.stderr.splitlines() if "load " in l][0]
+        loads.append(float(line.split("load ")[1].split(" ms")[0]))
+        rsss.append(int(p.stderr.strip().splitlines()[-1].split()[1]) / 1024)
+    print("\nloading a 200k-node graph (%.1f MiB of JSON): %.0f ms (target <= 150), peak RSS %.1f MiB = %.1fx the file"
+          " (target <= 3x)" % (size, median(loads), median(rsss), median(rsss) / size))
+
+
+if __name__ == "__main__":
+    main()
