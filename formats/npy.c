@@ -410,21 +410,61 @@ tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st)
     return t;
 }
 
-tl_code tl_npy_peek_file(const char *path, tl_dtype *dt, int *ndim, int64_t *shape, tl_status *st)
+/* A .npy file at path, its header parsed and checked against the file's
+ * size: the dtype and shape, and where the data starts.  The first bytes
+ * (up to 1 MiB, more than any header tl reads) stay in *head. */
+typedef struct npy_file {
+    FILE *f;
+    npy_header h;
+    tl_dtype dt;
+    bool swap;
+    size_t data;        /* offset of the data */
+    unsigned char *head; /* the first `got` bytes */
+    size_t got;
+} npy_file;
+
+static tl_code npy_open(const char *path, npy_file *nf, tl_status *st)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    memset(nf, 0, sizeof *nf);
+    if (!(nf->f = fopen(path, "rb")))
         return tl_fail(st, TL_EINPUT, "cannot open: %s", strerror(errno));
     struct stat sb;
-    size_t cap = (size_t)1 << 20; /* far more than any header tl reads */
-    unsigned char *b = NULL;
-    tl_code rc = TL_OK;
-    if (fstat(fileno(f), &sb))
-        rc = tl_fail(st, TL_EINPUT, "cannot read: %s", strerror(errno));
-    else if (S_ISDIR(sb.st_mode))
-        rc = tl_fail(st, TL_EINPUT, "cannot read: %s", strerror(EISDIR));
-    else if (!S_ISREG(sb.st_mode)) { /* a pipe or device: no size to trust, read it all */
-        fclose(f);
+    size_t cap = (size_t)1 << 20, hstart = 0, hlen = 0;
+    if (fstat(fileno(nf->f), &sb))
+        return tl_fail(st, TL_EINPUT, "cannot read: %s", strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return tl_fail(st, TL_EINPUT, "cannot read: %s", strerror(EISDIR));
+    if ((uint64_t)sb.st_size < cap)
+        cap = (size_t)sb.st_size + 1; /* no larger than the file */
+    if (!(nf->head = tl_malloc(cap, 1, "a .npy header", st)))
+        return st->code;
+    nf->got = fread(nf->head, 1, cap, nf->f);
+    if (read_preamble(nf->head, nf->got, &hstart, &hlen, st) ||
+        parse_header((const char *)nf->head + hstart, hlen, &nf->h, st) ||
+        descr_dtype(nf->h.descr, &nf->dt, &nf->swap, st) ||
+        check_data_size(&nf->h, nf->dt, (size_t)sb.st_size - hstart - hlen, st))
+        return st->code;
+    nf->data = hstart + hlen;
+    return TL_OK;
+}
+
+static void npy_close(npy_file *nf)
+{
+    if (nf->f)
+        fclose(nf->f);
+    free(nf->head);
+}
+
+/* A pipe or a device: no size to trust, so the whole of it is read. */
+static bool regular_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) || S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode);
+}
+
+tl_code tl_npy_peek_file(const char *path, tl_dtype *dt, int *ndim, int64_t *shape, tl_status *st)
+{
+    if (!regular_file(path)) {
         tl_tensor *t = tl_npy_read_file(path, st);
         if (t) {
             *dt = t->dtype;
@@ -433,26 +473,15 @@ tl_code tl_npy_peek_file(const char *path, tl_dtype *dt, int *ndim, int64_t *sha
         }
         tl_tensor_unref(t);
         return t ? TL_OK : st->code;
-    } else {
-        if ((uint64_t)sb.st_size < cap)
-            cap = (size_t)sb.st_size + 1; /* no larger than the file */
-        if (!(b = tl_malloc(cap, 1, "a .npy header", st)))
-            rc = st->code;
     }
-    size_t got = rc ? 0 : fread(b, 1, cap, f);
-    fclose(f);
-    size_t size = (size_t)sb.st_size, hstart = 0, hlen = 0;
-    npy_header h;
-    bool swap;
-    if (!rc && (read_preamble(b, got, &hstart, &hlen, st) ||
-                parse_header((const char *)b + hstart, hlen, &h, st) || descr_dtype(h.descr, dt, &swap, st) ||
-                check_data_size(&h, *dt, size - hstart - hlen, st)))
-        rc = st->code;
+    npy_file nf;
+    tl_code rc = npy_open(path, &nf, st);
     if (!rc) {
-        *ndim = h.ndim;
-        memcpy(shape, h.shape, sizeof(int64_t) * (size_t)h.ndim);
+        *dt = nf.dt;
+        *ndim = nf.h.ndim;
+        memcpy(shape, nf.h.shape, sizeof(int64_t) * (size_t)nf.h.ndim);
     }
-    free(b);
+    npy_close(&nf);
     return rc;
 }
 
@@ -469,12 +498,45 @@ tl_tensor *tl_npy_read_stream(FILE *f, tl_status *st)
 
 tl_tensor *tl_npy_read_file(const char *path, tl_status *st)
 {
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    if (tl_slurp_path(path, &buf, &len, st))
-        return NULL;
-    tl_tensor *t = tl_npy_read_mem(buf, len, st);
-    free(buf);
+    if (!regular_file(path)) {
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        if (tl_slurp_path(path, &buf, &len, st))
+            return NULL;
+        tl_tensor *t = tl_npy_read_mem(buf, len, st);
+        free(buf);
+        return t;
+    }
+    /* the data goes straight from the file into the tensor: no second
+     * copy of a large array passes through memory */
+    npy_file nf;
+    tl_tensor *t = NULL;
+    unsigned char *tmp = NULL;
+    if (npy_open(path, &nf, st) || !(t = tl_tensor_new(nf.dt, nf.h.ndim, nf.h.shape, st)))
+        goto done;
+    size_t sz = tl_dtype_size(nf.dt), bytes = (size_t)t->numel * sz;
+    void *dst = t->data;
+    if (nf.h.fortran && bytes && !(dst = tmp = tl_malloc(bytes, 1, "a Fortran-order array", st)))
+        goto fail;
+    size_t have = nf.got > nf.data ? nf.got - nf.data : 0;
+    if (have > bytes)
+        have = bytes;
+    memcpy(dst, nf.head + nf.data, have);
+    if (have < bytes && fread((char *)dst + have, 1, bytes - have, nf.f) != bytes - have) {
+        tl_fail(st, TL_EINPUT, "read error: %s", ferror(nf.f) ? strerror(errno) : "the file shrank");
+        goto fail;
+    }
+    if (nf.h.fortran)
+        fortran_to_c(t->data, tmp, nf.h.ndim, nf.h.shape, t->numel, sz);
+    if (nf.swap)
+        swap_bytes(t->data, t->numel, sz);
+    goto done;
+fail:
+    tl_tensor_unref(t);
+    t = NULL;
+done:
+    free(tmp);
+    npy_close(&nf);
     return t;
 }
 
