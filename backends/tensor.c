@@ -259,6 +259,19 @@ tl_tensor *tl_tensor_new_on(tl_budget *budget, const tl_backend *be, tl_dtype dt
     return t;
 }
 
+tl_tensor *tl_tensor_stub(const tl_tensor *t, tl_status *st)
+{
+    tl_tensor *s = tl_malloc(1, sizeof *s, "a tensor header", st);
+    if (s) {
+        *s = *t;
+        s->refs = 1;
+        s->budget = NULL;
+        s->home = NULL;
+        s->data = NULL;
+    }
+    return s;
+}
+
 tl_tensor *tl_tensor_zeros(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st)
 {
     tl_tensor *t = tl_tensor_new(dt, ndim, shape, st);

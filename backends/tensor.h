@@ -91,6 +91,9 @@ static inline size_t tl_tensor_bytes(const tl_tensor *t)
 {
     return (size_t)t->numel * (t->dtype == TL_F32 || t->dtype == TL_I32 ? 4 : 8);
 }
+/* A header with t's dtype, shape and device but no data (data NULL):
+ * what keeps a shape alive without the memory behind it. */
+tl_tensor *tl_tensor_stub(const tl_tensor *t, tl_status *st);
 /* New host tensor filled with zeros. */
 tl_tensor *tl_tensor_zeros(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);
 tl_tensor *tl_tensor_scalar(tl_dtype dt, double v, tl_status *st);

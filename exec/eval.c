@@ -474,6 +474,7 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
     r->cx.profile = o->profile;
     r->cx.check_finite = o->check_finite;
     r->tape.budget = r->budget;
+    r->tape.keep_below = o->lean_tape ? 0 : 4096;
     r->progress = o->progress;
     r->progress_ctx = o->progress_ctx;
     r->noutputs = o->outputs ? o->noutputs : g->noutputs;

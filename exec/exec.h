@@ -26,6 +26,9 @@ typedef struct tl_run_opts {
     int noutputs;
     bool profile;      /* time every op call and keep a per-node log (tl_result_node_log) */
     bool check_finite; /* the first value (or gradient) with a NaN or an infinity is an error */
+    /* the tape keeps only the shape of every tensor its rules do not read,
+     * small ones too (by default small ones are kept whole: cheaper) */
+    bool lean_tape;
     /* called now and then during a long run or backward pass: how far */
     void (*progress)(void *ctx, const char *phase, int64_t done, int64_t total);
     void *progress_ctx;

@@ -162,15 +162,26 @@ static tl_tensor *prod_rule(bw *b, tl_tensor *g, tl_tensor *x, const tl_attrs *a
 
 /* matmul: promote 1-D operands to matrices, then gA = g B^T, gB = A^T g
  * through gemm transpose flags, summed over broadcast batch axes. */
+/* A header that carries a dtype and a shape, no data: what sum_to needs
+ * of the tensor whose shape it restores. */
+static tl_tensor shape_only(const tl_tensor *like, int ndim, const int64_t *shape)
+{
+    tl_tensor t = {.refs = 1, .dtype = like->dtype, .ndim = ndim};
+    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    return t;
+}
+
+/* matmul: promote 1-D operands to matrices, then gA = g B^T, gB = A^T g
+ * through gemm transpose flags, summed over broadcast batch axes.  A is
+ * read only for gB and B only for gA (the tape may keep just the shape of
+ * the other). */
 static void matmul_rule(bw *b, tl_tensor *g, tl_tensor *A, tl_tensor *B, const bool *want,
                         tl_tensor **ga, tl_tensor **gb)
 {
-    tl_tensor *a2 = A, *b2 = B, *g2 = g;
+    tl_tensor *g2 = g;
     int64_t shape[TL_MAXDIM];
-    if (A->ndim == 1)
-        a2 = reshape(b, A, 2, (int64_t[]){1, A->shape[0]});
-    if (B->ndim == 1)
-        b2 = reshape(b, B, 2, (int64_t[]){B->shape[0], 1});
+    tl_tensor as = A->ndim == 1 ? shape_only(A, 2, (int64_t[]){1, A->shape[0]}) : shape_only(A, A->ndim, A->shape);
+    tl_tensor bs = B->ndim == 1 ? shape_only(B, 2, (int64_t[]){B->shape[0], 1}) : shape_only(B, B->ndim, B->shape);
     if (A->ndim == 1 || B->ndim == 1) {
         int nd = g->ndim;
         memcpy(shape, g->shape, sizeof(int64_t) * (size_t)nd);
@@ -192,12 +203,14 @@ static void matmul_rule(bw *b, tl_tensor *g, tl_tensor *A, tl_tensor *B, const b
     tb.trans_b = true;
     ta.trans_a = true;
     if (want[0]) {
+        tl_tensor *b2 = B->ndim == 1 ? reshape(b, B, bs.ndim, bs.shape) : B;
         tl_tensor *in[2] = {g2, b2};
-        *ga = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &tb), a2), A->ndim, A->shape);
+        *ga = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &tb), &as), A->ndim, A->shape);
     }
     if (want[1]) {
+        tl_tensor *a2 = A->ndim == 1 ? reshape(b, A, as.ndim, as.shape) : A;
         tl_tensor *in[2] = {a2, g2};
-        *gb = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &ta), b2), B->ndim, B->shape);
+        *gb = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &ta), &bs), B->ndim, B->shape);
     }
 }
 
@@ -219,12 +232,25 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
     tl_tensor *x = e->in[0], *y = e->out, *w = e->nin > 1 ? e->in[1] : NULL;
     tl_tensor *zero = num(b, g, 0), *ga = NULL, *gb = NULL;
     switch (e->op) {
+    /* a binary rule computes only the gradients wanted: the tape may have
+     * kept only the shape of an operand the other one does not need */
     case TL_OP_ADD: ga = g; gb = g; break;
-    case TL_OP_SUB: ga = g; gb = op1(b, TL_OP_NEG, g); break;
-    case TL_OP_MUL: ga = op2(b, TL_OP_MUL, g, w); gb = op2(b, TL_OP_MUL, g, x); break;
+    case TL_OP_SUB:
+        ga = g;
+        if (want[1])
+            gb = op1(b, TL_OP_NEG, g);
+        break;
+    case TL_OP_MUL:
+        if (want[0])
+            ga = op2(b, TL_OP_MUL, g, w);
+        if (want[1])
+            gb = op2(b, TL_OP_MUL, g, x);
+        break;
     case TL_OP_DIV: /* -g * ((a/b)/b), as torch */
-        ga = op2(b, TL_OP_DIV, g, w);
-        gb = op2(b, TL_OP_MUL, op1(b, TL_OP_NEG, g), op2(b, TL_OP_DIV, y, w));
+        if (want[0])
+            ga = op2(b, TL_OP_DIV, g, w);
+        if (want[1])
+            gb = op2(b, TL_OP_MUL, op1(b, TL_OP_NEG, g), op2(b, TL_OP_DIV, y, w));
         break;
     case TL_OP_POW:
         if (want[0]) /* g * b * a^(b-1), 0 where b == 0 */
@@ -403,6 +429,64 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         out[0] = sum_to(b, ga, x);
     if (e->nin > 1 && want[1])
         out[1] = sum_to(b, gb, w);
+}
+
+unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var)
+{
+    enum { IN0 = 1, IN1 = 2, IN2 = 4, OUT = TL_GRAD_READS_OUT };
+    bool w0 = in_var[0] >= 0, w1 = nin > 1 && in_var[1] >= 0;
+    switch (op) {
+    case TL_OP_ADD:
+    case TL_OP_SUB:
+    case TL_OP_NEG:
+    case TL_OP_CAST:
+    case TL_OP_SUM:
+    case TL_OP_MEAN:
+    case TL_OP_RESHAPE:
+    case TL_OP_EXPAND_DIMS:
+    case TL_OP_SQUEEZE:
+    case TL_OP_TRANSPOSE:
+    case TL_OP_BROADCAST_TO:
+    case TL_OP_CONCAT:
+    case TL_OP_STACK:
+    case TL_OP_SLICE: return 0;
+    case TL_OP_MUL: return (w0 ? IN1 : 0) | (w1 ? IN0 : 0);
+    case TL_OP_MATMUL: return (w0 ? IN1 : 0) | (w1 ? IN0 : 0);
+    case TL_OP_DIV: return IN1 | (w1 ? OUT : 0);
+    case TL_OP_POW: return IN0 | IN1 | (w1 ? OUT : 0);
+    case TL_OP_MAXIMUM:
+    case TL_OP_MINIMUM: return IN0 | IN1;
+    case TL_OP_ABS:
+    case TL_OP_LOG:
+    case TL_OP_LOG1P:
+    case TL_OP_SQUARE:
+    case TL_OP_SIN:
+    case TL_OP_COS:
+    case TL_OP_ERF:
+    case TL_OP_RELU:
+    case TL_OP_SOFTPLUS:
+    case TL_OP_GELU:
+    case TL_OP_SILU:
+    case TL_OP_CLAMP:
+    case TL_OP_PROD:
+    case TL_OP_WHERE: return IN0;
+    case TL_OP_EXP:
+    case TL_OP_EXPM1:
+    case TL_OP_SQRT:
+    case TL_OP_RSQRT:
+    case TL_OP_RECIPROCAL:
+    case TL_OP_TAN:
+    case TL_OP_TANH:
+    case TL_OP_SIGMOID:
+    case TL_OP_SOFTMAX:
+    case TL_OP_LOG_SOFTMAX: return OUT;
+    case TL_OP_MAX:
+    case TL_OP_MIN:
+    case TL_OP_LOGSUMEXP: return IN0 | OUT;
+    case TL_OP_TAKE:
+    case TL_OP_GATHER: return nin > 1 ? IN1 : 0;
+    default: return ~0u; /* map and the rest: everything */
+    }
 }
 
 tl_code tl_grad_rule(tl_ctx *cx, const tl_entry *e, tl_tensor *g, tl_tensor **gin, tl_status *st)

@@ -287,6 +287,10 @@ tl_tensor *tl_op(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl
         tl_attrs_init(&a);
     if (tl_shape_infer(op, n, (const tl_tensor *const *)in, &a, &sh, st))
         return NULL;
+    for (int i = 0; i < n; i++)
+        if (!in[i]->data) /* a shape kept by the tape, read as if it had values */
+            return tl_fail(st, TL_ERUNTIME, "internal: %s was given a shape without data (argument %d)",
+                           tl_ops[op].name, i + 1), NULL;
     const tl_backend *be = cx->backend;
     if (!tl_backend_is_device(be))
         return on_cpu(cx, op, n, in, &a, &sh, st);

@@ -21,6 +21,16 @@ static void release(tl_entry *e)
     e->nin = 0;
 }
 
+/* What an entry keeps of a tensor: the tensor when its backward rule
+ * reads the values (or it is small), else only its shape, so the memory
+ * of intermediates no rule needs goes at their last use. */
+static tl_tensor *keep(const tl_tape *tp, tl_tensor *t, bool read, tl_status *st)
+{
+    if (read || (int64_t)tl_tensor_bytes(t) < tp->keep_below)
+        return tl_tensor_ref(t);
+    return tl_tensor_stub(t, st);
+}
+
 int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
                    tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st)
 {
@@ -58,10 +68,17 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
     e->in = block ? block : e->small_in; /* nin pointers, then nin variable ids */
     e->in_var = block ? (int *)((tl_tensor **)block + nin) : e->small_var;
     memcpy(e->in_var, in_var, sizeof(int) * (size_t)nin);
+    unsigned reads = tl_grad_reads(op, nin, in_var);
+    bool ok = true;
     for (int i = 0; i < nin; i++)
-        e->in[i] = tl_tensor_ref(in[i]);
-    e->out = tl_tensor_ref(out);
+        ok = (e->in[i] = keep(t, in[i], reads & (1u << (i < 31 ? i : 30)), st)) && ok;
+    ok = (e->out = keep(t, out, reads & TL_GRAD_READS_OUT, st)) && ok;
     e->out_var = tl_tape_new_var(t);
+    if (!ok) { /* a header could not be made: the entry is dropped again */
+        release(e);
+        t->n--;
+        return -1;
+    }
     return e->out_var;
 }
 
@@ -148,6 +165,8 @@ void tl_tape_free(tl_tape *t)
     free(t->e);
     tl_budget_credit(t->budget, t->cap * (int64_t)sizeof *t->e);
     tl_budget *b = t->budget;
+    int64_t below = t->keep_below;
     memset(t, 0, sizeof *t);
     t->budget = b;
+    t->keep_below = below;
 }

@@ -30,6 +30,7 @@ typedef struct tl_tape {
     int64_t n, cap;
     int nvars;
     tl_budget *budget; /* the entry array is charged here (not owned) */
+    int64_t keep_below; /* tensors under this many bytes are kept whole */
 } tl_tape;
 
 /* A fresh variable id (inputs that are differentiated get one). */
@@ -45,6 +46,13 @@ typedef void (*tl_progress_fn)(void *ctx, const char *phase, int64_t done, int64
 tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_fn progress,
                          void *progress_ctx, tl_status *st);
 void tl_tape_free(tl_tape *t);
+
+/* Which tensors of an entry the backward rule reads by value, given
+ * which inputs want a gradient (in_var >= 0): bit i for input i,
+ * TL_GRAD_READS_OUT for the output.  The tape keeps only the shape of the
+ * others (large ones; small ones it simply keeps). */
+#define TL_GRAD_READS_OUT (1u << 31)
+unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var);
 
 /* The backward rule of one entry: gin[i] receives the gradient of input i
  * (a new reference) where e->in_var[i] >= 0, or NULL for an exact zero. */
