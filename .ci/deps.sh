@@ -3,7 +3,7 @@
 # Used by `make deps` (and so by `make check` and `make demo`).
 set -euo pipefail
 pkgs=(build-essential clang libcjson-dev zlib1g-dev libopenblas-dev libopenblas-serial-dev
-      libcriterion-dev valgrind bc pkgconf)
+      libcriterion-dev libsleef-dev valgrind bc pkgconf)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

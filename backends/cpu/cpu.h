@@ -8,6 +8,18 @@
 
 typedef const tl_tensor *const *cpu_ins;
 
+/* A kernel compiled three times, for AVX-512 (x86-64-v4), AVX2 with FMA
+ * (x86-64-v3) and the baseline, the CPU choosing one when the program
+ * loads.  The clones compute the same bits: contraction into FMA is off
+ * (-ffp-contract=off), the math functions give the same bits at every
+ * vector width (vmath.h), and loops are vectorised only where that does
+ * not reorder arithmetic (no reassociation is allowed). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CPU_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CPU_KERNEL
+#endif
+
 tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
                         tl_status *st);
 tl_code cpu_reduce(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out,

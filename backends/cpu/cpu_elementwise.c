@@ -9,63 +9,6 @@
 #include "cpu.h"
 #include "scalar.h"
 
-void cpu_strides(int ndim, const int64_t *shape, int64_t *strides)
-{
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= shape[d];
-    }
-}
-
-static bool mergeable(const cpu_bcast *p, int d)
-{
-    for (int k = 0; k < p->nops; k++) {
-        int64_t hi = p->stride[k][d], lo = p->stride[k][d + 1];
-        if (!(hi == lo * p->shape[d + 1] || (hi == 0 && lo == 0)))
-            return false;
-    }
-    return true;
-}
-
-void cpu_bcast_init(cpu_bcast *p, int ndim, const int64_t *shape, int nops, const int *op_ndim,
-                    const int64_t *const *op_shape)
-{
-    p->nops = nops;
-    p->ndim = 0;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] == 1)
-            continue; /* size-1 axes move nothing */
-        int nd = p->ndim++;
-        p->shape[nd] = shape[d];
-        for (int k = 0; k < nops; k++) {
-            int od = d - (ndim - op_ndim[k]);
-            int64_t st[TL_MAXDIM];
-            cpu_strides(op_ndim[k], op_shape[k], st);
-            p->stride[k][nd] = (od < 0 || op_shape[k][od] == 1) ? 0 : st[od];
-        }
-    }
-    for (int d = p->ndim - 2; d >= 0; d--) {
-        if (!mergeable(p, d))
-            continue;
-        p->shape[d] *= p->shape[d + 1];
-        for (int k = 0; k < nops; k++)
-            p->stride[k][d] = p->stride[k][d + 1];
-        for (int e = d + 1; e < p->ndim - 1; e++) {
-            p->shape[e] = p->shape[e + 1];
-            for (int k = 0; k < nops; k++)
-                p->stride[k][e] = p->stride[k][e + 1];
-        }
-        p->ndim--;
-    }
-    if (p->ndim == 0) {
-        p->ndim = 1;
-        p->shape[0] = 1;
-        for (int k = 0; k < nops; k++)
-            p->stride[k][0] = 0;
-    }
-}
-
 /* Runs BODY once per innermost row of the plan P, with `o` the output
  * offset, off0..off2 the operand offsets, `len` the row length and s0..s2
  * the operands' strides along the row. */
@@ -227,7 +170,7 @@ static tl_code cast(const tl_tensor *x, tl_tensor *out, tl_status *st)
     return TL_OK;
 }
 
-static tl_code binary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
+CPU_KERNEL static tl_code binary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
     cpu_bcast plan;
     int nd[2] = {in[0]->ndim, in[1]->ndim};
@@ -245,7 +188,7 @@ static tl_code binary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *ou
     return TL_OK;
 }
 
-static tl_code unary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
+CPU_KERNEL static tl_code unary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
     int approx = a->approximate;
     switch (op) {

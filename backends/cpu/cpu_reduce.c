@@ -7,6 +7,7 @@
 #include <tgmath.h>
 
 #include "cpu.h"
+#include "vmath.h"
 
 #define DEFINE_PSUM(T, SUF)                                                        \
     static T psum_##SUF(const T *x, int64_t n)                                     \
@@ -187,11 +188,11 @@ static tl_code logsumexp(const tl_tensor *x, const bool *mask, tl_tensor *out, t
     if (x->dtype == TL_F32) {
         float *y = out->data, *sv = s.data;
         for (int64_t i = 0; i < m.numel; i++)
-            y[i] = log(sv[i]) + y[i];
+            y[i] = TL_LOG(sv[i]) + y[i];
     } else {
         double *y = out->data, *sv = s.data;
         for (int64_t i = 0; i < m.numel; i++)
-            y[i] = log(sv[i]) + y[i];
+            y[i] = TL_LOG(sv[i]) + y[i];
     }
     free(s.data);
     tl_tensor_unref(t);
@@ -238,12 +239,12 @@ tl_code cpu_reduce(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tenso
                 for (int64_t k = 0; k < r; k++)                                    \
                     m = NANMAX(m, xs[k * inner]);                                  \
                 for (int64_t k = 0; k < r; k++)                                    \
-                    s += exp(xs[k * inner] - m);                                   \
+                    s += TL_EXP(xs[k * inner] - m);                                \
                 if (op == TL_OP_SOFTMAX)                                           \
                     for (int64_t k = 0; k < r; k++)                                \
-                        ys[k * inner] = exp(xs[k * inner] - m) / s;                \
+                        ys[k * inner] = TL_EXP(xs[k * inner] - m) / s;             \
                 else {                                                             \
-                    T ls = log(s);                                                 \
+                    T ls = TL_LOG(s);                                              \
                     for (int64_t k = 0; k < r; k++)                                \
                         ys[k * inner] = xs[k * inner] - m - ls;                    \
                 }                                                                  \

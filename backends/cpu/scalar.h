@@ -10,6 +10,24 @@
 
 #include "backends/hd.h"
 
+/* The transcendental functions: in C the CPU's (vmath.h: the same bits one
+ * element or a vector at a time), in C++ and CUDA the overloads of the
+ * platform (CUDA's on the GPU). */
+#if defined(__cplusplus) || defined(__CUDACC__)
+#define TL_EXP(x) exp(x)
+#define TL_EXPM1(x) expm1(x)
+#define TL_LOG(x) log(x)
+#define TL_LOG1P(x) log1p(x)
+#define TL_SIN(x) sin(x)
+#define TL_COS(x) cos(x)
+#define TL_TAN(x) tan(x)
+#define TL_TANH(x) tanh(x)
+#define TL_ERF(x) erf(x)
+#define TL_POW(a, b) pow((a), (b))
+#else
+#include "backends/cpu/vmath.h"
+#endif
+
 #define TL_SQRT1_2 0.70710678118654752440     /* 1/sqrt(2) */
 #define TL_SQRT_2_PI 0.79788456080286535588   /* sqrt(2/pi) */
 #define TL_INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2*pi) */
@@ -24,19 +42,19 @@
     TL_HD static inline T tl_gelu_##SUF(T x, int approx)                           \
     {                                                                              \
         if (!approx)                                                               \
-            return x * (T)0.5 * ((T)1 + erf(x * (T)TL_SQRT1_2));                   \
+            return x * (T)0.5 * ((T)1 + TL_ERF(x * (T)TL_SQRT1_2));                \
         T inner = (T)TL_SQRT_2_PI * (x + (T)0.044715 * x * x * x);                 \
-        return (T)0.5 * x * ((T)1 + tanh(inner));                                  \
+        return (T)0.5 * x * ((T)1 + TL_TANH(inner));                               \
     }                                                                              \
     TL_HD static inline T tl_gelu_grad_##SUF(T x, int approx)                      \
     {                                                                              \
         if (!approx) {                                                             \
-            T cdf = (T)0.5 * ((T)1 + erf(x * (T)TL_SQRT1_2));                      \
-            T pdf = exp((T)-0.5 * x * x) * (T)TL_INV_SQRT_2PI;                     \
+            T cdf = (T)0.5 * ((T)1 + TL_ERF(x * (T)TL_SQRT1_2));                   \
+            T pdf = TL_EXP((T)-0.5 * x * x) * (T)TL_INV_SQRT_2PI;                  \
             return cdf + x * pdf;                                                  \
         }                                                                          \
         const T beta = (T)TL_SQRT_2_PI, kappa = (T)0.044715;                       \
-        T x2 = x * x, th = tanh(beta * (x + kappa * x2 * x));                      \
+        T x2 = x * x, th = TL_TANH(beta * (x + kappa * x2 * x));                   \
         T left = (T)0.5 * x, right = (T)1 + th;                                    \
         return (T)0.5 * right +                                                    \
                left * ((T)1 - th * th) * beta * ((T)1 + (T)3 * kappa * x2);        \
@@ -60,7 +78,7 @@ TL_HD static inline double tl_gelu_grad(double x, int ap) { return tl_gelu_grad_
     X(SUB, a - b)                                                                  \
     X(MUL, a * b)                                                                  \
     X(DIV, a / b)                                                                  \
-    X(POW, pow(a, b))                                                              \
+    X(POW, TL_POW(a, b))                                                           \
     X(MAXIMUM, TL_MAXIMUM(a, b))                                                   \
     X(MINIMUM, TL_MINIMUM(a, b))                                                   \
     X(EQ, a == b)                                                                  \
@@ -74,25 +92,25 @@ TL_HD static inline double tl_gelu_grad(double x, int ap) { return tl_gelu_grad_
     X(NEG, -v)                                                                     \
     X(ABS, fabs(v))                                                                \
     X(SIGN, v > 0 ? 1 : v < 0 ? -1 : v == 0 ? 0 : v)                               \
-    X(EXP, exp(v))                                                                 \
-    X(EXPM1, expm1(v))                                                             \
-    X(LOG, log(v))                                                                 \
-    X(LOG1P, log1p(v))                                                             \
+    X(EXP, TL_EXP(v))                                                              \
+    X(EXPM1, TL_EXPM1(v))                                                          \
+    X(LOG, TL_LOG(v))                                                              \
+    X(LOG1P, TL_LOG1P(v))                                                          \
     X(SQRT, sqrt(v))                                                               \
     X(RSQRT, 1 / sqrt(v))                                                          \
     X(RECIPROCAL, 1 / v)                                                           \
     X(SQUARE, v * v)                                                               \
-    X(SIN, sin(v))                                                                 \
-    X(COS, cos(v))                                                                 \
-    X(TAN, tan(v))                                                                 \
-    X(TANH, tanh(v))                                                               \
-    X(SIGMOID, 1 / (1 + exp(-v)))                                                  \
-    X(ERF, erf(v))                                                                 \
+    X(SIN, TL_SIN(v))                                                              \
+    X(COS, TL_COS(v))                                                              \
+    X(TAN, TL_TAN(v))                                                              \
+    X(TANH, TL_TANH(v))                                                            \
+    X(SIGMOID, 1 / (1 + TL_EXP(-v)))                                               \
+    X(ERF, TL_ERF(v))                                                              \
     X(RELU, v > 0 || v != v ? v : 0)                                               \
     /* log(1+e^x) without overflow: max(x,0) + log1p(e^-|x|) */                    \
-    X(SOFTPLUS, (v > 0 ? v : 0) + log1p(exp(-fabs(v))))                            \
+    X(SOFTPLUS, (v > 0 ? v : 0) + TL_LOG1P(TL_EXP(-fabs(v))))                      \
     X(GELU, TL_GELU(v, approx))                                                    \
-    X(SILU, v / (1 + exp(-v)))                                                     \
+    X(SILU, v / (1 + TL_EXP(-v)))                                                  \
     X(DETACH, v)
 
 /* clamp with optional bounds; NaN stays NaN */

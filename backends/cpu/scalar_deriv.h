@@ -23,17 +23,17 @@
         case TL_OP_RSQRT: return (T)-0.5 * (y * y * y);                            \
         case TL_OP_RECIPROCAL: return -(y * y);                                    \
         case TL_OP_SQUARE: return v * 2;                                           \
-        case TL_OP_SIN: return cos(v);                                             \
-        case TL_OP_COS: return -sin(v);                                            \
+        case TL_OP_SIN: return TL_COS(v);                                          \
+        case TL_OP_COS: return -TL_SIN(v);                                         \
         case TL_OP_TAN: return 1 + y * y;                                          \
         case TL_OP_TANH: return 1 - y * y;                                         \
         case TL_OP_SIGMOID: return (1 - y) * y;                                    \
-        case TL_OP_ERF: return (T)TL_2_SQRTPI * exp(-(v * v));                     \
+        case TL_OP_ERF: return (T)TL_2_SQRTPI * TL_EXP(-(v * v));                  \
         case TL_OP_RELU: return v > 0 ? 1 : 0;                                     \
-        case TL_OP_SOFTPLUS: return 1 / (1 + exp(-v));                             \
+        case TL_OP_SOFTPLUS: return 1 / (1 + TL_EXP(-v));                          \
         case TL_OP_GELU: return TL_GELU_GRAD(v, approx);                           \
         case TL_OP_SILU: {                                                         \
-            T s = 1 / (1 + exp(-v));                                               \
+            T s = 1 / (1 + TL_EXP(-v));                                            \
             return s * (1 + v * (1 - s));                                          \
         }                                                                          \
         default: return 0; /* sign, detach */                                      \
@@ -48,8 +48,8 @@
         case TL_OP_MUL: *da = b; *db = a; break;                                   \
         case TL_OP_DIV: *da = 1 / b; *db = -(y / b); break;                        \
         case TL_OP_POW:                                                            \
-            *da = b == 0 ? 0 : b * pow(a, b - 1);                                  \
-            *db = a == 0 && b >= 0 ? 0 : y * log(a);                               \
+            *da = b == 0 ? 0 : b * TL_POW(a, b - 1);                               \
+            *db = a == 0 && b >= 0 ? 0 : y * TL_LOG(a);                            \
             break;                                                                 \
         case TL_OP_MAXIMUM:                                                        \
             *da = a == b ? (T)0.5 : a < b ? 0 : 1;                                 \
