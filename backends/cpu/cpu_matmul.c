@@ -6,9 +6,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cpu.h"
+#include "threads.h"
 
 typedef struct mm_operand {
     int64_t rows, cols; /* as stored */
@@ -48,8 +48,6 @@ typedef struct mm_job {
     int64_t m, n, k, lda, ldb, asz, bsz;
     const int64_t *offa, *offb; /* per batch element */
     int64_t items, blocks;      /* blocks: row blocks per batch element */
-    int64_t next;               /* the next item to run */
-    pthread_mutex_t lock;
 } mm_job;
 
 static void run_item(const mm_job *j, int64_t item)
@@ -72,45 +70,14 @@ static void run_item(const mm_job *j, int64_t item)
                     (double *)j->out->data + coff, (int)j->n);
 }
 
-static void *worker(void *arg)
-{
-    mm_job *j = arg;
-    for (;;) {
-        pthread_mutex_lock(&j->lock);
-        int64_t item = j->next++;
-        pthread_mutex_unlock(&j->lock);
-        if (item >= j->items)
-            return NULL;
-        run_item(j, item);
-    }
-}
+static void item_fn(void *ctx, int64_t item) { run_item(ctx, item); }
 
-/* TL_NUM_THREADS, else the processors online; at most 64. */
-static int thread_count(double flops, int64_t items)
+/* threads: one per MIN_FLOPS_PER_THREAD of work, at most cpu_nthreads() */
+static int thread_count(double flops)
 {
-    const char *env = getenv("TL_NUM_THREADS");
-    long n = env && atol(env) > 0 ? atol(env) : sysconf(_SC_NPROCESSORS_ONLN);
     double by_work = flops / MIN_FLOPS_PER_THREAD;
-    if (n > 64)
-        n = 64;
-    if (by_work < n)
-        n = by_work < 1 ? 1 : (long)by_work;
-    return (int)(n < items ? n : items);
-}
-
-static void run_items(mm_job *j, double flops)
-{
-    int nt = thread_count(flops, j->items);
-    pthread_t th[64];
-    int started = 0;
-    pthread_mutex_init(&j->lock, NULL);
-    for (int i = 1; i < nt; i++)
-        if (pthread_create(&th[started], NULL, worker, j) == 0)
-            started++;
-    worker(j); /* this thread works too; with no helpers it does it all */
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    pthread_mutex_destroy(&j->lock);
+    int n = cpu_nthreads();
+    return by_work < n ? (by_work < 1 ? 1 : (int)by_work) : n;
 }
 
 tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, tl_tensor *out,
@@ -155,9 +122,8 @@ tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, t
     int64_t blocks = (m + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
     mm_job j = {a, b, out, at->trans_a ? CblasTrans : CblasNoTrans,
                 at->trans_b ? CblasTrans : CblasNoTrans, m, n, k, A.cols, B.cols,
-                A.rows * A.cols, B.rows * B.cols, offa, offb, nb * blocks, blocks, 0,
-                PTHREAD_MUTEX_INITIALIZER};
-    run_items(&j, 2.0 * (double)m * (double)n * (double)k * (double)nb);
+                A.rows * A.cols, B.rows * B.cols, offa, offb, nb * blocks, blocks};
+    cpu_parallel(j.items, thread_count(2.0 * (double)m * (double)n * (double)k * (double)nb), item_fn, &j);
     free(offa);
     return TL_OK;
 }
