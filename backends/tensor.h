@@ -99,6 +99,9 @@ tl_tensor *tl_tensor_zeros(tl_dtype dt, int ndim, const int64_t *shape, tl_statu
 tl_tensor *tl_tensor_scalar(tl_dtype dt, double v, tl_status *st);
 tl_tensor *tl_tensor_ref(tl_tensor *t);
 void tl_tensor_unref(tl_tensor *t);
+/* Frees the blocks of large host tensors kept for reuse (tensor.c keeps
+ * up to 8 freed blocks, 1 GiB in all, for the next tensors of their size). */
+void tl_tensor_release_cache(void);
 /* Element i as double (host tensors only; an i64 beyond 2^53 rounds). */
 double tl_tensor_get(const tl_tensor *t, int64_t i);
 /* Stores v converted to the tensor's dtype (integers: v must be integral

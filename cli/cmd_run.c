@@ -607,16 +607,29 @@ static int threads_ok(void)
     return 0;
 }
 
+/* TL_FUSE: unset, a number of elements from which chains fuse (1 and
+ * up), or 0 to run every op on its own (the same bits either way). */
+static int fuse_env(int64_t *min)
+{
+    const char *t = getenv("TL_FUSE");
+    char *end;
+    long long n = t ? strtoll(t, &end, 10) : 0;
+    if (t && (!*t || *end || n < 0))
+        return cli_usage("TL_FUSE must be 0 (no fused chains) or a number of elements, not '%.40s'", t);
+    *min = !t ? 0 : n == 0 ? -1 : n;
+    return 0;
+}
+
 /* Runs (and differentiates); fills the names and tensors to write. */
 static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwrite, int *noutw,
                      cli_times *t, tl_status *st)
 {
     tl_graph *g = s->g;
     int ni = g->ninputs;
-    int64_t max_memory = 0;
+    int64_t max_memory = 0, fuse_min = 0;
     int rc;
     outs_ctx oc = {g, s->out_slots, 0, st};
-    if ((rc = parse_max_memory(c, &max_memory)) || (rc = bind_inputs(c, g, s->in, st)) ||
+    if ((rc = fuse_env(&fuse_min)) || (rc = parse_max_memory(c, &max_memory)) || (rc = bind_inputs(c, g, s->in, st)) ||
         (rc = parse_wrt(c, g, s->in, s->wrt, st)) ||
         (c->outputs && (rc = each_name("--outputs", c->outputs, st, output_one, &oc))))
         return rc;
@@ -625,7 +638,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     tl_run_opts o = {.record = c->grad, .wrt = s->wrt, .backend = be, .max_memory = max_memory,
                      .strict_device = c->strict, .outputs = c->outputs ? s->out_slots : NULL,
                      .noutputs = oc.n, .profile = c->profile || c->report, .check_finite = c->check_finite,
-                     .progress = tty ? on_progress : NULL, .progress_ctx = &p};
+                     .progress = tty ? on_progress : NULL, .progress_ctx = &p, .fuse_min = fuse_min};
     double t1 = cli_now_ms();
     tl_code failed = tl_run(g, s->in, &o, &s->r, st);
     t->run = cli_now_ms() - t1;

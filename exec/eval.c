@@ -6,6 +6,7 @@
 #include "eval.h"
 
 #include "check.h"
+#include "fuse.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -387,6 +388,15 @@ static tl_code eval_block(tl_eval *ev, const tl_block *b)
 {
     for (int i = 0; i < b->nnodes; i++) {
         const tl_node *n = &b->nodes[i];
+        int fused = tl_fuse_try(ev, b, i);
+        if (fused < 0)
+            return tl_wrap(ev->st, "the fused chain from node \"%s\" (%s)", n->name, tl_ops[n->op].name);
+        if (fused > 0) {
+            if (ev->opts->progress && ev->stats->nodes / 4096 != (ev->stats->nodes - fused) / 4096)
+                ev->opts->progress(ev->opts->progress_ctx, "forward", ev->stats->nodes, -1);
+            i += fused - 1;
+            continue;
+        }
         bool composite = n->op == TL_OP_IF || n->op == TL_OP_ITERATE;
         int64_t ops0 = ev->cx->ops, fb0 = ev->cx->fallbacks;
         double t0 = ev->log ? now_ms() : 0;

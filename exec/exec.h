@@ -38,6 +38,10 @@ typedef struct tl_run_opts {
      * that watch a run (gradcheck's decision fingerprints). */
     void (*observe)(void *ctx, const tl_node *n, int nin, tl_tensor *const *in, const tl_tensor *out);
     void *observe_ctx;
+    /* fused elementwise chains (fuse.h): 0 fuses chains over tensors of at
+     * least TL_FUSE_MIN_DEFAULT elements, N > 0 of at least N, -1 never.
+     * Fused or not, the bits are the same. */
+    int64_t fuse_min;
 } tl_run_opts;
 
 /* What one graph node did (with profile): op calls, the time in them, on
@@ -62,6 +66,8 @@ typedef struct tl_stats {
     int64_t tape_entries;
     int64_t peak_bytes; /* most bytes held at once in tensors and tape */
     int64_t branches; /* if decisions taken; the first ones are logged */
+    int64_t fused;    /* nodes run in fused elementwise chains */
+    int64_t chains;   /* and in how many chains */
     int nlog;
     tl_branch_log log[64];
 } tl_stats;

@@ -10,6 +10,7 @@
 
 typedef struct bw {
     tl_ctx *cx;
+    tl_grad_recorder *rec; /* non-NULL: ops are recorded, not run */
     tl_status *st;
     tl_tensor **tmp;
     int ntmp, cap;
@@ -42,7 +43,7 @@ static tl_tensor *call(bw *b, tl_opcode op, int n, tl_tensor **in, const tl_attr
     for (int i = 0; i < n; i++)
         if (!in[i] || b->failed)
             return NULL;
-    return keep(b, tl_op(b->cx, op, n, in, a, b->st));
+    return keep(b, b->rec ? b->rec->op(b->rec, op, n, in, a, b->st) : tl_op(b->cx, op, n, in, a, b->st));
 }
 
 static tl_tensor *op1(bw *b, tl_opcode op, tl_tensor *x) { return call(b, op, 1, &x, NULL); }
@@ -64,7 +65,8 @@ static tl_tensor *num(bw *b, const tl_tensor *like, double v)
 {
     if (!like || b->failed)
         return NULL;
-    return keep(b, tl_ctx_scalar(b->cx, like->dtype, v, b->st));
+    return keep(b, b->rec ? b->rec->num(b->rec, like->dtype, v, b->st)
+                          : tl_ctx_scalar(b->cx, like->dtype, v, b->st));
 }
 
 /* reshape or broadcast_to: an op whose attribute is a target shape. */
@@ -491,7 +493,13 @@ unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var)
 
 tl_code tl_grad_rule(tl_ctx *cx, const tl_entry *e, tl_tensor *g, tl_tensor **gin, tl_status *st)
 {
-    bw b = {cx, st, NULL, 0, 0, false};
+    return tl_grad_rule_with(cx, NULL, e, g, gin, st);
+}
+
+tl_code tl_grad_rule_with(tl_ctx *cx, tl_grad_recorder *rec, const tl_entry *e, tl_tensor *g,
+                          tl_tensor **gin, tl_status *st)
+{
+    bw b = {cx, rec, st, NULL, 0, 0, false};
     tl_attrs a;
     tl_shape sh;
     if (e->attrs)

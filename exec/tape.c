@@ -1,5 +1,6 @@
 #include "tape.h"
 
+#include "fuse.h"
 #include "graph/graph.h"
 
 #include <stdio.h>
@@ -10,6 +11,8 @@ int tl_tape_new_var(tl_tape *t) { return t->nvars++; }
 
 static void release(tl_entry *e)
 {
+    tl_fused_free(e->fused);
+    e->fused = NULL;
     for (int i = 0; i < e->nin; i++)
         tl_tensor_unref(e->in[i]);
     tl_tensor_unref(e->out);
@@ -31,30 +34,47 @@ static tl_tensor *keep(const tl_tape *tp, tl_tensor *t, bool read, tl_status *st
     return tl_tensor_stub(t, st);
 }
 
+/* Room for one more entry. */
+static tl_code grow(tl_tape *t, tl_status *st)
+{
+    if (t->n < t->cap)
+        return TL_OK;
+    int64_t cap = t->cap ? t->cap * 2 : 256;
+    char what[64];
+    snprintf(what, sizeof what, "the tape (%lld entries)", (long long)cap);
+    if (tl_budget_charge(t->budget, (cap - t->cap) * (int64_t)sizeof *t->e, what, st))
+        return st->code;
+    tl_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
+    if (!e) {
+        tl_budget_credit(t->budget, (cap - t->cap) * (int64_t)sizeof *t->e);
+        return tl_fail(st, TL_ERUNTIME, "out of memory growing the tape to %lld entries",
+                       (long long)cap);
+    }
+    /* entries moved: re-point those whose arrays live inside them */
+    for (int64_t k = 0; k < t->n; k++)
+        if (e[k].nin && e[k].nin <= TL_ENTRY_SMALL) {
+            e[k].in = e[k].small_in;
+            e[k].in_var = e[k].small_var;
+        }
+    t->e = e;
+    t->cap = cap;
+    return TL_OK;
+}
+
+tl_code tl_tape_record_fused(tl_tape *t, struct tl_fused *f, const struct tl_node *node,
+                             tl_status *st)
+{
+    if (grow(t, st))
+        return st->code;
+    t->e[t->n++] = (tl_entry){.op = TL_OP_COUNT, .out_var = -1, .node = node, .fused = f};
+    return TL_OK;
+}
+
 int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
                    tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st)
 {
-    if (t->n == t->cap) {
-        int64_t cap = t->cap ? t->cap * 2 : 256;
-        char what[64];
-        snprintf(what, sizeof what, "the tape (%lld entries)", (long long)cap);
-        if (tl_budget_charge(t->budget, (cap - t->cap) * (int64_t)sizeof *t->e, what, st))
-            return -1;
-        tl_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
-        if (!e) {
-            tl_budget_credit(t->budget, (cap - t->cap) * (int64_t)sizeof *t->e);
-            return tl_fail(st, TL_ERUNTIME, "out of memory growing the tape to %lld entries",
-                           (long long)cap), -1;
-        }
-        /* entries moved: re-point those whose arrays live inside them */
-        for (int64_t k = 0; k < t->n; k++)
-            if (e[k].nin && e[k].nin <= TL_ENTRY_SMALL) {
-                e[k].in = e[k].small_in;
-                e[k].in_var = e[k].small_var;
-            }
-        t->e = e;
-        t->cap = cap;
-    }
+    if (grow(t, st))
+        return -1;
     tl_entry *e = &t->e[t->n];
     void *block = NULL;
     if (nin > TL_ENTRY_SMALL &&
@@ -65,6 +85,7 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
     e->nin = nin;
     e->attrs = attrs;
     e->node = node;
+    e->fused = NULL;
     e->in = block ? block : e->small_in; /* nin pointers, then nin variable ids */
     e->in_var = block ? (int *)((tl_tensor **)block + nin) : e->small_var;
     memcpy(e->in_var, in_var, sizeof(int) * (size_t)nin);
@@ -115,6 +136,13 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
     tl_tensor *gin_small[8], **gin = gin_small;
     for (int64_t k = t->n - 1; k >= 0; k--) {
         tl_entry *e = &t->e[k];
+        if (e->fused) { /* reads and writes the gradients of its chain itself */
+            tl_code rc = tl_fused_backward(cx, e->fused, grads, st);
+            release(e);
+            if (rc)
+                return tl_wrap(st, "backward of the fused chain from node \"%s\"", e->node->name);
+            continue;
+        }
         tl_tensor *g = grads[e->out_var];
         grads[e->out_var] = NULL;
         if (!g) {
@@ -129,10 +157,11 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
         tl_code rc = tl_grad_rule(cx, e, g, gin, st);
         tl_tensor_unref(g);
         for (int i = 0; i < e->nin; i++) {
-            char what[48];
-            snprintf(what, sizeof what, "the gradient of argument %d", i + 1);
-            if (rc == TL_OK && gin[i] && e->in_var[i] >= 0 && cx->check_finite)
+            if (rc == TL_OK && gin[i] && e->in_var[i] >= 0 && cx->check_finite) {
+                char what[48];
+                snprintf(what, sizeof what, "the gradient of argument %d", i + 1);
                 rc = tl_ctx_check_finite(cx, gin[i], what, st);
+            }
             if (rc == TL_OK && gin[i] && e->in_var[i] >= 0)
                 rc = accumulate(cx, &grads[e->in_var[i]], gin[i], st);
             else

@@ -8,6 +8,7 @@
 #include "op.h"
 
 struct tl_node;
+struct tl_fused;
 
 #define TL_ENTRY_SMALL 3
 
@@ -17,6 +18,7 @@ typedef struct tl_entry {
     int out_var;
     const tl_attrs *attrs; /* owned by the graph; NULL: defaults */
     const struct tl_node *node; /* the graph node recorded, for messages */
+    struct tl_fused *fused;     /* a fused chain (fuse.c) in place of one op; owned */
     tl_tensor *out;
     int *in_var;     /* -1: no gradient wanted for that input */
     tl_tensor **in;
@@ -39,6 +41,11 @@ int tl_tape_new_var(tl_tape *t);
  * returns the output's variable or -1 with st set. */
 int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
                    tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st);
+/* Records a fused chain (fuse.c), which the entry then owns: its backward
+ * reads the gradients of the chain's results and adds to those of its
+ * inputs itself.  node: the chain's first, for messages. */
+tl_code tl_tape_record_fused(tl_tape *t, struct tl_fused *f, const struct tl_node *node,
+                             tl_status *st);
 /* Runs the tape backwards.  grads[nvars] holds the seeds on entry (NULL:
  * zero) and every variable's gradient on return.  Consumes the entries.
  * progress (may be NULL) hears how far it got every 4096 entries. */
@@ -58,5 +65,17 @@ unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var);
  * (a new reference) where e->in_var[i] >= 0, or NULL for an exact zero. */
 tl_code tl_grad_rule(tl_ctx *cx, const tl_entry *e, tl_tensor *g, tl_tensor **gin,
                      tl_status *st);
+
+/* The same rule with its op calls and constants handed to a recorder
+ * instead of run (fuse.c writes a fused chain's backward program so):
+ * op gets what tl_op would, num what tl_ctx_scalar would; each returns a
+ * new reference (NULL with st set to fail the rule). */
+typedef struct tl_grad_recorder {
+    tl_tensor *(*op)(struct tl_grad_recorder *r, tl_opcode op, int n, tl_tensor *const *in,
+                     const tl_attrs *a, tl_status *st);
+    tl_tensor *(*num)(struct tl_grad_recorder *r, tl_dtype dt, double v, tl_status *st);
+} tl_grad_recorder;
+tl_code tl_grad_rule_with(tl_ctx *cx, tl_grad_recorder *rec, const tl_entry *e, tl_tensor *g,
+                          tl_tensor **gin, tl_status *st);
 
 #endif

@@ -7,6 +7,7 @@
 #include "backends/backend.h"
 
 typedef const tl_tensor *const *cpu_ins;
+struct tl_mprog;
 
 /* A kernel compiled three times, for AVX-512 (x86-64-v4), AVX2 with FMA
  * (x86-64-v3) and the baseline, the CPU choosing one when the program
@@ -30,6 +31,15 @@ tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, t
                    tl_status *st);
 tl_code cpu_map(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
                 tl_status *st);
+/* Runs a compiled elementwise program (mprog.h) over the elements of
+ * `shape`: input i (that many elements, or one, or broadcast) into
+ * p->in_reg[i]; register out_reg[o] into out[o] (whole tensors of the
+ * shape); with sum_reg >= 0, the sum of that register over all elements,
+ * in the order of every other sum (psum.h), into the one-element `sum`.
+ * The fused elementwise chains of exec/fuse.c run through it. */
+tl_code cpu_prog_run(const struct tl_mprog *p, tl_dtype dt, int ndim, const int64_t *shape, int nin,
+                     cpu_ins in, int nout, const int *out_reg, tl_tensor *const *out,
+                     int sum_reg, tl_tensor *sum, tl_status *st);
 tl_code cpu_shape_op(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
                      tl_status *st);
 

@@ -7,23 +7,36 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "threads.h"
 #include "scalar.h"
 
-/* Runs BODY once per innermost row of the plan P, with `o` the output
- * offset, off0..off2 the operand offsets, `len` the row length and s0..s2
- * the operands' strides along the row. */
-#define BCAST_ROWS(P, ...)                                                         \
+/* Runs BODY once per piece of a row of the plan P within output elements
+ * [E0, E1), with `o` the output offset, off[k] the operand offsets, `len`
+ * the piece's length and s[k] the operands' strides along the row. */
+#define BCAST_RANGE(P, E0, E1, ...)                                                \
     do {                                                                           \
         const cpu_bcast *p_ = (P);                                                 \
         int nd_ = p_->ndim, k_;                                                    \
-        int64_t len = p_->shape[nd_ - 1], rows_ = 1;                               \
-        for (int d_ = 0; d_ < nd_ - 1; d_++)                                       \
-            rows_ *= p_->shape[d_];                                                \
+        int64_t row_ = p_->shape[nd_ - 1], e_ = (E0), end_ = (E1);                 \
         int64_t idx_[TL_MAXDIM] = {0}, off[3] = {0, 0, 0}, s[3] = {0, 0, 0};       \
         for (k_ = 0; k_ < p_->nops; k_++)                                          \
             s[k_] = p_->stride[k_][nd_ - 1];                                       \
-        for (int64_t r_ = 0, o = 0; r_ < rows_; r_++, o += len) {                  \
+        int64_t rest_ = e_ / row_, col_ = e_ % row_;                               \
+        for (int d_ = nd_ - 2; d_ >= 0; d_--) {                                    \
+            idx_[d_] = rest_ % p_->shape[d_];                                      \
+            rest_ /= p_->shape[d_];                                                \
+            for (k_ = 0; k_ < p_->nops; k_++)                                      \
+                off[k_] += idx_[d_] * p_->stride[k_][d_];                          \
+        }                                                                          \
+        for (k_ = 0; k_ < p_->nops; k_++)                                          \
+            off[k_] += col_ * s[k_];                                               \
+        while (e_ < end_) {                                                        \
+            int64_t len = row_ - col_ < end_ - e_ ? row_ - col_ : end_ - e_, o = e_; \
             __VA_ARGS__;                                                           \
+            e_ += len;                                                             \
+            for (k_ = 0; k_ < p_->nops; k_++) /* back to the row's start */        \
+                off[k_] -= col_ * s[k_];                                           \
+            col_ = 0;                                                              \
             for (int d_ = nd_ - 2; d_ >= 0; d_--) {                                \
                 for (k_ = 0; k_ < p_->nops; k_++)                                  \
                     off[k_] += p_->stride[k_][d_];                                 \
@@ -41,7 +54,7 @@
     do {                                                                           \
         const T *A_ = in[0]->data, *B_ = in[1]->data;                              \
         T *Y_ = out->data;                                                         \
-        BCAST_ROWS(&plan, {                                                        \
+        BCAST_RANGE(&j->plan, e0, e1, {                                            \
             const T *pa = A_ + off[0], *pb = B_ + off[1];                              \
             T *py = Y_ + o;                                                        \
             if (s[0] == 1 && s[1] == 1) {                                              \
@@ -74,8 +87,7 @@
     do {                                                                           \
         const T *X_ = in[0]->data;                                                 \
         T *Y_ = out->data;                                                         \
-        int64_t n_ = out->numel;                                                   \
-        for (int64_t i = 0; i < n_; i++) {                                         \
+        for (int64_t i = e0; i < e1; i++) {                                        \
             T v = X_[i];                                                           \
             Y_[i] = (T)(EXPR);                                                     \
         }                                                                          \
@@ -85,7 +97,7 @@
     do {                                                                           \
         const T *C_ = in[0]->data, *A_ = in[1]->data, *B_ = in[2]->data;           \
         T *Y_ = out->data;                                                         \
-        BCAST_ROWS(&plan, {                                                        \
+        BCAST_RANGE(&j->plan, e0, e1, {                                            \
             for (int64_t i = 0; i < len; i++)                                      \
                 Y_[o + i] = C_[off[0] + i * s[0]] != 0 ? A_[off[1] + i * s[1]]             \
                                                    : B_[off[2] + i * s[2]];            \
@@ -106,7 +118,7 @@
         T *Y_ = out->data;                                                         \
         T lo = (T)a->min, hi = (T)a->max;                                          \
         bool hl = a->has_min, hh = a->has_max;                                     \
-        for (int64_t i = 0; i < out->numel; i++) {                                 \
+        for (int64_t i = e0; i < e1; i++) {                                        \
             T v = X_[i];                                                           \
             Y_[i] = TL_CLAMP(v, lo, hi, hl, hh);                                   \
         }                                                                          \
@@ -170,36 +182,45 @@ static tl_code cast(const tl_tensor *x, tl_tensor *out, tl_status *st)
     return TL_OK;
 }
 
-CPU_KERNEL static tl_code binary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
-{
+/* One elementwise call, cut into ranges of output elements for the
+ * threads (each element is computed alone: any cut gives the same bits). */
+typedef struct ew_job {
+    tl_opcode op;
+    cpu_ins in;
+    const tl_attrs *a;
+    tl_tensor *out;
     cpu_bcast plan;
-    int nd[2] = {in[0]->ndim, in[1]->ndim};
-    const int64_t *sh[2] = {in[0]->shape, in[1]->shape};
-    cpu_bcast_init(&plan, out->ndim, out->shape, 2, nd, sh);
+} ew_job;
+
+#define EW_CHUNK 32768 /* elements per item */
+
+CPU_KERNEL static void ew_range(const ew_job *j, int64_t e0, int64_t e1)
+{
+    cpu_ins in = j->in;
+    const tl_attrs *a = j->a;
+    tl_tensor *out = j->out;
     int approx = a->approximate;
-    switch (op) {
+    (void)approx;
+    switch (j->op) {
 #define BIN_CASE(E, EXPR) case TL_OP_##E: BY_DTYPE(BIN_KERNEL, EXPR); break;
     TL_BINARY_EXPRS(BIN_CASE)
 #undef BIN_CASE
     /* (x, g) -> g * gelu'(x) */
     case TL_OP_GELU_GRAD: BY_DTYPE(BIN_KERNEL, b * TL_GELU_GRAD(a, approx)); break;
-    default: return tl_fail(st, TL_ERUNTIME, "internal: %s is not binary", tl_ops[op].name);
-    }
-    return TL_OK;
-}
-
-CPU_KERNEL static tl_code unary(tl_opcode op, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
-{
-    int approx = a->approximate;
-    switch (op) {
 #define UN_CASE(E, EXPR) case TL_OP_##E: BY_DTYPE(UN_KERNEL, EXPR); break;
     TL_UNARY_EXPRS(UN_CASE)
 #undef UN_CASE
     case TL_OP_CLAMP: BY_DTYPE(CLAMP_KERNEL, 0); break;
-    case TL_OP_CAST: return cast(in[0], out, st);
-    default: return tl_fail(st, TL_ERUNTIME, "internal: %s is not unary", tl_ops[op].name);
+    case TL_OP_WHERE: BY_DTYPE(WHERE_KERNEL, 0); break;
+    default: break;
     }
-    return TL_OK;
+}
+
+static void ew_item(void *ctx, int64_t item)
+{
+    const ew_job *j = ctx;
+    int64_t e0 = item * EW_CHUNK, e1 = e0 + EW_CHUNK < j->out->numel ? e0 + EW_CHUNK : j->out->numel;
+    ew_range(j, e0, e1);
 }
 
 tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
@@ -207,13 +228,20 @@ tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_t
 {
     if (out->numel == 0)
         return TL_OK;
-    if (op == TL_OP_WHERE) {
-        cpu_bcast plan;
-        int nd[3] = {in[0]->ndim, in[1]->ndim, in[2]->ndim};
-        const int64_t *sh[3] = {in[0]->shape, in[1]->shape, in[2]->shape};
-        cpu_bcast_init(&plan, out->ndim, out->shape, 3, nd, sh);
-        BY_DTYPE(WHERE_KERNEL, 0);
-        return TL_OK;
+    if (op == TL_OP_CAST)
+        return cast(in[0], out, st);
+    tl_opkind kind = tl_ops[op].kind;
+    bool known = kind == TL_KIND_BIN || kind == TL_KIND_CMP || kind == TL_KIND_UN ||
+                 op == TL_OP_WHERE || op == TL_OP_GELU_GRAD;
+    if (!known || (n != 2 && n != 1 && op != TL_OP_WHERE))
+        return tl_fail(st, TL_ERUNTIME, "internal: %s is not elementwise", tl_ops[op].name);
+    ew_job j = {op, in, a, out, {0}};
+    if (n >= 2) {
+        int nd[3] = {in[0]->ndim, in[1]->ndim, n > 2 ? in[2]->ndim : 0};
+        const int64_t *sh[3] = {in[0]->shape, in[1]->shape, n > 2 ? in[2]->shape : NULL};
+        cpu_bcast_init(&j.plan, out->ndim, out->shape, n, nd, sh);
     }
-    return n == 2 ? binary(op, in, a, out, st) : unary(op, in, a, out, st);
+    int64_t items = (out->numel + EW_CHUNK - 1) / EW_CHUNK;
+    cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, ew_item, &j);
+    return TL_OK;
 }

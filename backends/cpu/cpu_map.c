@@ -15,6 +15,7 @@
 
 #include "backends/mprog.h"
 #include "cpu.h"
+#include "psum.h"
 #include "scalar.h"
 #include "scalar_deriv.h"
 
@@ -44,6 +45,58 @@
         EACH_LANE(T a = A[l], b = B[l]; D[l] = (T)(EXPR));                         \
         break;
 
+/* Both branches of an `if` over all lanes of a full block, then a
+ * select, where that is cheap: straight-line branches (no loops) that
+ * write at most MERGE_REGS registers in common (the if's results; every
+ * other register a branch writes is its own).  A lane's value is the one
+ * its own branch computes, as in the lane-split path, and no branch has
+ * effects beyond its registers; the unselected branch's work is discarded.
+ * Returns the number of common registers, or -1 to split the lanes. */
+#define MERGE_REGS 4
+#define MERGE_TANGENTS 4
+#define MERGE_SPAN 48 /* instructions of both branches together */
+
+static int both_write(const tl_mprog *p, int pc, int jmp, int join, int *merge)
+{
+    int nm = 0;
+    if (join - pc > MERGE_SPAN)
+        return -1;
+    for (int i = pc + 1; i < join; i++)
+        if (p->ins[i].code >= TL_M_LOOP_INIT)
+            return -1;
+    for (int i = pc + 1; i < jmp; i++) {
+        if (p->ins[i].code > TL_M_MOV)
+            continue;
+        int d = p->ins[i].dst;
+        bool other = false, seen = false;
+        for (int e = jmp + 1; e < join && !other; e++)
+            other = p->ins[e].code <= TL_M_MOV && p->ins[e].dst == d;
+        for (int q = 0; q < nm; q++)
+            seen = seen || merge[q] == d;
+        if (other && !seen) {
+            if (nm == MERGE_REGS)
+                return -1;
+            merge[nm++] = d;
+        }
+    }
+    return nm;
+}
+
+/* Tangents through one op, per lane: d op/d operand times the operand's
+ * tangent, a zero tangent contributing nothing (scalar_deriv.h's lists,
+ * one loop per op so that it vectorises). */
+#define TAN_UN(E, EXPR)                                                            \
+    case TL_OP_##E:                                                                \
+        EACH_LANE(T v = A[l], y = D[l]; (void)v; (void)y; T d = (T)(EXPR);         \
+                  td[l] = ta[l] != 0 ? d * ta[l] : 0);                             \
+        break;
+#define TAN_BIN(E, DA, DB)                                                         \
+    case TL_OP_##E:                                                                \
+        EACH_LANE(T a = A[l], b = B[l], y = D[l]; (void)a; (void)b; (void)y;       \
+                  T da = (T)(DA), db = (T)(DB);                                    \
+                  td[l] = (ta[l] != 0 ? da * ta[l] : 0) + (tb[l] != 0 ? db * tb[l] : 0)); \
+        break;
+
 /* Per block state: registers [nregs][LANES], tangents [nregs][k][LANES]. */
 #define DEFINE_EXEC(T, SUF)                                                        \
     typedef struct mstate_##SUF {                                                  \
@@ -53,7 +106,7 @@
         int64_t *cnt;                                                              \
     } mstate_##SUF;                                                                \
                                                                                    \
-    static void tangents_##SUF(const mstate_##SUF *s, const tl_mins *in_, const int *lanes, \
+    CPU_KERNEL static void tangents_##SUF(const mstate_##SUF *s, const tl_mins *in_, const int *lanes, \
                                int m, bool full)                                   \
     {                                                                              \
         int k = s->k;                                                              \
@@ -65,13 +118,23 @@
             const T *tb = s->tan + (in_->b * k + j) * LANES;                       \
             const T *tc = s->tan + ((int64_t)in_->c * k + j) * LANES;              \
             switch (in_->code) {                                                   \
-            case TL_M_UN:                                                          \
-                EACH_LANE(T d = dun_##SUF(in_->op, A[l], D[l], in_->approx);       \
-                          td[l] = ta[l] != 0 ? d * ta[l] : 0);                     \
+            case TL_M_UN: {                                                        \
+                int approx = in_->approx;                                          \
+                (void)approx;                                                      \
+                switch (in_->op) {                                                 \
+                    TL_UNARY_DERIVS(TAN_UN)                                        \
+                default: EACH_LANE(T d = 0; td[l] = ta[l] != 0 ? d * ta[l] : 0); break; \
+                }                                                                  \
                 break;                                                             \
+            }                                                                      \
             case TL_M_BIN:                                                         \
-                EACH_LANE(T da; T db; dbin_##SUF(in_->op, A[l], B[l], D[l], &da, &db); \
-                          td[l] = (ta[l] != 0 ? da * ta[l] : 0) + (tb[l] != 0 ? db * tb[l] : 0)); \
+                switch (in_->op) {                                                 \
+                    TL_BINARY_DERIVS(TAN_BIN)                                      \
+                default:                                                           \
+                    EACH_LANE(T da = 0, db = 0;                                    \
+                              td[l] = (ta[l] != 0 ? da * ta[l] : 0) + (tb[l] != 0 ? db * tb[l] : 0)); \
+                    break;                                                         \
+                }                                                                  \
                 break;                                                             \
             case TL_M_CLAMP:                                                       \
                 EACH_LANE(T v = A[l];                                              \
@@ -85,8 +148,10 @@
         }                                                                          \
     }                                                                              \
                                                                                    \
+    CPU_KERNEL static void both_##SUF(const mstate_##SUF *s, int pc, int jmp, int join,      \
+                                      const int *merge, int nm, const T *cond, int m); \
     /* Runs instructions [pc, end) for the given lanes. */                         \
-    static void exec_##SUF(const mstate_##SUF *s, int pc, int end, const int *lanes, int m, \
+    CPU_KERNEL static void exec_##SUF(const mstate_##SUF *s, int pc, int end, const int *lanes, int m, \
                            bool full)                                              \
     {                                                                              \
         const tl_mprog *p = s->p;                                                  \
@@ -102,9 +167,16 @@
                 switch (in_->op) { TL_UNARY_EXPRS(UN_LANES) }                      \
                 break;                                                             \
             }                                                                      \
-            case TL_M_BIN:                                                         \
-                switch (in_->op) { TL_BINARY_EXPRS(BIN_LANES) }                    \
+            case TL_M_BIN: {                                                       \
+                int approx = in_->approx; /* gelu_grad (fused backward programs) */ \
+                switch (in_->op) {                                                 \
+                    TL_BINARY_EXPRS(BIN_LANES)                                     \
+                case TL_OP_GELU_GRAD:                                              \
+                    EACH_LANE(T a = A[l], b = B[l]; D[l] = (T)(b * TL_GELU_GRAD(a, approx))); \
+                    break;                                                         \
+                }                                                                  \
                 break;                                                             \
+            }                                                                      \
             case TL_M_CLAMP: {                                                     \
                 T lo = (T)in_->lo, hi = (T)in_->hi;                                \
                 bool hl = in_->has_lo, hh = in_->has_hi;                           \
@@ -117,6 +189,13 @@
                 int split[2][LANES], n[2] = {0, 0};                                \
                 EACH_LANE(int w = !(A[l] != 0); split[w][n[w]++] = l);             \
                 int jmp = (int)in_->imm - 1, join = (int)p->ins[jmp].imm;          \
+                int merge[MERGE_REGS], nm;                                         \
+                if (full && n[0] && n[1] && s->k <= MERGE_TANGENTS &&              \
+                    (nm = both_write(p, pc, jmp, join, merge)) >= 0) {             \
+                    both_##SUF(s, pc, jmp, join, merge, nm, A, m);                 \
+                    pc = join;                                                     \
+                    continue;                                                      \
+                }                                                                  \
                 if (n[0])                                                          \
                     exec_##SUF(s, pc + 1, jmp, split[0], n[0], full && n[0] == m); \
                 if (n[1])                                                          \
@@ -142,6 +221,33 @@
                 tangents_##SUF(s, in_, lanes, m, full);                            \
             pc++;                                                                  \
         }                                                                          \
+    }                                                                              \
+                                                                                   \
+    /* then over all lanes, its results kept; else over all lanes; the select */   \
+    CPU_KERNEL static void both_##SUF(const mstate_##SUF *s, int pc, int jmp, int join,      \
+                                      const int *merge, int nm, const T *cond, int m) \
+    {                                                                              \
+        const tl_mprog *p = s->p;                                                  \
+        int k = s->k;                                                              \
+        T kept[MERGE_REGS][LANES], kept_tan[MERGE_REGS][MERGE_TANGENTS][LANES];    \
+        exec_##SUF(s, pc + 1, jmp, NULL, m, true);                                 \
+        for (int q = 0; q < nm; q++) {                                             \
+            memcpy(kept[q], s->r + (int64_t)merge[q] * LANES, sizeof(T) * (size_t)m); \
+            for (int t = 0; t < k; t++)                                            \
+                memcpy(kept_tan[q][t], s->tan + ((int64_t)merge[q] * k + t) * LANES, \
+                       sizeof(T) * (size_t)m);                                     \
+        }                                                                          \
+        exec_##SUF(s, (int)p->ins[pc].imm, join, NULL, m, true);                   \
+        for (int q = 0; q < nm; q++) {                                             \
+            T *D = s->r + (int64_t)merge[q] * LANES;                               \
+            for (int l = 0; l < m; l++)                                            \
+                D[l] = cond[l] != 0 ? kept[q][l] : D[l];                           \
+            for (int t = 0; t < k; t++) {                                          \
+                T *td = s->tan + ((int64_t)merge[q] * k + t) * LANES;              \
+                for (int l = 0; l < m; l++)                                        \
+                    td[l] = cond[l] != 0 ? kept_tan[q][t][l] : td[l];              \
+            }                                                                      \
+        }                                                                          \
     }
 #define T float
 DEFINE_EXEC(float, f)
@@ -153,97 +259,229 @@ DEFINE_EXEC(double, d)
 /* How each input is read across the output's elements. */
 enum { IN_SAME, IN_SCALAR, IN_GATHER };
 
-typedef struct walker {
-    int ndim, n;
+/* One run of a program over `total` elements, cut into ranges that the
+ * worker threads take (elements are independent: any cut gives the same
+ * bits). */
+typedef struct prog_job {
+    const tl_mprog *p;
+    bool f32;
+    int k;            /* derivative mode: tangents per register (map_grad) */
+    const bool *want; /* derivative mode: which inputs get one */
+    int64_t total;
+    int ndim;
     const int64_t *shape;
-    int64_t idx[TL_MAXDIM];
+    int n;            /* inputs, into p->in_reg[0..n) */
+    cpu_ins in;
     int *mode;
-    int64_t *off, *stride; /* n, n * TL_MAXDIM */
-} walker;
+    int64_t *stride;  /* [n][TL_MAXDIM]: element strides over the output's axes */
+    bool gather;
+    const void *G;    /* derivative mode: the cotangent, total elements */
+    int nout;         /* registers written out, total elements each */
+    const int *out_reg;
+    void *const *out; /* derivative mode: out[0] is [k, total] */
+    int sum_reg;      /* >= 0: the register whose elements psum adds up */
+    size_t scratch;   /* bytes of registers, tangents, counters, offsets */
+    uint64_t id;      /* tells a thread's scratch whether it is set up for this job */
+    _Atomic bool failed; /* a thread found no memory for its scratch */
+} prog_job;
 
-static bool walker_init(walker *w, int ndim, const int64_t *shape, int64_t total, int n,
-                        cpu_ins in, tl_status *st)
-{
-    w->ndim = ndim;
-    w->n = n;
-    w->shape = shape;
-    memset(w->idx, 0, sizeof w->idx);
-    w->off = tl_calloc((size_t)n * (TL_MAXDIM + 2), sizeof(int64_t), "map offsets", st);
-    if (!w->off)
-        return false;
-    w->stride = w->off + n;
-    w->mode = (int *)(w->stride + (size_t)n * TL_MAXDIM);
-    for (int i = 0; i < n; i++) {
-        int64_t s[TL_MAXDIM];
-        cpu_strides(in[i]->ndim, in[i]->shape, s);
-        for (int d = 0; d < ndim; d++) {
-            int id = d - (ndim - in[i]->ndim);
-            w->stride[i * TL_MAXDIM + d] = id < 0 || in[i]->shape[id] == 1 ? 0 : s[id];
-        }
-        w->mode[i] = in[i]->numel == total ? IN_SAME : in[i]->numel == 1 ? IN_SCALAR : IN_GATHER;
-    }
-    return true;
-}
+/* Each thread's registers: set up once per job (constants, seeds). */
+static _Thread_local struct {
+    void *buf;
+    size_t cap;
+    uint64_t job;
+} tls;
 
-static void walker_next(walker *w)
-{
-    for (int d = w->ndim - 1; d >= 0; d--) {
-        for (int i = 0; i < w->n; i++)
-            w->off[i] += w->stride[i * TL_MAXDIM + d];
-        if (++w->idx[d] < w->shape[d])
-            return;
-        for (int i = 0; i < w->n; i++)
-            w->off[i] -= w->stride[i * TL_MAXDIM + d] * w->shape[d];
-        w->idx[d] = 0;
-    }
-}
+#define LANES_BYTES(j) ((size_t)(j)->p->nregs * (size_t)((j)->k + 1) * LANES * ((j)->f32 ? 4 : 8))
 
-/* k > 0: derivative mode; out is [k, shape] and in[n] is the cotangent. */
-#define MAP_KERNEL(T, SUF)                                                         \
-    do {                                                                           \
-        mstate_##SUF s = {p, k, scratch, NULL, cnt};                               \
-        s.tan = k ? s.r + (int64_t)p->nregs * LANES : NULL;                        \
-        T *Y = out->data;                                                          \
-        const T *G = k ? in[n]->data : NULL;                                       \
+#define DEFINE_SETUP(T, SUF)                                                       \
+    static void setup_##SUF(const prog_job *j, T *r)                               \
+    {                                                                              \
+        const tl_mprog *p = j->p;                                                  \
+        int k = j->k;                                                              \
         for (int i = 0; i < p->nconst; i++)                                        \
             for (int l = 0; l < LANES; l++)                                        \
-                s.r[(int64_t)p->const_reg[i] * LANES + l] = (T)p->const_val[i];    \
-        for (int i = 0, j = 0; k && i < n; i++)                                    \
-            if (a->want[i]) {                                                      \
-                T *t = s.tan + ((int64_t)p->in_reg[i] * k + j++) * LANES;          \
+                r[(int64_t)p->const_reg[i] * LANES + l] = (T)p->const_val[i];      \
+        T *tan = r + (int64_t)p->nregs * LANES;                                    \
+        for (int i = 0, q = 0; k && i < j->n; i++)                                 \
+            if (j->want[i]) {                                                      \
+                T *t = tan + ((int64_t)p->in_reg[i] * k + q++) * LANES;            \
                 for (int l = 0; l < LANES; l++)                                    \
                     t[l] = 1;                                                      \
             }                                                                      \
-        for (int64_t e0 = 0; e0 < total; e0 += LANES) {                            \
-            int m = total - e0 < LANES ? (int)(total - e0) : LANES;                \
+    }
+DEFINE_SETUP(float, f)
+DEFINE_SETUP(double, d)
+
+/* This thread's scratch for job j, set up; NULL when memory is short. */
+static void *scratch_for(const prog_job *j)
+{
+    if (tls.cap < j->scratch) {
+        void *b = realloc(tls.buf, j->scratch);
+        if (!b)
+            return NULL;
+        tls.buf = b;
+        tls.cap = j->scratch;
+        tls.job = 0;
+    }
+    if (tls.job != j->id) {
+        memset(tls.buf, 0, j->scratch);
+        if (j->f32)
+            setup_f(j, tls.buf);
+        else
+            setup_d(j, tls.buf);
+        tls.job = j->id;
+    }
+    return tls.buf;
+}
+
+/* Elements [e0, e1) in blocks of LANES: inputs into registers, the
+ * program, registers out.  Returns the last block's registers (for psum's
+ * leaves, one block). */
+#define DEFINE_RANGE(T, SUF)                                                       \
+    CPU_KERNEL static void range_##SUF(const prog_job *j, void *buf, int64_t e0, int64_t e1) \
+    {                                                                              \
+        const tl_mprog *p = j->p;                                                  \
+        int k = j->k, n = j->n;                                                    \
+        int64_t *cnt = (int64_t *)((char *)buf + LANES_BYTES(j));                  \
+        int64_t *off = cnt + p->ncounters, idx[TL_MAXDIM] = {0};                   \
+        mstate_##SUF s = {p, k, buf, NULL, cnt};                                   \
+        s.tan = k ? s.r + (int64_t)p->nregs * LANES : NULL;                        \
+        if (j->gather) { /* the offsets of element e0 */                           \
+            int64_t rest = e0;                                                     \
+            for (int d = j->ndim - 1; d >= 0; d--) {                               \
+                idx[d] = rest % j->shape[d];                                       \
+                rest /= j->shape[d];                                               \
+            }                                                                      \
             for (int i = 0; i < n; i++) {                                          \
-                const T *X = in[i]->data;                                          \
+                off[i] = 0;                                                        \
+                for (int d = 0; d < j->ndim; d++)                                  \
+                    off[i] += idx[d] * j->stride[i * TL_MAXDIM + d];               \
+            }                                                                      \
+        }                                                                          \
+        for (int64_t b0 = e0; b0 < e1; b0 += LANES) {                              \
+            int m = e1 - b0 < LANES ? (int)(e1 - b0) : LANES;                      \
+            for (int i = 0; i < n; i++) {                                          \
+                const T *X = j->in[i]->data;                                       \
                 T *R = s.r + (int64_t)p->in_reg[i] * LANES;                        \
-                if (w.mode[i] == IN_SAME)                                          \
-                    memcpy(R, X + e0, sizeof(T) * (size_t)m);                      \
-                else if (w.mode[i] == IN_SCALAR)                                   \
+                if (j->mode[i] == IN_SAME)                                         \
+                    memcpy(R, X + b0, sizeof(T) * (size_t)m);                      \
+                else if (j->mode[i] == IN_SCALAR)                                  \
                     for (int l = 0; l < m; l++)                                    \
                         R[l] = X[0];                                               \
             }                                                                      \
-            for (int l = 0; gather && l < m; l++, walker_next(&w))                 \
+            for (int l = 0; j->gather && l < m; l++) {                             \
                 for (int i = 0; i < n; i++)                                        \
-                    if (w.mode[i] == IN_GATHER)                                    \
-                        s.r[(int64_t)p->in_reg[i] * LANES + l] =                   \
-                            ((const T *)in[i]->data)[w.off[i]];                    \
+                    if (j->mode[i] == IN_GATHER)                                   \
+                        s.r[(int64_t)p->in_reg[i] * LANES + l] = ((const T *)j->in[i]->data)[off[i]]; \
+                for (int d = j->ndim - 1; d >= 0; d--) { /* the next element */    \
+                    for (int i = 0; i < n; i++)                                    \
+                        off[i] += j->stride[i * TL_MAXDIM + d];                    \
+                    if (++idx[d] < j->shape[d])                                    \
+                        break;                                                     \
+                    for (int i = 0; i < n; i++)                                    \
+                        off[i] -= j->stride[i * TL_MAXDIM + d] * j->shape[d];      \
+                    idx[d] = 0;                                                    \
+                }                                                                  \
+            }                                                                      \
             exec_##SUF(&s, 0, p->nins, NULL, m, true);                             \
-            const T *res = s.r + (int64_t)p->result * LANES;                       \
-            if (!k) {                                                              \
-                memcpy(Y + e0, res, sizeof(T) * (size_t)m);                        \
+            if (k) {                                                               \
+                const T *G = j->G;                                                 \
+                for (int q = 0; q < k; q++) {                                      \
+                    const T *tr = s.tan + ((int64_t)p->result * k + q) * LANES;    \
+                    T *yq = (T *)j->out[0] + q * j->total + b0;                    \
+                    for (int l = 0; l < m; l++)                                    \
+                        yq[l] = tr[l] != 0 ? G[b0 + l] * tr[l] : 0;                \
+                }                                                                  \
                 continue;                                                          \
             }                                                                      \
-            for (int j = 0; j < k; j++) {                                          \
-                const T *tr = s.tan + ((int64_t)p->result * k + j) * LANES;        \
-                T *yj = Y + j * total + e0;                                        \
-                for (int l = 0; l < m; l++)                                        \
-                    yj[l] = tr[l] != 0 ? G[e0 + l] * tr[l] : 0;                    \
-            }                                                                      \
+            for (int o = 0; o < j->nout; o++)                                      \
+                memcpy((T *)j->out[o] + b0, s.r + (int64_t)j->out_reg[o] * LANES,  \
+                       sizeof(T) * (size_t)m);                                     \
         }                                                                          \
-    } while (0)
+    }                                                                              \
+    /* psum's leaf: the block [lo, lo + n), n <= LANES, and its sum */             \
+    static T leaf_##SUF(void *ctx, int64_t lo, int64_t n)                          \
+    {                                                                              \
+        prog_job *j = ctx;                                                         \
+        T *r = scratch_for(j);                                                     \
+        if (!r) {                                                                  \
+            j->failed = true;                                                      \
+            return 0;                                                              \
+        }                                                                          \
+        range_##SUF(j, r, lo, lo + n);                                             \
+        return cpu_psum_leaf_##SUF(r + (int64_t)j->sum_reg * LANES, n);            \
+    }
+DEFINE_RANGE(float, f)
+DEFINE_RANGE(double, d)
+
+#define CHUNK (32 * LANES) /* elements per item of a parallel run */
+
+static void chunk_item(void *ctx, int64_t item)
+{
+    prog_job *j = ctx;
+    void *buf = scratch_for(j);
+    int64_t e0 = item * CHUNK, e1 = e0 + CHUNK < j->total ? e0 + CHUNK : j->total;
+    if (!buf) {
+        j->failed = true;
+        return;
+    }
+    if (j->f32)
+        range_f(j, buf, e0, e1);
+    else
+        range_d(j, buf, e0, e1);
+}
+
+static uint64_t next_job_id(void)
+{
+    static _Atomic uint64_t ids;
+    return ++ids;
+}
+
+/* Runs j over all its elements on the worker threads; with a sum register,
+ * *sum gets psum's sum of it. */
+static tl_code run_job(prog_job *j, void *sum, tl_status *st)
+{
+    j->id = next_job_id();
+    j->scratch = LANES_BYTES(j) + sizeof(int64_t) * (size_t)(j->p->ncounters + j->n + 1);
+    int64_t items = (j->total + CHUNK - 1) / CHUNK;
+    int threads = j->total >= 2 * CHUNK ? cpu_nthreads() : 1;
+    j->failed = false;
+    if (j->sum_reg >= 0) {
+        if (j->f32)
+            *(float *)sum = cpu_psum_tree_f(leaf_f, j, j->total, threads);
+        else
+            *(double *)sum = cpu_psum_tree_d(leaf_d, j, j->total, threads);
+    } else {
+        cpu_parallel(items, threads, chunk_item, j);
+    }
+    if (j->failed)
+        return tl_fail(st, TL_ERUNTIME, "out of memory for map registers (%zu bytes)", j->scratch);
+    return TL_OK;
+}
+
+/* Reading plans of the inputs over an output of `shape`. */
+static tl_code plan_inputs(prog_job *j, tl_status *st)
+{
+    int n = j->n;
+    j->mode = tl_calloc((size_t)n + 1, sizeof(int) + sizeof(int64_t) * TL_MAXDIM, "map offsets", st);
+    if (!j->mode)
+        return st->code;
+    j->stride = (int64_t *)(j->mode + n + 1 + (n + 1) % 2); /* 8-byte aligned */
+    j->gather = false;
+    for (int i = 0; i < n; i++) {
+        const tl_tensor *t = j->in[i];
+        int64_t s[TL_MAXDIM];
+        cpu_strides(t->ndim, t->shape, s);
+        for (int d = 0; d < j->ndim; d++) {
+            int id = d - (j->ndim - t->ndim);
+            j->stride[i * TL_MAXDIM + d] = id < 0 || t->shape[id] == 1 ? 0 : s[id];
+        }
+        j->mode[i] = t->numel == j->total ? IN_SAME : t->numel == 1 ? IN_SCALAR : IN_GATHER;
+        j->gather = j->gather || j->mode[i] == IN_GATHER;
+    }
+    return TL_OK;
+}
 
 tl_code cpu_map(tl_opcode op, int nin, cpu_ins in, const tl_attrs *a, tl_tensor *out,
                 tl_status *st)
@@ -253,30 +491,46 @@ tl_code cpu_map(tl_opcode op, int nin, cpu_ins in, const tl_attrs *a, tl_tensor 
     int n = grad ? nin - 1 : nin, k = 0;
     for (int i = 0; grad && i < n; i++)
         k += a->want[i];
-    int ndim = grad ? out->ndim - 1 : out->ndim;
-    const int64_t *shape = grad ? out->shape + 1 : out->shape;
-    int64_t total = 1;
-    for (int d = 0; d < ndim; d++)
-        total *= shape[d];
-    if (total == 0 || (grad && k == 0))
+    prog_job j = {.p = p, .f32 = out->dtype == TL_F32, .k = k, .want = a->want, .n = n, .in = in,
+                  .ndim = grad ? out->ndim - 1 : out->ndim,
+                  .shape = grad ? out->shape + 1 : out->shape,
+                  .G = grad ? in[n]->data : NULL, .nout = 1, .out_reg = &p->result,
+                  .out = &out->data, .sum_reg = -1};
+    j.total = 1;
+    for (int d = 0; d < j.ndim; d++)
+        j.total *= j.shape[d];
+    if (j.total == 0 || (grad && k == 0))
         return TL_OK;
-    walker w;
-    if (!walker_init(&w, ndim, shape, total, n, in, st))
+    if (plan_inputs(&j, st))
         return st->code;
-    bool gather = false;
-    for (int i = 0; i < n; i++)
-        gather = gather || w.mode[i] == IN_GATHER;
-    size_t es = tl_dtype_size(out->dtype);
-    void *scratch = tl_calloc((size_t)p->nregs * (size_t)(k + 1) * LANES, es, "map registers", st);
-    int64_t *cnt = tl_calloc((size_t)p->ncounters + 1, sizeof(int64_t), "map counters", st);
-    if (scratch && cnt) {
-        if (out->dtype == TL_F32)
-            MAP_KERNEL(float, f);
-        else
-            MAP_KERNEL(double, d);
+    tl_code rc = run_job(&j, NULL, st);
+    free(j.mode);
+    return rc;
+}
+
+tl_code cpu_prog_run(const tl_mprog *p, tl_dtype dt, int ndim, const int64_t *shape, int nin,
+                     cpu_ins in, int nout, const int *out_reg, tl_tensor *const *out,
+                     int sum_reg, tl_tensor *sum, tl_status *st)
+{
+    void *outs_small[8], **outs = nout <= 8 ? outs_small : tl_malloc((size_t)nout, sizeof(void *), "outputs", st);
+    if (!outs)
+        return st->code;
+    for (int o = 0; o < nout; o++)
+        outs[o] = out[o]->data;
+    prog_job j = {.p = p, .f32 = dt == TL_F32, .n = nin, .in = in, .ndim = ndim, .shape = shape,
+                  .nout = nout, .out_reg = out_reg, .out = outs, .sum_reg = sum_reg};
+    j.total = 1;
+    for (int d = 0; d < ndim; d++)
+        j.total *= shape[d];
+    tl_code rc = TL_OK;
+    if (j.total == 0) {
+        if (sum)
+            tl_tensor_set(sum, 0, 0);
+    } else if (!(rc = plan_inputs(&j, st))) {
+        rc = run_job(&j, sum ? sum->data : NULL, st);
+        free(j.mode);
     }
-    free(w.off);
-    free(cnt);
-    free(scratch);
-    return scratch && cnt ? TL_OK : st->code;
+    if (outs != outs_small)
+        free(outs);
+    return rc;
 }

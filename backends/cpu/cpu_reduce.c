@@ -7,28 +7,15 @@
 #include <tgmath.h>
 
 #include "cpu.h"
+#include "psum.h"
 #include "vmath.h"
 
-#define DEFINE_PSUM(T, SUF)                                                        \
-    static T psum_##SUF(const T *x, int64_t n)                                     \
-    {                                                                              \
-        if (n > 256) {                                                             \
-            int64_t h = (n / 2) & ~(int64_t)7;                                     \
-            return psum_##SUF(x, h) + psum_##SUF(x + h, n - h);                    \
-        }                                                                          \
-        T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, rest = 0;                             \
-        int64_t i = 0;                                                             \
-        for (; i + 8 <= n; i += 8)                                                 \
-            for (int k = 0; k < 8; k++)                                            \
-                acc[k] += x[i + k];                                                \
-        for (; i < n; i++)                                                         \
-            rest += x[i];                                                          \
-        return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +                           \
-               ((acc[4] + acc[5]) + (acc[6] + acc[7])) + rest;                     \
-    }
-DEFINE_PSUM(float, f)
-DEFINE_PSUM(double, d)
-#define PSUM(x, n) _Generic((x), const float *: psum_f, const double *: psum_d)((x), (n))
+/* a leaf of psum.h over a plain array (ctx) */
+static float leaf_f(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_f((const float *)ctx + lo, n); }
+static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d((const double *)ctx + lo, n); }
+#define PSUM(x, n)                                                                 \
+    _Generic((x), const float *: cpu_psum_tree_f(leaf_f, (void *)(x), (n), cpu_nthreads()), \
+             const double *: cpu_psum_tree_d(leaf_d, (void *)(x), (n), cpu_nthreads()))
 
 /* One step: [outer, r, inner] -> [outer, inner].  ACC folds v into acc. */
 #define REDUCE_STEP(T, INIT, ACC)                                                  \

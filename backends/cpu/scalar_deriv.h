@@ -9,33 +9,72 @@
 #include "backends/hd.h"
 #include "backends/ops.h"
 
+/* silu's derivative s * (1 + v * (1 - s)), s = sigmoid(v) */
+#define TL_DEFINE_SILU_GRAD(T, SUF)                                                \
+    TL_HD static inline T tl_silu_grad_##SUF(T v)                                  \
+    {                                                                              \
+        T s = 1 / (1 + TL_EXP(-v));                                                \
+        return s * (1 + v * (1 - s));                                              \
+    }
+TL_DEFINE_SILU_GRAD(float, f)
+TL_DEFINE_SILU_GRAD(double, d)
+#ifdef __cplusplus
+TL_HD static inline float tl_silu_grad(float v) { return tl_silu_grad_f(v); }
+TL_HD static inline double tl_silu_grad(double v) { return tl_silu_grad_d(v); }
+#define TL_SILU_GRAD(v) tl_silu_grad(v)
+#else
+#define TL_SILU_GRAD(v) _Generic((v), float: tl_silu_grad_f, double: tl_silu_grad_d)(v)
+#endif
+
+/* d op(v)/dv in terms of the operand v, the value y = op(v) and gelu's
+ * `approx`; ops not listed (sign, detach) have derivative 0. */
+#define TL_UNARY_DERIVS(X)                                                         \
+    X(NEG, -1)                                                                     \
+    X(ABS, v > 0 ? 1 : v < 0 ? -1 : v == 0 ? 0 : v)                                \
+    X(EXP, y)                                                                      \
+    X(EXPM1, y + 1)                                                                \
+    X(LOG, 1 / v)                                                                  \
+    X(LOG1P, 1 / (v + 1))                                                          \
+    X(SQRT, 1 / (y * 2))                                                           \
+    X(RSQRT, (T)-0.5 * (y * y * y))                                                \
+    X(RECIPROCAL, -(y * y))                                                        \
+    X(SQUARE, v * 2)                                                               \
+    X(SIN, TL_COS(v))                                                              \
+    X(COS, -TL_SIN(v))                                                             \
+    X(TAN, 1 + y * y)                                                              \
+    X(TANH, 1 - y * y)                                                             \
+    X(SIGMOID, (1 - y) * y)                                                        \
+    X(ERF, (T)TL_2_SQRTPI * TL_EXP(-(v * v)))                                      \
+    X(RELU, v > 0 ? 1 : 0)                                                         \
+    X(SOFTPLUS, 1 / (1 + TL_EXP(-v)))                                              \
+    X(GELU, TL_GELU_GRAD(v, approx))                                               \
+    X(SILU, TL_SILU_GRAD(v))
+
+/* both partials of a binary op, from a, b and y = op(a, b); comparisons
+ * have none (0) */
+#define TL_BINARY_DERIVS(X)                                                        \
+    X(ADD, 1, 1)                                                                   \
+    X(SUB, 1, -1)                                                                  \
+    X(MUL, b, a)                                                                   \
+    X(DIV, 1 / b, -(y / b))                                                        \
+    X(POW, b == 0 ? 0 : b * TL_POW(a, b - 1), a == 0 && b >= 0 ? 0 : y * TL_LOG(a)) \
+    X(MAXIMUM, a == b ? (T)0.5 : a < b ? 0 : 1, a == b ? (T)0.5 : a > b ? 0 : 1)   \
+    X(MINIMUM, a == b ? (T)0.5 : a > b ? 0 : 1, a == b ? (T)0.5 : a < b ? 0 : 1)
+
+#define TL_DUN_CASE(E, EXPR)                                                       \
+    case TL_OP_##E: return (T)(EXPR);
+#define TL_DBIN_CASE(E, DA, DB)                                                    \
+    case TL_OP_##E:                                                                \
+        *da = (T)(DA);                                                             \
+        *db = (T)(DB);                                                             \
+        break;
+
 #define TL_DEFINE_DERIVS(T, SUF)                                                   \
     TL_HD static inline T dun_##SUF(int op, T v, T y, int approx)                  \
     {                                                                              \
+        (void)approx;                                                              \
         switch (op) {                                                              \
-        case TL_OP_NEG: return -1;                                                 \
-        case TL_OP_ABS: return v > 0 ? 1 : v < 0 ? -1 : v == 0 ? 0 : v;            \
-        case TL_OP_EXP: return y;                                                  \
-        case TL_OP_EXPM1: return y + 1;                                            \
-        case TL_OP_LOG: return 1 / v;                                              \
-        case TL_OP_LOG1P: return 1 / (v + 1);                                      \
-        case TL_OP_SQRT: return 1 / (y * 2);                                       \
-        case TL_OP_RSQRT: return (T)-0.5 * (y * y * y);                            \
-        case TL_OP_RECIPROCAL: return -(y * y);                                    \
-        case TL_OP_SQUARE: return v * 2;                                           \
-        case TL_OP_SIN: return TL_COS(v);                                          \
-        case TL_OP_COS: return -TL_SIN(v);                                         \
-        case TL_OP_TAN: return 1 + y * y;                                          \
-        case TL_OP_TANH: return 1 - y * y;                                         \
-        case TL_OP_SIGMOID: return (1 - y) * y;                                    \
-        case TL_OP_ERF: return (T)TL_2_SQRTPI * TL_EXP(-(v * v));                  \
-        case TL_OP_RELU: return v > 0 ? 1 : 0;                                     \
-        case TL_OP_SOFTPLUS: return 1 / (1 + TL_EXP(-v));                          \
-        case TL_OP_GELU: return TL_GELU_GRAD(v, approx);                           \
-        case TL_OP_SILU: {                                                         \
-            T s = 1 / (1 + TL_EXP(-v));                                            \
-            return s * (1 + v * (1 - s));                                          \
-        }                                                                          \
+            TL_UNARY_DERIVS(TL_DUN_CASE)                                           \
         default: return 0; /* sign, detach */                                      \
         }                                                                          \
     }                                                                              \
@@ -43,27 +82,17 @@
     {                                                                              \
         *da = *db = 0;                                                             \
         switch (op) {                                                              \
-        case TL_OP_ADD: *da = 1; *db = 1; break;                                   \
-        case TL_OP_SUB: *da = 1; *db = -1; break;                                  \
-        case TL_OP_MUL: *da = b; *db = a; break;                                   \
-        case TL_OP_DIV: *da = 1 / b; *db = -(y / b); break;                        \
-        case TL_OP_POW:                                                            \
-            *da = b == 0 ? 0 : b * TL_POW(a, b - 1);                               \
-            *db = a == 0 && b >= 0 ? 0 : y * TL_LOG(a);                            \
-            break;                                                                 \
-        case TL_OP_MAXIMUM:                                                        \
-            *da = a == b ? (T)0.5 : a < b ? 0 : 1;                                 \
-            *db = a == b ? (T)0.5 : a > b ? 0 : 1;                                 \
-            break;                                                                 \
-        case TL_OP_MINIMUM:                                                        \
-            *da = a == b ? (T)0.5 : a > b ? 0 : 1;                                 \
-            *db = a == b ? (T)0.5 : a < b ? 0 : 1;                                 \
-            break;                                                                 \
+            TL_BINARY_DERIVS(TL_DBIN_CASE)                                         \
         default: break; /* comparisons */                                          \
         }                                                                          \
     }
 
+/* the lists name the element type T */
+#define T float
 TL_DEFINE_DERIVS(float, f)
+#undef T
+#define T double
 TL_DEFINE_DERIVS(double, d)
+#undef T
 
 #endif

@@ -144,16 +144,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tl", default=os.path.join(ROOT, "tl"))
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--only", help="one workload: chain, map, mlp, recurrence, tiny, matmul or load")
     a = ap.parse_args()
     reps = 3 if a.quick else 7
     tmp = tempfile.mkdtemp(prefix="tl-bench.")
     try:
-        bench(a.tl, tmp, reps)
+        bench(a.tl, tmp, reps, a.only)
     finally:
         shutil.rmtree(tmp)
 
 
-def bench(tl, tmp, reps):
+def bench(tl, tmp, reps, only=None):
     torch_ok = have_torch()
     gen_inputs(tmp)
     g = lambda name: os.path.join(HERE, name)
@@ -173,6 +174,8 @@ def bench(tl, tmp, reps):
     print("%-38s %10s %10s %8s %7s %9s %9s" % ("workload (grad)", "tl ms", "torch ms", "ratio", "target",
                                               "tl MiB", "torch MiB"))
     for title, key, cmd, target in work:
+        if only and only != key:
+            continue
         tl_runs = []
         tt = None
         for _ in range(reps if key != "recurrence" else max(3, reps // 2)):
@@ -191,17 +194,29 @@ def bench(tl, tmp, reps):
         if key == "chain":
             print("%-38s %10.1f ms of system time in tl's process" % ("", sysm * 1e3))
 
-    tiny = [run_measured(tl_cmd(tl, "grad", os.path.join(ROOT, "examples", "poly.json"), "x=2")) for _ in range(21)]
-    imp = torch_time("import", tmp, 1) if torch_ok else None
-    print("%-38s %10.2f %10s %8s %7s %9.1f %9s   (target <= 3 ms, <= 8 MiB)" %
-          ("tiny graph, whole process", median([r[0] for r in tiny]) * 1e3, "-", "-", "", max(r[3] for r in tiny),
-           "%.1f" % imp["rss"] if imp else "-"))
-    if torch_ok:
+    if only and only not in ("tiny", "matmul", "load"):
+        return
+    tiny = [] if only and only != "tiny" else [run_measured(tl_cmd(tl, "grad", os.path.join(ROOT, "examples", "poly.json"), "x=2")) for _ in range(21)]
+    imp = torch_time("import", tmp, 1) if torch_ok and tiny else None
+    if tiny:
+        print("%-38s %10.2f %10s %8s %7s %9.1f %9s   (target <= 3 ms, <= 8 MiB)" %
+              ("tiny graph, whole process", median([r[0] for r in tiny]) * 1e3, "-", "-", "", max(r[3] for r in tiny),
+               "%.1f" % imp["rss"] if imp else "-"))
+    if torch_ok and tiny:
         t0 = time.perf_counter()
         subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True)
         print("%-38s %10s %10.1f   (PyTorch's import alone)" % ("", "", (time.perf_counter() - t0) * 1e3))
 
     # matrix products: tl with 1 and all threads (its own -v run time), NumPy in the same run
+    if only and only != "matmul":
+        pass
+    else:
+        matmul(tl, tmp, g)
+    if not only or only == "load":
+        load(tl, tmp)
+
+
+def matmul(tl, tmp, g):
     print("\nmatrix product 1024^3 (forward of sum(a @ a)), GFLOP/s:")
     for dt, f in [("f32", "a32.npy"), ("f64", "a64.npy")]:
         res = {}
@@ -225,7 +240,10 @@ def bench(tl, tmp, reps):
         print("  %s: tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy %6.1f; tl/NumPy %.0f%%"
               % (dt, res["1"], n, res[n], res[n] / res["1"], npg, 100 * res[n] / npg))
 
-    # loading a 200k-node graph
+
+
+def load(tl, tmp):
+    """loading a 200k-node graph"""
     big = tmp + "/big.json"
     big_graph(big)
     size = os.path.getsize(big) / 2 ** 20

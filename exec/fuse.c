@@ -1,0 +1,679 @@
+/* Fused elementwise chains (fuse.h).  A chain is planned when the
+ * evaluator reaches its first node, from the values at hand: it grows node
+ * by node while every tensor it reads has the chain's shape and dtype (a
+ * constant scalar or a number may join in) and stops at the first node that
+ * does not fit, or after a sum over every axis.  The unfused path remains
+ * for everything else, and for runs that watch single ops (profile,
+ * check-finite, observers) or live on a device. */
+#include "fuse.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+#include "backends/mprog.h"
+#include "check.h"
+#include "eval.h"
+#include "shape.h"
+
+#define FUSE_MAX 48 /* nodes in one chain */
+#define EXT_MAX 16  /* tensors it reads from outside */
+#define VAL_MAX (FUSE_MAX * 4)
+
+typedef enum { V_EXT, V_NUM, V_MEMBER } vkind;
+typedef struct tl_fused tl_fused;
+
+typedef struct member {
+    const tl_node *node;
+    tl_opcode op;
+    const tl_attrs *attrs;
+    int nargs;
+    int arg[3];    /* value ids */
+    int val;       /* the id of its value */
+    bool rec;      /* recorded on the tape when run unfused */
+    bool exported; /* read after the chain: written out */
+    int var;       /* exported and recorded: its tape variable */
+} member;
+
+struct tl_fused {
+    tl_dtype dt;
+    int ndim;
+    int64_t shape[TL_MAXDIM];
+    int nmem;
+    member m[FUSE_MAX];
+    bool sink; /* the last member is a sum over every axis */
+    int nval;
+    vkind kind[VAL_MAX];
+    int index[VAL_MAX]; /* into ext, num or m */
+    bool full[VAL_MAX]; /* has the chain's shape (else one element) */
+    int next;
+    tl_tensor *ext[EXT_MAX]; /* one reference each */
+    int ext_var[EXT_MAX];
+    int ext_val[EXT_MAX];
+    int nnum;
+    double num[FUSE_MAX * 3];
+};
+
+void tl_fused_free(tl_fused *f)
+{
+    if (!f)
+        return;
+    for (int i = 0; i < f->next; i++)
+        tl_tensor_unref(f->ext[i]);
+    free(f);
+}
+
+/* ---------- planning ---------- */
+
+static bool elementwise(tl_opcode op)
+{
+    tl_opkind k = tl_ops[op].kind;
+    return k == TL_KIND_BIN || k == TL_KIND_CMP || k == TL_KIND_UN || op == TL_OP_WHERE;
+}
+
+static bool differentiable(tl_opcode op)
+{
+    return tl_ops[op].kind != TL_KIND_CMP && op != TL_OP_SIGN && op != TL_OP_DETACH;
+}
+
+static int new_val(tl_fused *f, vkind k, int index, bool full)
+{
+    if (f->nval == VAL_MAX)
+        return -1;
+    f->kind[f->nval] = k;
+    f->index[f->nval] = index;
+    f->full[f->nval] = full;
+    return f->nval++;
+}
+
+/* The value id of tensor argument i of node n, adding it to the chain; -1:
+ * the chain cannot take it (and stops before n).  Numbers wait for pass 2. */
+static int take_tensor(tl_eval *ev, tl_fused *f, const tl_node *n, int i, int64_t min,
+                       bool *has_grad)
+{
+    const tl_arg *a = &n->args[i];
+    *has_grad = false;
+    for (int k = 0; a->slot >= 0 && k < f->nmem; k++) /* a value of the chain */
+        if (f->m[k].node->out[0] == a->slot) {
+            *has_grad = f->m[k].rec;
+            return f->m[k].val;
+        }
+    tl_value v;
+    if (tl_eval_arg(ev, a, &v)) {
+        ev->st->code = TL_OK; /* the unfused run will say what is wrong */
+        return -1;
+    }
+    tl_tensor *t = v.t;
+    if (v.weak || !tl_tensor_on_host(t) || tl_dtype_is_int(t->dtype))
+        return -1;
+    if (f->ndim < 0) { /* the chain's first tensor: its shape and dtype */
+        if (t->numel < min)
+            return -1;
+        f->dt = t->dtype;
+        f->ndim = t->ndim;
+        memcpy(f->shape, t->shape, sizeof f->shape);
+    }
+    bool full = t->dtype == f->dt && t->ndim == f->ndim &&
+                !memcmp(t->shape, f->shape, sizeof(int64_t) * (size_t)f->ndim);
+    bool scalar = t->dtype == f->dt && t->ndim == 0 && v.var < 0;
+    if (!full && !scalar)
+        return -1;
+    for (int k = 0; k < f->next; k++)
+        if (f->ext[k] == t) {
+            if (f->ext_var[k] != v.var)
+                return -1;
+            *has_grad = v.var >= 0;
+            return f->ext_val[k];
+        }
+    if (f->next == EXT_MAX)
+        return -1;
+    int id = new_val(f, V_EXT, f->next, full);
+    if (id < 0)
+        return -1;
+    f->ext[f->next] = tl_tensor_ref(t);
+    f->ext_var[f->next] = v.var;
+    f->ext_val[f->next++] = id;
+    *has_grad = v.var >= 0;
+    return id;
+}
+
+/* Whether argument i of n is a plain number (a literal or a weak const). */
+static bool is_number(tl_eval *ev, const tl_fused *f, const tl_node *n, int i, double *num)
+{
+    const tl_arg *a = &n->args[i];
+    for (int k = 0; a->slot >= 0 && k < f->nmem; k++)
+        if (f->m[k].node->out[0] == a->slot)
+            return false;
+    tl_value v;
+    if (tl_eval_arg(ev, a, &v)) {
+        ev->st->code = TL_OK;
+        return false;
+    }
+    *num = v.num;
+    return v.weak;
+}
+
+/* Adds node n to the chain; false: it does not fit (the chain ends before
+ * it, as it was). */
+static bool add_member(tl_eval *ev, tl_fused *f, const tl_node *n, int64_t min)
+{
+    bool sum = n->op == TL_OP_SUM;
+    if (n->nout != 1 || (!elementwise(n->op) && !sum) || (sum && f->nmem == 0))
+        return false;
+    member *m = &f->m[f->nmem];
+    int nval0 = f->nval, next0 = f->next, nnum0 = f->nnum;
+    bool grad = false, any_full = false, number[3] = {false, false, false};
+    double num[3];
+    *m = (member){n, n->op, &n->attrs, n->nargs, {-1, -1, -1}, -1, false, false, -1};
+    for (int i = 0; i < n->nargs; i++) { /* tensors first: they fix the chain's dtype */
+        if ((number[i] = is_number(ev, f, n, i, &num[i])))
+            continue;
+        bool g;
+        int id = take_tensor(ev, f, n, i, min, &g);
+        if (id < 0 || (sum && f->kind[id] != V_MEMBER))
+            goto undo;
+        m->arg[i] = id;
+        grad = grad || g;
+        any_full = any_full || f->full[id];
+    }
+    if (!any_full) /* a number op a number, or scalars only: not the chain's shape */
+        goto undo;
+    for (int i = 0; i < n->nargs; i++) {
+        if (!number[i])
+            continue;
+        /* the unfused run makes the number a 0-d tensor of this dtype */
+        tl_status quiet = {0};
+        if (tl_weak_dtype(n->op, i, true, f->dt, ev->call_dtype) != f->dt ||
+            tl_weak_fits(num[i], f->dt, &quiet) || f->nnum == (int)(sizeof f->num / sizeof f->num[0]))
+            goto undo;
+        f->num[f->nnum] = num[i];
+        if ((m->arg[i] = new_val(f, V_NUM, f->nnum++, false)) < 0)
+            goto undo;
+    }
+    if (sum) { /* only over every axis: one tree */
+        const tl_attrs *a = &n->attrs;
+        if (a->has_axes && a->naxes != f->ndim)
+            goto undo;
+        f->sink = true;
+    }
+    m->rec = ev->tape && grad && differentiable(n->op);
+    if ((m->val = new_val(f, V_MEMBER, f->nmem, !sum)) < 0)
+        goto undo;
+    f->nmem++;
+    return true;
+undo:
+    for (int k = next0; k < f->next; k++)
+        tl_tensor_unref(f->ext[k]);
+    f->nval = nval0;
+    f->next = next0;
+    f->nnum = nnum0;
+    f->sink = false;
+    return false;
+}
+
+/* ---------- programs ---------- */
+
+typedef struct builder {
+    tl_mprog p;
+    int cap, ccap, icap;
+    const tl_tensor **in; /* input tensors (NULL in a dry run) */
+    bool oom;
+} builder;
+
+static void *grow(void *p, int *cap, int need, size_t size, bool *oom)
+{
+    if (need <= *cap)
+        return p;
+    int c = *cap ? *cap * 2 : 32;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(p, (size_t)c * size);
+    if (!q) {
+        *oom = true;
+        return p;
+    }
+    *cap = c;
+    return q;
+}
+
+static void builder_free(builder *b)
+{
+    free(b->p.ins);
+    free(b->p.const_reg);
+    free(b->p.const_val);
+    free(b->p.in_reg);
+    free(b->in);
+}
+
+static int new_reg(builder *b) { return b->p.nregs++; }
+
+static void emit(builder *b, tl_mins ins)
+{
+    b->p.ins = grow(b->p.ins, &b->cap, b->p.nins + 1, sizeof ins, &b->oom);
+    if (!b->oom)
+        b->p.ins[b->p.nins++] = ins;
+}
+
+static int add_const(builder *b, double v)
+{
+    int r = new_reg(b);
+    int cap = b->ccap;
+    b->p.const_reg = grow(b->p.const_reg, &cap, b->p.nconst + 1, sizeof(int), &b->oom);
+    b->p.const_val = grow(b->p.const_val, &b->ccap, b->p.nconst + 1, sizeof(double), &b->oom);
+    if (!b->oom) {
+        b->p.const_reg[b->p.nconst] = r;
+        b->p.const_val[b->p.nconst++] = v;
+    }
+    return r;
+}
+
+/* An input tensor in register reg (a new one when reg < 0). */
+static int add_input(builder *b, const tl_tensor *t, int reg)
+{
+    int r = reg >= 0 ? reg : new_reg(b);
+    int cap = b->icap;
+    b->p.in_reg = grow(b->p.in_reg, &cap, b->p.nin + 1, sizeof(int), &b->oom);
+    b->in = grow(b->in, &b->icap, b->p.nin + 1, sizeof *b->in, &b->oom);
+    if (!b->oom) {
+        b->p.in_reg[b->p.nin] = r;
+        b->in[b->p.nin++] = t;
+    }
+    return r;
+}
+
+/* The instruction of one elementwise op. */
+static void emit_op(builder *b, tl_opcode op, const tl_attrs *a, int dst, const int *r)
+{
+    tl_mins ins = {.op = (uint8_t)op, .dst = dst, .a = r[0]};
+    if (op == TL_OP_WHERE) {
+        ins.code = TL_M_WHERE;
+        ins.b = r[1];
+        ins.c = r[2];
+    } else if (op == TL_OP_CLAMP) {
+        ins.code = TL_M_CLAMP;
+        ins.lo = a ? a->min : 0;
+        ins.hi = a ? a->max : 0;
+        ins.has_lo = a && a->has_min;
+        ins.has_hi = a && a->has_max;
+    } else if (tl_ops[op].kind == TL_KIND_UN) {
+        ins.code = TL_M_UN;
+        ins.approx = (uint8_t)(a ? a->approximate : 0);
+    } else { /* binary, comparison, gelu_grad */
+        ins.code = TL_M_BIN;
+        ins.b = r[1];
+        ins.approx = (uint8_t)(a ? a->approximate : 0);
+    }
+    emit(b, ins);
+}
+
+/* The chain's forward program: a register per value (its id), the chain's
+ * tensors as inputs, its numbers as constants. */
+static void build_forward(const tl_fused *f, builder *b)
+{
+    b->p.nregs = f->nval;
+    for (int v = 0; v < f->nval; v++) {
+        if (f->kind[v] == V_EXT)
+            add_input(b, f->ext[f->index[v]], v);
+        else if (f->kind[v] == V_NUM) {
+            int cap = b->ccap; /* a constant in the value's own register */
+            b->p.const_reg = grow(b->p.const_reg, &cap, b->p.nconst + 1, sizeof(int), &b->oom);
+            b->p.const_val = grow(b->p.const_val, &b->ccap, b->p.nconst + 1, sizeof(double), &b->oom);
+            if (!b->oom) {
+                b->p.const_reg[b->p.nconst] = v;
+                b->p.const_val[b->p.nconst++] = f->num[f->index[v]];
+            }
+        }
+    }
+    for (int k = 0; k < f->nmem - (f->sink ? 1 : 0); k++)
+        emit_op(b, f->m[k].op, f->m[k].attrs, f->m[k].val, f->m[k].arg);
+}
+
+/* ---------- the backward program: the rules, recorded ---------- */
+
+typedef struct recorder {
+    tl_grad_recorder base;
+    builder *b;
+    const tl_fused *f;
+    tl_tensor **stub; /* every symbolic tensor made, one reference held */
+    int *reg;
+    int n, cap;
+    bool failed;
+} recorder;
+
+/* A tensor that stands for register reg: a header without data. */
+static tl_tensor *symbol(recorder *r, int reg, tl_dtype dt, int ndim, const int64_t *shape,
+                         tl_status *st)
+{
+    int cap = r->cap;
+    r->stub = grow(r->stub, &cap, r->n + 1, sizeof *r->stub, &r->b->oom);
+    r->reg = grow(r->reg, &r->cap, r->n + 1, sizeof *r->reg, &r->b->oom);
+    if (r->b->oom) {
+        tl_fail(st, TL_ERUNTIME, "out of memory writing a fused backward program");
+        return NULL;
+    }
+    tl_tensor *t = tl_malloc(1, sizeof *t, "a fused backward program", st);
+    if (!t)
+        return NULL;
+    *t = (tl_tensor){.refs = 1, .dtype = dt, .ndim = ndim, .numel = 1};
+    for (int d = 0; d < ndim; d++) {
+        t->shape[d] = shape[d];
+        t->numel *= shape[d];
+    }
+    r->stub[r->n] = t;
+    r->reg[r->n++] = reg;
+    return t;
+}
+
+static int reg_of(const recorder *r, const tl_tensor *t)
+{
+    for (int i = r->n - 1; i >= 0; i--)
+        if (r->stub[i] == t)
+            return r->reg[i];
+    return -1;
+}
+
+static tl_tensor *rec_op(tl_grad_recorder *base, tl_opcode op, int n, tl_tensor *const *in,
+                         const tl_attrs *a, tl_status *st)
+{
+    recorder *r = (recorder *)base;
+    int regs[3];
+    if (!(elementwise(op) || op == TL_OP_GELU_GRAD) || n > 3) {
+        r->failed = true;
+        tl_fail(st, TL_ERUNTIME, "internal: %s in a fused backward program", tl_ops[op].name);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        if ((regs[i] = reg_of(r, in[i])) < 0) {
+            r->failed = true;
+            tl_fail(st, TL_ERUNTIME, "internal: an unknown tensor in a fused backward program");
+            return NULL;
+        }
+    tl_attrs at;
+    tl_shape sh;
+    if (a)
+        at = *a;
+    else
+        tl_attrs_init(&at);
+    if (tl_shape_infer(op, n, (const tl_tensor *const *)in, &at, &sh, st)) {
+        r->failed = true;
+        return NULL;
+    }
+    int dst = new_reg(r->b);
+    emit_op(r->b, op, &at, dst, regs);
+    tl_tensor *t = symbol(r, dst, sh.dtype, sh.ndim, sh.dims, st);
+    return tl_tensor_ref(t);
+}
+
+static tl_tensor *rec_num(tl_grad_recorder *base, tl_dtype dt, double v, tl_status *st)
+{
+    recorder *r = (recorder *)base;
+    return tl_tensor_ref(symbol(r, add_const(r->b, v), dt, 0, NULL, st));
+}
+
+static void recorder_free(recorder *r)
+{
+    for (int i = 0; i < r->n; i++)
+        tl_tensor_unref(r->stub[i]);
+    free(r->stub);
+    free(r->reg);
+}
+
+/* cot[v] += g as the tape adds gradients: the first one is taken as is,
+ * later ones are added after it. */
+static void accumulate(builder *b, int *slot, int g)
+{
+    if (*slot < 0) {
+        *slot = g;
+        return;
+    }
+    int r[2] = {*slot, g}, dst = new_reg(b);
+    emit_op(b, TL_OP_ADD, NULL, dst, r);
+    *slot = dst;
+}
+
+/* Whether the unfused run would want a gradient for value v. */
+static bool wants_grad(const tl_fused *f, int v)
+{
+    return (f->kind[v] == V_EXT && f->ext_var[f->index[v]] >= 0) ||
+           (f->kind[v] == V_MEMBER && f->m[f->index[v]].rec);
+}
+
+/* Appends the backward sweep to b (which holds the forward program).
+ * gcot[k]: the gradient arriving at member k's value (NULL: none); gext[e]:
+ * the gradient ext[e] has so far (NULL: none).  out_reg[e] receives the
+ * register of ext[e]'s new gradient, or -1 when the chain adds nothing.
+ * A dry run (gcot, gext NULL) assumes every exported value gets a gradient. */
+static tl_code build_backward(const tl_fused *f, builder *b, tl_tensor *const *gcot,
+                              tl_tensor *const *gext, int *out_reg, tl_status *st)
+{
+    int cot[VAL_MAX], base[EXT_MAX];
+    for (int v = 0; v < f->nval; v++)
+        cot[v] = -1;
+    for (int k = 0; k < f->nmem; k++)
+        if (f->m[k].exported && f->m[k].rec && (gcot ? gcot[k] != NULL : true))
+            cot[f->m[k].val] = add_input(b, gcot ? gcot[k] : NULL, -1);
+    for (int e = 0; e < f->next; e++) {
+        base[e] = -1;
+        if (f->ext_var[e] >= 0 && gext && gext[e])
+            base[e] = cot[f->ext_val[e]] = add_input(b, gext[e], -1);
+    }
+    recorder r = {{rec_op, rec_num}, b, f, NULL, NULL, 0, 0, false};
+    tl_code rc = TL_OK;
+    int last = f->nmem - 1;
+    if (f->sink && f->m[last].rec && cot[f->m[last].val] >= 0) /* sum's rule: g everywhere */
+        accumulate(b, &cot[f->m[last].arg[0]], cot[f->m[last].val]);
+    for (int k = last - (f->sink ? 1 : 0); k >= 0 && !rc; k--) {
+        const member *m = &f->m[k];
+        if (!m->rec || cot[m->val] < 0)
+            continue;
+        tl_tensor *in[3] = {NULL, NULL, NULL}, *gin[3] = {NULL, NULL, NULL};
+        int in_var[3];
+        for (int i = 0; i < m->nargs && !rc; i++) {
+            int v = m->arg[i];
+            in[i] = symbol(&r, v, f->dt, f->full[v] ? f->ndim : 0, f->shape, st);
+            in_var[i] = wants_grad(f, v) ? 0 : -1;
+            rc = in[i] ? TL_OK : st->code;
+        }
+        tl_tensor *out = rc ? NULL : symbol(&r, m->val, f->dt, f->ndim, f->shape, st);
+        tl_tensor *g = out ? symbol(&r, cot[m->val], f->dt, f->ndim, f->shape, st) : NULL;
+        if (!g) {
+            rc = st->code;
+            break;
+        }
+        tl_entry e = {.op = m->op, .nin = m->nargs, .out_var = 0, .attrs = m->attrs, .node = m->node,
+                      .out = out, .in_var = in_var, .in = in};
+        rc = tl_grad_rule_with(NULL, &r.base, &e, g, gin, st);
+        for (int i = 0; i < m->nargs && !rc; i++) {
+            if (in_var[i] < 0 || !gin[i])
+                continue;
+            int gr = reg_of(&r, gin[i]);
+            if (gr < 0 || gin[i]->numel != out->numel) { /* a rule that does not stay elementwise */
+                rc = tl_fail(st, TL_ERUNTIME, "internal: a fused backward rule changed shape");
+                break;
+            }
+            accumulate(b, &cot[m->arg[i]], gr);
+        }
+        for (int i = 0; i < m->nargs; i++)
+            tl_tensor_unref(gin[i]);
+    }
+    for (int e = 0; e < f->next; e++) {
+        int c = cot[f->ext_val[e]];
+        out_reg[e] = f->ext_var[e] >= 0 && c >= 0 && c != base[e] ? c : -1;
+    }
+    recorder_free(&r);
+    if (!rc && (b->oom || r.failed))
+        rc = st->code ? st->code : tl_fail(st, TL_ERUNTIME, "out of memory writing a fused backward program");
+    return rc;
+}
+
+/* ---------- running a chain ---------- */
+
+static tl_code run_forward(tl_eval *ev, tl_fused *f, tl_tensor **outs)
+{
+    tl_status *st = ev->st;
+    builder b = {0};
+    build_forward(f, &b);
+    int out_reg[FUSE_MAX], nout = 0;
+    tl_tensor *wr[FUSE_MAX], *sum = NULL;
+    tl_code rc = b.oom ? tl_fail(st, TL_ERUNTIME, "out of memory planning a fused chain") : TL_OK;
+    int last = f->nmem - 1;
+    for (int k = 0; k < f->nmem; k++)
+        outs[k] = NULL;
+    for (int k = 0; k < f->nmem && !rc; k++) {
+        const member *m = &f->m[k];
+        if (f->sink && k == last) {
+            tl_attrs a = *m->attrs;
+            tl_shape sh;
+            tl_tensor like = {.dtype = f->dt, .ndim = f->ndim};
+            memcpy(like.shape, f->shape, sizeof like.shape);
+            const tl_tensor *x = &like;
+            if (tl_shape_infer(TL_OP_SUM, 1, &x, &a, &sh, st) ||
+                !(sum = outs[k] = tl_tensor_new_in(ev->cx->budget, f->dt, sh.ndim, sh.dims, st)))
+                rc = st->code;
+            continue;
+        }
+        if (!m->exported)
+            continue;
+        if (!(outs[k] = tl_tensor_new_in(ev->cx->budget, f->dt, f->ndim, f->shape, st))) {
+            rc = st->code;
+            break;
+        }
+        out_reg[nout] = m->val;
+        wr[nout++] = outs[k];
+    }
+    if (!rc)
+        rc = cpu_prog_run(&b.p, f->dt, f->ndim, f->shape, b.p.nin, b.in, nout, out_reg, wr,
+                          f->sink ? f->m[last].arg[0] : -1, sum, st);
+    ev->cx->ops += f->nmem;
+    builder_free(&b);
+    return rc;
+}
+
+tl_code tl_fused_backward(tl_ctx *cx, tl_fused *f, tl_tensor **grads, tl_status *st)
+{
+    tl_tensor *gcot[FUSE_MAX] = {NULL}, *gext[EXT_MAX] = {NULL}, *res[EXT_MAX] = {NULL};
+    bool any = false;
+    for (int k = 0; k < f->nmem; k++)
+        if (f->m[k].var >= 0) {
+            gcot[k] = grads[f->m[k].var];
+            grads[f->m[k].var] = NULL;
+            any = any || gcot[k];
+        }
+    tl_code rc = TL_OK;
+    if (any) {
+        for (int e = 0; e < f->next; e++)
+            if (f->ext_var[e] >= 0)
+                gext[e] = grads[f->ext_var[e]];
+        builder b = {0};
+        int out_reg[EXT_MAX], nout = 0, reg[EXT_MAX], which[EXT_MAX];
+        build_forward(f, &b);
+        rc = build_backward(f, &b, gcot, gext, out_reg, st);
+        for (int e = 0; e < f->next && !rc; e++) {
+            if (out_reg[e] < 0)
+                continue;
+            if (!(res[nout] = tl_tensor_new_in(cx->budget, f->dt, f->ndim, f->shape, st)))
+                rc = st->code;
+            reg[nout] = out_reg[e];
+            which[nout++] = e;
+        }
+        if (!rc)
+            rc = cpu_prog_run(&b.p, f->dt, f->ndim, f->shape, b.p.nin, b.in, nout, reg, res, -1,
+                              NULL, st);
+        cx->ops += b.p.nins;
+        builder_free(&b);
+        for (int o = 0; o < nout; o++) {
+            int v = f->ext_var[which[o]];
+            if (!rc) {
+                tl_tensor_unref(grads[v]);
+                grads[v] = res[o];
+            } else {
+                tl_tensor_unref(res[o]);
+            }
+        }
+    }
+    for (int k = 0; k < f->nmem; k++)
+        tl_tensor_unref(gcot[k]);
+    return rc;
+}
+
+/* Whether node n could start or continue a chain (by its op alone). */
+static bool candidate(const tl_node *n, bool first)
+{
+    return n->nout == 1 && (elementwise(n->op) || (!first && n->op == TL_OP_SUM));
+}
+
+int tl_fuse_try(tl_eval *ev, const tl_block *b, int i)
+{
+    const tl_run_opts *o = ev->opts;
+    if (o->fuse_min < 0 || o->observe || o->profile || o->check_finite || ev->log ||
+        tl_ctx_on_device(ev->cx) || i + 1 >= b->nnodes || !candidate(&b->nodes[i], true) ||
+        !candidate(&b->nodes[i + 1], false))
+        return 0;
+    int64_t min = o->fuse_min ? o->fuse_min : TL_FUSE_MIN_DEFAULT;
+    tl_fused *f = calloc(1, sizeof *f);
+    if (!f)
+        return 0; /* the unfused run needs less memory than this */
+    f->ndim = -1;
+    int j = i;
+    while (j < b->nnodes && f->nmem < FUSE_MAX && !f->sink && add_member(ev, f, &b->nodes[j], min))
+        j++;
+    if (f->nmem < 2) {
+        tl_fused_free(f);
+        return 0;
+    }
+    /* exported: read after the chain (or kept, or never freed) */
+    bool internal[FUSE_MAX] = {false}, rec = false;
+    for (int k = i; k < j; k++)
+        for (int q = 0; q < b->nodes[k].nfree; q++) {
+            int s = b->nodes[k].free_after[q];
+            for (int m = 0; m < f->nmem; m++)
+                if (f->m[m].node->out[0] == s && !(ev->keep && ev->keep[s]))
+                    internal[m] = true;
+        }
+    for (int m = 0; m < f->nmem; m++) {
+        f->m[m].exported = !internal[m];
+        rec = rec || f->m[m].rec;
+    }
+    tl_status *st = ev->st;
+    if (rec) { /* every rule must record as elementwise ops, or no fusion */
+        builder dry = {0};
+        int out_reg[EXT_MAX];
+        tl_status quiet = {0};
+        build_forward(f, &dry);
+        tl_code rc = build_backward(f, &dry, NULL, NULL, out_reg, &quiet);
+        builder_free(&dry);
+        if (rc) {
+            tl_fused_free(f);
+            return 0;
+        }
+    }
+    tl_tensor *outs[FUSE_MAX];
+    tl_code rc = run_forward(ev, f, outs);
+    for (int m = 0; m < f->nmem; m++) {
+        member *mm = &f->m[m];
+        if (rc || !outs[m])
+            continue;
+        mm->var = mm->rec ? tl_tape_new_var(ev->tape) : -1;
+        tl_eval_set(ev, mm->node->out[0], outs[m], mm->var);
+        outs[m] = NULL;
+    }
+    for (int m = 0; rc && m < f->nmem; m++)
+        tl_tensor_unref(outs[m]);
+    if (!rc && rec) {
+        rc = tl_tape_record_fused(ev->tape, f, &b->nodes[i], st);
+        if (rc)
+            tl_fused_free(f);
+    } else {
+        tl_fused_free(f);
+    }
+    if (rc)
+        return -1;
+    for (int k = i; k < j; k++)
+        for (int q = 0; q < b->nodes[k].nfree; q++)
+            if (!ev->keep || !ev->keep[b->nodes[k].free_after[q]])
+                tl_eval_clear(ev, b->nodes[k].free_after[q]);
+    ev->stats->nodes += j - i;
+    ev->stats->fused += j - i;
+    ev->stats->chains++;
+    return j - i;
+}
