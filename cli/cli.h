@@ -152,6 +152,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_gradcheck(int argc, char **argv);
 
 /* --rtol R, --atol A, --ulp N, --equal-nan (cmd_compare.c): when argv[*i]
  * is one of them, stores it in o (advancing *i past a value) and returns
