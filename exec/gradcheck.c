@@ -411,15 +411,20 @@ static tl_code keep_outputs(worker *w, const tl_result *r, tl_status *st)
     return TL_OK;
 }
 
-/* <seed, plus - minus> over the float outputs, in output and element order. */
+/* <seed, plus - minus> over the float outputs, in output and element order.
+ * An entry that did not change, or whose seed is 0, contributes nothing,
+ * even an infinity or a NaN (which would make every difference NaN). */
 static double seeded_difference(const tl_gradcheck *gc, const tl_result *plus, const double *minus)
 {
     double s = 0;
     for (int o = 0; o < tl_result_noutputs(plus); o++) {
         const tl_tensor *p = tl_result_output(plus, o);
         const tl_tensor *seed = gc->seeds ? gc->seeds[o] : NULL;
-        for (int64_t e = 0; !tl_dtype_is_int(p->dtype) && e < p->numel; e++)
-            s += (seed ? tl_tensor_get(seed, e) : 1.0) * (tl_tensor_get(p, e) - *minus++);
+        for (int64_t e = 0; !tl_dtype_is_int(p->dtype) && e < p->numel; e++, minus++) {
+            double y = tl_tensor_get(p, e), w = seed ? tl_tensor_get(seed, e) : 1.0;
+            if (w != 0 && y != *minus && !(isnan(y) && isnan(*minus)))
+                s += w * (y - *minus);
+        }
     }
     return s;
 }

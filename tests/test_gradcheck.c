@@ -408,3 +408,22 @@ Test(gradcheck, perturbed_run_fails)
     }
     tl_graph_free(g);
 }
+
+/* log(x) at [0, 1, 2]: the output entry stuck at -inf spoils only its own
+ * element, not the differences of the others. */
+Test(gradcheck, constant_infinities_contribute_nothing)
+{
+    tl_graph *g = parse("{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": ["
+                        "{\"id\": \"y\", \"op\": \"log\", \"args\": [\"x\"]}], \"outputs\": \"y\"}");
+    tl_tensor *x = lit("[0, 1, 2]");
+    tl_gradcheck_report *r;
+    tl_status st = {0};
+    cr_assert_eq(tl_gradcheck_graph(g, &x, NULL, NULL, &r, &st), TL_OK, "%s", st.msg);
+    cr_expect_eq(r->mismatches, 1);
+    cr_expect_eq(r->inputs[0].worst, 0);
+    cr_expect(isinf(r->inputs[0].worst_tape) && isnan(r->inputs[0].worst_fd));
+    cr_expect_lt(r->inputs[0].max_abs, 1e-9);
+    tl_gradcheck_free_report(r);
+    tl_tensor_unref(x);
+    tl_graph_free(g);
+}
