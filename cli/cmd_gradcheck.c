@@ -46,7 +46,7 @@ static int own_option(int argc, char **argv, int *i, gc_cmd *c)
         errno = 0;
         v = cli_opt_value(argc, argv, i, a, "--eps");
         c->o.eps = v ? strtod(v, &end) : 0;
-        if (!v || !*v || *end || errno || !(c->o.eps > 0))
+        if (!v || !*v || *end || errno || !(c->o.eps > 0) || isinf(c->o.eps))
             return cli_usage("--eps takes a number > 0, such as 1e-6");
         return 0;
     }

@@ -295,12 +295,12 @@ static void observe(void *ctx, const tl_node *n, int nin, tl_tensor *const *in, 
         note(w, n, false, h);
 }
 
-/* Ends a comparison: a run that stopped short of the base's marks (or went
- * past them) parted ways with it. */
+/* Ends a comparison: a run that stopped short of the base's marks parted
+ * ways with it (one that went past them has a boundary already). */
 static void compare_end(watcher *w)
 {
-    if (!w->boundary && w->at != w->base->n) {
-        w->boundary = w->at < w->base->n ? w->base->m[w->at].node : w->base->m[w->base->n - 1].node;
+    if (!w->boundary && w->at < w->base->n) {
+        w->boundary = w->base->m[w->at].node;
         w->boundary_at = w->at;
     }
 }
@@ -318,7 +318,7 @@ struct tl_gradcheck {
     bool ran;
 };
 
-enum { V_MATCH, V_MISMATCH, V_BOUNDARY, V_KINK };
+enum { V_COMPARED, V_BOUNDARY, V_KINK };
 
 /* One element to check and, once done, its verdict. */
 typedef struct job {
