@@ -427,3 +427,34 @@ Test(gradcheck, constant_infinities_contribute_nothing)
     tl_tensor_unref(x);
     tl_graph_free(g);
 }
+
+/* Six 21x21 products: BLAS is not safe on two threads at once, so a graph
+ * with a matmul is checked on one, whatever the thread count asked for
+ * (the race is rare under the sanitizers: tests/cli/gradcheck.txt has the
+ * case that shows it with the release build). */
+Test(gradcheck, matmul_graphs_on_one_thread)
+{
+    tl_graph *g = parse("{\"version\": 1, \"inputs\": [\"a\"], \"nodes\": ["
+                        "{\"id\": \"c\", \"op\": \"matmul\", \"args\": [\"a\", \"a\"]},"
+                        "{\"id\": \"s\", \"op\": \"sin\", \"args\": [\"c\"]}], \"outputs\": \"s\"}");
+    tl_status st = {0};
+    int64_t shape[3] = {6, 21, 21};
+    tl_tensor *a = tl_tensor_zeros(TL_F64, 3, shape, &st);
+    for (int64_t i = 0; i < a->numel; i++)
+        tl_tensor_set(a, i, sin((double)i) / 4);
+    tl_gradcheck_report *r[2];
+    for (int t = 0; t < 2; t++) {
+        tl_gradcheck_opts o;
+        tl_gradcheck_defaults(&o);
+        o.threads = t ? 8 : 1;
+        o.samples = 200;
+        cr_assert_eq(tl_gradcheck_graph(g, &a, NULL, &o, &r[t], &st), TL_OK, "%s", st.msg);
+        cr_expect_eq(r[t]->mismatches, 0, "%d threads: %lld mismatches", o.threads,
+                     (long long)r[t]->mismatches);
+    }
+    expect_same(r[0], r[1]);
+    tl_gradcheck_free_report(r[0]);
+    tl_gradcheck_free_report(r[1]);
+    tl_tensor_unref(a);
+    tl_graph_free(g);
+}
