@@ -332,7 +332,7 @@ static int wrt_one(const char *name, void *ctx)
 }
 
 int cli_parse_wrt(const cmd *c, const tl_graph *g, tl_tensor *const *in, bool *wrt,
-                     tl_status *st)
+                  tl_status *st)
 {
     for (int k = 0; k < g->ninputs; k++)
         wrt[k] = c->wrt == NULL;
