@@ -26,13 +26,12 @@ static tl_tensor *lit(const char *s)
     return t;
 }
 
-/* gradcheck of y = x^2 at the literal x, seeded by the literal seed (NULL:
- * ones); the report, or NULL with st set. */
-static tl_gradcheck_report *check_square(const char *x, const char *seed, const tl_gradcheck_opts *o,
-                                         tl_status *st)
+/* gradcheck of a one-input graph at the literal x, seeded by the literal
+ * seed (NULL: ones); the report, or NULL with st set. */
+static tl_gradcheck_report *check_graph(const char *json, const char *x, const char *seed,
+                                        const tl_gradcheck_opts *o, tl_status *st)
 {
-    tl_graph *g = parse("{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": ["
-                        "{\"id\": \"y\", \"op\": \"square\", \"args\": [\"x\"]}], \"outputs\": \"y\"}");
+    tl_graph *g = parse(json);
     tl_tensor *in = lit(x), *s = seed ? lit(seed) : NULL;
     tl_gradcheck_report *r;
     tl_gradcheck_graph(g, &in, &s, o, &r, st);
@@ -40,6 +39,15 @@ static tl_gradcheck_report *check_square(const char *x, const char *seed, const 
     tl_tensor_unref(in);
     tl_graph_free(g);
     return r;
+}
+
+#define SQUARE "{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": [" \
+               "{\"id\": \"y\", \"op\": \"square\", \"args\": [\"x\"]}], \"outputs\": \"y\"}"
+
+static tl_gradcheck_report *check_square(const char *x, const char *seed, const tl_gradcheck_opts *o,
+                                         tl_status *st)
+{
+    return check_graph(SQUARE, x, seed, o, st);
 }
 
 /* A fixture's check with its own inputs and seeds; NULL with st set when
@@ -152,13 +160,12 @@ Test(gradcheck, branch_boundaries)
 /* x * detach(x): the differences see both factors, the tape one. */
 Test(gradcheck, wrong_tape_caught)
 {
-    tl_graph *g = parse("{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": ["
-                        "{\"id\": \"d\", \"op\": \"detach\", \"args\": [\"x\"]},"
-                        "{\"id\": \"y\", \"op\": \"mul\", \"args\": [\"x\", \"d\"]}], \"outputs\": \"y\"}");
-    tl_tensor *x = lit("[1, 2, -3]");
-    tl_gradcheck_report *r;
     tl_status st = {0};
-    cr_assert_eq(tl_gradcheck_graph(g, &x, NULL, NULL, &r, &st), TL_OK, "%s", st.msg);
+    tl_gradcheck_report *r = check_graph("{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": ["
+                                         "{\"id\": \"d\", \"op\": \"detach\", \"args\": [\"x\"]},"
+                                         "{\"id\": \"y\", \"op\": \"mul\", \"args\": [\"x\", \"d\"]}],"
+                                         " \"outputs\": \"y\"}", "[1, 2, -3]", NULL, NULL, &st);
+    cr_assert(r, "%s", st.msg);
     const tl_gradcheck_input *e = &r->inputs[0];
     cr_expect_eq(e->checked, 3);
     cr_expect_eq(e->mismatches, 3);
@@ -168,8 +175,6 @@ Test(gradcheck, wrong_tape_caught)
     cr_expect_float_eq(e->max_abs, 3.0, 1e-6);
     cr_expect_float_eq(e->max_rel, 0.5, 1e-6);
     tl_gradcheck_free_report(r);
-    tl_tensor_unref(x);
-    tl_graph_free(g);
 }
 
 /* relu at 0 and an if on sum(x) > 1 together, over several inputs: a mix
@@ -324,24 +329,21 @@ Test(gradcheck, wrt_leaves_inputs_out)
  * element by element. */
 Test(gradcheck, kinks_inside_map)
 {
-    tl_graph *g = parse("{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": [{\"id\": \"y\", \"op\": \"map\","
-                        " \"args\": [\"x\"], \"params\": [\"p\"], \"body\": {\"nodes\": ["
-                        "{\"id\": \"a\", \"op\": \"abs\", \"args\": [\"p\"]},"
-                        "{\"id\": \"m\", \"op\": \"maximum\", \"args\": [\"p\", 1]},"
-                        "{\"id\": \"s\", \"op\": \"add\", \"args\": [\"a\", \"m\"]}], \"result\": \"s\"}}],"
-                        " \"outputs\": \"y\"}");
-    tl_tensor *x = lit("[0, 1, 2, -3]");
-    tl_gradcheck_report *r;
     tl_status st = {0};
-    cr_assert_eq(tl_gradcheck_graph(g, &x, NULL, NULL, &r, &st), TL_OK, "%s", st.msg);
+    tl_gradcheck_report *r = check_graph(
+        "{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": [{\"id\": \"y\", \"op\": \"map\","
+        " \"args\": [\"x\"], \"params\": [\"p\"], \"body\": {\"nodes\": ["
+        "{\"id\": \"a\", \"op\": \"abs\", \"args\": [\"p\"]},"
+        "{\"id\": \"m\", \"op\": \"maximum\", \"args\": [\"p\", 1]},"
+        "{\"id\": \"s\", \"op\": \"add\", \"args\": [\"a\", \"m\"]}], \"result\": \"s\"}}],"
+        " \"outputs\": \"y\"}", "[0, 1, 2, -3]", NULL, NULL, &st);
+    cr_assert(r, "%s", st.msg);
     cr_expect_eq(r->mismatches, 0);
     cr_expect_eq(r->inputs[0].nkink, 2); /* |0| and maximum(1, 1) */
     cr_expect_eq(r->inputs[0].kink[0].index, 0);
     cr_expect_eq(r->inputs[0].kink[1].index, 1);
     cr_expect_eq(r->inputs[0].nboundary, 0);
     tl_gradcheck_free_report(r);
-    tl_tensor_unref(x);
-    tl_graph_free(g);
 }
 
 Test(gradcheck, refuses_f32)
@@ -413,19 +415,16 @@ Test(gradcheck, perturbed_run_fails)
  * element, not the differences of the others. */
 Test(gradcheck, constant_infinities_contribute_nothing)
 {
-    tl_graph *g = parse("{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": ["
-                        "{\"id\": \"y\", \"op\": \"log\", \"args\": [\"x\"]}], \"outputs\": \"y\"}");
-    tl_tensor *x = lit("[0, 1, 2]");
-    tl_gradcheck_report *r;
     tl_status st = {0};
-    cr_assert_eq(tl_gradcheck_graph(g, &x, NULL, NULL, &r, &st), TL_OK, "%s", st.msg);
+    tl_gradcheck_report *r = check_graph("{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": ["
+                                         "{\"id\": \"y\", \"op\": \"log\", \"args\": [\"x\"]}],"
+                                         " \"outputs\": \"y\"}", "[0, 1, 2]", NULL, NULL, &st);
+    cr_assert(r, "%s", st.msg);
     cr_expect_eq(r->mismatches, 1);
     cr_expect_eq(r->inputs[0].worst, 0);
     cr_expect(isinf(r->inputs[0].worst_tape) && isnan(r->inputs[0].worst_fd));
     cr_expect_lt(r->inputs[0].max_abs, 1e-9);
     tl_gradcheck_free_report(r);
-    tl_tensor_unref(x);
-    tl_graph_free(g);
 }
 
 /* Six 21x21 products: BLAS is not safe on two threads at once, so a graph
