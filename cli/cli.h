@@ -26,6 +26,17 @@ void cli_print_escaped(FILE *f, const char *text);
 int cli_finish_stdout(void);
 double cli_now_ms(void);
 
+/* The progress line of long runs: drawn on a terminal past a second from
+ * t0, at most five times a second. */
+typedef struct cli_progress {
+    double t0, last; /* milliseconds (cli_now_ms) */
+    bool shown;
+} cli_progress;
+/* Whether to draw it now (then last is now and shown is set). */
+bool cli_progress_due(cli_progress *p);
+/* Clears the line when it was drawn. */
+void cli_progress_end(cli_progress *p);
+
 /* ---------- options (common.c) ---------- */
 
 /* Whether arg is the option: the short form s, or the long form l alone
@@ -98,6 +109,38 @@ tl_graph *cli_load_program(const char *graph, const tl_graph_options *o, tl_stat
  * after the error line). */
 void cli_print_caret(FILE *f);
 
+/* ---------- the arguments of run, grad and gradcheck (cmd_run.c) ---------- */
+
+/* What run and grad were given.  gradcheck takes its own options first and
+ * hands the rest (GRAPH or -e, NAME=TENSOR, -i, --seed, --wrt, --format,
+ * -q) to the same parser. */
+typedef struct cli_run_args {
+    bool grad; /* --seed, --wrt and --of allowed */
+    const char *graph;
+    char *inline_graph; /* -e TEXT */
+    const char *output, *device, *wrt, *max_memory, *expect, *only, *of, *outputs, *report;
+    bool json, full, strict, verbose, quiet, outside, profile, check_finite;
+    tl_compare_opts cmp;
+    int nbind, nseed, nnpz;
+    const char **npz;  /* -i FILE.npz, in order ("-": standard input) */
+    const char **bind; /* NAME=TENSOR */
+    const char **seed; /* [OUT=]TENSOR */
+} cli_run_args;
+
+/* Each returns 0, or the exit code after printing the error. */
+int cli_parse_run_args(int argc, char **argv, cli_run_args *c);
+void cli_run_args_free(cli_run_args *c);
+/* TL_NUM_THREADS, when set, is a whole number from 1 to 1024. */
+int cli_threads_ok(void);
+/* in[k] for every input of g, from -i files and NAME=TENSOR. */
+int cli_bind_inputs(const cli_run_args *c, const tl_graph *g, tl_tensor **in, tl_status *st);
+/* wrt[k]: input k is differentiated (all without --wrt). */
+int cli_parse_wrt(const cli_run_args *c, const tl_graph *g, tl_tensor *const *in, bool *wrt,
+                  tl_status *st);
+/* seeds[i] for output i of r from --seed (NULL: not given); a 0-d seed is
+ * broadcast to the output's shape. */
+int cli_read_seeds(const cli_run_args *c, const tl_result *r, tl_tensor **seeds, tl_status *st);
+
 /* ---------- commands: argv[0] is the command's name ---------- */
 
 int cmd_run(int argc, char **argv);  /* run and grad */
@@ -109,6 +152,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_gradcheck(int argc, char **argv);
 
 /* --rtol R, --atol A, --ulp N, --equal-nan (cmd_compare.c): when argv[*i]
  * is one of them, stores it in o (advancing *i past a value) and returns

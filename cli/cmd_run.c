@@ -14,18 +14,7 @@
 #include "formats/npz.h"
 #include "formats/results.h"
 
-typedef struct cmd {
-    bool grad;
-    const char *graph;
-    char *inline_graph; /* -e TEXT */
-    const char *output, *device, *wrt, *max_memory, *expect, *only, *of, *outputs, *report;
-    bool json, full, strict, verbose, quiet, outside, profile, check_finite;
-    tl_compare_opts cmp;
-    int nbind, nseed, nnpz;
-    const char **npz;  /* -i FILE.npz, in order ("-": standard input) */
-    const char **bind; /* NAME=TENSOR */
-    const char **seed; /* [OUT=]TENSOR */
-} cmd;
+typedef cli_run_args cmd;
 
 /* What a tensor argument takes from standard input: nothing, a .npy
  * ("-"), or members of an .npz ("-:KEY"). */
@@ -55,7 +44,7 @@ static int check_stdin(const cmd *c)
     return 0;
 }
 
-static int parse(int argc, char **argv, cmd *c)
+int cli_parse_run_args(int argc, char **argv, cmd *c)
 {
     static const struct {
         const char *s, *l;
@@ -143,6 +132,14 @@ static int parse(int argc, char **argv, cmd *c)
     if (tolerance && !c->expect)
         return cli_usage("--rtol, --atol, --ulp and --equal-nan go with --expect FILE");
     return check_stdin(c);
+}
+
+void cli_run_args_free(cli_run_args *c)
+{
+    free(c->bind);
+    free(c->seed);
+    free(c->npz);
+    free(c->inline_graph);
 }
 
 /* ---------- memory ---------- */
@@ -261,7 +258,7 @@ static void unused_keys(const cmd *c, const tl_graph *g, char *buf, size_t len)
 
 /* -i files first (an input in two of them is an error), then NAME=TENSOR,
  * which overrides the same key of an -i file (but not another NAME=). */
-static int bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *st)
+int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *st)
 {
     bool *explicit = calloc((size_t)g->ninputs + 1, sizeof *explicit);
     int rc = explicit ? 0 : (tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st));
@@ -334,8 +331,8 @@ static int wrt_one(const char *name, void *ctx)
     return 0;
 }
 
-static int parse_wrt(const cmd *c, const tl_graph *g, tl_tensor *const *in, bool *wrt,
-                     tl_status *st)
+int cli_parse_wrt(const cmd *c, const tl_graph *g, tl_tensor *const *in, bool *wrt,
+                  tl_status *st)
 {
     for (int k = 0; k < g->ninputs; k++)
         wrt[k] = c->wrt == NULL;
@@ -385,7 +382,7 @@ static int output_index(const tl_result *r, const char *name, size_t len)
     return -1;
 }
 
-static int read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_status *st)
+int cli_read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_status *st)
 {
     int no = tl_result_noutputs(r);
     for (int i = 0; i < c->nseed; i++) {
@@ -514,33 +511,20 @@ static int expect(const cmd *c, int n, const char **names, const tl_tensor **ts,
 
 /* ---------- progress ---------- */
 
-typedef struct progress {
-    double t0, last;
-    bool shown;
-} progress;
-
 /* One line on a terminal, redrawn at most five times a second, for runs
  * past a second. */
 static void on_progress(void *ctx, const char *phase, int64_t done, int64_t total)
 {
-    progress *p = ctx;
-    double now = cli_now_ms();
-    if (now - p->t0 < 1000 || now - p->last < 200)
+    cli_progress *p = ctx;
+    if (!cli_progress_due(p))
         return;
-    p->last = now;
-    p->shown = true;
+    double s = (p->last - p->t0) / 1e3;
     if (total > 0)
         fprintf(stderr, "\rtl: %s: %lld of %lld tape entries, %.1f s\033[K", phase, (long long)done,
-                (long long)total, (now - p->t0) / 1e3);
+                (long long)total, s);
     else
-        fprintf(stderr, "\rtl: %s: %lld nodes, %.1f s\033[K", phase, (long long)done, (now - p->t0) / 1e3);
+        fprintf(stderr, "\rtl: %s: %lld nodes, %.1f s\033[K", phase, (long long)done, s);
     fflush(stderr);
-}
-
-static void end_progress(progress *p)
-{
-    if (p->shown)
-        fputs("\r\033[K", stderr);
 }
 
 /* A dtype clash where an input came from a literal without a prefix (so
@@ -597,7 +581,7 @@ static void release(run_state *s)
     free(s->gnames);
 }
 
-static int threads_ok(void)
+int cli_threads_ok(void)
 {
     const char *t = getenv("TL_NUM_THREADS");
     char *end;
@@ -629,11 +613,11 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     int64_t max_memory = 0, fuse_min = 0;
     int rc;
     outs_ctx oc = {g, s->out_slots, 0, st};
-    if ((rc = fuse_env(&fuse_min)) || (rc = parse_max_memory(c, &max_memory)) || (rc = bind_inputs(c, g, s->in, st)) ||
-        (rc = parse_wrt(c, g, s->in, s->wrt, st)) ||
+    if ((rc = fuse_env(&fuse_min)) || (rc = parse_max_memory(c, &max_memory)) ||
+        (rc = cli_bind_inputs(c, g, s->in, st)) || (rc = cli_parse_wrt(c, g, s->in, s->wrt, st)) ||
         (c->outputs && (rc = each_name("--outputs", c->outputs, st, output_one, &oc))))
         return rc;
-    progress p = {cli_now_ms(), 0, false};
+    cli_progress p = {cli_now_ms(), 0, false};
     bool tty = isatty(2) && !c->quiet;
     tl_run_opts o = {.record = c->grad, .wrt = s->wrt, .backend = be, .max_memory = max_memory,
                      .strict_device = c->strict, .outputs = c->outputs ? s->out_slots : NULL,
@@ -643,7 +627,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     tl_code failed = tl_run(g, s->in, &o, &s->r, st);
     t->run = cli_now_ms() - t1;
     if (failed) {
-        end_progress(&p);
+        cli_progress_end(&p);
         literal_hint(c, st);
         return cli_fail(st);
     }
@@ -652,18 +636,18 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
     if (c->grad) {
         double t2 = cli_now_ms();
-        if ((rc = read_seeds(c, s->r, s->seeds, st)) || (c->of && (rc = seed_only_of(c, s->r, s->seeds, st)))) {
-            end_progress(&p);
+        if ((rc = cli_read_seeds(c, s->r, s->seeds, st)) || (c->of && (rc = seed_only_of(c, s->r, s->seeds, st)))) {
+            cli_progress_end(&p);
             return rc;
         }
         failed = tl_result_pullback(s->r, s->seeds, s->grads, st);
         t->backward = cli_now_ms() - t2;
         if (failed) {
-            end_progress(&p);
+            cli_progress_end(&p);
             return cli_fail(st);
         }
     }
-    end_progress(&p);
+    cli_progress_end(&p);
     int n = 0;
     for (int i = 0; i < no; i++) {
         s->names[n] = tl_result_output_name(s->r, i);
@@ -688,7 +672,7 @@ static int execute(const cmd *c)
 {
     tl_status st = {0};
     const tl_backend *be;
-    int rc = threads_ok();
+    int rc = cli_threads_ok();
     if (rc || (rc = pick_backend(c, &be)))
         return rc;
     cli_times t = {0};
@@ -740,12 +724,9 @@ static int execute(const cmd *c)
 int cmd_run(int argc, char **argv)
 {
     cmd c = {.grad = !strcmp(argv[0], "grad")};
-    int rc = parse(argc, argv, &c);
+    int rc = cli_parse_run_args(argc, argv, &c);
     if (!rc)
         rc = execute(&c);
-    free(c.bind);
-    free(c.seed);
-    free(c.npz);
-    free(c.inline_graph);
+    cli_run_args_free(&c);
     return rc;
 }

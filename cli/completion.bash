@@ -36,7 +36,8 @@ _tl()
         compare) opts="--rtol --atol --ulp --equal-nan --format" ;;
         show) opts="--stats --full --format" ;;
         check|dot) opts="--allow-outside-files -e" ;;
-        gradcheck) opts="--seed --eps --rtol --atol --samples --format -e" ;;
+        gradcheck) opts="-i --inputs --seed --wrt --eps --rtol --atol --samples --format
+                         --allow-outside-files -q --quiet -e" ;;
         compile) opts="-o -e" ;;
         ops)
             if [[ $cur != -* ]]; then

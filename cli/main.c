@@ -16,6 +16,8 @@ static const char usage_text[] =
     "       tl show TENSOR [--stats] [--full] [--format text|json]\n"
     "       tl check GRAPH [NAME=DTYPE[DIMS] | NAME=TENSOR]...\n"
     "       tl dot GRAPH [NAME=DTYPE[DIMS] | NAME=TENSOR]...\n"
+    "       tl gradcheck GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...]\n"
+    "                    [--eps E] [--rtol R] [--atol A] [--samples N] [--format text|json]\n"
     "       tl compile PROGRAM [-o FILE.json]\n"
     "       tl diff A B\n"
     "       tl ops [OP] [--format text|json]\n"
@@ -55,8 +57,15 @@ static const char usage_text[] =
     "  -h, --help              this text\n"
     "      --version           print the version\n"
     "\n"
-    "exit status: 0 ok, 1 a difference (compare, --expect, diff), 2 bad usage or\n"
-    "             input, 3 runtime failure\n"
+    "gradcheck options (besides -i, --seed, --wrt, --format, -q; on the CPU):\n"
+    "      --eps E             step, relative to max(1, |x|) (default 1e-6)\n"
+    "      --rtol R, --atol A  match when |tape - fd| <= atol + rtol * |fd|\n"
+    "                          (defaults 1e-3 and 1e-5)\n"
+    "      --samples N         check N elements of each input (the same ones each\n"
+    "                          time) instead of all\n"
+    "\n"
+    "exit status: 0 ok, 1 a difference (compare, --expect, diff, gradcheck), 2 bad\n"
+    "             usage or input, 3 runtime failure\n"
     "manual: man tl, man tl-graph, man tl-program\n";
 
 static const struct {
@@ -73,6 +82,7 @@ static const struct {
     {"show", cmd_show},
     {"compile", cmd_compile},
     {"diff", cmd_diff},
+    {"gradcheck", cmd_gradcheck},
 };
 
 static int help(void)
@@ -113,5 +123,5 @@ int main(int argc, char **argv)
         }
         return commands[k].run(argc - 1, argv + 1);
     }
-    return cli_usage("unknown command '%s' (run, grad, compare, show, check, dot, compile, diff, ops, devices)", sub);
+    return cli_usage("unknown command '%s' (run, grad, compare, show, check, dot, gradcheck, compile, diff, ops, devices)", sub);
 }

@@ -16,6 +16,7 @@
 #include "backends/device.h"
 #include "exec/check.h"
 #include "exec/exec.h"
+#include "exec/gradcheck.h"
 #include "formats/npy.h"
 #include "formats/npz.h"
 #include "formats/text.h"

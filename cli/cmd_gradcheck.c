@@ -1,0 +1,340 @@
+/* tl gradcheck: the tape's vector-Jacobian product against central
+ * differences, element by element, with branch boundaries and kinks named
+ * (exec/gradcheck.h).  Exit 0 when every element compared matches, 1 on
+ * any mismatch, 2 on bad input, 3 on a runtime failure. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "exec/gradcheck.h"
+#include "formats/results.h"
+#include "formats/text.h"
+
+typedef struct gc_cmd {
+    cli_run_args run; /* GRAPH, inputs, seeds, --wrt, --format, -q */
+    tl_gradcheck_opts o;
+    char **rest;      /* the arguments handed to the shared parser */
+    int nrest;
+} gc_cmd;
+
+/* Options of run and grad that gradcheck does not take. */
+static const char *const not_here[] = {
+    "-o", "--output", "--strict-device", "--max-memory", "--expect", "--only", "--of",
+    "--outputs", "--report", "--full", "--profile", "--check-finite", "-v", "--verbose",
+    "--ulp", "--equal-nan",
+};
+
+/* Options whose value follows as the next argument: kept together. */
+static const char *const valued[] = {"-e", "-i", "--inputs", "--seed", "--wrt", "--format"};
+
+static bool one_of(const char *a, const char *const *list, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (cli_is_opt(a, list[k][1] == '-' ? NULL : list[k], list[k][1] == '-' ? list[k] : NULL))
+            return true;
+    return false;
+}
+
+static int own_option(int argc, char **argv, int *i, gc_cmd *c)
+{
+    const char *a = argv[*i], *v;
+    char *end;
+    if (cli_is_opt(a, NULL, "--eps")) {
+        errno = 0;
+        v = cli_opt_value(argc, argv, i, a, "--eps");
+        c->o.eps = v ? strtod(v, &end) : 0;
+        if (!v || !*v || *end || errno || !(c->o.eps > 0) || isinf(c->o.eps))
+            return cli_usage("--eps takes a number > 0, such as 1e-6");
+        return 0;
+    }
+    errno = 0;
+    v = cli_opt_value(argc, argv, i, a, "--samples");
+    long long n = v ? strtoll(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || n < 1)
+        return cli_usage("--samples takes a whole number >= 1");
+    c->o.samples = n;
+    return 0;
+}
+
+static int parse(int argc, char **argv, gc_cmd *c)
+{
+    tl_compare_opts tol = {0};
+    if (!(c->rest = calloc((size_t)argc + 1, sizeof *c->rest)))
+        return cli_usage("out of memory");
+    c->rest[c->nrest++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = -1;
+        if (cli_is_opt(a, "-d", "--device"))
+            return cli_usage("gradcheck runs on the CPU: it takes no %s", a);
+        if (one_of(a, not_here, sizeof not_here / sizeof not_here[0]))
+            return cli_usage("%s is not an option of gradcheck", a);
+        if (cli_is_opt(a, NULL, "--eps") || cli_is_opt(a, NULL, "--samples"))
+            rc = own_option(argc, argv, &i, c);
+        else
+            rc = cli_compare_option(argc, argv, &i, &tol); /* --rtol, --atol */
+        if (rc > 0)
+            return rc;
+        if (rc == 0)
+            continue;
+        c->rest[c->nrest++] = argv[i];
+        if (one_of(a, valued, sizeof valued / sizeof valued[0]) && !strchr(a, '=') && i + 1 < argc)
+            c->rest[c->nrest++] = argv[++i];
+    }
+    tl_status st = {0};
+    if (tl_compare_check_opts(&tol, &st))
+        return cli_fail(&st);
+    c->o.rtol = tol.rtol_set ? tol.rtol : c->o.rtol;
+    c->o.atol = tol.atol_set ? tol.atol : c->o.atol;
+    c->run.grad = true;
+    return cli_parse_run_args(c->nrest, c->rest, &c->run);
+}
+
+/* ---------- progress ---------- */
+
+/* One line on a terminal (cli_progress), called by one worker at a time. */
+static void on_progress(void *ctx, int64_t done, int64_t total)
+{
+    cli_progress *p = ctx;
+    if (!cli_progress_due(p))
+        return;
+    fprintf(stderr, "\rtl: gradcheck: %lld of %lld elements, %.1f s\033[K", (long long)done,
+            (long long)total, (p->last - p->t0) / 1e3);
+    fflush(stderr);
+}
+
+/* ---------- the text report ---------- */
+
+static const char *skip_text(tl_gradcheck_skip s, bool json)
+{
+    if (s == TL_GC_SKIP_INDEX)
+        return json ? "index" : "an index tensor, never differentiated";
+    return json ? "wrt" : "not in --wrt";
+}
+
+static char *num(char *buf, double v)
+{
+    tl_fmt_f64(buf, TL_FMT_LEN, v);
+    return buf;
+}
+
+static char *index_text(const tl_gradcheck_input *e, int64_t i, char *buf, size_t len)
+{
+    tl_tensor t = {.ndim = e->ndim};
+    memcpy(t.shape, e->shape, sizeof(int64_t) * (size_t)e->ndim);
+    return tl_index_desc(&t, i, buf, len);
+}
+
+static void text_sites(const tl_gradcheck_input *e, const tl_gradcheck_site *s, int64_t n,
+                       const char *where)
+{
+    char at[TL_MAXDIM * 24];
+    if (!n)
+        return;
+    printf("  %lld on a %s:", (long long)n, where);
+    for (int64_t i = 0; i < n && i < TL_GC_SITES; i++) {
+        printf("%s %s at \"", i ? "," : "", index_text(e, s[i].index, at, sizeof at));
+        cli_print_escaped(stdout, s[i].node->name);
+        printf("\" (%s)", tl_ops[s[i].node->op].name);
+    }
+    puts(n > TL_GC_SITES ? ", ..." : "");
+}
+
+static void text_input(const tl_gradcheck_input *e)
+{
+    char d[96], at[TL_MAXDIM * 24], a[TL_FMT_LEN], b[TL_FMT_LEN];
+    cli_print_escaped(stdout, e->name);
+    printf(": %s: ", tl_shape_desc(e->dtype, e->ndim, e->shape, d, sizeof d));
+    if (e->skip) {
+        printf("skipped (%s)\n", skip_text(e->skip, false));
+        return;
+    }
+    printf("%lld", (long long)e->checked);
+    if (e->checked < e->numel)
+        printf(" of %lld", (long long)e->numel);
+    if (e->worst < 0) {
+        puts(" checked, none compared");
+    } else {
+        if (e->mismatches)
+            printf(" checked, %lld MISMATCHED", (long long)e->mismatches);
+        else
+            printf(" checked, all match");
+        printf(" (max abs %.3g, max rel %.3g)\n", e->max_abs, e->max_rel);
+        printf("  worst %s: tape %s, fd %s\n", index_text(e, e->worst, at, sizeof at),
+               num(a, e->worst_tape), num(b, e->worst_fd));
+    }
+    text_sites(e, e->kink, e->nkink, "kink");
+    text_sites(e, e->boundary, e->nboundary, "branch boundary");
+}
+
+static void text_report(const tl_gradcheck_report *r)
+{
+    char a[TL_FMT_LEN], b[TL_FMT_LEN], c[TL_FMT_LEN];
+    for (int k = 0; k < r->ninputs; k++)
+        text_input(&r->inputs[k]);
+    if (r->mismatches)
+        printf("gradcheck: %lld of %lld MISMATCHED", (long long)r->mismatches, (long long)r->checked);
+    else
+        printf("gradcheck: ok: %lld checked", (long long)r->checked);
+    if (r->nkink)
+        printf(", %lld on a kink", (long long)r->nkink);
+    if (r->nboundary)
+        printf(", %lld on a branch boundary", (long long)r->nboundary);
+    printf(" (eps %s, rtol %s, atol %s)\n", num(a, r->eps), num(b, r->rtol), num(c, r->atol));
+}
+
+/* ---------- the json report ---------- */
+
+static void json_num(double v)
+{
+    char buf[TL_FMT_LEN];
+    num(buf, v);
+    printf(isnan(v) || isinf(v) ? "\"%s\"" : "%s", buf);
+}
+
+static void json_sites(const tl_gradcheck_input *e, const char *key, const tl_gradcheck_site *s,
+                       int64_t n)
+{
+    char at[TL_MAXDIM * 24];
+    printf(", \"%s\": [", key);
+    for (int64_t i = 0; i < n && i < TL_GC_SITES; i++) {
+        printf("%s{\"index\": %s, \"node\": ", i ? ", " : "", index_text(e, s[i].index, at, sizeof at));
+        tl_json_write_string(stdout, s[i].node->name);
+        printf(", \"op\": \"%s\", \"tape\": ", tl_ops[s[i].node->op].name);
+        json_num(s[i].tape);
+        printf(", \"fd\": ");
+        json_num(s[i].fd);
+        printf("}");
+    }
+    printf("]");
+}
+
+static void json_input(const tl_gradcheck_input *e)
+{
+    char at[TL_MAXDIM * 24];
+    printf("{\"name\": ");
+    tl_json_write_string(stdout, e->name);
+    printf(", \"dtype\": \"%s\", \"shape\": [", tl_dtype_name(e->dtype));
+    for (int d = 0; d < e->ndim; d++)
+        printf(d ? ", %lld" : "%lld", (long long)e->shape[d]);
+    printf("], \"skipped\": ");
+    if (e->skip)
+        tl_json_write_string(stdout, skip_text(e->skip, true));
+    else
+        printf("null");
+    printf(", \"elements\": %lld, \"checked\": %lld, \"mismatches\": %lld", (long long)e->numel,
+           (long long)e->checked, (long long)e->mismatches);
+    bool w = e->worst >= 0;
+    printf(", \"max_abs_error\": ");
+    w ? json_num(e->max_abs) : (void)printf("null");
+    printf(", \"max_rel_error\": ");
+    w ? json_num(e->max_rel) : (void)printf("null");
+    printf(", \"worst_index\": %s, \"tape\": ", w ? index_text(e, e->worst, at, sizeof at) : "null");
+    w ? json_num(e->worst_tape) : (void)printf("null");
+    printf(", \"fd\": ");
+    w ? json_num(e->worst_fd) : (void)printf("null");
+    printf(", \"kink\": %lld, \"boundary\": %lld", (long long)e->nkink, (long long)e->nboundary);
+    json_sites(e, "kink_elements", e->kink, e->nkink);
+    json_sites(e, "boundary_elements", e->boundary, e->nboundary);
+    printf("}");
+}
+
+static void json_report(const tl_gradcheck_report *r)
+{
+    printf("{\"passed\": %s, \"device\": \"cpu\", \"eps\": ", r->mismatches ? "false" : "true");
+    json_num(r->eps);
+    printf(", \"rtol\": ");
+    json_num(r->rtol);
+    printf(", \"atol\": ");
+    json_num(r->atol);
+    printf(r->samples ? ", \"samples\": %lld" : ", \"samples\": null", (long long)r->samples);
+    printf(", \"checked\": %lld, \"mismatches\": %lld, \"kink\": %lld, \"boundary\": %lld, \"inputs\": [",
+           (long long)r->checked, (long long)r->mismatches, (long long)r->nkink, (long long)r->nboundary);
+    for (int k = 0; k < r->ninputs; k++) {
+        printf(k ? ", " : "");
+        json_input(&r->inputs[k]);
+    }
+    printf("]}\n");
+}
+
+/* ---------- the command ---------- */
+
+typedef struct gc_state {
+    tl_graph *g;
+    tl_tensor **in, **seeds;
+    bool *wrt;
+    int nseeds;
+    tl_gradcheck *gc;
+    tl_gradcheck_report *r;
+} gc_state;
+
+static void release(gc_state *s)
+{
+    for (int k = 0; s->in && k < s->g->ninputs; k++)
+        tl_tensor_unref(s->in[k]);
+    for (int i = 0; s->seeds && i < s->nseeds; i++)
+        tl_tensor_unref(s->seeds[i]);
+    tl_gradcheck_free_report(s->r);
+    tl_gradcheck_end(s->gc);
+    tl_graph_free(s->g);
+    free(s->in);
+    free(s->seeds);
+    free(s->wrt);
+}
+
+/* The check itself, once the graph is loaded; fills s->r. */
+static int check(gc_cmd *c, gc_state *s, tl_status *st)
+{
+    int ni = s->g->ninputs, rc;
+    s->in = calloc((size_t)ni + 1, sizeof *s->in);
+    s->wrt = calloc((size_t)ni + 1, sizeof *s->wrt);
+    if (!s->in || !s->wrt)
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
+    if ((rc = cli_bind_inputs(&c->run, s->g, s->in, st)) || (rc = cli_parse_wrt(&c->run, s->g, s->in, s->wrt, st)))
+        return rc;
+    cli_progress p = {cli_now_ms(), 0, false};
+    c->o.wrt = s->wrt;
+    if (isatty(2) && !c->run.quiet) {
+        c->o.progress = on_progress;
+        c->o.progress_ctx = &p;
+    }
+    if (tl_gradcheck_begin(s->g, s->in, &c->o, &s->gc, st))
+        return cli_fail(st);
+    s->nseeds = tl_result_noutputs(tl_gradcheck_base(s->gc));
+    if (!(s->seeds = calloc((size_t)s->nseeds + 1, sizeof *s->seeds)))
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
+    if ((rc = cli_read_seeds(&c->run, tl_gradcheck_base(s->gc), s->seeds, st)))
+        return rc;
+    tl_code failed = tl_gradcheck_run(s->gc, s->seeds, &s->r, st);
+    cli_progress_end(&p);
+    return failed ? cli_fail(st) : 0;
+}
+
+int cmd_gradcheck(int argc, char **argv)
+{
+    gc_cmd c = {0};
+    tl_gradcheck_defaults(&c.o);
+    gc_state s = {0};
+    tl_status st = {0};
+    int rc = parse(argc, argv, &c);
+    if (!rc)
+        rc = cli_threads_ok();
+    tl_graph_options go = {c.run.outside};
+    if (!rc && !(s.g = cli_load_graph(c.run.graph, &go, &st)))
+        rc = cli_fail(&st);
+    if (!rc)
+        rc = check(&c, &s, &st);
+    if (!rc) {
+        c.run.json ? json_report(s.r) : text_report(s.r);
+        rc = cli_finish_stdout();
+        rc = rc ? rc : s.r->mismatches ? TL_EDIFF : 0;
+    }
+    release(&s);
+    cli_run_args_free(&c.run);
+    free(c.rest);
+    cli_stdin_release();
+    return rc;
+}
