@@ -19,11 +19,14 @@ VECFLAGS := $(if $(shell $(CC) --version 2>/dev/null | grep -i "free software"),
 STRICT  := -std=c11 -Wall -Wextra -Werror $(FPFLAGS)
 WARN    := $(STRICT) $(VECFLAGS)
 CPPFLAGS += -I.
-# The serial OpenBLAS: tl shares matrix products out over its own threads
-# in a fixed cut (bit-identical for any thread count), so BLAS's own thread
-# pool would only spin beside them.  Falls back to the default OpenBLAS.
+# The pthreads OpenBLAS, each call on one thread (openblas_set_num_threads):
+# tl shares matrix products out over its own threads in a fixed cut
+# (bit-identical for any thread count).  Not the serial build: it keeps its
+# work buffers without locks, and two threads calling gemm at once get
+# wrong results (a batched product differed run to run with 2 threads).
+# Falls back to the default OpenBLAS.
 comma   := ,
-BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-serial
+BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-pthread
 BLAS    := $(if $(wildcard $(BLAS_DIR)/libopenblas.so),-L$(BLAS_DIR) -Wl$(comma)-rpath$(comma)$(BLAS_DIR)) -lopenblas
 LDLIBS  := -lcjson -lz $(BLAS) -lsleef -lm
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all

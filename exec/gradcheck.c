@@ -547,28 +547,11 @@ static tl_code worker_init(worker *w, pool *p, int id, tl_status *st)
     return TL_OK;
 }
 
-/* Whether a block, or one inside it, calls matmul.  The CPU's BLAS (the
- * serial OpenBLAS) shares its work buffers between callers without a lock:
- * two products at once on two threads can corrupt each other (measured:
- * 21x21 products on 8 threads), so such graphs are checked on one. */
-static bool calls_blas(const tl_block *b)
-{
-    for (int i = 0; b && i < b->nnodes; i++) {
-        const tl_node *n = &b->nodes[i];
-        if (n->op == TL_OP_MATMUL || calls_blas(n->then_b) || calls_blas(n->else_b) ||
-            calls_blas(n->body))
-            return true;
-    }
-    return false;
-}
-
 /* opts.threads, else TL_NUM_THREADS, else the processors online; at most
- * 64, no more than there are elements, and one for a graph that calls BLAS. */
+ * 64, no more than there are elements. */
 static int thread_count(const tl_gradcheck *gc, int64_t njobs)
 {
     const tl_gradcheck_opts *o = &gc->o;
-    if (calls_blas(&gc->g->top))
-        return 1;
     const char *env = getenv("TL_NUM_THREADS");
     long n = o->threads > 0             ? o->threads
              : env && atol(env) > 0     ? atol(env)

@@ -9,6 +9,7 @@
  * input, and writes g * dy/dinput per element.  A tangent that is exactly
  * zero contributes nothing (as an absent path in reverse mode), so 0 * inf
  * never turns into NaN. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tgmath.h>
@@ -285,12 +286,25 @@ typedef struct prog_job {
     _Atomic bool failed; /* a thread found no memory for its scratch */
 } prog_job;
 
-/* Each thread's registers: set up once per job (constants, seeds). */
-static _Thread_local struct {
+/* Each thread's registers, set up once per job (constants, seeds); freed
+ * when the thread ends. */
+typedef struct scratch {
     void *buf;
     size_t cap;
     uint64_t job;
-} tls;
+} scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p)
+{
+    scratch *s = p;
+    free(s->buf);
+    free(s);
+}
+
+static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
 
 #define LANES_BYTES(j) ((size_t)(j)->p->nregs * (size_t)((j)->k + 1) * LANES * ((j)->f32 ? 4 : 8))
 
@@ -316,23 +330,33 @@ DEFINE_SETUP(double, d)
 /* This thread's scratch for job j, set up; NULL when memory is short. */
 static void *scratch_for(const prog_job *j)
 {
-    if (tls.cap < j->scratch) {
-        void *b = realloc(tls.buf, j->scratch);
+    pthread_once(&scratch_once, scratch_init);
+    scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s)))
+            return NULL;
+        if (pthread_setspecific(scratch_key, s)) {
+            free(s);
+            return NULL;
+        }
+    }
+    if (s->cap < j->scratch) {
+        void *b = realloc(s->buf, j->scratch);
         if (!b)
             return NULL;
-        tls.buf = b;
-        tls.cap = j->scratch;
-        tls.job = 0;
+        s->buf = b;
+        s->cap = j->scratch;
+        s->job = 0;
     }
-    if (tls.job != j->id) {
-        memset(tls.buf, 0, j->scratch);
+    if (s->job != j->id) {
+        memset(s->buf, 0, j->scratch);
         if (j->f32)
-            setup_f(j, tls.buf);
+            setup_f(j, s->buf);
         else
-            setup_d(j, tls.buf);
-        tls.job = j->id;
+            setup_d(j, s->buf);
+        s->job = j->id;
     }
-    return tls.buf;
+    return s->buf;
 }
 
 /* Elements [e0, e1) in blocks of LANES: inputs into registers, the
