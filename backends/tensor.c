@@ -5,6 +5,7 @@
 #include "backend.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -330,6 +331,22 @@ tl_tensor *tl_tensor_new_on(tl_budget *budget, const tl_backend *be, tl_dtype dt
     return t;
 }
 
+tl_tensor *tl_tensor_map(tl_dtype dt, int ndim, const int64_t *shape, void *map, size_t map_len,
+                         size_t offset, tl_status *st)
+{
+    int64_t n;
+    tl_tensor *t = tl_shape_numel(ndim, shape, &n, st) ? NULL : tl_malloc(1, sizeof *t, "a tensor header", st);
+    if (!t) {
+        munmap(map, map_len);
+        return NULL;
+    }
+    *t = (tl_tensor){.refs = 1, .dtype = dt, .ndim = ndim, .numel = n, .data = (char *)map + offset,
+                     .map = map, .map_len = map_len};
+    if (ndim)
+        memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    return t;
+}
+
 tl_tensor *tl_tensor_stub(const tl_tensor *t, tl_status *st)
 {
     tl_tensor *s = tl_malloc(1, sizeof *s, "a tensor header", st);
@@ -339,6 +356,8 @@ tl_tensor *tl_tensor_stub(const tl_tensor *t, tl_status *st)
         s->budget = NULL;
         s->home = NULL;
         s->data = NULL;
+        s->map = NULL;
+        s->map_len = 0;
     }
     return s;
 }
@@ -376,7 +395,9 @@ void tl_tensor_unref(tl_tensor *t)
     }
     if (t->home)
         t->home->release(t->home, t->data);
-    if (t->home || !t->data) /* a device tensor's header, or a stub */
+    if (t->map)
+        munmap(t->map, t->map_len);
+    if (t->home || t->map || !t->data) /* a device tensor's or mapped tensor's header, or a stub */
         free(t);
     else /* host data lives in the same block */
         pool_give(t, block_size((size_t)t->numel * tl_dtype_size(t->dtype)));

@@ -57,6 +57,10 @@ typedef struct tl_tensor {
     int64_t shape[TL_MAXDIM];
     int64_t numel;
     void *data; /* numel * tl_dtype_size(dtype) bytes, at least 1 */
+    /* host data inside a private mapping of a file (tl_tensor_map), which
+     * the last unref unmaps; NULL: the data follows the header */
+    void *map;
+    size_t map_len;
 } tl_tensor;
 
 size_t tl_dtype_size(tl_dtype dt);
@@ -86,6 +90,12 @@ tl_tensor *tl_tensor_new_in(tl_budget *b, tl_dtype dt, int ndim, const int64_t *
 tl_tensor *tl_tensor_new_on(tl_budget *b, const struct tl_backend *be, tl_dtype dt, int ndim,
                             const int64_t *shape, tl_status *st);
 static inline bool tl_tensor_on_host(const tl_tensor *t) { return !t->home; }
+/* A host tensor over `map` (a private mapping of map_len bytes, which the
+ * tensor takes over): its data at byte `offset`, which the caller has
+ * checked holds the whole tensor.  NULL (st set, the mapping unmapped)
+ * when the header cannot be had. */
+tl_tensor *tl_tensor_map(tl_dtype dt, int ndim, const int64_t *shape, void *map, size_t map_len,
+                         size_t offset, tl_status *st);
 /* Bytes of data. */
 static inline size_t tl_tensor_bytes(const tl_tensor *t)
 {

@@ -80,6 +80,8 @@ tl_code cli_write(const cli_out *o, tl_status *st);
 /* Writes a file whole or not at all: w writes into a temporary file beside
  * path, which is renamed over path only when complete. */
 typedef tl_code (*cli_writer)(FILE *f, const void *ctx, tl_status *st);
+/* The temporary file cli_write_atomic is writing (NULL: none). */
+extern char *volatile cli_pending_tmp;
 tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_status *st);
 
 /* ---------- diagnostics (diag.c) ---------- */

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,9 +98,32 @@ static int version(void)
     return cli_finish_stdout();
 }
 
+/* A fatal signal removes the output being written.  SIGBUS means a mapped
+ * input file (a large .npy is mapped, not copied) shrank under the run:
+ * one error line and exit 3, as for any other read error. */
+static void on_fatal(int sig)
+{
+    char *tmp = cli_pending_tmp;
+    if (tmp)
+        unlink(tmp);
+    if (sig == SIGBUS) {
+        static const char msg[] = "tl: error: an input file changed while tl was reading it (bus error)\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+        _exit(3);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN); /* a closed pipe is an I/O error (exit 3), not a kill */
+    struct sigaction sa = {.sa_handler = on_fatal};
+    sigemptyset(&sa.sa_mask);
+    int fatal[] = {SIGINT, SIGTERM, SIGHUP, SIGBUS};
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        sigaction(fatal[i], &sa, NULL);
     /* Keep freed tensor memory in the process for the next op instead of
      * handing it back to the kernel and faulting it in again (the eager
      * executor frees and reallocates same-sized tensors constantly). */

@@ -60,6 +60,10 @@ static tl_code finish_stream(FILE *f, const char *what, tl_status *st)
     return TL_OK;
 }
 
+/* The temporary file being written, for the signal handler (main.c) to
+ * remove: a run stopped by a signal leaves no partial file behind. */
+char *volatile cli_pending_tmp;
+
 tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_status *st)
 {
     /* a short hidden name in the target's folder: rename() stays within one
@@ -72,6 +76,8 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
     int dir = slash ? (int)(slash - path) + 1 : 0;
     snprintf(tmp, n, "%.*s.tl-XXXXXX", dir, path);
     int fd = mkstemp(tmp);
+    if (fd >= 0)
+        cli_pending_tmp = tmp;
     if (fd < 0) {
         tl_fail(st, TL_ERUNTIME, "%s: cannot create: %s", path, strerror(errno));
         free(tmp);
@@ -92,6 +98,7 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
         if (!strstr(st->msg, path))
             tl_wrap(st, "%s", path);
     }
+    cli_pending_tmp = NULL;
     free(tmp);
     return rc;
 }

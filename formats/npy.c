@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 /* The format: https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html */
@@ -85,6 +86,10 @@ tl_code tl_slurp_path(const char *path, unsigned char **buf, size_t *len, tl_sta
     fclose(f);
     return rc;
 }
+
+/* Arrays of this many bytes and more are mapped from a regular file rather
+ * than read (private pages: the file never changes through them). */
+#define TL_NPY_MAP_MIN ((size_t)1 << 20)
 
 /* ---- the header: a strict parser for the Python dict literal ---- */
 
@@ -508,11 +513,26 @@ tl_tensor *tl_npy_read_file(const char *path, tl_status *st)
         return t;
     }
     /* the data goes straight from the file into the tensor: no second
-     * copy of a large array passes through memory */
+     * copy of a large array passes through memory; a large one in native
+     * order is mapped instead, sharing the pages the kernel already has */
     npy_file nf;
     tl_tensor *t = NULL;
     unsigned char *tmp = NULL;
-    if (npy_open(path, &nf, st) || !(t = tl_tensor_new(nf.dt, nf.h.ndim, nf.h.shape, st)))
+    if (npy_open(path, &nf, st))
+        goto done;
+    int64_t numel = 0;
+    if (!nf.h.fortran && !nf.swap && !tl_shape_numel(nf.h.ndim, nf.h.shape, &numel, st)) {
+        struct stat sb;
+        size_t bytes = (size_t)numel * tl_dtype_size(nf.dt);
+        void *m = MAP_FAILED;
+        if (bytes >= TL_NPY_MAP_MIN && !fstat(fileno(nf.f), &sb) && (size_t)sb.st_size >= nf.data + bytes)
+            m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fileno(nf.f), 0);
+        if (m != MAP_FAILED) {
+            t = tl_tensor_map(nf.dt, nf.h.ndim, nf.h.shape, m, (size_t)sb.st_size, nf.data, st);
+            goto done;
+        }
+    }
+    if (!(t = tl_tensor_new(nf.dt, nf.h.ndim, nf.h.shape, st)))
         goto done;
     size_t sz = tl_dtype_size(nf.dt), bytes = (size_t)t->numel * sz;
     void *dst = t->data;

@@ -1019,3 +1019,34 @@ Test(npz, mangled_archives_never_crash)
     }
     free(b);
 }
+
+/* A large .npy in native order is mapped, not copied; its values are the
+ * file's, and writing into the tensor never reaches the file (private
+ * pages).  Big-endian and Fortran-order files are read and converted. */
+Test(npy, large_files_are_mapped)
+{
+    char path[] = "/tmp/tl-test-npy-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "wb");
+    tl_status st = {0};
+    int64_t shape[2] = {512, 1024};
+    tl_tensor *t = tl_tensor_new(TL_F32, 2, shape, &st);
+    for (int64_t i = 0; i < t->numel; i++)
+        ((float *)t->data)[i] = (float)i * 0.5f;
+    cr_assert_eq(tl_npy_write(f, t, &st), TL_OK, "%s", st.msg);
+    fclose(f);
+    tl_tensor *m = tl_npy_read_file(path, &st);
+    cr_assert(m, "%s", st.msg);
+    cr_expect(m->map != NULL, "a 2 MiB native-order file is mapped");
+    cr_expect_eq(m->ndim, 2);
+    cr_expect_eq(memcmp(m->data, t->data, (size_t)t->numel * 4), 0);
+    ((float *)m->data)[0] = 42; /* private: the file keeps its value */
+    tl_tensor *again = tl_npy_read_file(path, &st);
+    cr_assert(again, "%s", st.msg);
+    cr_expect_eq(((float *)again->data)[0], 0.0f);
+    tl_tensor_unref(again);
+    tl_tensor_unref(m);
+    tl_tensor_unref(t);
+    unlink(path);
+}
