@@ -18,6 +18,9 @@ void cli_print_verbose(const tl_result *r, bool grad, const cli_times *t)
     if (s->chains)
         fprintf(stderr, "tl: %lld nodes in %lld fused elementwise chain%s\n", (long long)s->fused,
                 (long long)s->chains, s->chains == 1 ? "" : "s");
+    if (s->loops)
+        fprintf(stderr, "tl: %lld iterate node%s run as scalar loops\n", (long long)s->loops,
+                s->loops == 1 ? "" : "s");
     if (d->ops_device || d->syncs || d->bytes_up)
         fprintf(stderr, "tl: %lld op calls on the device, %lld on the CPU; %lld host syncs; "
                 "%lld bytes up, %lld bytes down\n", (long long)d->ops_device, (long long)d->ops_cpu,

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "fuse.h"
+#include "loop.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -283,6 +284,9 @@ static tl_code check_state(tl_eval *ev, const tl_node *n, int i, const tl_tensor
 static tl_code eval_iterate(tl_eval *ev, const tl_node *n)
 {
     const tl_block *body = n->body;
+    int fast = tl_loop_try(ev, n);
+    if (fast)
+        return fast < 0 ? ev->st->code : TL_OK;
     for (int i = 0; i < n->nargs; i++) {
         tl_value v;
         if (tl_eval_arg(ev, &n->args[i], &v))

@@ -68,6 +68,7 @@ typedef struct tl_stats {
     int64_t branches; /* if decisions taken; the first ones are logged */
     int64_t fused;    /* nodes run in fused elementwise chains */
     int64_t chains;   /* and in how many chains */
+    int64_t loops;    /* iterate nodes run as scalar loops */
     int nlog;
     tl_branch_log log[64];
 } tl_stats;

@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
-#include "backends/mprog.h"
 #include "check.h"
 #include "eval.h"
+#include "prog.h"
 #include "shape.h"
 
 #define FUSE_MAX 48 /* nodes in one chain */
@@ -36,6 +36,7 @@ typedef struct member {
 } member;
 
 struct tl_fused {
+    tl_custom entry; /* first: the tape entry */
     tl_dtype dt;
     int ndim;
     int64_t shape[TL_MAXDIM];
@@ -54,7 +55,7 @@ struct tl_fused {
     double num[FUSE_MAX * 3];
 };
 
-void tl_fused_free(tl_fused *f)
+static void tl_fused_free(tl_fused *f)
 {
     if (!f)
         return;
@@ -64,12 +65,6 @@ void tl_fused_free(tl_fused *f)
 }
 
 /* ---------- planning ---------- */
-
-static bool elementwise(tl_opcode op)
-{
-    tl_opkind k = tl_ops[op].kind;
-    return k == TL_KIND_BIN || k == TL_KIND_CMP || k == TL_KIND_UN || op == TL_OP_WHERE;
-}
 
 static bool differentiable(tl_opcode op)
 {
@@ -158,7 +153,7 @@ static bool is_number(tl_eval *ev, const tl_fused *f, const tl_node *n, int i, d
 static bool add_member(tl_eval *ev, tl_fused *f, const tl_node *n, int64_t min)
 {
     bool sum = n->op == TL_OP_SUM;
-    if (n->nout != 1 || (!elementwise(n->op) && !sum) || (sum && f->nmem == 0))
+    if (n->nout != 1 || (!tl_op_elementwise(n->op) && !sum) || (sum && f->nmem == 0))
         return false;
     member *m = &f->m[f->nmem];
     int nval0 = f->nval, next0 = f->next, nnum0 = f->nnum;
@@ -213,111 +208,18 @@ undo:
 
 /* ---------- programs ---------- */
 
-typedef struct builder {
-    tl_mprog p;
-    int cap, ccap, icap;
-    const tl_tensor **in; /* input tensors (NULL in a dry run) */
-    bool oom;
-} builder;
-
-static void *grow(void *p, int *cap, int need, size_t size, bool *oom)
-{
-    if (need <= *cap)
-        return p;
-    int c = *cap ? *cap * 2 : 32;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(p, (size_t)c * size);
-    if (!q) {
-        *oom = true;
-        return p;
-    }
-    *cap = c;
-    return q;
-}
-
-static void builder_free(builder *b)
-{
-    free(b->p.ins);
-    free(b->p.const_reg);
-    free(b->p.const_val);
-    free(b->p.in_reg);
-    free(b->in);
-}
-
-static int new_reg(builder *b) { return b->p.nregs++; }
-
-static void emit(builder *b, tl_mins ins)
-{
-    b->p.ins = grow(b->p.ins, &b->cap, b->p.nins + 1, sizeof ins, &b->oom);
-    if (!b->oom)
-        b->p.ins[b->p.nins++] = ins;
-}
-
-static int add_const(builder *b, double v)
-{
-    int r = new_reg(b);
-    int cap = b->ccap;
-    b->p.const_reg = grow(b->p.const_reg, &cap, b->p.nconst + 1, sizeof(int), &b->oom);
-    b->p.const_val = grow(b->p.const_val, &b->ccap, b->p.nconst + 1, sizeof(double), &b->oom);
-    if (!b->oom) {
-        b->p.const_reg[b->p.nconst] = r;
-        b->p.const_val[b->p.nconst++] = v;
-    }
-    return r;
-}
-
-/* An input tensor in register reg (a new one when reg < 0). */
-static int add_input(builder *b, const tl_tensor *t, int reg)
-{
-    int r = reg >= 0 ? reg : new_reg(b);
-    int cap = b->icap;
-    b->p.in_reg = grow(b->p.in_reg, &cap, b->p.nin + 1, sizeof(int), &b->oom);
-    b->in = grow(b->in, &b->icap, b->p.nin + 1, sizeof *b->in, &b->oom);
-    if (!b->oom) {
-        b->p.in_reg[b->p.nin] = r;
-        b->in[b->p.nin++] = t;
-    }
-    return r;
-}
-
-/* The instruction of one elementwise op. */
-static void emit_op(builder *b, tl_opcode op, const tl_attrs *a, int dst, const int *r)
-{
-    tl_mins ins = {.op = (uint8_t)op, .dst = dst, .a = r[0]};
-    if (op == TL_OP_WHERE) {
-        ins.code = TL_M_WHERE;
-        ins.b = r[1];
-        ins.c = r[2];
-    } else if (op == TL_OP_CLAMP) {
-        ins.code = TL_M_CLAMP;
-        ins.lo = a ? a->min : 0;
-        ins.hi = a ? a->max : 0;
-        ins.has_lo = a && a->has_min;
-        ins.has_hi = a && a->has_max;
-    } else if (tl_ops[op].kind == TL_KIND_UN) {
-        ins.code = TL_M_UN;
-        ins.approx = (uint8_t)(a ? a->approximate : 0);
-    } else { /* binary, comparison, gelu_grad */
-        ins.code = TL_M_BIN;
-        ins.b = r[1];
-        ins.approx = (uint8_t)(a ? a->approximate : 0);
-    }
-    emit(b, ins);
-}
-
 /* The chain's forward program: a register per value (its id), the chain's
  * tensors as inputs, its numbers as constants. */
-static void build_forward(const tl_fused *f, builder *b)
+static void build_forward(const tl_fused *f, tl_pbuild *b)
 {
     b->p.nregs = f->nval;
     for (int v = 0; v < f->nval; v++) {
         if (f->kind[v] == V_EXT)
-            add_input(b, f->ext[f->index[v]], v);
+            tl_pb_input(b, f->ext[f->index[v]], v);
         else if (f->kind[v] == V_NUM) {
             int cap = b->ccap; /* a constant in the value's own register */
-            b->p.const_reg = grow(b->p.const_reg, &cap, b->p.nconst + 1, sizeof(int), &b->oom);
-            b->p.const_val = grow(b->p.const_val, &b->ccap, b->p.nconst + 1, sizeof(double), &b->oom);
+            b->p.const_reg = tl_pb_grow(b->p.const_reg, &cap, b->p.nconst + 1, sizeof(int), &b->oom);
+            b->p.const_val = tl_pb_grow(b->p.const_val, &b->ccap, b->p.nconst + 1, sizeof(double), &b->oom);
             if (!b->oom) {
                 b->p.const_reg[b->p.nconst] = v;
                 b->p.const_val[b->p.nconst++] = f->num[f->index[v]];
@@ -325,110 +227,7 @@ static void build_forward(const tl_fused *f, builder *b)
         }
     }
     for (int k = 0; k < f->nmem - (f->sink ? 1 : 0); k++)
-        emit_op(b, f->m[k].op, f->m[k].attrs, f->m[k].val, f->m[k].arg);
-}
-
-/* ---------- the backward program: the rules, recorded ---------- */
-
-typedef struct recorder {
-    tl_grad_recorder base;
-    builder *b;
-    const tl_fused *f;
-    tl_tensor **stub; /* every symbolic tensor made, one reference held */
-    int *reg;
-    int n, cap;
-    bool failed;
-} recorder;
-
-/* A tensor that stands for register reg: a header without data. */
-static tl_tensor *symbol(recorder *r, int reg, tl_dtype dt, int ndim, const int64_t *shape,
-                         tl_status *st)
-{
-    int cap = r->cap;
-    r->stub = grow(r->stub, &cap, r->n + 1, sizeof *r->stub, &r->b->oom);
-    r->reg = grow(r->reg, &r->cap, r->n + 1, sizeof *r->reg, &r->b->oom);
-    if (r->b->oom) {
-        tl_fail(st, TL_ERUNTIME, "out of memory writing a fused backward program");
-        return NULL;
-    }
-    tl_tensor *t = tl_malloc(1, sizeof *t, "a fused backward program", st);
-    if (!t)
-        return NULL;
-    *t = (tl_tensor){.refs = 1, .dtype = dt, .ndim = ndim, .numel = 1};
-    for (int d = 0; d < ndim; d++) {
-        t->shape[d] = shape[d];
-        t->numel *= shape[d];
-    }
-    r->stub[r->n] = t;
-    r->reg[r->n++] = reg;
-    return t;
-}
-
-static int reg_of(const recorder *r, const tl_tensor *t)
-{
-    for (int i = r->n - 1; i >= 0; i--)
-        if (r->stub[i] == t)
-            return r->reg[i];
-    return -1;
-}
-
-static tl_tensor *rec_op(tl_grad_recorder *base, tl_opcode op, int n, tl_tensor *const *in,
-                         const tl_attrs *a, tl_status *st)
-{
-    recorder *r = (recorder *)base;
-    int regs[3];
-    if (!(elementwise(op) || op == TL_OP_GELU_GRAD) || n > 3) {
-        r->failed = true;
-        tl_fail(st, TL_ERUNTIME, "internal: %s in a fused backward program", tl_ops[op].name);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++)
-        if ((regs[i] = reg_of(r, in[i])) < 0) {
-            r->failed = true;
-            tl_fail(st, TL_ERUNTIME, "internal: an unknown tensor in a fused backward program");
-            return NULL;
-        }
-    tl_attrs at;
-    tl_shape sh;
-    if (a)
-        at = *a;
-    else
-        tl_attrs_init(&at);
-    if (tl_shape_infer(op, n, (const tl_tensor *const *)in, &at, &sh, st)) {
-        r->failed = true;
-        return NULL;
-    }
-    int dst = new_reg(r->b);
-    emit_op(r->b, op, &at, dst, regs);
-    tl_tensor *t = symbol(r, dst, sh.dtype, sh.ndim, sh.dims, st);
-    return tl_tensor_ref(t);
-}
-
-static tl_tensor *rec_num(tl_grad_recorder *base, tl_dtype dt, double v, tl_status *st)
-{
-    recorder *r = (recorder *)base;
-    return tl_tensor_ref(symbol(r, add_const(r->b, v), dt, 0, NULL, st));
-}
-
-static void recorder_free(recorder *r)
-{
-    for (int i = 0; i < r->n; i++)
-        tl_tensor_unref(r->stub[i]);
-    free(r->stub);
-    free(r->reg);
-}
-
-/* cot[v] += g as the tape adds gradients: the first one is taken as is,
- * later ones are added after it. */
-static void accumulate(builder *b, int *slot, int g)
-{
-    if (*slot < 0) {
-        *slot = g;
-        return;
-    }
-    int r[2] = {*slot, g}, dst = new_reg(b);
-    emit_op(b, TL_OP_ADD, NULL, dst, r);
-    *slot = dst;
+        tl_pb_op(b, f->m[k].op, f->m[k].attrs, f->m[k].val, f->m[k].arg);
 }
 
 /* Whether the unfused run would want a gradient for value v. */
@@ -443,7 +242,7 @@ static bool wants_grad(const tl_fused *f, int v)
  * the gradient ext[e] has so far (NULL: none).  out_reg[e] receives the
  * register of ext[e]'s new gradient, or -1 when the chain adds nothing.
  * A dry run (gcot, gext NULL) assumes every exported value gets a gradient. */
-static tl_code build_backward(const tl_fused *f, builder *b, tl_tensor *const *gcot,
+static tl_code build_backward(const tl_fused *f, tl_pbuild *b, tl_tensor *const *gcot,
                               tl_tensor *const *gext, int *out_reg, tl_status *st)
 {
     int cot[VAL_MAX], base[EXT_MAX];
@@ -451,17 +250,18 @@ static tl_code build_backward(const tl_fused *f, builder *b, tl_tensor *const *g
         cot[v] = -1;
     for (int k = 0; k < f->nmem; k++)
         if (f->m[k].exported && f->m[k].rec && (gcot ? gcot[k] != NULL : true))
-            cot[f->m[k].val] = add_input(b, gcot ? gcot[k] : NULL, -1);
+            cot[f->m[k].val] = tl_pb_input(b, gcot ? gcot[k] : NULL, -1);
     for (int e = 0; e < f->next; e++) {
         base[e] = -1;
         if (f->ext_var[e] >= 0 && gext && gext[e])
-            base[e] = cot[f->ext_val[e]] = add_input(b, gext[e], -1);
+            base[e] = cot[f->ext_val[e]] = tl_pb_input(b, gext[e], -1);
     }
-    recorder r = {{rec_op, rec_num}, b, f, NULL, NULL, 0, 0, false};
+    tl_precorder r;
+    tl_pr_init(&r, b);
     tl_code rc = TL_OK;
     int last = f->nmem - 1;
     if (f->sink && f->m[last].rec && cot[f->m[last].val] >= 0) /* sum's rule: g everywhere */
-        accumulate(b, &cot[f->m[last].arg[0]], cot[f->m[last].val]);
+        tl_pb_accumulate(b, &cot[f->m[last].arg[0]], cot[f->m[last].val]);
     for (int k = last - (f->sink ? 1 : 0); k >= 0 && !rc; k--) {
         const member *m = &f->m[k];
         if (!m->rec || cot[m->val] < 0)
@@ -470,12 +270,12 @@ static tl_code build_backward(const tl_fused *f, builder *b, tl_tensor *const *g
         int in_var[3];
         for (int i = 0; i < m->nargs && !rc; i++) {
             int v = m->arg[i];
-            in[i] = symbol(&r, v, f->dt, f->full[v] ? f->ndim : 0, f->shape, st);
+            in[i] = tl_pr_symbol(&r, v, f->dt, f->full[v] ? f->ndim : 0, f->shape, st);
             in_var[i] = wants_grad(f, v) ? 0 : -1;
             rc = in[i] ? TL_OK : st->code;
         }
-        tl_tensor *out = rc ? NULL : symbol(&r, m->val, f->dt, f->ndim, f->shape, st);
-        tl_tensor *g = out ? symbol(&r, cot[m->val], f->dt, f->ndim, f->shape, st) : NULL;
+        tl_tensor *out = rc ? NULL : tl_pr_symbol(&r, m->val, f->dt, f->ndim, f->shape, st);
+        tl_tensor *g = out ? tl_pr_symbol(&r, cot[m->val], f->dt, f->ndim, f->shape, st) : NULL;
         if (!g) {
             rc = st->code;
             break;
@@ -486,12 +286,12 @@ static tl_code build_backward(const tl_fused *f, builder *b, tl_tensor *const *g
         for (int i = 0; i < m->nargs && !rc; i++) {
             if (in_var[i] < 0 || !gin[i])
                 continue;
-            int gr = reg_of(&r, gin[i]);
+            int gr = tl_pr_reg(&r, gin[i]);
             if (gr < 0 || gin[i]->numel != out->numel) { /* a rule that does not stay elementwise */
                 rc = tl_fail(st, TL_ERUNTIME, "internal: a fused backward rule changed shape");
                 break;
             }
-            accumulate(b, &cot[m->arg[i]], gr);
+            tl_pb_accumulate(b, &cot[m->arg[i]], gr);
         }
         for (int i = 0; i < m->nargs; i++)
             tl_tensor_unref(gin[i]);
@@ -500,7 +300,7 @@ static tl_code build_backward(const tl_fused *f, builder *b, tl_tensor *const *g
         int c = cot[f->ext_val[e]];
         out_reg[e] = f->ext_var[e] >= 0 && c >= 0 && c != base[e] ? c : -1;
     }
-    recorder_free(&r);
+    tl_pr_free(&r);
     if (!rc && (b->oom || r.failed))
         rc = st->code ? st->code : tl_fail(st, TL_ERUNTIME, "out of memory writing a fused backward program");
     return rc;
@@ -511,7 +311,7 @@ static tl_code build_backward(const tl_fused *f, builder *b, tl_tensor *const *g
 static tl_code run_forward(tl_eval *ev, tl_fused *f, tl_tensor **outs)
 {
     tl_status *st = ev->st;
-    builder b = {0};
+    tl_pbuild b = {0};
     build_forward(f, &b);
     int out_reg[FUSE_MAX], nout = 0;
     tl_tensor *wr[FUSE_MAX], *sum = NULL;
@@ -545,12 +345,15 @@ static tl_code run_forward(tl_eval *ev, tl_fused *f, tl_tensor **outs)
         rc = cpu_prog_run(&b.p, f->dt, f->ndim, f->shape, b.p.nin, b.in, nout, out_reg, wr,
                           f->sink ? f->m[last].arg[0] : -1, sum, st);
     ev->cx->ops += f->nmem;
-    builder_free(&b);
+    tl_pb_free(&b);
     return rc;
 }
 
-tl_code tl_fused_backward(tl_ctx *cx, tl_fused *f, tl_tensor **grads, tl_status *st)
+static void fused_free(tl_custom *c) { tl_fused_free((tl_fused *)c); }
+
+static tl_code fused_backward(tl_custom *c, tl_ctx *cx, tl_tensor **grads, tl_status *st)
 {
+    tl_fused *f = (tl_fused *)c;
     tl_tensor *gcot[FUSE_MAX] = {NULL}, *gext[EXT_MAX] = {NULL}, *res[EXT_MAX] = {NULL};
     bool any = false;
     for (int k = 0; k < f->nmem; k++)
@@ -564,7 +367,7 @@ tl_code tl_fused_backward(tl_ctx *cx, tl_fused *f, tl_tensor **grads, tl_status 
         for (int e = 0; e < f->next; e++)
             if (f->ext_var[e] >= 0)
                 gext[e] = grads[f->ext_var[e]];
-        builder b = {0};
+        tl_pbuild b = {0};
         int out_reg[EXT_MAX], nout = 0, reg[EXT_MAX], which[EXT_MAX];
         build_forward(f, &b);
         rc = build_backward(f, &b, gcot, gext, out_reg, st);
@@ -580,7 +383,7 @@ tl_code tl_fused_backward(tl_ctx *cx, tl_fused *f, tl_tensor **grads, tl_status 
             rc = cpu_prog_run(&b.p, f->dt, f->ndim, f->shape, b.p.nin, b.in, nout, reg, res, -1,
                               NULL, st);
         cx->ops += b.p.nins;
-        builder_free(&b);
+        tl_pb_free(&b);
         for (int o = 0; o < nout; o++) {
             int v = f->ext_var[which[o]];
             if (!rc) {
@@ -599,7 +402,7 @@ tl_code tl_fused_backward(tl_ctx *cx, tl_fused *f, tl_tensor **grads, tl_status 
 /* Whether node n could start or continue a chain (by its op alone). */
 static bool candidate(const tl_node *n, bool first)
 {
-    return n->nout == 1 && (elementwise(n->op) || (!first && n->op == TL_OP_SUM));
+    return n->nout == 1 && (tl_op_elementwise(n->op) || (!first && n->op == TL_OP_SUM));
 }
 
 int tl_fuse_try(tl_eval *ev, const tl_block *b, int i)
@@ -636,12 +439,12 @@ int tl_fuse_try(tl_eval *ev, const tl_block *b, int i)
     }
     tl_status *st = ev->st;
     if (rec) { /* every rule must record as elementwise ops, or no fusion */
-        builder dry = {0};
+        tl_pbuild dry = {0};
         int out_reg[EXT_MAX];
         tl_status quiet = {0};
         build_forward(f, &dry);
         tl_code rc = build_backward(f, &dry, NULL, NULL, out_reg, &quiet);
-        builder_free(&dry);
+        tl_pb_free(&dry);
         if (rc) {
             tl_fused_free(f);
             return 0;
@@ -660,9 +463,8 @@ int tl_fuse_try(tl_eval *ev, const tl_block *b, int i)
     for (int m = 0; rc && m < f->nmem; m++)
         tl_tensor_unref(outs[m]);
     if (!rc && rec) {
-        rc = tl_tape_record_fused(ev->tape, f, &b->nodes[i], st);
-        if (rc)
-            tl_fused_free(f);
+        f->entry = (tl_custom){fused_backward, fused_free};
+        rc = tl_tape_record_custom(ev->tape, &f->entry, &b->nodes[i], st);
     } else {
         tl_fused_free(f);
     }

@@ -31,8 +31,4 @@ struct tl_fused;
  * or -1 with ev->st set. */
 int tl_fuse_try(struct tl_eval *ev, const struct tl_block *b, int i);
 
-/* The backward pass of a fused chain's tape entry. */
-tl_code tl_fused_backward(tl_ctx *cx, struct tl_fused *f, tl_tensor **grads, tl_status *st);
-void tl_fused_free(struct tl_fused *f);
-
 #endif

@@ -1,6 +1,5 @@
 #include "tape.h"
 
-#include "fuse.h"
 #include "graph/graph.h"
 
 #include <stdio.h>
@@ -11,8 +10,9 @@ int tl_tape_new_var(tl_tape *t) { return t->nvars++; }
 
 static void release(tl_entry *e)
 {
-    tl_fused_free(e->fused);
-    e->fused = NULL;
+    if (e->custom)
+        e->custom->free(e->custom);
+    e->custom = NULL;
     for (int i = 0; i < e->nin; i++)
         tl_tensor_unref(e->in[i]);
     tl_tensor_unref(e->out);
@@ -61,12 +61,13 @@ static tl_code grow(tl_tape *t, tl_status *st)
     return TL_OK;
 }
 
-tl_code tl_tape_record_fused(tl_tape *t, struct tl_fused *f, const struct tl_node *node,
-                             tl_status *st)
+tl_code tl_tape_record_custom(tl_tape *t, tl_custom *c, const struct tl_node *node, tl_status *st)
 {
-    if (grow(t, st))
+    if (grow(t, st)) {
+        c->free(c);
         return st->code;
-    t->e[t->n++] = (tl_entry){.op = TL_OP_COUNT, .out_var = -1, .node = node, .fused = f};
+    }
+    t->e[t->n++] = (tl_entry){.op = TL_OP_COUNT, .out_var = -1, .node = node, .custom = c};
     return TL_OK;
 }
 
@@ -85,7 +86,7 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
     e->nin = nin;
     e->attrs = attrs;
     e->node = node;
-    e->fused = NULL;
+    e->custom = NULL;
     e->in = block ? block : e->small_in; /* nin pointers, then nin variable ids */
     e->in_var = block ? (int *)((tl_tensor **)block + nin) : e->small_var;
     memcpy(e->in_var, in_var, sizeof(int) * (size_t)nin);
@@ -136,11 +137,11 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
     tl_tensor *gin_small[8], **gin = gin_small;
     for (int64_t k = t->n - 1; k >= 0; k--) {
         tl_entry *e = &t->e[k];
-        if (e->fused) { /* reads and writes the gradients of its chain itself */
-            tl_code rc = tl_fused_backward(cx, e->fused, grads, st);
+        if (e->custom) { /* reads and writes the gradients itself */
+            tl_code rc = e->custom->backward(e->custom, cx, grads, st);
             release(e);
             if (rc)
-                return tl_wrap(st, "backward of the fused chain from node \"%s\"", e->node->name);
+                return tl_wrap(st, "backward from node \"%s\"", e->node->name);
             continue;
         }
         tl_tensor *g = grads[e->out_var];

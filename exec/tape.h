@@ -8,7 +8,15 @@
 #include "op.h"
 
 struct tl_node;
-struct tl_fused;
+
+/* A tape entry that runs its own backward pass: a fast path's (a fused
+ * chain, fuse.c; a scalar loop, loop.c).  backward reads the gradients of
+ * its results from grads and adds to those of its inputs, in the order the
+ * unfused entries would; free releases it. */
+typedef struct tl_custom {
+    tl_code (*backward)(struct tl_custom *c, tl_ctx *cx, tl_tensor **grads, tl_status *st);
+    void (*free)(struct tl_custom *c);
+} tl_custom;
 
 #define TL_ENTRY_SMALL 3
 
@@ -18,7 +26,7 @@ typedef struct tl_entry {
     int out_var;
     const tl_attrs *attrs; /* owned by the graph; NULL: defaults */
     const struct tl_node *node; /* the graph node recorded, for messages */
-    struct tl_fused *fused;     /* a fused chain (fuse.c) in place of one op; owned */
+    tl_custom *custom;          /* in place of one op: a fast path's entry; owned */
     tl_tensor *out;
     int *in_var;     /* -1: no gradient wanted for that input */
     tl_tensor **in;
@@ -41,11 +49,9 @@ int tl_tape_new_var(tl_tape *t);
  * returns the output's variable or -1 with st set. */
 int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
                    tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st);
-/* Records a fused chain (fuse.c), which the entry then owns: its backward
- * reads the gradients of the chain's results and adds to those of its
- * inputs itself.  node: the chain's first, for messages. */
-tl_code tl_tape_record_fused(tl_tape *t, struct tl_fused *f, const struct tl_node *node,
-                             tl_status *st);
+/* Records a custom entry, which the tape then owns (and frees, also when
+ * recording fails).  node: its first, for messages. */
+tl_code tl_tape_record_custom(tl_tape *t, tl_custom *c, const struct tl_node *node, tl_status *st);
 /* Runs the tape backwards.  grads[nvars] holds the seeds on entry (NULL:
  * zero) and every variable's gradient on return.  Consumes the entries.
  * progress (may be NULL) hears how far it got every 4096 entries. */

@@ -235,3 +235,109 @@ Test(fuse, random_chains)
     cr_log_info("%d random chains, %lld nodes run fused", cases, (long long)fused);
     cr_expect_gt(fused, 3 * cases, "the chains were hardly fused: %lld nodes in %d cases", (long long)fused, cases);
 }
+
+/* ---- scalar loops (exec/loop.c) ---- */
+
+/* A random iterate over 1 to 3 scalar states: a body of elementwise ops
+ * over the states, the step index, an input scalar w (differentiated), a
+ * constant k and numbers; its results are body values; sometimes one
+ * state starts from a constant, and an output also reads w after it. */
+static int random_loop(char *buf, size_t cap, const char *dt)
+{
+    int ns = 1 + pick(3), nn = 1 + pick(10), count = 1 + pick(40);
+    size_t at = 0;
+#define PUT(...) (at += (size_t)snprintf(buf + at, cap - at, __VA_ARGS__))
+    PUT("{\"version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"%s\", \"shape\": []}, "
+        "{\"name\": \"w\", \"dtype\": \"%s\", \"shape\": []}], "
+        "\"consts\": {\"k\": {\"dtype\": \"%s\", \"shape\": [], \"data\": [%.17g]}}, \"nodes\": [",
+        dt, dt, dt, unit() * 2 - 1);
+    PUT("{\"id\": [");
+    for (int s = 0; s < ns; s++)
+        PUT("%s\"y%d\"", s ? ", " : "", s);
+    PUT("], \"op\": \"iterate\", \"count\": %d, \"init\": [", count);
+    for (int s = 0; s < ns; s++)
+        PUT("%s\"%s\"", s ? ", " : "", s == 0 ? "x" : pick(2) ? "k" : "w");
+    PUT("], \"state\": [");
+    for (int s = 0; s < ns; s++)
+        PUT("%s\"s%d\"", s ? ", " : "", s);
+    PUT("], \"index\": \"i\", \"body\": {\"nodes\": [");
+    char names[40][16];
+    int nnames = 0;
+    for (int s = 0; s < ns; s++)
+        snprintf(names[nnames++], sizeof names[0], "s%d", s);
+    for (int j = 0; j < nn + ns; j++) {
+        char arg[3][32];
+        for (int a = 0; a < 3; a++) {
+            int r = pick(12);
+            if (r < 7)
+                snprintf(arg[a], sizeof arg[a], "\"%s\"", names[nnames - 1 - pick(nnames < 3 ? nnames : 3)]);
+            else if (r < 8)
+                snprintf(arg[a], sizeof arg[a], "\"w\"");
+            else if (r < 9)
+                snprintf(arg[a], sizeof arg[a], "\"k\"");
+            else if (r < 10)
+                snprintf(arg[a], sizeof arg[a], "\"i\"");
+            else
+                snprintf(arg[a], sizeof arg[a], "%.4g", unit() * 2 - 1);
+        }
+        snprintf(names[nnames], sizeof names[0], "b%d", j);
+        int kind = pick(10);
+        if (kind < 4)
+            PUT("%s{\"id\": \"%s\", \"op\": \"%s\", \"args\": [%s]}", j ? ", " : "", names[nnames],
+                unary[pick((int)(sizeof unary / sizeof unary[0]) - 1)], arg[0]); /* not clamp */
+        else if (kind < 9)
+            PUT("%s{\"id\": \"%s\", \"op\": \"%s\", \"args\": [%s, %s]}", j ? ", " : "", names[nnames],
+                binary[pick((int)(sizeof binary / sizeof binary[0]))], arg[0], arg[1]);
+        else
+            PUT("%s{\"id\": \"%s\", \"op\": \"where\", \"args\": [%s, %s, %s]}", j ? ", " : "",
+                names[nnames], arg[0], arg[1], arg[2]);
+        nnames++;
+    }
+    /* the last ns body values are the next states (distinct) */
+    PUT("], \"result\": [");
+    for (int s = 0; s < ns; s++)
+        PUT("%s\"%s\"", s ? ", " : "", names[nnames - ns + s]);
+    PUT("]}}, {\"id\": \"z\", \"op\": \"mul\", \"args\": [\"y0\", \"w\"]}], \"outputs\": [\"z\"");
+    if (ns > 1 && pick(2))
+        PUT(", \"y%d\"", ns - 1);
+    PUT("]}");
+#undef PUT
+    return at < cap ? 0 : -1;
+}
+
+Test(fuse, random_scalar_loops)
+{
+    char text[16384];
+    int64_t loops = 0;
+    for (int c = 0; c < 1500; c++) {
+        bool f32 = pick(2);
+        cr_assert(!random_loop(text, sizeof text, f32 ? "f32" : "f64"));
+        tl_status st = {0};
+        tl_graph *g = tl_graph_parse(text, strlen(text), "loop.json", &st);
+        cr_assert(g, "%s\n%s", st.msg, text);
+        tl_dtype dt = f32 ? TL_F32 : TL_F64;
+        tl_tensor *in[2] = {random_tensor(dt, 0, NULL), random_tensor(dt, 0, NULL)};
+        tl_tensor *seed[2] = {NULL, NULL};
+        char what[64];
+        snprintf(what, sizeof what, "random loop %d", c);
+        int before = mismatches;
+        tl_stats s1, s2;
+        tl_tensor *o[16] = {NULL}, *gr[16] = {NULL};
+        tl_status q = {0};
+        if (run_with(g, in, seed, 1, o, gr, &s2, &q))
+            loops += s2.loops;
+        for (int i = 0; i < 16; i++) {
+            tl_tensor_unref(o[i]);
+            tl_tensor_unref(gr[i]);
+        }
+        (void)s1;
+        compare_runs(what, g, in, seed);
+        if (mismatches != before)
+            cr_log_error("%s: %s", what, text);
+        tl_tensor_unref(in[0]);
+        tl_tensor_unref(in[1]);
+        tl_graph_free(g);
+    }
+    cr_log_info("1500 random loops, %lld run as scalar loops", (long long)loops);
+    cr_expect_gt(loops, 1000, "the loops were hardly compiled: %lld", (long long)loops);
+}

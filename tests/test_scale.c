@@ -14,7 +14,7 @@
 
 /* Runs tl grad on the graph; returns the child's peak RSS in KiB and
  * fills value and gradient from the json output. */
-static long run_grad(const char *graph, double *y, double *dy)
+static long run_grad(const char *graph, const char *fuse, double *y, double *dy)
 {
     const char *tl = getenv("TL") ? getenv("TL") : "./tl";
     int fd[2];
@@ -24,6 +24,8 @@ static long run_grad(const char *graph, double *y, double *dy)
     if (pid == 0) {
         dup2(fd[1], 1);
         close(fd[0]);
+        if (fuse)
+            setenv("TL_FUSE", fuse, 1);
         execl(tl, tl, "grad", graph, "x=2.0", "--format", "json", (char *)NULL);
         _exit(127);
     }
@@ -47,17 +49,25 @@ static long run_grad(const char *graph, double *y, double *dy)
     return ru.ru_maxrss;
 }
 
-Test(scale, million_step_iterate_is_linear, .timeout = 300)
+/* The general path (TL_FUSE=0: a tape entry per node and step), and the
+ * scalar loop (exec/loop.c: a few bytes a node and step). */
+static void million_steps(const char *fuse, double lo, double hi, long limit_kib)
 {
     double y1, d1, y4, d4;
-    long small = run_grad("tests/fixtures/scale/iterate_250000.json", &y1, &d1);
-    long big = run_grad("tests/fixtures/scale/iterate_1000000.json", &y4, &d4);
+    long small = run_grad("tests/fixtures/scale/iterate_250000.json", fuse, &y1, &d1);
+    long big = run_grad("tests/fixtures/scale/iterate_1000000.json", fuse, &y4, &d4);
     double k = pow(0.999999, 1e6);
     cr_expect(fabs(y4 - (1 + k)) < 1e-9, "y = %.17g, expected %.17g", y4, 1 + k);
     cr_expect(fabs(d4 - k) < 1e-9, "dy/dx = %.17g, expected %.17g", d4, k);
     cr_expect(fabs(d1 - pow(0.999999, 2.5e5)) < 1e-9, "dy/dx = %.17g", d1);
     double ratio = (double)big / (double)small;
-    cr_log_info("peak RSS: %ld KiB for 2.5e5 steps, %ld KiB for 1e6 (ratio %.2f)", small, big, ratio);
-    cr_expect(ratio > 2.5 && ratio < 4.5, "memory is not linear in the steps: ratio %.2f", ratio);
-    cr_expect(big < 1500 * 1024, "a million scalar steps took %ld KiB", big);
+    cr_log_info("TL_FUSE=%s: peak RSS %ld KiB for 2.5e5 steps, %ld KiB for 1e6 (ratio %.2f)",
+                fuse ? fuse : "unset", small, big, ratio);
+    cr_expect(ratio > lo && ratio < hi, "memory is not linear in the steps: ratio %.2f", ratio);
+    cr_expect(big < limit_kib, "a million scalar steps took %ld KiB", big);
 }
+
+Test(scale, million_step_iterate_is_linear, .timeout = 300) { million_steps("0", 2.5, 4.5, 1500 * 1024); }
+
+/* 16 bytes of values and 8 of mask a step, over a baseline of a few MiB */
+Test(scale, million_step_scalar_loop_is_compact, .timeout = 300) { million_steps(NULL, 1.5, 4.5, 48 * 1024); }

@@ -40,6 +40,10 @@ tl_code cpu_map(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *o
 tl_code cpu_prog_run(const struct tl_mprog *p, tl_dtype dt, int ndim, const int64_t *shape, int nin,
                      cpu_ins in, int nout, const int *out_reg, tl_tensor *const *out,
                      int sum_reg, tl_tensor *sum, tl_status *st);
+/* A straight-line program (no jumps) over one value per register. */
+struct tl_mins;
+void cpu_prog_scalar_f(const struct tl_mins *ins, int n, float *r);
+void cpu_prog_scalar_d(const struct tl_mins *ins, int n, double *r);
 tl_code cpu_shape_op(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
                      tl_status *st);
 
