@@ -20,6 +20,12 @@ typedef enum tl_mcode {
     TL_M_LOOP_INIT, /* counter[c] = 0 */
     TL_M_LOOP_TEST, /* if counter[c] >= b: jump to imm; else dst (if >= 0) = counter */
     TL_M_LOOP_INC,  /* counter[c]++ */
+    /* a map body `sub` over registers a .. a+c-1 as its inputs, into dst
+     * (its value); with b >= 0 its derivative instead, as map_grad
+     * computes it: b the cotangent, imm the wanted inputs (bit i: input
+     * i), dst .. the gradients, one per wanted input.  Only in the CPU's
+     * fused chains (exec/fuse.c). */
+    TL_M_CALL,
 } tl_mcode;
 
 typedef struct tl_mins {
@@ -30,6 +36,7 @@ typedef struct tl_mins {
     int64_t b; /* operand register, or a loop count */
     int64_t imm;
     double lo, hi;
+    const struct tl_mprog *sub; /* TL_M_CALL */
 } tl_mins;
 
 typedef struct tl_mprog {

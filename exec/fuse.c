@@ -17,6 +17,7 @@
 #include "shape.h"
 
 #define FUSE_MAX 48 /* nodes in one chain */
+#define ARGS_MAX 8  /* inputs of a node (a map's args and the scalars it captures) */
 #define EXT_MAX 16  /* tensors it reads from outside */
 #define VAL_MAX (FUSE_MAX * 4)
 
@@ -28,7 +29,7 @@ typedef struct member {
     tl_opcode op;
     const tl_attrs *attrs;
     int nargs;
-    int arg[3];    /* value ids */
+    int arg[ARGS_MAX]; /* value ids */
     int val;       /* the id of its value */
     bool rec;      /* recorded on the tape when run unfused */
     bool exported; /* read after the chain: written out */
@@ -83,10 +84,8 @@ static int new_val(tl_fused *f, vkind k, int index, bool full)
 
 /* The value id of tensor argument i of node n, adding it to the chain; -1:
  * the chain cannot take it (and stops before n).  Numbers wait for pass 2. */
-static int take_tensor(tl_eval *ev, tl_fused *f, const tl_node *n, int i, int64_t min,
-                       bool *has_grad)
+static int take_tensor(tl_eval *ev, tl_fused *f, const tl_arg *a, int64_t min, bool *has_grad)
 {
-    const tl_arg *a = &n->args[i];
     *has_grad = false;
     for (int k = 0; a->slot >= 0 && k < f->nmem; k++) /* a value of the chain */
         if (f->m[k].node->out[0] == a->slot) {
@@ -132,10 +131,9 @@ static int take_tensor(tl_eval *ev, tl_fused *f, const tl_node *n, int i, int64_
     return id;
 }
 
-/* Whether argument i of n is a plain number (a literal or a weak const). */
-static bool is_number(tl_eval *ev, const tl_fused *f, const tl_node *n, int i, double *num)
+/* Whether an argument is a plain number (a literal or a weak const). */
+static bool is_number(tl_eval *ev, const tl_fused *f, const tl_arg *a, double *num)
 {
-    const tl_arg *a = &n->args[i];
     for (int k = 0; a->slot >= 0 && k < f->nmem; k++)
         if (f->m[k].node->out[0] == a->slot)
             return false;
@@ -152,20 +150,25 @@ static bool is_number(tl_eval *ev, const tl_fused *f, const tl_node *n, int i, d
  * it, as it was). */
 static bool add_member(tl_eval *ev, tl_fused *f, const tl_node *n, int64_t min)
 {
-    bool sum = n->op == TL_OP_SUM;
-    if (n->nout != 1 || (!tl_op_elementwise(n->op) && !sum) || (sum && f->nmem == 0))
+    bool sum = n->op == TL_OP_SUM, map = n->op == TL_OP_MAP;
+    int nin = map ? n->nargs + n->ncap : n->nargs;
+    if (n->nout != 1 || (!tl_op_elementwise(n->op) && !sum && !map) || (sum && f->nmem == 0) ||
+        nin > ARGS_MAX)
         return false;
     member *m = &f->m[f->nmem];
     int nval0 = f->nval, next0 = f->next, nnum0 = f->nnum;
-    bool grad = false, any_full = false, number[3] = {false, false, false};
-    double num[3];
-    *m = (member){n, n->op, &n->attrs, n->nargs, {-1, -1, -1}, -1, false, false, -1};
-    for (int i = 0; i < n->nargs; i++) { /* tensors first: they fix the chain's dtype */
-        if ((number[i] = is_number(ev, f, n, i, &num[i])))
+    bool grad = false, any_full = false, number[ARGS_MAX] = {false};
+    double num[ARGS_MAX];
+    tl_arg args[ARGS_MAX]; /* a map's: its args, then the scalars its body reads */
+    for (int i = 0; i < nin; i++)
+        args[i] = i < n->nargs ? n->args[i] : (tl_arg){n->cap_slots[i - n->nargs], 0, 0};
+    *m = (member){n, n->op, &n->attrs, nin, {-1, -1, -1, -1, -1, -1, -1, -1}, -1, false, false, -1};
+    for (int i = 0; i < nin; i++) { /* tensors first: they fix the chain's dtype */
+        if ((number[i] = is_number(ev, f, &args[i], &num[i])))
             continue;
         bool g;
-        int id = take_tensor(ev, f, n, i, min, &g);
-        if (id < 0 || (sum && f->kind[id] != V_MEMBER))
+        int id = take_tensor(ev, f, &args[i], min, &g);
+        if (id < 0 || (sum && f->kind[id] != V_MEMBER) || (map && i >= n->nargs && f->full[id]))
             goto undo;
         m->arg[i] = id;
         grad = grad || g;
@@ -173,12 +176,12 @@ static bool add_member(tl_eval *ev, tl_fused *f, const tl_node *n, int64_t min)
     }
     if (!any_full) /* a number op a number, or scalars only: not the chain's shape */
         goto undo;
-    for (int i = 0; i < n->nargs; i++) {
+    for (int i = 0; i < nin; i++) {
         if (!number[i])
             continue;
         /* the unfused run makes the number a 0-d tensor of this dtype */
         tl_status quiet = {0};
-        if (tl_weak_dtype(n->op, i, true, f->dt, ev->call_dtype) != f->dt ||
+        if ((!map && tl_weak_dtype(n->op, i, true, f->dt, ev->call_dtype) != f->dt) ||
             tl_weak_fits(num[i], f->dt, &quiet) || f->nnum == (int)(sizeof f->num / sizeof f->num[0]))
             goto undo;
         f->num[f->nnum] = num[i];
@@ -226,8 +229,13 @@ static void build_forward(const tl_fused *f, tl_pbuild *b)
             }
         }
     }
-    for (int k = 0; k < f->nmem - (f->sink ? 1 : 0); k++)
-        tl_pb_op(b, f->m[k].op, f->m[k].attrs, f->m[k].val, f->m[k].arg);
+    for (int k = 0; k < f->nmem - (f->sink ? 1 : 0); k++) {
+        const member *m = &f->m[k];
+        if (m->op == TL_OP_MAP)
+            tl_pb_call(b, m->attrs->prog, m->nargs, m->arg, -1, 0, m->val);
+        else
+            tl_pb_op(b, m->op, m->attrs, m->val, m->arg);
+    }
 }
 
 /* Whether the unfused run would want a gradient for value v. */
@@ -266,8 +274,8 @@ static tl_code build_backward(const tl_fused *f, tl_pbuild *b, tl_tensor *const 
         const member *m = &f->m[k];
         if (!m->rec || cot[m->val] < 0)
             continue;
-        tl_tensor *in[3] = {NULL, NULL, NULL}, *gin[3] = {NULL, NULL, NULL};
-        int in_var[3];
+        tl_tensor *in[ARGS_MAX] = {NULL}, *gin[ARGS_MAX] = {NULL};
+        int in_var[ARGS_MAX];
         for (int i = 0; i < m->nargs && !rc; i++) {
             int v = m->arg[i];
             in[i] = tl_pr_symbol(&r, v, f->dt, f->full[v] ? f->ndim : 0, f->shape, st);
@@ -402,7 +410,8 @@ static tl_code fused_backward(tl_custom *c, tl_ctx *cx, tl_tensor **grads, tl_st
 /* Whether node n could start or continue a chain (by its op alone). */
 static bool candidate(const tl_node *n, bool first)
 {
-    return n->nout == 1 && (tl_op_elementwise(n->op) || (!first && n->op == TL_OP_SUM));
+    return n->nout == 1 &&
+           (tl_op_elementwise(n->op) || n->op == TL_OP_MAP || (!first && n->op == TL_OP_SUM));
 }
 
 int tl_fuse_try(tl_eval *ev, const tl_block *b, int i)

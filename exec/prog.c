@@ -74,6 +74,18 @@ int tl_pb_input(tl_pbuild *b, const tl_tensor *t, int reg)
     return r;
 }
 
+void tl_pb_call(tl_pbuild *b, const tl_mprog *sub, int nin, const int *args, int g, uint64_t want,
+                int dst)
+{
+    int first = b->p.nregs; /* the inputs in consecutive registers */
+    for (int i = 0; i < nin; i++)
+        tl_pb_reg(b);
+    for (int i = 0; i < nin; i++)
+        tl_pb_emit(b, (tl_mins){.code = TL_M_MOV, .dst = first + i, .a = args[i]});
+    tl_pb_emit(b, (tl_mins){.code = TL_M_CALL, .dst = dst, .a = first, .c = nin, .b = g,
+                            .imm = (int64_t)want, .sub = sub});
+}
+
 /* The instruction of one elementwise op. */
 void tl_pb_op(tl_pbuild *b, tl_opcode op, const tl_attrs *a, int dst, const int *r)
 {
@@ -106,8 +118,9 @@ void tl_pb_op(tl_pbuild *b, tl_opcode op, const tl_attrs *a, int dst, const int 
 tl_tensor *tl_pr_symbol(tl_precorder *r, int reg, tl_dtype dt, int ndim, const int64_t *shape,
                          tl_status *st)
 {
-    int cap = r->cap;
+    int cap = r->cap, cap2 = r->cap;
     r->stub = tl_pb_grow(r->stub, &cap, r->n + 1, sizeof *r->stub, &r->b->oom);
+    r->rows = tl_pb_grow(r->rows, &cap2, r->n + 1, sizeof *r->rows, &r->b->oom);
     r->reg = tl_pb_grow(r->reg, &r->cap, r->n + 1, sizeof *r->reg, &r->b->oom);
     if (r->b->oom) {
         tl_fail(st, TL_ERUNTIME, "out of memory writing a fused backward program");
@@ -122,6 +135,7 @@ tl_tensor *tl_pr_symbol(tl_precorder *r, int reg, tl_dtype dt, int ndim, const i
         t->numel *= shape[d];
     }
     r->stub[r->n] = t;
+    r->rows[r->n] = 1;
     r->reg[r->n++] = reg;
     return t;
 }
@@ -134,22 +148,42 @@ int tl_pr_reg(const tl_precorder *r, const tl_tensor *t)
     return -1;
 }
 
+/* How many registers a symbolic tensor stands for: 1, or k for the k
+ * stacked gradients of a map_grad (rows of its [k, ...] result). */
+static int rows_of(const tl_precorder *r, const tl_tensor *t)
+{
+    for (int i = r->n - 1; i >= 0; i--)
+        if (r->stub[i] == t)
+            return r->rows[i];
+    return 0;
+}
+
+static tl_tensor *pr_fail(tl_precorder *r, tl_opcode op, tl_status *st)
+{
+    r->failed = true;
+    tl_fail(st, TL_ERUNTIME, "internal: %s in a fused backward program", tl_ops[op].name);
+    return NULL;
+}
+
 static tl_tensor *tl_pr_op(tl_grad_recorder *base, tl_opcode op, int n, tl_tensor *const *in,
-                         const tl_attrs *a, tl_status *st)
+                           const tl_attrs *a, tl_status *st)
 {
     tl_precorder *r = (tl_precorder *)base;
-    int regs[3];
-    if (!(tl_op_elementwise(op) || op == TL_OP_GELU_GRAD) || n > 3) {
-        r->failed = true;
-        tl_fail(st, TL_ERUNTIME, "internal: %s in a fused backward program", tl_ops[op].name);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++)
+    int regs[TL_PB_ARGS];
+    bool elementwise = tl_op_elementwise(op) || op == TL_OP_GELU_GRAD;
+    bool moves = op == TL_OP_SLICE || op == TL_OP_RESHAPE || op == TL_OP_EXPAND_DIMS ||
+                 op == TL_OP_SQUEEZE;
+    if (!(elementwise || moves || op == TL_OP_MAP_GRAD) || n > TL_PB_ARGS)
+        return pr_fail(r, op, st);
+    for (int i = 0; i < n; i++) {
         if ((regs[i] = tl_pr_reg(r, in[i])) < 0) {
             r->failed = true;
             tl_fail(st, TL_ERUNTIME, "internal: an unknown tensor in a fused backward program");
             return NULL;
         }
+        if (rows_of(r, in[i]) > 1 && op != TL_OP_SLICE) /* a stack is only sliced */
+            return pr_fail(r, op, st);
+    }
     tl_attrs at;
     tl_shape sh;
     if (a)
@@ -160,9 +194,36 @@ static tl_tensor *tl_pr_op(tl_grad_recorder *base, tl_opcode op, int n, tl_tenso
         r->failed = true;
         return NULL;
     }
-    int dst = tl_pb_reg(r->b);
-    tl_pb_op(r->b, op, &at, dst, regs);
+    int dst, rows = 1;
+    if (moves) { /* the same values, another shape: the same register */
+        int64_t numel = 1;
+        for (int d = 0; d < sh.ndim; d++)
+            numel *= sh.dims[d];
+        int k = rows_of(r, in[0]);
+        dst = regs[0];
+        if (op == TL_OP_SLICE && k > 1) { /* one row of a stack */
+            if (at.axis != 0 || at.step != 1 || at.stop != at.start + 1 || at.start < 0 || at.start >= k)
+                return pr_fail(r, op, st);
+            dst = regs[0] + (int)at.start;
+        } else if (numel != in[0]->numel) {
+            return pr_fail(r, op, st);
+        }
+    } else if (op == TL_OP_MAP_GRAD) { /* the map's body in derivative mode */
+        uint64_t want = 0;
+        for (int i = 0; i < n - 1; i++)
+            want |= (uint64_t)(at.want && at.want[i]) << i;
+        rows = (int)sh.dims[0];
+        dst = tl_pb_reg(r->b);
+        for (int j = 1; j < rows; j++)
+            tl_pb_reg(r->b);
+        tl_pb_call(r->b, at.prog, n - 1, regs, regs[n - 1], want, dst);
+    } else {
+        dst = tl_pb_reg(r->b);
+        tl_pb_op(r->b, op, &at, dst, regs);
+    }
     tl_tensor *t = tl_pr_symbol(r, dst, sh.dtype, sh.ndim, sh.dims, st);
+    if (t)
+        r->rows[r->n - 1] = rows;
     return tl_tensor_ref(t);
 }
 
@@ -177,6 +238,7 @@ void tl_pr_free(tl_precorder *r)
     for (int i = 0; i < r->n; i++)
         tl_tensor_unref(r->stub[i]);
     free(r->stub);
+    free(r->rows);
     free(r->reg);
 }
 

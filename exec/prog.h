@@ -24,6 +24,13 @@ void tl_pb_emit(tl_pbuild *b, tl_mins ins);
 int tl_pb_const(tl_pbuild *b, double v);
 /* an input tensor into register reg (a new one when reg < 0) */
 int tl_pb_input(tl_pbuild *b, const tl_tensor *t, int reg);
+/* inputs of a called map body at most */
+#define TL_PB_ARGS 9
+/* dst = a map body over args (its value); with g >= 0 its gradients as
+ * map_grad gives them (g the cotangent, bit i of want: input i), one per
+ * wanted input into dst, dst + 1, ... */
+void tl_pb_call(tl_pbuild *b, const tl_mprog *sub, int nin, const int *args, int g, uint64_t want,
+                int dst);
 /* dst = op(r[0], r[1], r[2]) for an elementwise op (or gelu_grad) */
 void tl_pb_op(tl_pbuild *b, tl_opcode op, const tl_attrs *a, int dst, const int *r);
 /* *slot += g as the tape adds gradients: the first is taken as is, later
@@ -38,6 +45,7 @@ typedef struct tl_precorder {
     tl_pbuild *b;
     tl_tensor **stub; /* every symbolic tensor made, one reference held */
     int *reg;
+    int *rows; /* 1, or k for a map_grad's k gradients in k registers */
     int n, cap;
     bool failed;
 } tl_precorder;

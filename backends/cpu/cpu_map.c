@@ -105,6 +105,8 @@ static int both_write(const tl_mprog *p, int pc, int jmp, int join, int *merge)
         int k;                                                                     \
         T *r, *tan;                                                                \
         int64_t *cnt;                                                              \
+        char *calls;            /* TL_M_CALL: the called bodies' registers */      \
+        const size_t *call_off; /* per instruction, into calls */                  \
     } mstate_##SUF;                                                                \
                                                                                    \
     CPU_KERNEL static void tangents_##SUF(const mstate_##SUF *s, const tl_mins *in_, const int *lanes, \
@@ -151,6 +153,8 @@ static int both_write(const tl_mprog *p, int pc, int jmp, int join, int *merge)
                                                                                    \
     CPU_KERNEL static void both_##SUF(const mstate_##SUF *s, int pc, int jmp, int join,      \
                                       const int *merge, int nm, const T *cond, int m); \
+    static void call_##SUF(const mstate_##SUF *s, const tl_mins *in_, int pc, const int *lanes, \
+                           int m, bool full);                                      \
     /* Runs instructions [pc, end) for the given lanes. */                         \
     CPU_KERNEL static void exec_##SUF(const mstate_##SUF *s, int pc, int end, const int *lanes, int m, \
                            bool full)                                              \
@@ -217,10 +221,42 @@ static int both_write(const tl_mprog *p, int pc, int jmp, int join, int *merge)
                 }                                                                  \
                 break;                                                             \
             case TL_M_LOOP_INC: s->cnt[in_->c]++; break;                           \
+            case TL_M_CALL: call_##SUF(s, in_, pc, lanes, m, full); break;         \
             }                                                                      \
             if (s->k && in_->code <= TL_M_MOV)                                     \
                 tangents_##SUF(s, in_, lanes, m, full);                            \
             pc++;                                                                  \
+        }                                                                          \
+    }                                                                              \
+                                                                                   \
+    /* A map body over the lanes: its inputs from registers a.., its value     \
+     * (or, with a cotangent, its gradients as map_grad computes them) into  \
+     * dst..; its registers were set up with the job (constants, seeds). */   \
+    static void call_##SUF(const mstate_##SUF *s, const tl_mins *in_, int pc, const int *lanes, \
+                           int m, bool full)                                       \
+    {                                                                              \
+        const tl_mprog *q = in_->sub;                                              \
+        int k = in_->b >= 0 ? __builtin_popcountll((unsigned long long)in_->imm) : 0; \
+        T *qr = (T *)(s->calls + s->call_off[pc]);                                 \
+        mstate_##SUF sub = {q, k, qr, k ? qr + (int64_t)q->nregs * LANES : NULL,   \
+                            (int64_t *)(qr + (int64_t)q->nregs * (k + 1) * LANES), NULL, NULL}; \
+        for (int i = 0; i < in_->c; i++) {                                         \
+            const T *A = s->r + (int64_t)(in_->a + i) * LANES;                     \
+            T *D = qr + (int64_t)q->in_reg[i] * LANES;                             \
+            EACH_LANE(D[l] = A[l]);                                                \
+        }                                                                          \
+        exec_##SUF(&sub, 0, q->nins, lanes, m, full);                              \
+        if (!k) {                                                                  \
+            const T *R = qr + (int64_t)q->result * LANES;                          \
+            T *D = s->r + (int64_t)in_->dst * LANES;                               \
+            EACH_LANE(D[l] = R[l]);                                                \
+            return;                                                                \
+        }                                                                          \
+        const T *G = s->r + in_->b * LANES;                                        \
+        for (int j = 0; j < k; j++) {                                              \
+            const T *tr = sub.tan + ((int64_t)q->result * k + j) * LANES;          \
+            T *D = s->r + (int64_t)(in_->dst + j) * LANES;                         \
+            EACH_LANE(D[l] = tr[l] != 0 ? G[l] * tr[l] : 0);                       \
         }                                                                          \
     }                                                                              \
                                                                                    \
@@ -281,7 +317,9 @@ typedef struct prog_job {
     const int *out_reg;
     void *const *out; /* derivative mode: out[0] is [k, total] */
     int sum_reg;      /* >= 0: the register whose elements psum adds up */
-    size_t scratch;   /* bytes of registers, tangents, counters, offsets */
+    size_t scratch;   /* bytes of registers, tangents, counters, offsets, calls */
+    size_t call_base;  /* where in the scratch the called bodies' registers start */
+    size_t *call_off;  /* per instruction: its body's registers, from call_base */
     uint64_t id;      /* tells a thread's scratch whether it is set up for this job */
     _Atomic bool failed; /* a thread found no memory for its scratch */
 } prog_job;
@@ -323,6 +361,24 @@ static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free);
                 for (int l = 0; l < LANES; l++)                                    \
                     t[l] = 1;                                                      \
             }                                                                      \
+        for (int pc = 0; j->call_off && pc < p->nins; pc++) { /* called bodies */  \
+            const tl_mins *in_ = &p->ins[pc];                                      \
+            if (in_->code != TL_M_CALL)                                            \
+                continue;                                                          \
+            const tl_mprog *q = in_->sub;                                          \
+            int kk = in_->b >= 0 ? __builtin_popcountll((unsigned long long)in_->imm) : 0; \
+            T *qr = (T *)((char *)r + j->call_base + j->call_off[pc]);             \
+            for (int i = 0; i < q->nconst; i++)                                    \
+                for (int l = 0; l < LANES; l++)                                    \
+                    qr[(int64_t)q->const_reg[i] * LANES + l] = (T)q->const_val[i]; \
+            T *qt = qr + (int64_t)q->nregs * LANES;                                \
+            for (int i = 0, w = 0; kk && i < in_->c; i++)                          \
+                if (in_->imm >> i & 1) {                                           \
+                    T *t = qt + ((int64_t)q->in_reg[i] * kk + w++) * LANES;        \
+                    for (int l = 0; l < LANES; l++)                                \
+                        t[l] = 1;                                                  \
+                }                                                                  \
+        }                                                                          \
     }
 DEFINE_SETUP(float, f)
 DEFINE_SETUP(double, d)
@@ -369,7 +425,7 @@ static void *scratch_for(const prog_job *j)
         int k = j->k, n = j->n;                                                    \
         int64_t *cnt = (int64_t *)((char *)buf + LANES_BYTES(j));                  \
         int64_t *off = cnt + p->ncounters, idx[TL_MAXDIM] = {0};                   \
-        mstate_##SUF s = {p, k, buf, NULL, cnt};                                   \
+        mstate_##SUF s = {p, k, buf, NULL, cnt, (char *)buf + j->call_base, j->call_off}; \
         s.tan = k ? s.r + (int64_t)p->nregs * LANES : NULL;                        \
         if (j->gather) { /* the offsets of element e0 */                           \
             int64_t rest = e0;                                                     \
@@ -464,10 +520,26 @@ static uint64_t next_job_id(void)
 
 /* Runs j over all its elements on the worker threads; with a sum register,
  * *sum gets psum's sum of it. */
+#define ALIGN64(x) (((x) + 63) & ~(size_t)63)
+
 static tl_code run_job(prog_job *j, void *sum, tl_status *st)
 {
     j->id = next_job_id();
-    j->scratch = LANES_BYTES(j) + sizeof(int64_t) * (size_t)(j->p->ncounters + j->n + 1);
+    j->call_base = ALIGN64(LANES_BYTES(j) + sizeof(int64_t) * (size_t)(j->p->ncounters + j->n + 1));
+    j->scratch = j->call_base;
+    j->call_off = NULL;
+    size_t es = j->f32 ? 4 : 8;
+    for (int pc = 0; pc < j->p->nins; pc++) { /* room for each called body */
+        const tl_mins *in = &j->p->ins[pc];
+        if (in->code != TL_M_CALL)
+            continue;
+        if (!j->call_off && !(j->call_off = tl_calloc((size_t)j->p->nins, sizeof(size_t), "map registers", st)))
+            return st->code;
+        int k = in->b >= 0 ? __builtin_popcountll((unsigned long long)in->imm) : 0;
+        j->call_off[pc] = j->scratch - j->call_base;
+        j->scratch += ALIGN64((size_t)in->sub->nregs * (size_t)(k + 1) * LANES * es +
+                              sizeof(int64_t) * (size_t)(in->sub->ncounters + 1));
+    }
     int64_t items = (j->total + CHUNK - 1) / CHUNK;
     int threads = j->total >= 2 * CHUNK ? cpu_nthreads() : 1;
     j->failed = false;
@@ -479,6 +551,8 @@ static tl_code run_job(prog_job *j, void *sum, tl_status *st)
     } else {
         cpu_parallel(items, threads, chunk_item, j);
     }
+    free(j->call_off);
+    j->call_off = NULL;
     if (j->failed)
         return tl_fail(st, TL_ERUNTIME, "out of memory for map registers (%zu bytes)", j->scratch);
     return TL_OK;
