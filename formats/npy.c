@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* MAP_POPULATE */
 #include "formats/npy.h"
 
 #include <ctype.h>
@@ -526,7 +526,7 @@ tl_tensor *tl_npy_read_file(const char *path, tl_status *st)
         size_t bytes = (size_t)numel * tl_dtype_size(nf.dt);
         void *m = MAP_FAILED;
         if (bytes >= TL_NPY_MAP_MIN && !fstat(fileno(nf.f), &sb) && (size_t)sb.st_size >= nf.data + bytes)
-            m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fileno(nf.f), 0);
+            m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_POPULATE, fileno(nf.f), 0);
         if (m != MAP_FAILED) {
             t = tl_tensor_map(nf.dt, nf.h.ndim, nf.h.shape, m, (size_t)sb.st_size, nf.data, st);
             goto done;
