@@ -280,6 +280,9 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
     t->refs = 1;
     t->budget = budget;
     t->home = NULL;
+    t->map = NULL;
+    t->map_len = 0;
+    t->base = NULL;
     if (budget)
         budget->refs++;
     t->dtype = dt;
@@ -347,6 +350,18 @@ tl_tensor *tl_tensor_map(tl_dtype dt, int ndim, const int64_t *shape, void *map,
     return t;
 }
 
+tl_tensor *tl_tensor_view(tl_tensor *t, int ndim, const int64_t *shape, tl_status *st)
+{
+    tl_tensor *v = tl_malloc(1, sizeof *v, "a tensor header", st);
+    if (!v)
+        return NULL;
+    *v = (tl_tensor){.refs = 1, .dtype = t->dtype, .device = t->device, .ndim = ndim,
+                     .numel = t->numel, .data = t->data, .base = tl_tensor_ref(t->base ? t->base : t)};
+    if (ndim)
+        memcpy(v->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    return v;
+}
+
 tl_tensor *tl_tensor_stub(const tl_tensor *t, tl_status *st)
 {
     tl_tensor *s = tl_malloc(1, sizeof *s, "a tensor header", st);
@@ -358,6 +373,7 @@ tl_tensor *tl_tensor_stub(const tl_tensor *t, tl_status *st)
         s->data = NULL;
         s->map = NULL;
         s->map_len = 0;
+        s->base = NULL;
     }
     return s;
 }
@@ -389,6 +405,11 @@ void tl_tensor_unref(tl_tensor *t)
 {
     if (!t || --t->refs > 0)
         return;
+    if (t->base) {
+        tl_tensor_unref(t->base);
+        free(t);
+        return;
+    }
     if (t->budget) {
         tl_budget_credit(t->budget, footprint((size_t)t->numel * tl_dtype_size(t->dtype)));
         tl_budget_unref(t->budget);

@@ -61,6 +61,9 @@ typedef struct tl_tensor {
      * the last unref unmaps; NULL: the data follows the header */
     void *map;
     size_t map_len;
+    /* a view: the data is base's (reshaped), which it holds a reference
+     * to; NULL: its own */
+    struct tl_tensor *base;
 } tl_tensor;
 
 size_t tl_dtype_size(tl_dtype dt);
@@ -90,6 +93,10 @@ tl_tensor *tl_tensor_new_in(tl_budget *b, tl_dtype dt, int ndim, const int64_t *
 tl_tensor *tl_tensor_new_on(tl_budget *b, const struct tl_backend *be, tl_dtype dt, int ndim,
                             const int64_t *shape, tl_status *st);
 static inline bool tl_tensor_on_host(const tl_tensor *t) { return !t->home; }
+/* The same host data in another shape (as many elements): a header that
+ * holds a reference to t.  Tensors never change after they are made, so a
+ * view is as good as a copy. */
+tl_tensor *tl_tensor_view(tl_tensor *t, int ndim, const int64_t *shape, tl_status *st);
 /* A host tensor over `map` (a private mapping of map_len bytes, which the
  * tensor takes over): its data at byte `offset`, which the caller has
  * checked holds the whole tensor.  NULL (st set, the mapping unmapped)
