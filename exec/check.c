@@ -277,7 +277,7 @@ static tl_code check_op(checker *c, const tl_node *n, tl_type *out)
         fake(&ty[i], &fk[i]);
         ptr[i] = &fk[i];
     }
-    tl_attrs a = n->attrs;
+    tl_attrs a = *n->attrs;
     if (n->op == TL_OP_ONE_HOT)
         a.dtype = c->call;
     tl_shape sh;
@@ -306,16 +306,16 @@ static tl_code check_branches(checker *c, const tl_node *n, int depth, tl_type *
 {
     tl_type cond;
     char d[96], d2[96];
-    if (arg_type(c, &n->cond, &cond))
+    if (arg_type(c, &n->flow->cond, &cond))
         return c->st->code;
     if (!cond.weak && cond.ndim != 0)
         return tl_fail(c->st, TL_EINPUT, "cond must be a scalar (shape []), got %s", desc(&cond, d));
     if (!cond.weak && tl_dtype_is_int(cond.dtype))
         return tl_fail(c->st, TL_EINPUT, "cond must be f32 or f64 (cast the index tensor), got %s",
                        desc(&cond, d));
-    if (check_block(c, n->then_b, depth + 1, "then") || block_results(c, n->then_b, out))
+    if (check_block(c, n->flow->then_b, depth + 1, "then") || block_results(c, n->flow->then_b, out))
         return tl_wrap(c->st, "then branch");
-    if (check_block(c, n->else_b, depth + 1, "else") || block_results(c, n->else_b, e))
+    if (check_block(c, n->flow->else_b, depth + 1, "else") || block_results(c, n->flow->else_b, e))
         return tl_wrap(c->st, "else branch");
     for (int i = 0; i < n->nout; i++) {
         if (out[i].weak && e[i].weak)
@@ -347,18 +347,18 @@ static tl_code check_steps(checker *c, const tl_node *n, int depth, tl_type *out
         if (arg_type(c, &n->args[i], &out[i]))
             return c->st->code;
         out[i] = solid(&out[i]);
-        if (define(c, n->state[i], &out[i]))
+        if (define(c, n->flow->state[i], &out[i]))
             return c->st->code;
     }
-    if (n->index_slot >= 0 && define(c, n->index_slot, &(tl_type){c->call, 0, {0}, true}))
+    if (n->flow->index_slot >= 0 && define(c, n->flow->index_slot, &(tl_type){c->call, 0, {0}, true}))
         return c->st->code;
-    if (check_block(c, n->body, depth + 1, "body") || block_results(c, n->body, r))
+    if (check_block(c, n->flow->body, depth + 1, "body") || block_results(c, n->flow->body, r))
         return tl_wrap(c->st, "body");
     for (int i = 0; i < n->nargs; i++) {
         tl_type t = solid(&r[i]);
         if (!same_type(&t, &out[i]))
             return tl_fail(c->st, TL_EINPUT, "step 0: state \"%s\" changed from %s to %s",
-                           c->g->slot_name[n->state[i]], desc(&out[i], d), desc(&t, d2));
+                           c->g->slot_name[n->flow->state[i]], desc(&out[i], d), desc(&t, d2));
     }
     return TL_OK;
 }
@@ -377,7 +377,7 @@ static tl_code check_iterate(checker *c, const tl_node *n, int depth, tl_type *o
  * arguments (and captured scalars) together. */
 static tl_code check_map(checker *c, const tl_node *n, tl_type *out)
 {
-    int nin = n->nargs + n->ncap;
+    int nin = n->nargs + n->flow->ncap;
     tl_tensor *fk = tl_calloc((size_t)nin + 1, sizeof *fk + sizeof(tl_tensor *), "a check", c->st);
     if (!fk)
         return c->st->code;
@@ -393,17 +393,17 @@ static tl_code check_map(checker *c, const tl_node *n, tl_type *out)
         }
     for (int i = 0; i < nin && !rc; i++) {
         bool cap = i >= n->nargs;
-        rc = cap ? slot_type(c, n->cap_slots[i - n->nargs], &t) : arg_type(c, &n->args[i], &t);
+        rc = cap ? slot_type(c, n->flow->cap_slots[i - n->nargs], &t) : arg_type(c, &n->args[i], &t);
         char d[96];
         if (!rc && cap && !t.weak && t.ndim != 0)
             rc = tl_fail(c->st, TL_EINPUT, "the body reads \"%s\", which is %s: a map body may "
-                         "capture scalars only", c->g->slot_name[n->cap_slots[i - n->nargs]], desc(&t, d));
+                         "capture scalars only", c->g->slot_name[n->flow->cap_slots[i - n->nargs]], desc(&t, d));
         if (t.weak)
             t = scalar_type(have ? first : c->call);
         fake(&t, &fk[i]);
         ptr[i] = &fk[i];
     }
-    tl_attrs a = n->attrs;
+    tl_attrs a = *n->attrs;
     tl_shape sh;
     if (!rc && !(rc = tl_shape_infer(TL_OP_MAP, nin, ptr, &a, &sh, c->st))) {
         *out = (tl_type){sh.dtype, sh.ndim, {0}, false};

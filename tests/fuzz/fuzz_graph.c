@@ -67,32 +67,32 @@ static bool node_small(const tl_node *n, int64_t steps)
     switch (n->op) {
     case TL_OP_RESHAPE:
     case TL_OP_BROADCAST_TO:
-        if (!shape_small(n->attrs.nshape, n->attrs.shape))
+        if (!shape_small(n->attrs->nshape, n->attrs->shape))
             return false;
         break;
     case TL_OP_TAKE:
-        if (n->attrs.nindices > FUZZ_MAX_ELEMS)
+        if (n->attrs->nindices > FUZZ_MAX_ELEMS)
             return false;
         break;
     case TL_OP_ONE_HOT:
-        if (n->attrs.depth > FUZZ_MAX_ELEMS)
+        if (n->attrs->depth > FUZZ_MAX_ELEMS)
             return false;
         break;
     case TL_OP_ITERATE:
-        if (n->count > FUZZ_MAX_STEPS)
+        if (n->flow->count > FUZZ_MAX_STEPS)
             return false;
-        steps *= n->count ? n->count : 1;
+        steps *= n->flow->count ? n->flow->count : 1;
         if (steps > FUZZ_MAX_STEPS)
             return false;
         break;
     default:
         break;
     }
-    if (n->then_b && !block_small(n->then_b, steps))
+    if (n->flow->then_b && !block_small(n->flow->then_b, steps))
         return false;
-    if (n->else_b && !block_small(n->else_b, steps))
+    if (n->flow->else_b && !block_small(n->flow->else_b, steps))
         return false;
-    if (n->body && !block_small(n->body, steps))
+    if (n->flow->body && !block_small(n->flow->body, steps))
         return false;
     return true;
 }
