@@ -1,20 +1,27 @@
 /* The graph loader: JSON text -> validated tl_graph.  One pass over the
  * document; names become slots when defined and are visible only in their
  * block and the blocks nested in it, after their definition. */
-#define _DEFAULT_SOURCE /* realpath */
+#define _DEFAULT_SOURCE /* realpath, madvise */
 #include "graph.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats/npy.h"
 #include "formats/text.h"
 #include "mapc.h"
+
+typedef struct stream stream;
 
 /* Numbers remembered for sharing ids: a direct-mapped cache of this many
  * entries (bounded memory; equal numbers mostly, unequal ones never, share). */
@@ -31,6 +38,9 @@ typedef struct loader {
     bool *visible;
     tl_graph_options opts;
     const char *bad_key; /* the attribute a failed plain_op stopped at */
+    stream *stream;      /* the top-level nodes come from the text, one at a time */
+    const char *known_name; /* a name whose hash is known_hash (stream_nodes) */
+    uint64_t known_hash;
     uint64_t num_bits[NUM_CACHE];
     int num_ids[NUM_CACHE]; /* id + 1; 0: empty */
 } loader;
@@ -280,7 +290,7 @@ static int define(loader *L, const cJSON *item, enum tl_slot_kind kind, const ch
         return tl_fail(L->st, TL_EINPUT, "bad name \"%.64s\" (want [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes)", name), -1;
     if (g->nslots == L->cap && !reserve(L, L->cap ? 2 * L->cap : 64))
         return -1;
-    uint64_t h = hash(name), mask = (uint64_t)L->tcap - 1, i = h & mask;
+    uint64_t h = name == L->known_name ? L->known_hash : hash(name), mask = (uint64_t)L->tcap - 1, i = h & mask;
     int tag = tag_of(h, L->tcap), tmask = tag_of(UINT64_MAX, L->tcap);
     for (int e; (e = L->table[i]) >= 0; i = (i + 1) & mask)
         if ((e & tmask) == tag && !strcmp(g->slot_name[slot_of(e, L->tcap)], name))
@@ -737,7 +747,7 @@ static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
     if (nid < 0 || !cJSON_IsString(ids[0]))
         return tl_fail(L->st, TL_EINPUT, "node %d: \"id\" must be a name or an array of names", pos), false;
     n->name = ids[0]->valuestring; /* until it is defined, below */
-    if (L->table) /* where define() will look: in cache by then */
+    if (L->table && n->name != L->known_name) /* where define() will look: in cache by then */
         __builtin_prefetch(&L->table[hash(n->name) & (uint64_t)(L->tcap - 1)]);
     if (!cJSON_IsString(op))
         return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": missing or non-string \"op\"", n->name), false;
@@ -1423,6 +1433,227 @@ static const cJSON *find_duplicate(const cJSON *v, int depth, bool *oom)
     return r;
 }
 
+/* ---------- the top-level nodes, a node at a time ----------
+ *
+ * A large graph is mostly its "nodes" array.  Rather than one cJSON tree
+ * of the whole text (about ten times the text in memory), the fast path
+ * parses the document with that array's contents cut out (the skeleton),
+ * then each element of the array on its own, turning it into a node and
+ * freeing it before the next.  The pieces are cJSON's own grammar put
+ * together, so the fast path takes exactly the texts the whole-document
+ * parse takes.  It gives up at anything unusual or wrong, and the
+ * whole-document path (parse_dom) then loads the text again from the
+ * start: every error message comes from there, as it always has. */
+
+struct stream {
+    const char *text;
+    size_t len;
+    size_t lb, rb; /* the top-level nodes array's '[' and ']' */
+    int count;     /* the objects in it */
+    size_t pos;    /* where the next is read */
+    const char *map; /* a mapped file whose pages read can be dropped, or NULL */
+    size_t dropped;  /* dropped below this offset */
+};
+
+/* cJSON's whitespace: any byte up to a space, but a NUL (json_hazard's)
+ * stops here too. */
+static size_t skip_ws(const char *t, size_t i, size_t end)
+{
+    while (i < end && (unsigned char)t[i] <= 32 && t[i])
+        i++;
+    return i;
+}
+
+/* One pass over the text: false where json_hazard would stop (or at more),
+ * or unless the text is an object holding a key "nodes" (as written, no
+ * escapes) once, whose value is an array; its brackets and objects are
+ * noted in s.  What follows the object must be whitespace. */
+static bool prescan(stream *s)
+{
+    const unsigned char *t = (const unsigned char *)s->text;
+    size_t n = s->len, i = skip_ws(s->text, 0, n);
+    int depth = 0, count = 0;
+    bool key = false, in_nodes = false, found = false;
+    /* outside strings, the bytes that matter */
+    static const unsigned char special[256] = {[0] = 1, ['"'] = 1, ['{'] = 1, ['['] = 1,
+                                               ['}'] = 1, [']'] = 1, [','] = 1};
+    if (i >= n || t[i] != '{')
+        return false;
+    for (; i < n; i++) {
+        unsigned c = t[i];
+        if (!special[c])
+            continue;
+        if (c == '"') {
+            size_t start = i++;
+            for (;; i++) {
+                if (i >= n)
+                    return false;
+                c = t[i];
+                if (c > '\\' || (c > '"' && c < '\\')) /* most bytes of a string */
+                    continue;
+                if (c < 0x20)
+                    return false;
+                if (c == '"')
+                    break;
+                if (c == '\\') {
+                    if (i + 1 >= n || t[i + 1] < 0x20 ||
+                        (t[i + 1] == 'u' && i + 5 < n && !memcmp(t + i + 2, "0000", 4)))
+                        return false;
+                    i++;
+                }
+            }
+            if (depth == 1 && key) {
+                key = false;
+                if (i - start == 6 && !memcmp(t + start + 1, "nodes", 5)) {
+                    if (found)
+                        return false;
+                    size_t j = skip_ws(s->text, i + 1, n);
+                    if (j >= n || t[j] != ':')
+                        return false;
+                    j = skip_ws(s->text, j + 1, n);
+                    if (j >= n || t[j] != '[')
+                        return false;
+                    found = in_nodes = true;
+                    s->lb = i = j;
+                    depth = 2;
+                }
+            }
+            continue;
+        }
+        if (c == 0)
+            return false;
+        if (c == '{' || c == '[') {
+            if (++depth > MAX_JSON_DEPTH)
+                return false;
+            if (depth == 1)
+                key = true;
+            if (in_nodes && depth == 3 && (c != '{' || count == INT32_MAX))
+                return false;
+            count += in_nodes && depth == 3;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 1 && in_nodes) {
+                s->rb = i;
+                in_nodes = false;
+            }
+            if (depth <= 0)
+                break;
+        } else if (c == ',' && depth == 1) {
+            key = true;
+        }
+    }
+    if (i >= n || depth != 0 || !found || in_nodes)
+        return false;
+    for (i++; i < n; i++)
+        if (!strchr(" \t\r\n", t[i]) || !t[i])
+            return false;
+    s->count = count;
+    return true;
+}
+
+/* Pages of a mapped file below upto leave this process's memory (read
+ * again from the file should they be needed): at most DROP_STEP kept. */
+#define DROP_STEP ((size_t)1 << 20)
+static void drop_pages(stream *s, size_t upto, bool all)
+{
+    if (!s->map)
+        return;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    if (all) {
+        madvise((void *)s->map, s->len, MADV_DONTNEED);
+        s->dropped = 0;
+        return;
+    }
+    upto &= ~(pg - 1);
+    if (upto >= s->dropped + DROP_STEP) {
+        madvise((void *)(s->map + s->dropped), upto - s->dropped, MADV_DONTNEED);
+        s->dropped = upto;
+    }
+}
+
+/* The next element of the nodes array, parsed: 1, 0 at the array's end,
+ * -1 where the fast path stops (k elements read so far). */
+static int next_element(stream *s, int k, cJSON **obj)
+{
+    const char *t = s->text;
+    size_t i = skip_ws(t, s->pos, s->rb);
+    *obj = NULL;
+    if (i == s->rb)
+        return 0;
+    if (k > 0 && (t[i] != ',' || (i = skip_ws(t, i + 1, s->rb)) == s->rb))
+        return -1;
+    if (t[i] != '{' || k == s->count)
+        return -1;
+    /* cJSON stops at the object's end; what follows is read above */
+    const char *end = NULL;
+    *obj = cJSON_ParseWithLengthOpts(t + i, s->rb - i, &end, false);
+    size_t e = end ? (size_t)(end - t) : 0;
+    if (!*obj || e <= i || e > s->rb) {
+        cJSON_Delete(*obj);
+        *obj = NULL;
+        return -1;
+    }
+    s->pos = e;
+    drop_pages(s, e, false);
+    return 1;
+}
+
+/* The name an element defines first, hashed, and where define() will
+ * look for it in the table fetched while the element before is read. */
+static uint64_t prefetch_id(loader *L, const cJSON *obj, const char **name)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
+    if (cJSON_IsArray(id))
+        id = id->child;
+    *name = cJSON_IsString(id) ? id->valuestring : NULL;
+    if (!*name)
+        return 0;
+    uint64_t h = hash(*name);
+    __builtin_prefetch(&L->table[h & (uint64_t)(L->tcap - 1)]);
+    return h;
+}
+
+/* The elements of the top-level nodes array (the skeleton's is empty),
+ * one parsed ahead of the one being turned into a node. */
+static bool stream_nodes(loader *L, const cJSON *arr, tl_block *b)
+{
+    stream *s = L->stream;
+    if (!cJSON_IsArray(arr) || arr->child)
+        return false;
+    if (!reserve(L, L->g->nslots + s->count + 1) ||
+        !(b->nodes = tl_calloc((size_t)s->count, sizeof(tl_node), "graph nodes", L->st)))
+        return false;
+    s->dropped = s->lb & ~((size_t)sysconf(_SC_PAGESIZE) - 1);
+    s->pos = s->lb + 1;
+    cJSON *cur, *next = NULL;
+    const char *name = NULL, *next_name = NULL;
+    uint64_t h = 0, next_h = 0;
+    int r = next_element(s, 0, &cur), k = 0;
+    if (r > 0)
+        h = prefetch_id(L, cur, &name);
+    for (; r > 0; k++) {
+        r = next_element(s, k + 1, &next);
+        if (r > 0)
+            next_h = prefetch_id(L, next, &next_name);
+        bool oom = false, ok = r >= 0 && !find_duplicate(cur, 2, &oom) && !oom;
+        if (ok) {
+            b->nnodes = k + 1;
+            L->known_name = name;
+            L->known_hash = h;
+            ok = parse_node(L, cur, &b->nodes[k], k);
+            L->known_name = NULL;
+        }
+        cJSON_Delete(cur);
+        if (!ok) {
+            cJSON_Delete(next);
+            return false;
+        }
+        cur = next;
+        name = next_name;
+        h = next_h;
+    }
+    return r == 0 && k == s->count;
+}
+
 /* ---------- the document ---------- */
 
 static bool parse_document(loader *L, const cJSON *doc)
@@ -1462,7 +1693,7 @@ static bool parse_document(loader *L, const cJSON *doc)
     const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(doc, "nodes");
     if (!nodes)
         return tl_fail(L->st, TL_EINPUT, "missing \"nodes\""), false;
-    if (!parse_nodes(L, nodes, &g->top))
+    if (!(L->stream ? stream_nodes(L, nodes, &g->top) : parse_nodes(L, nodes, &g->top)))
         return false;
     const cJSON *outs = cJSON_GetObjectItemCaseSensitive(doc, "outputs");
     if (!outs)
@@ -1517,10 +1748,49 @@ static tl_graph *finish(loader *L, bool ok)
     return ok ? g : NULL;
 }
 
+/* The fast path; NULL when it does not apply or anything fails. */
+static tl_graph *parse_stream(const char *text, size_t len, const char *path, const tl_graph_options *o,
+                              const char *map, tl_status *st)
+{
+    stream s = {.text = text, .len = len, .map = map};
+    size_t bad;
+    if (!utf8_ok((const unsigned char *)text, len, &bad) || !prescan(&s))
+        return NULL;
+    drop_pages(&s, 0, true);
+    size_t head = s.lb + 1, sl = head + (len - s.rb);
+    char *skel = malloc(sl);
+    if (!skel)
+        return NULL;
+    memcpy(skel, text, head);
+    memcpy(skel + head, text + s.rb, len - s.rb);
+    const char *end = NULL;
+    cJSON *doc = cJSON_ParseWithLengthOpts(skel, sl, &end, false);
+    bool ok = doc && end;
+    while (ok && end < skel + sl && strchr(" \t\r\n", *end) && *end)
+        end++;
+    ok = ok && end == skel + sl;
+    free(skel);
+    drop_pages(&s, 0, true);
+    loader *L = ok ? calloc(1, sizeof *L) : NULL;
+    if (L) {
+        L->stream = &s;
+        ok = begin(L, path, o, st) && parse_document(L, doc);
+    }
+    cJSON_Delete(doc);
+    tl_graph *g = L ? finish(L, ok) : NULL;
+    free(L);
+    return g;
+}
+
+static _Atomic unsigned long dom_loads;
+
+unsigned long tl_graph_dom_loads(void) { return dom_loads; }
+
 /* The whole document as one cJSON tree. */
 static tl_graph *parse_dom(const char *text, size_t len, const char *path, const tl_graph_options *o,
                            tl_status *st)
 {
+    dom_loads++;
     size_t bad;
     int line, col;
     loader *L = tl_calloc(1, sizeof *L, "a loader", st);
@@ -1579,6 +1849,17 @@ done:;
     return g;
 }
 
+static tl_graph *parse_text(const char *text, size_t len, const char *path, const tl_graph_options *o,
+                            const char *map, tl_status *st)
+{
+    tl_status before = *st;
+    tl_graph *g = parse_stream(text, len, path, o, map, st);
+    if (g)
+        return g;
+    *st = before; /* whatever stopped the fast path, the message comes from here */
+    return parse_dom(text, len, path, o, st);
+}
+
 tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_status *st)
 {
     return tl_graph_parse_with(text, len, path, NULL, st);
@@ -1586,6 +1867,12 @@ tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_stat
 
 tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
                               const tl_graph_options *o, tl_status *st)
+{
+    return parse_text(text, len, path, o, NULL, st);
+}
+
+tl_graph *tl_graph_parse_dom(const char *text, size_t len, const char *path,
+                             const tl_graph_options *o, tl_status *st)
 {
     return parse_dom(text, len, path, o, st);
 }
@@ -1595,8 +1882,27 @@ tl_graph *tl_graph_load(const char *path, tl_status *st)
     return tl_graph_load_with(path, NULL, st);
 }
 
+/* Files from this size on are mapped rather than read: the loader then
+ * holds only the part it is reading, not a copy of the whole text. */
+#define MAP_MIN ((off_t)1 << 20)
+
 tl_graph *tl_graph_load_with(const char *path, const tl_graph_options *o, tl_status *st)
 {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= MAP_MIN &&
+        (uint64_t)sb.st_size < SIZE_MAX / 2) {
+        size_t len = (size_t)sb.st_size;
+        void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m != MAP_FAILED) {
+            close(fd);
+            tl_graph *g = parse_text(m, len, path, o, m, st);
+            munmap(m, len);
+            return g;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
     unsigned char *buf;
     size_t len;
     if (tl_slurp_path(path, &buf, &len, st))

@@ -140,6 +140,16 @@ tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_stat
 tl_graph *tl_graph_load_with(const char *path, const tl_graph_options *o, tl_status *st);
 tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
                               const tl_graph_options *o, tl_status *st);
+/* The same always through one cJSON tree of the whole text: the path that
+ * gives every error message.  The others read the top-level nodes one at
+ * a time (in memory, the text and the graph, not a tree of the text) and
+ * take this path where that fails, so for tests that compare the two. */
+tl_graph *tl_graph_parse_dom(const char *text, size_t len, const char *path,
+                             const tl_graph_options *o, tl_status *st);
+/* How many loads in this process went the whole-document way (those that
+ * failed, and texts the fast path does not take).  Not thread-safe: for
+ * tests that a large graph takes the fast path. */
+unsigned long tl_graph_dom_loads(void);
 void tl_graph_free(tl_graph *g);
 
 /* For translators that point at their own source (graph/program.c): checks
