@@ -13,7 +13,7 @@ _Static_assert(sizeof tl_ops / sizeof tl_ops[0] == TL_OP_COUNT, "one table row p
 tl_opcode tl_op_lookup(const char *name)
 {
     for (int i = 0; i < TL_OP_COUNT; i++)
-        if (tl_ops[i].kind != TL_KIND_INT && !strcmp(tl_ops[i].name, name))
+        if (tl_ops[i].name[0] == name[0] && tl_ops[i].kind != TL_KIND_INT && !strcmp(tl_ops[i].name, name))
             return (tl_opcode)i;
     return TL_OP_COUNT;
 }
@@ -79,9 +79,9 @@ const char *tl_op_suggest(const char *name)
     return tl_nearest(name, names, n);
 }
 
+const tl_attrs tl_attrs_default = {.step = 1, .dtype = TL_F64};
+
 void tl_attrs_init(tl_attrs *a)
 {
-    memset(a, 0, sizeof *a);
-    a->step = 1;
-    a->dtype = TL_F64;
+    memcpy(a, &tl_attrs_default, sizeof *a);
 }

@@ -102,5 +102,7 @@ typedef struct tl_attrs {
 
 /* Attributes with every default set (step 1, axis -1 for softmax...). */
 void tl_attrs_init(tl_attrs *a);
+/* The same defaults as a record (graph nodes without attributes share it). */
+extern const tl_attrs tl_attrs_default;
 
 #endif

@@ -354,9 +354,9 @@ static void dot_node(dot *d, const tl_node *n)
     for (int i = 0; i < n->nargs; i++)
         if (n->args[i].slot >= 0)
             edge(d, n->args[i].slot, id, n->op == TL_OP_ITERATE ? "init" : NULL);
-    if (n->op == TL_OP_IF && n->cond.slot >= 0)
-        edge(d, n->cond.slot, id, "cond");
-    const tl_block *blocks[3] = {n->then_b, n->else_b, n->body};
+    if (n->op == TL_OP_IF && n->flow->cond.slot >= 0)
+        edge(d, n->flow->cond.slot, id, "cond");
+    const tl_block *blocks[3] = {n->flow->then_b, n->flow->else_b, n->flow->body};
     const char *names[3] = {"then", "else", n->op == TL_OP_MAP ? "body (per element)" : "body"};
     for (int j = 0; j < 3; j++) {
         if (!blocks[j])
@@ -365,13 +365,13 @@ static void dot_node(dot *d, const tl_node *n)
                g->slot_name[n->out[0]], names[j]);
         int np = n->op == TL_OP_ITERATE ? n->nargs : n->op == TL_OP_MAP ? n->nargs : 0;
         for (int i = 0; j == 2 && i < np; i++) { /* the block's parameters */
-            int s = n->op == TL_OP_ITERATE ? n->state[i] : n->params[i];
+            int s = n->op == TL_OP_ITERATE ? n->flow->state[i] : n->flow->params[i];
             printf("  s%d [label=\"%s\\n%s\", shape=ellipse, style=dashed];\n", s, g->slot_name[s],
                    n->op == TL_OP_ITERATE ? "state" : "param");
         }
-        if (j == 2 && n->op == TL_OP_ITERATE && n->index_slot >= 0)
-            printf("  s%d [label=\"%s\\nstep index\", shape=ellipse, style=dashed];\n", n->index_slot,
-                   g->slot_name[n->index_slot]);
+        if (j == 2 && n->op == TL_OP_ITERATE && n->flow->index_slot >= 0)
+            printf("  s%d [label=\"%s\\nstep index\", shape=ellipse, style=dashed];\n", n->flow->index_slot,
+                   g->slot_name[n->flow->index_slot]);
         dot_block(d, blocks[j]);
         printf("  }\n");
         for (int r = 0; r < blocks[j]->nresult; r++)

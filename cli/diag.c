@@ -107,12 +107,12 @@ static void node_entries(FILE *f, const tl_block *b, const tl_node_log *log, con
             fputc('}', f);
             *first = false;
         }
-        if (n->then_b)
-            node_entries(f, n->then_b, log, dev, first);
-        if (n->else_b)
-            node_entries(f, n->else_b, log, dev, first);
-        if (n->body && n->op != TL_OP_MAP) /* a map body runs inside the map's kernel */
-            node_entries(f, n->body, log, dev, first);
+        if (n->flow->then_b)
+            node_entries(f, n->flow->then_b, log, dev, first);
+        if (n->flow->else_b)
+            node_entries(f, n->flow->else_b, log, dev, first);
+        if (n->flow->body && n->op != TL_OP_MAP) /* a map body runs inside the map's kernel */
+            node_entries(f, n->flow->body, log, dev, first);
     }
 }
 

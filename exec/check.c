@@ -14,8 +14,12 @@
 
 typedef struct checker {
     const tl_graph *g;
-    tl_type *env; /* per slot */
-    bool *set;
+    int *env; /* per slot: an index into types, -1 until set */
+    /* the distinct types met, each once (a large graph has few) */
+    tl_type *types;
+    int ntypes, types_cap;
+    int *lookup; /* open addressing over lookup_cap entries: a type's index, -1 free */
+    int lookup_cap;
     tl_dtype call;
     tl_check_visit visit;
     void *ctx;
@@ -102,17 +106,90 @@ static tl_code const_type(checker *c, const tl_const *k, tl_type *t)
     return rc ? tl_wrap(st, "const \"%s\": %s", k->name, k->path) : TL_OK;
 }
 
+static uint64_t type_hash(const tl_type *t)
+{
+    uint64_t h = (uint64_t)t->dtype * 31 + (uint64_t)t->ndim * 7 + t->weak;
+    for (int d = 0; d < t->ndim; d++)
+        h = (h ^ (uint64_t)t->dims[d]) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+static bool type_eq(const tl_type *a, const tl_type *b)
+{
+    return a->dtype == b->dtype && a->ndim == b->ndim && a->weak == b->weak &&
+           !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim);
+}
+
+/* The index of type t among those met (added if new), or -1 (error set). */
+static int intern(checker *c, const tl_type *t)
+{
+    uint64_t h = type_hash(t);
+    if (c->lookup_cap) {
+        for (uint64_t i = h & (uint64_t)(c->lookup_cap - 1);; i = (i + 1) & (uint64_t)(c->lookup_cap - 1)) {
+            int k = c->lookup[i];
+            if (k < 0)
+                break;
+            if (type_eq(&c->types[k], t))
+                return k;
+        }
+    }
+    if (c->ntypes == c->types_cap) {
+        int cap = c->types_cap ? 2 * c->types_cap : 16;
+        tl_type *ty = realloc(c->types, sizeof *ty * (size_t)cap);
+        int *lk = malloc(sizeof *lk * (size_t)cap * 2);
+        if (!ty || !lk) {
+            if (ty)
+                c->types = ty;
+            free(lk);
+            return tl_fail(c->st, TL_ERUNTIME, "out of memory checking types"), -1;
+        }
+        c->types = ty;
+        c->types_cap = cap;
+        free(c->lookup);
+        c->lookup = lk;
+        c->lookup_cap = 2 * cap;
+        for (int i = 0; i < c->lookup_cap; i++)
+            lk[i] = -1;
+        for (int k = 0; k < c->ntypes; k++) {
+            uint64_t i = type_hash(&c->types[k]) & (uint64_t)(c->lookup_cap - 1);
+            while (lk[i] >= 0)
+                i = (i + 1) & (uint64_t)(c->lookup_cap - 1);
+            lk[i] = k;
+        }
+    }
+    tl_type *n = &c->types[c->ntypes];
+    memset(n, 0, sizeof *n);
+    n->dtype = t->dtype;
+    n->ndim = t->ndim;
+    n->weak = t->weak;
+    memcpy(n->dims, t->dims, sizeof(int64_t) * (size_t)t->ndim);
+    uint64_t i = h & (uint64_t)(c->lookup_cap - 1);
+    while (c->lookup[i] >= 0)
+        i = (i + 1) & (uint64_t)(c->lookup_cap - 1);
+    c->lookup[i] = c->ntypes;
+    return c->ntypes++;
+}
+
+static tl_code define(checker *c, int slot, const tl_type *t)
+{
+    int k = intern(c, t);
+    if (k < 0)
+        return c->st->code;
+    c->env[slot] = k;
+    return TL_OK;
+}
+
 static tl_code slot_type(checker *c, int slot, tl_type *t)
 {
-    if (!c->set[slot]) {
+    if (c->env[slot] < 0) {
         int ci = c->g->slot_const[slot];
         if (ci < 0)
             return tl_fail(c->st, TL_ERUNTIME, "internal: \"%s\" has no type", c->g->slot_name[slot]);
-        if (const_type(c, &c->g->consts[ci], &c->env[slot]))
+        tl_type k;
+        if (const_type(c, &c->g->consts[ci], &k) || define(c, slot, &k))
             return c->st->code;
-        c->set[slot] = true;
     }
-    *t = c->env[slot];
+    *t = c->types[c->env[slot]];
     return TL_OK;
 }
 
@@ -123,12 +200,6 @@ static tl_code arg_type(checker *c, const tl_arg *a, tl_type *t)
         return TL_OK;
     }
     return slot_type(c, a->slot, t);
-}
-
-static void define(checker *c, int slot, const tl_type *t)
-{
-    c->env[slot] = *t;
-    c->set[slot] = true;
 }
 
 static tl_code check_input(checker *c, const tl_input *in, const tl_type *t, int64_t *sizes)
@@ -206,7 +277,7 @@ static tl_code check_op(checker *c, const tl_node *n, tl_type *out)
         fake(&ty[i], &fk[i]);
         ptr[i] = &fk[i];
     }
-    tl_attrs a = n->attrs;
+    tl_attrs a = *n->attrs;
     if (n->op == TL_OP_ONE_HOT)
         a.dtype = c->call;
     tl_shape sh;
@@ -235,16 +306,16 @@ static tl_code check_branches(checker *c, const tl_node *n, int depth, tl_type *
 {
     tl_type cond;
     char d[96], d2[96];
-    if (arg_type(c, &n->cond, &cond))
+    if (arg_type(c, &n->flow->cond, &cond))
         return c->st->code;
     if (!cond.weak && cond.ndim != 0)
         return tl_fail(c->st, TL_EINPUT, "cond must be a scalar (shape []), got %s", desc(&cond, d));
     if (!cond.weak && tl_dtype_is_int(cond.dtype))
         return tl_fail(c->st, TL_EINPUT, "cond must be f32 or f64 (cast the index tensor), got %s",
                        desc(&cond, d));
-    if (check_block(c, n->then_b, depth + 1, "then") || block_results(c, n->then_b, out))
+    if (check_block(c, n->flow->then_b, depth + 1, "then") || block_results(c, n->flow->then_b, out))
         return tl_wrap(c->st, "then branch");
-    if (check_block(c, n->else_b, depth + 1, "else") || block_results(c, n->else_b, e))
+    if (check_block(c, n->flow->else_b, depth + 1, "else") || block_results(c, n->flow->else_b, e))
         return tl_wrap(c->st, "else branch");
     for (int i = 0; i < n->nout; i++) {
         if (out[i].weak && e[i].weak)
@@ -276,17 +347,18 @@ static tl_code check_steps(checker *c, const tl_node *n, int depth, tl_type *out
         if (arg_type(c, &n->args[i], &out[i]))
             return c->st->code;
         out[i] = solid(&out[i]);
-        define(c, n->state[i], &out[i]);
+        if (define(c, n->flow->state[i], &out[i]))
+            return c->st->code;
     }
-    if (n->index_slot >= 0)
-        define(c, n->index_slot, &(tl_type){c->call, 0, {0}, true});
-    if (check_block(c, n->body, depth + 1, "body") || block_results(c, n->body, r))
+    if (n->flow->index_slot >= 0 && define(c, n->flow->index_slot, &(tl_type){c->call, 0, {0}, true}))
+        return c->st->code;
+    if (check_block(c, n->flow->body, depth + 1, "body") || block_results(c, n->flow->body, r))
         return tl_wrap(c->st, "body");
     for (int i = 0; i < n->nargs; i++) {
         tl_type t = solid(&r[i]);
         if (!same_type(&t, &out[i]))
             return tl_fail(c->st, TL_EINPUT, "step 0: state \"%s\" changed from %s to %s",
-                           c->g->slot_name[n->state[i]], desc(&out[i], d), desc(&t, d2));
+                           c->g->slot_name[n->flow->state[i]], desc(&out[i], d), desc(&t, d2));
     }
     return TL_OK;
 }
@@ -305,7 +377,7 @@ static tl_code check_iterate(checker *c, const tl_node *n, int depth, tl_type *o
  * arguments (and captured scalars) together. */
 static tl_code check_map(checker *c, const tl_node *n, tl_type *out)
 {
-    int nin = n->nargs + n->ncap;
+    int nin = n->nargs + n->flow->ncap;
     tl_tensor *fk = tl_calloc((size_t)nin + 1, sizeof *fk + sizeof(tl_tensor *), "a check", c->st);
     if (!fk)
         return c->st->code;
@@ -321,17 +393,17 @@ static tl_code check_map(checker *c, const tl_node *n, tl_type *out)
         }
     for (int i = 0; i < nin && !rc; i++) {
         bool cap = i >= n->nargs;
-        rc = cap ? slot_type(c, n->cap_slots[i - n->nargs], &t) : arg_type(c, &n->args[i], &t);
+        rc = cap ? slot_type(c, n->flow->cap_slots[i - n->nargs], &t) : arg_type(c, &n->args[i], &t);
         char d[96];
         if (!rc && cap && !t.weak && t.ndim != 0)
             rc = tl_fail(c->st, TL_EINPUT, "the body reads \"%s\", which is %s: a map body may "
-                         "capture scalars only", c->g->slot_name[n->cap_slots[i - n->nargs]], desc(&t, d));
+                         "capture scalars only", c->g->slot_name[n->flow->cap_slots[i - n->nargs]], desc(&t, d));
         if (t.weak)
             t = scalar_type(have ? first : c->call);
         fake(&t, &fk[i]);
         ptr[i] = &fk[i];
     }
-    tl_attrs a = n->attrs;
+    tl_attrs a = *n->attrs;
     tl_shape sh;
     if (!rc && !(rc = tl_shape_infer(TL_OP_MAP, nin, ptr, &a, &sh, c->st))) {
         *out = (tl_type){sh.dtype, sh.ndim, {0}, false};
@@ -359,7 +431,7 @@ static tl_code check_block(checker *c, const tl_block *b, int depth, const char 
         tl_type *out = n->nout <= 4 ? small : tl_calloc((size_t)n->nout, sizeof *out, "a check", c->st);
         tl_code rc = out ? check_node(c, n, depth, out) : c->st->code;
         for (int k = 0; !rc && k < n->nout; k++)
-            define(c, n->out[k], &out[k]);
+            rc = define(c, n->out[k], &out[k]);
         if (!rc && c->visit)
             c->visit(c->ctx, n, depth, name, out);
         if (out != small)
@@ -373,24 +445,24 @@ static tl_code check_block(checker *c, const tl_block *b, int depth, const char 
 tl_code tl_check(const tl_graph *g, const tl_type *inputs, tl_check_visit visit, void *ctx,
                  tl_status *st)
 {
-    checker c = {g, NULL, NULL, TL_F64, visit, ctx, st};
+    checker c = {.g = g, .call = TL_F64, .visit = visit, .ctx = ctx, .st = st};
     for (int i = 0; i < g->ninputs; i++)
         if (!tl_dtype_is_int(inputs[i].dtype)) {
             c.call = inputs[i].dtype;
             break;
         }
-    c.env = tl_calloc((size_t)g->nslots + 1, sizeof *c.env + sizeof *c.set, "a check", st);
+    c.env = tl_malloc((size_t)g->nslots + 1, sizeof *c.env, "a check", st);
     int64_t *sizes = tl_malloc((size_t)g->nsizevars * 2 + 1, sizeof *sizes, "size table", st);
     tl_code rc = c.env && sizes ? TL_OK : st->code;
     if (!rc) {
-        c.set = (bool *)(c.env + g->nslots + 1);
+        for (int i = 0; i < g->nslots; i++)
+            c.env[i] = -1;
         for (int i = 0; i < 2 * g->nsizevars; i++)
             sizes[i] = -1;
     }
-    for (int i = 0; i < g->ninputs && !rc; i++) {
-        rc = check_input(&c, &g->inputs[i], &inputs[i], sizes);
-        define(&c, g->inputs[i].slot, &inputs[i]);
-    }
+    for (int i = 0; i < g->ninputs && !rc; i++)
+        if (!(rc = check_input(&c, &g->inputs[i], &inputs[i], sizes)))
+            rc = define(&c, g->inputs[i].slot, &inputs[i]);
     if (!rc)
         rc = check_block(&c, &g->top, 0, "");
     for (int i = 0; i < g->noutputs && !rc; i++) {
@@ -400,6 +472,8 @@ tl_code tl_check(const tl_graph *g, const tl_type *inputs, tl_check_visit visit,
     if (rc && strncmp(st->msg, g->path, strlen(g->path)))
         tl_wrap(st, "%s", g->path);
     free(c.env);
+    free(c.types);
+    free(c.lookup);
     free(sizes);
     return rc;
 }

@@ -193,10 +193,10 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
     }
     if (rc)
         made--;
-    const tl_attrs *attrs = &n->attrs;
+    const tl_attrs *attrs = n->attrs;
     tl_attrs typed;
     if (n->op == TL_OP_ONE_HOT) { /* its result takes the element type of the call */
-        typed = n->attrs;
+        typed = *n->attrs;
         typed.dtype = ev->call_dtype;
         attrs = &typed;
     }
@@ -205,7 +205,7 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
         ev->opts->observe(ev->opts->observe_ctx, n, n->nargs, in, out);
     int var = -1;
     if (out && ev->tape && any && differentiable(n->op, out)) {
-        var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, &n->attrs, n, ev->st);
+        var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, n->attrs, n, ev->st);
         if (var < 0) {
             tl_tensor_unref(out);
             out = NULL;
@@ -232,7 +232,7 @@ static void leave_block(tl_eval *ev, const tl_block *b)
 static tl_code eval_if(tl_eval *ev, const tl_node *n)
 {
     tl_value c;
-    if (tl_eval_arg(ev, &n->cond, &c))
+    if (tl_eval_arg(ev, &n->flow->cond, &c))
         return ev->st->code;
     char d[96];
     if (!c.weak && c.t->ndim != 0)
@@ -249,7 +249,7 @@ static tl_code eval_if(tl_eval *ev, const tl_node *n)
         tl_tensor *ct = c.weak ? NULL : c.t;
         ev->opts->observe(ev->opts->observe_ctx, n, ct ? 1 : 0, &ct, NULL);
     }
-    const tl_block *b = then ? n->then_b : n->else_b;
+    const tl_block *b = then ? n->flow->then_b : n->flow->else_b;
     tl_stats *s = ev->stats;
     if (s->nlog < (int)(sizeof s->log / sizeof s->log[0]))
         s->log[s->nlog++] = (tl_branch_log){n->name, then};
@@ -277,13 +277,13 @@ static tl_code check_state(tl_eval *ev, const tl_node *n, int i, const tl_tensor
     if (init->dtype == now->dtype && tl_same_shape(init, now))
         return TL_OK;
     return tl_fail(ev->st, TL_EINPUT, "step %lld: state \"%s\" changed from %s to %s",
-                   (long long)step, ev->g->slot_name[n->state[i]], tl_tensor_desc(init, a, sizeof a),
+                   (long long)step, ev->g->slot_name[n->flow->state[i]], tl_tensor_desc(init, a, sizeof a),
                    tl_tensor_desc(now, b, sizeof b));
 }
 
 static tl_code eval_iterate(tl_eval *ev, const tl_node *n)
 {
-    const tl_block *body = n->body;
+    const tl_block *body = n->flow->body;
     int fast = tl_loop_try(ev, n);
     if (fast)
         return fast < 0 ? ev->st->code : TL_OK;
@@ -294,12 +294,12 @@ static tl_code eval_iterate(tl_eval *ev, const tl_node *n)
         tl_tensor *t = tl_eval_materialize(ev, &n->args[i], &v, ev->call_dtype);
         if (!t)
             return ev->st->code;
-        tl_eval_set(ev, n->state[i], t, v.var);
+        tl_eval_set(ev, n->flow->state[i], t, v.var);
     }
     tl_value next[256];
-    for (int64_t step = 0; step < n->count; step++) {
-        if (n->index_slot >= 0)
-            ev->env[n->index_slot] = (tl_value){NULL, -1, true, (double)step};
+    for (int64_t step = 0; step < n->flow->count; step++) {
+        if (n->flow->index_slot >= 0)
+            ev->env[n->flow->index_slot] = (tl_value){NULL, -1, true, (double)step};
         if (eval_block(ev, body))
             return tl_wrap(ev->st, "step %lld", (long long)step);
         for (int i = 0; i < n->nargs; i++) {
@@ -316,19 +316,19 @@ static tl_code eval_iterate(tl_eval *ev, const tl_node *n)
         }
         tl_code rc = TL_OK;
         for (int i = 0; i < n->nargs && !rc; i++)
-            rc = check_state(ev, n, i, ev->env[n->state[i]].t, next[i].t, step);
+            rc = check_state(ev, n, i, ev->env[n->flow->state[i]].t, next[i].t, step);
         leave_block(ev, body);
         for (int i = 0; i < n->nargs; i++)
-            tl_eval_set(ev, n->state[i], next[i].t, next[i].var);
+            tl_eval_set(ev, n->flow->state[i], next[i].t, next[i].var);
         if (rc)
             return rc;
     }
     for (int i = 0; i < n->nargs; i++) {
-        set_value(ev, n->out[i], &ev->env[n->state[i]]);
-        tl_eval_clear(ev, n->state[i]);
+        set_value(ev, n->out[i], &ev->env[n->flow->state[i]]);
+        tl_eval_clear(ev, n->flow->state[i]);
     }
-    if (n->index_slot >= 0)
-        tl_eval_clear(ev, n->index_slot);
+    if (n->flow->index_slot >= 0)
+        tl_eval_clear(ev, n->flow->index_slot);
     return TL_OK;
 }
 

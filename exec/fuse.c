@@ -151,7 +151,7 @@ static bool is_number(tl_eval *ev, const tl_fused *f, const tl_arg *a, double *n
 static bool add_member(tl_eval *ev, tl_fused *f, const tl_node *n, int64_t min)
 {
     bool sum = n->op == TL_OP_SUM, map = n->op == TL_OP_MAP;
-    int nin = map ? n->nargs + n->ncap : n->nargs;
+    int nin = map ? n->nargs + n->flow->ncap : n->nargs;
     if (n->nout != 1 || (!tl_op_elementwise(n->op) && !sum && !map) || (sum && f->nmem == 0) ||
         nin > ARGS_MAX)
         return false;
@@ -161,8 +161,8 @@ static bool add_member(tl_eval *ev, tl_fused *f, const tl_node *n, int64_t min)
     double num[ARGS_MAX];
     tl_arg args[ARGS_MAX]; /* a map's: its args, then the scalars its body reads */
     for (int i = 0; i < nin; i++)
-        args[i] = i < n->nargs ? n->args[i] : (tl_arg){n->cap_slots[i - n->nargs], 0, 0};
-    *m = (member){n, n->op, &n->attrs, nin, {-1, -1, -1, -1, -1, -1, -1, -1}, -1, false, false, -1};
+        args[i] = i < n->nargs ? n->args[i] : (tl_arg){.slot = n->flow->cap_slots[i - n->nargs]};
+    *m = (member){n, n->op, n->attrs, nin, {-1, -1, -1, -1, -1, -1, -1, -1}, -1, false, false, -1};
     for (int i = 0; i < nin; i++) { /* tensors first: they fix the chain's dtype */
         if ((number[i] = is_number(ev, f, &args[i], &num[i])))
             continue;
@@ -189,7 +189,7 @@ static bool add_member(tl_eval *ev, tl_fused *f, const tl_node *n, int64_t min)
             goto undo;
     }
     if (sum) { /* only over every axis: one tree */
-        const tl_attrs *a = &n->attrs;
+        const tl_attrs *a = n->attrs;
         if (a->has_axes && a->naxes != f->ndim)
             goto undo;
         f->sink = true;

@@ -94,7 +94,7 @@ static uint64_t extremes(const tl_attrs *a, const tl_tensor *x, const tl_tensor 
  * without any. */
 static bool kink_print(const tl_node *n, tl_tensor *const *in, const tl_tensor *out, uint64_t *h)
 {
-    const tl_attrs *a = &n->attrs;
+    const tl_attrs *a = n->attrs;
     uint64_t z = 0;
     switch (n->op) {
     case TL_OP_RELU:
@@ -249,7 +249,7 @@ static void note(watcher *w, const tl_node *n, bool branch, uint64_t hash)
 
 static void map_marks(watcher *w, const tl_node *n, int nin, tl_tensor *const *in, const tl_tensor *out)
 {
-    const tl_mprog *p = n->attrs.prog;
+    const tl_mprog *p = n->attrs->prog;
     cu_map_layout l = cu_map_layout_of(p, nin);
     size_t es = tl_dtype_size(out->dtype), need = l.total + es * (size_t)p->nregs +
                                                      sizeof(int64_t) * (size_t)p->ncounters + 8;
@@ -266,7 +266,7 @@ static void map_marks(watcher *w, const tl_node *n, int nin, tl_tensor *const *i
     int64_t *cnt = (int64_t *)(regs + CU_ALIGN8(es * (size_t)p->nregs));
     cu_mapk k;
     /* the result is only read (its shape): the walk writes nothing there */
-    cu_map_pack(&k, blob, blob, TL_OP_MAP, nin, (const tl_tensor *const *)in, &n->attrs,
+    cu_map_pack(&k, blob, blob, TL_OP_MAP, nin, (const tl_tensor *const *)in, n->attrs,
                 (tl_tensor *)out);
     uint64_t paths = 0, kinks = 0;
     for (int64_t e = 0; e < k.total; e++) {

@@ -23,6 +23,7 @@
 #define LOOP_STATE 16
 #define LOOP_EXT 16
 #define LOOP_VALS (LOOP_NODES * 4 + LOOP_STATE + 1)
+#define LOOP_PROGRESS ((int64_t)1 << 20) /* steps between progress reports */
 
 typedef enum { L_STATE, L_INDEX, L_EXT, L_NUM, L_MEMBER } lkind;
 
@@ -96,11 +97,11 @@ static int loop_arg(tl_eval *ev, tl_loop *l, const tl_node *it, const tl_node *n
     const tl_arg *a = &n->args[i];
     if (a->slot >= 0) {
         for (int s = 0; s < l->nstate; s++)
-            if (it->state[s] == a->slot)
+            if (it->flow->state[s] == a->slot)
                 for (int v = 0; v < l->nval; v++)
                     if (l->kind[v] == L_STATE && l->index[v] == s)
                         return v;
-        if (a->slot == it->index_slot) {
+        if (a->slot == it->flow->index_slot) {
             for (int v = 0; v < l->nval; v++)
                 if (l->kind[v] == L_INDEX)
                     return v;
@@ -138,10 +139,10 @@ static int loop_arg(tl_eval *ev, tl_loop *l, const tl_node *it, const tl_node *n
 static bool is_value(tl_eval *ev, const tl_node *it, const tl_loop *l, const tl_node *n, int i)
 {
     const tl_arg *a = &n->args[i];
-    if (a->slot < 0 || a->slot == it->index_slot)
+    if (a->slot < 0 || a->slot == it->flow->index_slot)
         return false;
     for (int s = 0; s < l->nstate; s++)
-        if (it->state[s] == a->slot)
+        if (it->flow->state[s] == a->slot)
             return true;
     for (int k = 0; k < l->nmem; k++)
         if (l->m[k].node->out[0] == a->slot)
@@ -157,13 +158,13 @@ static bool is_value(tl_eval *ev, const tl_node *it, const tl_loop *l, const tl_
 /* The loop of iterate node it, or NULL when it is not a scalar loop. */
 static tl_loop *plan(tl_eval *ev, const tl_node *it)
 {
-    const tl_block *body = it->body;
-    if (it->count < 1 || it->nargs > LOOP_STATE || body->nnodes > LOOP_NODES || body->nnodes == 0)
+    const tl_block *body = it->flow->body;
+    if (it->flow->count < 1 || it->nargs > LOOP_STATE || body->nnodes > LOOP_NODES || body->nnodes == 0)
         return NULL;
     tl_loop *l = calloc(1, sizeof *l);
     if (!l)
         return NULL;
-    l->count = it->count;
+    l->count = it->flow->count;
     l->nstate = it->nargs;
     for (int s = 0; s < it->nargs; s++) {
         tl_value v;
@@ -222,7 +223,7 @@ static tl_loop *plan(tl_eval *ev, const tl_node *it)
         for (int v = 0; v < l->nval; v++)
             if (l->kind[v] == L_MEMBER && l->index[v] == k)
                 dst = v;
-        tl_pb_op(&l->fwd, l->m[k].node->op, &l->m[k].node->attrs, dst, l->m[k].arg);
+        tl_pb_op(&l->fwd, l->m[k].node->op, l->m[k].node->attrs, dst, l->m[k].arg);
     }
     if (l->fwd.oom)
         goto no;
@@ -311,7 +312,7 @@ static tl_code record_rule(tl_loop *l, int k, unsigned want, tl_status *st)
     if (!rc && !g)
         rc = st->code;
     if (!rc) {
-        tl_entry e = {.op = m->node->op, .nin = m->nargs, .attrs = &m->node->attrs, .node = m->node,
+        tl_entry e = {.op = m->node->op, .nin = m->nargs, .attrs = m->node->attrs, .node = m->node,
                       .out = out, .in_var = in_var, .in = in};
         rc = tl_grad_rule_with(NULL, &r.base, &e, g, gin, st);
     }
@@ -392,16 +393,17 @@ static int acc_of(const accs *a, int var)
                 r[v] = (T)l->init[i];                                              \
         }                                                                          \
     }                                                                              \
-    /* Every step; with snap, each step's node values kept.  Leaves the final \
-     * states in their registers. */                                            \
-    static void forward_##SUF(const tl_loop *l, T *r, T *snap)                     \
+    /* Steps [from, to); with snap, each step's node values kept.  Leaves the \
+     * states in their registers for the next steps. */                         \
+    static void forward_##SUF(const tl_loop *l, T *r, T *snap, int64_t from, int64_t to) \
     {                                                                              \
         int member_reg[LOOP_NODES], state_reg[LOOP_STATE], index_reg;             \
         registers(l, member_reg, state_reg, &index_reg);                           \
         const tl_mins *ins = l->fwd.p.ins;                                         \
         int nins = l->fwd.p.nins, nm = l->nmem;                                    \
-        load_##SUF(l, r);                                                          \
-        for (int64_t step = 0; step < l->count; step++) {                          \
+        if (from == 0)                                                             \
+            load_##SUF(l, r);                                                      \
+        for (int64_t step = from; step < to; step++) {                             \
             if (index_reg >= 0)                                                    \
                 r[index_reg] = (T)step;                                            \
             cpu_prog_scalar_##SUF(ins, nins, r);                                   \
@@ -588,10 +590,15 @@ int tl_loop_try(tl_eval *ev, const tl_node *it)
     registers(l, member_reg, state_reg, &index_reg);
     tl_code rc = TL_OK;
     tl_tensor *outs[LOOP_STATE] = {NULL};
-    if (l->dt == TL_F32)
-        forward_f(l, (float *)r, all ? l->snap : NULL);
-    else
-        forward_d(l, r, all ? l->snap : NULL);
+    for (int64_t from = 0; from < l->count; from += LOOP_PROGRESS) { /* a long loop says how far */
+        int64_t to = l->count - from < LOOP_PROGRESS ? l->count : from + LOOP_PROGRESS;
+        if (l->dt == TL_F32)
+            forward_f(l, (float *)r, all ? l->snap : NULL, from, to);
+        else
+            forward_d(l, r, all ? l->snap : NULL, from, to);
+        if (o->progress && to < l->count)
+            o->progress(o->progress_ctx, "forward", ev->stats->nodes + to * l->nmem, -1);
+    }
     for (int s = 0; s < l->nstate && !rc; s++) {
         if (!(outs[s] = tl_tensor_new_in(ev->cx->budget, l->dt, 0, NULL, st))) {
             rc = st->code;

@@ -7,7 +7,7 @@
 
 tl_code tl_eval_map(tl_eval *ev, const tl_node *n)
 {
-    int nin = n->nargs + n->ncap;
+    int nin = n->nargs + n->flow->ncap;
     tl_value v;
     tl_dtype dt = ev->call_dtype;
     for (int i = n->nargs - 1; i >= 0; i--)
@@ -21,25 +21,25 @@ tl_code tl_eval_map(tl_eval *ev, const tl_node *n)
     tl_code rc = TL_OK;
     for (int i = 0; i < nin && !rc; i++) {
         bool cap = i >= n->nargs;
-        rc = cap ? tl_eval_get(ev, n->cap_slots[i - n->nargs], &v) : tl_eval_arg(ev, &n->args[i], &v);
+        rc = cap ? tl_eval_get(ev, n->flow->cap_slots[i - n->nargs], &v) : tl_eval_arg(ev, &n->args[i], &v);
         if (!rc && cap && !v.weak && v.t->ndim != 0) {
             char d[96];
             rc = tl_fail(ev->st, TL_EINPUT, "the body reads \"%s\", which is %s: a map body "
-                         "may capture scalars only", ev->g->slot_name[n->cap_slots[i - n->nargs]],
+                         "may capture scalars only", ev->g->slot_name[n->flow->cap_slots[i - n->nargs]],
                          tl_tensor_desc(v.t, d, sizeof d));
         }
-        const tl_arg *a = cap ? &(tl_arg){n->cap_slots[i - n->nargs], 0, 0} : &n->args[i];
+        const tl_arg *a = cap ? &(tl_arg){n->flow->cap_slots[i - n->nargs], 0, 0} : &n->args[i];
         if (!rc && !(in[i] = tl_eval_materialize(ev, a, &v, dt)))
             rc = ev->st->code;
         vars[i] = v.var;
         any = any || v.var >= 0;
     }
-    tl_tensor *out = rc ? NULL : tl_op(ev->cx, TL_OP_MAP, nin, in, &n->attrs, ev->st);
+    tl_tensor *out = rc ? NULL : tl_op(ev->cx, TL_OP_MAP, nin, in, n->attrs, ev->st);
     if (out && ev->opts->observe)
         ev->opts->observe(ev->opts->observe_ctx, n, nin, in, out);
     int var = -1;
     if (out && ev->tape && any &&
-        (var = tl_tape_record(ev->tape, TL_OP_MAP, nin, in, vars, out, &n->attrs, n, ev->st)) < 0) {
+        (var = tl_tape_record(ev->tape, TL_OP_MAP, nin, in, vars, out, n->attrs, n, ev->st)) < 0) {
         tl_tensor_unref(out);
         out = NULL;
     }

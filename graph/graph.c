@@ -1,20 +1,31 @@
 /* The graph loader: JSON text -> validated tl_graph.  One pass over the
  * document; names become slots when defined and are visible only in their
  * block and the blocks nested in it, after their definition. */
-#define _DEFAULT_SOURCE /* realpath */
+#define _DEFAULT_SOURCE /* realpath, madvise */
 #include "graph.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats/npy.h"
 #include "formats/text.h"
 #include "mapc.h"
+
+typedef struct stream stream;
+
+/* Numbers remembered for sharing ids: a direct-mapped cache of this many
+ * entries (bounded memory; equal numbers mostly, unequal ones never, share). */
+#define NUM_CACHE 1024
 
 typedef struct loader {
     tl_graph *g;
@@ -27,26 +38,175 @@ typedef struct loader {
     bool *visible;
     tl_graph_options opts;
     const char *bad_key; /* the attribute a failed plain_op stopped at */
+    stream *stream;      /* the top-level nodes come from the text, one at a time */
+    const char *known_name; /* a name whose hash is known_hash (stream_nodes) */
+    uint64_t known_hash;
+    uint64_t num_bits[NUM_CACHE];
+    int num_ids[NUM_CACHE]; /* id + 1; 0: empty */
 } loader;
+
+_Static_assert(sizeof(tl_node) <= 64, "a large graph is mostly nodes: keep them small");
+
+/* Nodes that are not if, iterate or map share this (never written). */
+static const tl_flow flow_none = {.cond = {.slot = -1}, .index_slot = -1};
+#define FLOW_NONE ((tl_flow *)&flow_none)
+
+/* ---------- the arena: names and small per-node arrays, freed at once ---------- */
+
+typedef struct achunk {
+    struct achunk *next;
+    size_t size;
+} achunk;
+
+struct tl_arena {
+    achunk *chunks;
+    char *p, *end; /* the free part of the current chunk */
+    size_t next;   /* size of the next chunk */
+};
+
+#define CHUNK_HDR ((sizeof(achunk) + 15) & ~(size_t)15)
+#define ARENA_MAX_CHUNK ((size_t)1 << 20)
+
+static void arena_free(struct tl_arena *a)
+{
+    if (!a)
+        return;
+    for (achunk *c = a->chunks, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    free(a);
+}
+
+/* n bytes aligned to align (a power of two up to 16), not zeroed; NULL
+ * with an error. */
+static void *arena_alloc_at(loader *L, size_t n, size_t align, const char *what)
+{
+    struct tl_arena *a = L->g->arena;
+    if (!a && !(a = L->g->arena = tl_calloc(1, sizeof *a, what, L->st)))
+        return NULL;
+    size_t pad = (size_t)-(uintptr_t)a->p & (align - 1);
+    if (!n)
+        n = 1;
+    if (a->p && (size_t)(a->end - a->p) >= n + pad) {
+        void *r = a->p + pad;
+        a->p += pad + n;
+        return r;
+    }
+    if (!a->next)
+        a->next = 4096;
+    bool own = n > a->next / 4; /* a large request gets a chunk of its own */
+    size_t size = own ? n : a->next - CHUNK_HDR - 16; /* with malloc's header: whole pages */
+    if (size > SIZE_MAX - CHUNK_HDR)
+        return tl_malloc(SIZE_MAX, 2, what, L->st);
+    achunk *c = tl_malloc(CHUNK_HDR + size, 1, what, L->st); /* 16-aligned data */
+    if (!c)
+        return NULL;
+    c->size = size;
+    char *data = (char *)c + CHUNK_HDR;
+    if (own && a->chunks) { /* behind the current chunk, which stays current */
+        c->next = a->chunks->next;
+        a->chunks->next = c;
+        return data;
+    }
+    c->next = a->chunks;
+    a->chunks = c;
+    a->p = data + n;
+    a->end = data + size;
+    if (!own && a->next < ARENA_MAX_CHUNK)
+        a->next *= 2;
+    return data;
+}
+
+/* Of anything: 8-aligned. */
+static void *arena_alloc(loader *L, size_t n, const char *what)
+{
+    return arena_alloc_at(L, n, 8, what);
+}
+
+/* n ints. */
+static int *arena_ints(loader *L, size_t n, const char *what)
+{
+    if (n > SIZE_MAX / 2 / sizeof(int))
+        return tl_calloc(n, sizeof(int), what, L->st); /* says that it overflows */
+    return arena_alloc_at(L, n * sizeof(int), sizeof(int), what);
+}
+
+static void *arena_calloc(loader *L, size_t n, size_t size, const char *what)
+{
+    if (size && n > SIZE_MAX / 2 / size)
+        return tl_calloc(n, size, what, L->st); /* says that it overflows */
+    void *p = arena_alloc(L, n * size, what);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+static char *arena_strdup(loader *L, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = arena_alloc_at(L, n, 1, "a string");
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+/* The id of a number argument: equal numbers (bit for bit) met recently
+ * share one, so a run makes one tensor of each (exec/eval.c caches them). */
+static int number_id(loader *L, double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    size_t h = (size_t)((b * 0x9E3779B97F4A7C15ull) >> 54) % NUM_CACHE;
+    if (L->num_ids[h] && L->num_bits[h] == b)
+        return L->num_ids[h] - 1;
+    L->num_bits[h] = b;
+    L->num_ids[h] = L->g->nnums + 1;
+    return L->g->nnums++;
+}
 
 #define DTYPE_CHOICES "\"f32\", \"f64\", \"i32\" or \"i64\""
 
 /* ---------- small helpers ---------- */
 
+/* Eight bytes at a step, mixed at the end (the table reads the low bits). */
 static uint64_t hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    size_t n = strlen(s);
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n, w;
+    for (; n >= 8; n -= 8, s += 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    h ^= w;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
 }
+
+/* Name table entries: -1 free, else a slot, with (while the table has at
+ * most 2^25 entries, so slots fit in 24 bits) 7 more bits of the name's
+ * hash above it: most names that differ are told apart without reading
+ * them. */
+#define TAG_MAX_TCAP (1 << 25)
+static int tag_of(uint64_t h, int tcap) { return tcap <= TAG_MAX_TCAP ? (int)(h >> 57) << 24 : 0; }
+static int slot_of(int e, int tcap) { return tcap <= TAG_MAX_TCAP ? e & 0xffffff : e; }
 
 static int lookup(const tl_graph *g, const int *table, int tcap, const char *name)
 {
-    for (uint64_t i = hash(name) & (uint64_t)(tcap - 1);; i = (i + 1) & (uint64_t)(tcap - 1)) {
-        int s = table[i];
-        if (s < 0 || !strcmp(g->slot_name[s], name))
-            return s;
+    uint64_t h = hash(name), mask = (uint64_t)tcap - 1;
+    int tag = tag_of(h, tcap), tmask = tag_of(UINT64_MAX, tcap);
+    for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+        int e = table[i];
+        if (e < 0)
+            return -1;
+        if ((e & tmask) == tag && !strcmp(g->slot_name[slot_of(e, tcap)], name))
+            return slot_of(e, tcap);
     }
 }
 
@@ -57,10 +217,10 @@ static int find_slot(const loader *L, const char *name)
 
 static void table_put(loader *L, int slot)
 {
-    uint64_t i = hash(L->g->slot_name[slot]) & (uint64_t)(L->tcap - 1);
+    uint64_t h = hash(L->g->slot_name[slot]), i = h & (uint64_t)(L->tcap - 1);
     while (L->table[i] >= 0)
         i = (i + 1) & (uint64_t)(L->tcap - 1);
-    L->table[i] = slot;
+    L->table[i] = slot | tag_of(h, L->tcap);
 }
 
 static bool grow(void **p, int n, size_t es, tl_status *st)
@@ -87,6 +247,38 @@ static bool valid_name(const char *s)
     return true;
 }
 
+/* Room for c names in the per-slot arrays and the name table. */
+static bool reserve(loader *L, int c)
+{
+    tl_graph *g = L->g;
+    if (c > (1 << 29)) /* the table's size stays an int */
+        return tl_fail(L->st, TL_ERUNTIME, "out of memory: a name table for %d names", c), false;
+    if (c > L->cap) {
+        if (!grow((void **)&g->slot_name, c, sizeof(char *), L->st) ||
+            !grow((void **)&g->slot_kind, c, 1, L->st) ||
+            !grow((void **)&g->slot_const, c, sizeof(int), L->st) ||
+            !grow((void **)&L->visible, c, sizeof(bool), L->st))
+            return false;
+        L->cap = c;
+    }
+    int tcap = L->tcap;
+    while (2 * ((int64_t)c + 1) > tcap)
+        tcap *= 2;
+    if (tcap > L->tcap) {
+        int *t = malloc(sizeof(int) * (size_t)tcap);
+        if (!t)
+            return tl_fail(L->st, TL_ERUNTIME, "out of memory allocating the name table"), false;
+        free(L->table);
+        L->table = t;
+        L->tcap = tcap;
+        for (int i = 0; i < L->tcap; i++)
+            t[i] = -1;
+        for (int s = 0; s < g->nslots; s++)
+            table_put(L, s);
+    }
+    return true;
+}
+
 /* Defines a new name; returns its slot or -1 (error set). */
 static int define(loader *L, const cJSON *item, enum tl_slot_kind kind, const char *what)
 {
@@ -96,44 +288,30 @@ static int define(loader *L, const cJSON *item, enum tl_slot_kind kind, const ch
     const char *name = item->valuestring;
     if (!valid_name(name))
         return tl_fail(L->st, TL_EINPUT, "bad name \"%.64s\" (want [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes)", name), -1;
-    if (find_slot(L, name) >= 0)
-        return tl_fail(L->st, TL_EINPUT, "name \"%s\" is defined twice", name), -1;
-    if (g->nslots == L->cap) {
-        int c = L->cap ? 2 * L->cap : 64;
-        if (!grow((void **)&g->slot_name, c, sizeof(char *), L->st) ||
-            !grow((void **)&g->slot_kind, c, 1, L->st) ||
-            !grow((void **)&g->slot_const, c, sizeof(int), L->st) ||
-            !grow((void **)&L->visible, c, sizeof(bool), L->st))
-            return -1;
-        L->cap = c;
-    }
-    if (2 * (g->nslots + 1) > L->tcap) {
-        int *t = malloc(sizeof(int) * (size_t)L->tcap * 2);
-        if (!t)
-            return tl_fail(L->st, TL_ERUNTIME, "out of memory allocating the name table"), -1;
-        free(L->table);
-        L->table = t;
-        L->tcap *= 2;
-        for (int i = 0; i < L->tcap; i++)
-            t[i] = -1;
-        for (int s = 0; s < g->nslots; s++)
-            table_put(L, s);
-    }
+    if (g->nslots == L->cap && !reserve(L, L->cap ? 2 * L->cap : 64))
+        return -1;
+    uint64_t h = name == L->known_name ? L->known_hash : hash(name), mask = (uint64_t)L->tcap - 1, i = h & mask;
+    int tag = tag_of(h, L->tcap), tmask = tag_of(UINT64_MAX, L->tcap);
+    for (int e; (e = L->table[i]) >= 0; i = (i + 1) & mask)
+        if ((e & tmask) == tag && !strcmp(g->slot_name[slot_of(e, L->tcap)], name))
+            return tl_fail(L->st, TL_EINPUT, "name \"%s\" is defined twice", name), -1;
     int s = g->nslots;
-    if (!(g->slot_name[s] = tl_strdup(name, L->st)))
+    if (!(g->slot_name[s] = arena_strdup(L, name)))
         return -1;
     g->nslots++;
     g->slot_kind[s] = (unsigned char)kind;
     g->slot_const[s] = -1;
     L->visible[s] = true;
-    table_put(L, s);
+    L->table[i] = s | tag;
     return s;
 }
 
 /* Looks up a name used as an argument; -1 with an error if unknown here. */
 static int use(loader *L, const char *name)
 {
-    int s = find_slot(L, name);
+    int s = L->g->nslots - 1; /* often the name just defined */
+    if (s < 0 || strcmp(L->g->slot_name[s], name))
+        s = find_slot(L, name);
     if (s < 0)
         return tl_fail(L->st, TL_EINPUT, "unknown name \"%.64s\" (not defined before this point)", name), -1;
     if (!L->visible[s])
@@ -240,9 +418,8 @@ static unsigned required_attrs(tl_opcode op)
     }
 }
 
-static bool parse_attr(loader *L, tl_node *n, unsigned bit, const cJSON *v, const char *key)
+static bool parse_attr(loader *L, tl_attrs *a, unsigned bit, const cJSON *v, const char *key)
 {
-    tl_attrs *a = &n->attrs;
     const char *want = NULL;
     switch (bit) {
     case A_AXES:
@@ -301,13 +478,13 @@ static bool parse_attr(loader *L, tl_node *n, unsigned bit, const cJSON *v, cons
             break;
         }
         int cnt = cJSON_GetArraySize(v);
-        n->indices = tl_malloc((size_t)cnt, sizeof(int64_t), "take indices", L->st);
-        if (!n->indices)
+        int64_t *ix = arena_alloc(L, (size_t)cnt * sizeof(int64_t), "take indices");
+        if (!ix)
             return false;
         for (const cJSON *c = v->child; c && !want; c = c->next)
-            if (!get_int(c, &n->indices[k++]))
+            if (!get_int(c, &ix[k++]))
                 want = "a list of integers";
-        a->indices = n->indices;
+        a->indices = ix;
         a->nindices = k;
         break;
     }
@@ -329,7 +506,7 @@ static bool parse_args(loader *L, const cJSON *v, tl_arg **args, int *nargs, con
         return false;
     }
     int n = cJSON_GetArraySize(v), i = 0;
-    *args = tl_calloc((size_t)n, sizeof(tl_arg), "node arguments", L->st);
+    *args = arena_calloc(L, (size_t)n, sizeof(tl_arg), "node arguments");
     if (!*args)
         return false;
     *nargs = n;
@@ -338,7 +515,7 @@ static bool parse_args(loader *L, const cJSON *v, tl_arg **args, int *nargs, con
         a->slot = -1;
         if (cJSON_IsNumber(c)) {
             a->num = c->valuedouble;
-            a->num_id = L->g->nnums++;
+            a->num_id = number_id(L, a->num);
         }
         else if (!cJSON_IsString(c)) {
             tl_fail(L->st, TL_EINPUT, "\"%s\" entry %d must be a name or a number", key, i);
@@ -392,28 +569,28 @@ static bool parse_result(loader *L, const cJSON *v, tl_block *b)
     return true;
 }
 
-static bool flow_if(loader *L, const cJSON *obj, tl_node *n)
+static bool flow_if(loader *L, const cJSON *obj, tl_node *n, tl_flow *f)
 {
     static const char *const keys[] = {"id", "op", "cond", "then", "else"};
     const cJSON *cond = cJSON_GetObjectItemCaseSensitive(obj, "cond");
     if (!check_keys(L, obj, keys, 5, "an if node"))
         return false;
     if (cJSON_IsNumber(cond))
-        n->cond = (tl_arg){-1, cond->valuedouble, L->g->nnums++};
+        f->cond = (tl_arg){.slot = -1, .num = cond->valuedouble, .num_id = number_id(L, cond->valuedouble)};
     else if (!cJSON_IsString(cond))
         return tl_fail(L->st, TL_EINPUT, "\"cond\" must name a scalar"), false;
-    else if ((n->cond.slot = use(L, cond->valuestring)) < 0)
+    else if ((f->cond.slot = use(L, cond->valuestring)) < 0)
         return false;
-    if (!parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "then"), &n->then_b, 0, NULL, NULL, "then") ||
-        !parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "else"), &n->else_b, 0, NULL, NULL, "else"))
+    if (!parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "then"), &f->then_b, 0, NULL, NULL, "then") ||
+        !parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "else"), &f->else_b, 0, NULL, NULL, "else"))
         return false;
-    if (n->then_b->nresult != n->nout || n->else_b->nresult != n->nout)
+    if (f->then_b->nresult != n->nout || f->else_b->nresult != n->nout)
         return tl_fail(L->st, TL_EINPUT, "%d ids but the branches give %d (then) and %d (else) results",
-                       n->nout, n->then_b->nresult, n->else_b->nresult), false;
+                       n->nout, f->then_b->nresult, f->else_b->nresult), false;
     return true;
 }
 
-static bool flow_iterate(loader *L, const cJSON *obj, tl_node *n)
+static bool flow_iterate(loader *L, const cJSON *obj, tl_node *n, tl_flow *f)
 {
     static const char *const keys[] = {"id", "op", "count", "init", "state", "index", "body"};
     const cJSON *state = cJSON_GetObjectItemCaseSensitive(obj, "state");
@@ -422,7 +599,7 @@ static bool flow_iterate(loader *L, const cJSON *obj, tl_node *n)
     int slots[MAX_IDS + 1];
     if (!check_keys(L, obj, keys, 7, "an iterate node"))
         return false;
-    if (!get_int(cJSON_GetObjectItemCaseSensitive(obj, "count"), &n->count) || n->count < 0)
+    if (!get_int(cJSON_GetObjectItemCaseSensitive(obj, "count"), &f->count) || f->count < 0)
         return tl_fail(L->st, TL_EINPUT, "\"count\" must be a non-negative integer literal"), false;
     if (!parse_args(L, cJSON_GetObjectItemCaseSensitive(obj, "init"), &n->args, &n->nargs, "init"))
         return false;
@@ -433,19 +610,19 @@ static bool flow_iterate(loader *L, const cJSON *obj, tl_node *n)
         return tl_fail(L->st, TL_EINPUT, "%d ids, %d init values and %d states must agree", n->nout, n->nargs, ns), false;
     if (index)
         params[ns] = index;
-    if (!parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "body"), &n->body, ns + (index != NULL), params, slots, "body"))
+    if (!parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "body"), &f->body, ns + (index != NULL), params, slots, "body"))
         return false;
-    n->state = tl_malloc((size_t)ns, sizeof(int), "iterate states", L->st);
-    if (!n->state)
+    f->state = tl_malloc((size_t)ns, sizeof(int), "iterate states", L->st);
+    if (!f->state)
         return false;
-    memcpy(n->state, slots, sizeof(int) * (size_t)ns);
-    n->index_slot = index ? slots[ns] : -1;
-    if (n->body->nresult != ns)
-        return tl_fail(L->st, TL_EINPUT, "body gives %d results for %d states", n->body->nresult, ns), false;
+    memcpy(f->state, slots, sizeof(int) * (size_t)ns);
+    f->index_slot = index ? slots[ns] : -1;
+    if (f->body->nresult != ns)
+        return tl_fail(L->st, TL_EINPUT, "body gives %d results for %d states", f->body->nresult, ns), false;
     return true;
 }
 
-static bool flow_map(loader *L, const cJSON *obj, tl_node *n)
+static bool flow_map(loader *L, const cJSON *obj, tl_node *n, tl_flow *f)
 {
     static const char *const keys[] = {"id", "op", "args", "params", "body"};
     const cJSON *params[MAX_IDS];
@@ -461,17 +638,22 @@ static bool flow_map(loader *L, const cJSON *obj, tl_node *n)
         return tl_fail(L->st, TL_EINPUT, "%d args but %d params", n->nargs, np), false;
     if (n->nout != 1)
         return tl_fail(L->st, TL_EINPUT, "a map node has exactly one id"), false;
-    if (!parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "body"), &n->body, np, params, slots, "body"))
+    if (!parse_block(L, cJSON_GetObjectItemCaseSensitive(obj, "body"), &f->body, np, params, slots, "body"))
         return false;
-    n->params = tl_malloc((size_t)np, sizeof(int), "map params", L->st);
-    if (!n->params)
+    f->params = tl_malloc((size_t)np, sizeof(int), "map params", L->st);
+    if (!f->params)
         return false;
-    memcpy(n->params, slots, sizeof(int) * (size_t)np);
-    if (n->body->nresult != 1)
+    memcpy(f->params, slots, sizeof(int) * (size_t)np);
+    if (f->body->nresult != 1)
         return tl_fail(L->st, TL_EINPUT, "a map body gives exactly one result"), false;
     if (tl_map_compile(L->g, n, L->st))
         return false;
-    n->attrs.prog = n->prog;
+    tl_attrs *a = arena_alloc(L, sizeof *a, "a map node");
+    if (!a)
+        return false;
+    tl_attrs_init(a);
+    a->prog = f->prog;
+    n->attrs = a;
     return true;
 }
 
@@ -500,10 +682,14 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
 {
     const tl_opinfo *info = &tl_ops[n->op];
     unsigned seen = 0;
+    tl_attrs *a = NULL; /* the node's own, made at its first attribute */
+    bool have_args = false;
     for (const cJSON *c = obj->child; c; c = c->next) {
-        if (!strcmp(c->string, "id") || !strcmp(c->string, "op"))
+        const char *k = c->string;
+        if ((k[0] == 'i' && !strcmp(k, "id")) || (k[0] == 'o' && !strcmp(k, "op")))
             continue;
-        if (!strcmp(c->string, "args")) {
+        if (k[0] == 'a' && !strcmp(k, "args")) {
+            have_args = true;
             if (!parse_args(L, c, &n->args, &n->nargs, "args"))
                 return false;
             continue;
@@ -515,12 +701,18 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
         L->bad_key = c->string;
         if (!bit)
             return unknown_attribute(L, n->op, c->string), false;
-        if (!parse_attr(L, n, bit, c, c->string))
+        if (!a) {
+            if (!(a = arena_alloc(L, sizeof *a, "node attributes")))
+                return false;
+            tl_attrs_init(a);
+            n->attrs = a;
+        }
+        if (!parse_attr(L, a, bit, c, c->string))
             return false;
         L->bad_key = NULL;
         seen |= bit;
     }
-    if (!cJSON_GetObjectItemCaseSensitive(obj, "args"))
+    if (!have_args)
         return tl_fail(L->st, TL_EINPUT, "missing \"args\""), false;
     unsigned missing = required_attrs(n->op) & ~seen;
     for (int i = 0; i < NATTR_KEYS; i++)
@@ -530,7 +722,7 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
         return false;
     if (n->nout != 1)
         return tl_fail(L->st, TL_EINPUT, "%s gives one value; \"id\" has %d names", info->name, n->nout), false;
-    if (n->op == TL_OP_CLAMP && !n->attrs.has_min && !n->attrs.has_max)
+    if (n->op == TL_OP_CLAMP && !n->attrs->has_min && !n->attrs->has_max)
         return tl_fail(L->st, TL_EINPUT, "clamp needs \"min\", \"max\" or both"), false;
     if (n->op == TL_OP_TAKE && (n->nargs == 2) == ((seen & A_INDICES) != 0))
         return tl_fail(L->st, TL_EINPUT, n->nargs == 2
@@ -544,10 +736,9 @@ static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(obj, "op");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
     const cJSON *ids[MAX_IDS];
-    n->index_slot = -1;
-    n->cond.slot = -1;
+    n->flow = FLOW_NONE;
+    n->attrs = &tl_attrs_default;
     n->index = L->g->nnodes++;
-    tl_attrs_init(&n->attrs);
     if (!cJSON_IsObject(obj))
         return tl_fail(L->st, TL_EINPUT, "node %d: must be an object", pos), false;
     if (!id)
@@ -555,8 +746,9 @@ static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
     int nid = name_list(L, id, ids, MAX_IDS, "id");
     if (nid < 0 || !cJSON_IsString(ids[0]))
         return tl_fail(L->st, TL_EINPUT, "node %d: \"id\" must be a name or an array of names", pos), false;
-    if (!(n->name = tl_strdup(ids[0]->valuestring, L->st)))
-        return false;
+    n->name = ids[0]->valuestring; /* until it is defined, below */
+    if (L->table && n->name != L->known_name) /* where define() will look: in cache by then */
+        __builtin_prefetch(&L->table[hash(n->name) & (uint64_t)(L->tcap - 1)]);
     if (!cJSON_IsString(op))
         return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": missing or non-string \"op\"", n->name), false;
     n->op = tl_op_lookup(op->valuestring);
@@ -569,20 +761,29 @@ static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
     }
     n->nout = nid;
     bool ok = true;
+    tl_flow *f = NULL;
+    if (tl_ops[n->op].kind == TL_KIND_FLOW) {
+        if (!(f = arena_alloc(L, sizeof *f, "a node")))
+            return tl_wrap(L->st, "node \"%.64s\" (%s)", n->name, op->valuestring), false;
+        *f = flow_none;
+        n->flow = f;
+    }
     switch (n->op) {
-    case TL_OP_IF: ok = flow_if(L, obj, n); break;
-    case TL_OP_ITERATE: ok = flow_iterate(L, obj, n); break;
-    case TL_OP_MAP: ok = flow_map(L, obj, n); break;
+    case TL_OP_IF: ok = flow_if(L, obj, n, f); break;
+    case TL_OP_ITERATE: ok = flow_iterate(L, obj, n, f); break;
+    case TL_OP_MAP: ok = flow_map(L, obj, n, f); break;
     default: ok = plain_op(L, obj, n);
     }
     /* Ids are defined after the node's own arguments and blocks are read. */
-    if (ok && !(n->out = tl_malloc((size_t)nid, sizeof(int), "node ids", L->st)))
+    if (ok && !(n->out = arena_ints(L, (size_t)nid, "node ids")))
         ok = false;
     for (int i = 0; ok && i < nid; i++)
         n->out[i] = -1; /* not defined (yet): hide() skips it */
     for (int i = 0; ok && i < nid; i++)
         ok = (n->out[i] = define(L, ids[i], TL_SLOT_NODE, "\"id\"")) >= 0;
-    if (!ok)
+    if (ok)
+        n->name = L->g->slot_name[n->out[0]];
+    else
         tl_wrap(L->st, "node \"%.64s\" (%s)", n->name, op->valuestring);
     return ok;
 }
@@ -882,14 +1083,15 @@ static void mark_node(int *last, const tl_node *n, int pos)
     for (int i = 0; i < n->nargs; i++)
         if (n->args[i].slot >= 0)
             last[n->args[i].slot] = pos;
-    if (n->cond.slot >= 0)
-        last[n->cond.slot] = pos;
-    if (n->then_b)
-        mark_uses(last, n->then_b, pos);
-    if (n->else_b)
-        mark_uses(last, n->else_b, pos);
-    if (n->body)
-        mark_uses(last, n->body, pos);
+    const tl_flow *f = n->flow;
+    if (f->cond.slot >= 0)
+        last[f->cond.slot] = pos;
+    if (f->then_b)
+        mark_uses(last, f->then_b, pos);
+    if (f->else_b)
+        mark_uses(last, f->else_b, pos);
+    if (f->body)
+        mark_uses(last, f->body, pos);
 }
 
 static void mark_uses(int *last, const tl_block *b, int pos)
@@ -912,23 +1114,30 @@ static bool plan_frees(loader *L, int *last, tl_block *b, const int *keep, int n
         mark_node(last, &b->nodes[i], i);
     for (int i = 0; i < nkeep; i++)
         last[keep[i]] = -1;
+    /* count, make room, then fill in the same order */
+    for (int i = 0; i < b->nnodes; i++)
+        for (int k = 0; k < b->nodes[i].nout; k++)
+            if (last[b->nodes[i].out[k]] >= 0)
+                b->nodes[last[b->nodes[i].out[k]]].nfree++;
+    for (int i = 0; i < b->nnodes; i++) {
+        tl_node *m = &b->nodes[i];
+        if (m->nfree && !(m->free_after = arena_ints(L, (size_t)m->nfree, "a plan of frees")))
+            return false;
+        m->nfree = 0;
+    }
     for (int i = 0; i < b->nnodes; i++) {
         tl_node *n = &b->nodes[i];
         for (int k = 0; k < n->nout; k++) {
             int s = n->out[k], at = last[s];
-            if (at < 0)
-                continue;
-            tl_node *m = &b->nodes[at];
-            int *f = realloc(m->free_after, sizeof(int) * (size_t)(m->nfree + 1));
-            if (!f)
-                return tl_fail(L->st, TL_ERUNTIME, "out of memory planning frees"), false;
-            m->free_after = f;
-            f[m->nfree++] = s;
+            if (at >= 0) {
+                tl_node *m = &b->nodes[at];
+                m->free_after[m->nfree++] = s;
+            }
         }
     }
     for (int i = 0; i < b->nnodes; i++) {
         tl_node *n = &b->nodes[i];
-        tl_block *sub[3] = {n->then_b, n->else_b, n->body};
+        tl_block *sub[3] = {n->flow->then_b, n->flow->else_b, n->flow->body};
         for (int k = 0; k < 3; k++)
             if (sub[k] && !plan_frees(L, last, sub[k], sub[k]->result, sub[k]->nresult))
                 return false;
@@ -941,6 +1150,11 @@ static bool plan_frees(loader *L, int *last, tl_block *b, const int *keep, int n
 static bool utf8_ok(const unsigned char *s, size_t n, size_t *bad)
 {
     for (size_t i = 0; i < n;) {
+        uint64_t w;
+        if (i + 8 <= n && (memcpy(&w, s + i, 8), !(w & 0x8080808080808080ull))) {
+            i += 8; /* eight ASCII bytes */
+            continue;
+        }
         unsigned c = s[i];
         size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
         if (!len || i + len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4))
@@ -1184,6 +1398,14 @@ static const cJSON *duplicate_key(const cJSON *v, bool *oom)
         n++;
     if (n < 2)
         return NULL;
+    if (n <= 8) { /* the same answer (the first duplicated key in sorted order) without sorting */
+        const cJSON *dup = NULL;
+        for (const cJSON *a = v->child; a; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (!strcmp(a->string, b->string) && (!dup || strcmp(a->string, dup->string) < 0))
+                    dup = b;
+        return dup;
+    }
     const cJSON **keys = malloc(n * sizeof *keys);
     if (!keys) {
         *oom = true;
@@ -1210,6 +1432,229 @@ static const cJSON *find_duplicate(const cJSON *v, int depth, bool *oom)
         r = find_duplicate(c, depth + 1, oom);
     return r;
 }
+
+/* ---------- the top-level nodes, a node at a time ----------
+ *
+ * A large graph is mostly its "nodes" array.  Rather than one cJSON tree
+ * of the whole text (about ten times the text in memory), the fast path
+ * parses the document with that array's contents cut out (the skeleton),
+ * then each element of the array on its own, turning it into a node and
+ * freeing it before the next.  The pieces are cJSON's own grammar put
+ * together, so the fast path takes exactly the texts the whole-document
+ * parse takes.  It gives up at anything unusual or wrong, and the
+ * whole-document path (parse_dom) then loads the text again from the
+ * start: every error message comes from there, as it always has. */
+
+struct stream {
+    const char *text;
+    size_t len;
+    size_t lb, rb; /* the top-level nodes array's '[' and ']' */
+    int count;     /* the objects in it */
+    size_t pos;    /* where the next is read */
+    const char *map; /* a mapped file whose pages read can be dropped, or NULL */
+    size_t dropped;  /* dropped below this offset */
+};
+
+/* cJSON's whitespace: any byte up to a space, but a NUL (json_hazard's)
+ * stops here too. */
+static size_t skip_ws(const char *t, size_t i, size_t end)
+{
+    while (i < end && (unsigned char)t[i] <= 32 && t[i])
+        i++;
+    return i;
+}
+
+/* One pass over the text: false where json_hazard would stop (or at more),
+ * or unless the text is an object holding a key "nodes" (as written, no
+ * escapes) once, whose value is an array; its brackets and objects are
+ * noted in s.  What follows the object must be whitespace. */
+static bool prescan(stream *s)
+{
+    const unsigned char *t = (const unsigned char *)s->text;
+    size_t n = s->len, i = skip_ws(s->text, 0, n);
+    int depth = 0, count = 0;
+    bool key = false, in_nodes = false, found = false;
+    /* outside strings, the bytes that matter */
+    static const unsigned char special[256] = {[0] = 1, ['"'] = 1, ['{'] = 1, ['['] = 1,
+                                               ['}'] = 1, [']'] = 1, [','] = 1};
+    if (i >= n || t[i] != '{')
+        return false;
+    for (; i < n; i++) {
+        unsigned c = t[i];
+        if (!special[c])
+            continue;
+        if (c == '"') {
+            size_t start = i++;
+            for (;; i++) {
+                if (i >= n)
+                    return false;
+                c = t[i];
+                if (c > '\\' || (c > '"' && c < '\\')) /* most bytes of a string */
+                    continue;
+                if (c < 0x20)
+                    return false;
+                if (c == '"')
+                    break;
+                if (c == '\\') {
+                    if (i + 1 >= n || t[i + 1] < 0x20 ||
+                        (t[i + 1] == 'u' && i + 5 < n && !memcmp(t + i + 2, "0000", 4)))
+                        return false;
+                    i++;
+                }
+            }
+            if (depth == 1 && key) {
+                key = false;
+                if (i - start == 6 && !memcmp(t + start + 1, "nodes", 5)) {
+                    if (found)
+                        return false;
+                    size_t j = skip_ws(s->text, i + 1, n);
+                    if (j >= n || t[j] != ':')
+                        return false;
+                    j = skip_ws(s->text, j + 1, n);
+                    if (j >= n || t[j] != '[')
+                        return false;
+                    found = in_nodes = true;
+                    s->lb = i = j;
+                    depth = 2;
+                }
+            }
+            continue;
+        }
+        if (c == 0)
+            return false;
+        if (c == '{' || c == '[') {
+            if (++depth > MAX_JSON_DEPTH)
+                return false;
+            if (depth == 1)
+                key = true;
+            if (in_nodes && depth == 3 && (c != '{' || count == INT32_MAX))
+                return false;
+            count += in_nodes && depth == 3;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 1 && in_nodes) {
+                s->rb = i;
+                in_nodes = false;
+            }
+            if (depth <= 0)
+                break;
+        } else if (c == ',' && depth == 1) {
+            key = true;
+        }
+    }
+    if (i >= n || depth != 0 || !found || in_nodes)
+        return false;
+    for (i++; i < n; i++)
+        if (!strchr(" \t\r\n", t[i]) || !t[i])
+            return false;
+    s->count = count;
+    return true;
+}
+
+/* Pages of a mapped file below upto leave this process's memory (read
+ * again from the file should they be needed): at most DROP_STEP kept. */
+#define DROP_STEP ((size_t)1 << 20)
+static void drop_pages(stream *s, size_t upto, bool all)
+{
+    if (!s->map)
+        return;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    if (all) {
+        madvise((void *)s->map, s->len, MADV_DONTNEED);
+        s->dropped = 0;
+        return;
+    }
+    upto &= ~(pg - 1);
+    if (upto >= s->dropped + DROP_STEP) {
+        madvise((void *)(s->map + s->dropped), upto - s->dropped, MADV_DONTNEED);
+        s->dropped = upto;
+    }
+}
+
+/* The next element of the nodes array, parsed: 1, 0 at the array's end,
+ * -1 where the fast path stops (k elements read so far). */
+static int next_element(stream *s, int k, cJSON **obj)
+{
+    const char *t = s->text;
+    size_t i = skip_ws(t, s->pos, s->rb);
+    *obj = NULL;
+    if (i == s->rb)
+        return 0;
+    if (k > 0 && (t[i] != ',' || (i = skip_ws(t, i + 1, s->rb)) == s->rb))
+        return -1;
+    if (t[i] != '{' || k == s->count)
+        return -1;
+    /* cJSON stops at the object's end; what follows is read above */
+    const char *end = NULL;
+    *obj = cJSON_ParseWithLengthOpts(t + i, s->rb - i, &end, false);
+    size_t e = end ? (size_t)(end - t) : 0;
+    if (!*obj || e <= i || e > s->rb) {
+        cJSON_Delete(*obj);
+        *obj = NULL;
+        return -1;
+    }
+    s->pos = e;
+    drop_pages(s, e, false);
+    return 1;
+}
+
+/* The name an element defines first, hashed, and where define() will
+ * look for it in the table fetched while the element before is read. */
+static uint64_t prefetch_id(loader *L, const cJSON *obj, const char **name)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
+    if (cJSON_IsArray(id))
+        id = id->child;
+    *name = cJSON_IsString(id) ? id->valuestring : NULL;
+    if (!*name)
+        return 0;
+    uint64_t h = hash(*name);
+    __builtin_prefetch(&L->table[h & (uint64_t)(L->tcap - 1)]);
+    return h;
+}
+
+/* The elements of the top-level nodes array (the skeleton's is empty),
+ * one parsed ahead of the one being turned into a node. */
+static bool stream_nodes(loader *L, const cJSON *arr, tl_block *b)
+{
+    stream *s = L->stream;
+    if (!cJSON_IsArray(arr) || arr->child)
+        return false;
+    if (!reserve(L, L->g->nslots + s->count + 1) ||
+        !(b->nodes = tl_calloc((size_t)s->count, sizeof(tl_node), "graph nodes", L->st)))
+        return false;
+    s->dropped = s->lb & ~((size_t)sysconf(_SC_PAGESIZE) - 1);
+    s->pos = s->lb + 1;
+    cJSON *cur, *next = NULL;
+    const char *name = NULL, *next_name = NULL;
+    uint64_t h = 0, next_h = 0;
+    int r = next_element(s, 0, &cur), k = 0;
+    if (r > 0)
+        h = prefetch_id(L, cur, &name);
+    for (; r > 0; k++) {
+        r = next_element(s, k + 1, &next);
+        if (r > 0)
+            next_h = prefetch_id(L, next, &next_name);
+        bool oom = false, ok = r >= 0 && !find_duplicate(cur, 2, &oom) && !oom;
+        if (ok) {
+            b->nnodes = k + 1;
+            L->known_name = name;
+            L->known_hash = h;
+            ok = parse_node(L, cur, &b->nodes[k], k);
+            L->known_name = NULL;
+        }
+        cJSON_Delete(cur);
+        if (!ok) {
+            cJSON_Delete(next);
+            return false;
+        }
+        cur = next;
+        name = next_name;
+        h = next_h;
+    }
+    return r == 0 && k == s->count;
+}
+
+/* ---------- the document ---------- */
 
 static bool parse_document(loader *L, const cJSON *doc)
 {
@@ -1248,7 +1693,7 @@ static bool parse_document(loader *L, const cJSON *doc)
     const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(doc, "nodes");
     if (!nodes)
         return tl_fail(L->st, TL_EINPUT, "missing \"nodes\""), false;
-    if (!parse_nodes(L, nodes, &g->top))
+    if (!(L->stream ? stream_nodes(L, nodes, &g->top) : parse_nodes(L, nodes, &g->top)))
         return false;
     const cJSON *outs = cJSON_GetObjectItemCaseSensitive(doc, "outputs");
     if (!outs)
@@ -1263,51 +1708,114 @@ static bool parse_document(loader *L, const cJSON *doc)
     return ok;
 }
 
-tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_status *st)
+/* A loader and its empty graph; false with L->g NULL or to be abandoned. */
+static bool begin(loader *L, const char *path, const tl_graph_options *o, tl_status *st)
 {
-    return tl_graph_parse_with(text, len, path, NULL, st);
-}
-
-tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
-                              const tl_graph_options *o, tl_status *st)
-{
-    size_t bad;
-    int line, col;
-    tl_graph *g = tl_calloc(1, sizeof *g, "a graph", st);
-    loader L = {.g = g, .st = st, .tcap = 64};
+    tl_graph *g = L->g = tl_calloc(1, sizeof *g, "a graph", st);
+    L->st = st;
+    L->tcap = 64;
     if (o)
-        L.opts = *o;
-    if (!g)
-        return NULL;
-    if (!(g->path = tl_strdup(path, st)))
-        goto fail;
+        L->opts = *o;
+    if (!g || !(g->path = tl_strdup(path, st)))
+        return false;
     const char *slash = strrchr(path, '/');
     size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
-    if (!(L.dir = tl_malloc(dl + 1, 1, "a path", st)))
-        goto fail;
-    memcpy(L.dir, path, dl);
-    L.dir[dl] = '\0';
-    if (!(L.table = tl_malloc((size_t)L.tcap, sizeof(int), "the name table", st)))
-        goto fail;
-    for (int i = 0; i < L.tcap; i++)
-        L.table[i] = -1;
+    if (!(L->dir = tl_malloc(dl + 1, 1, "a path", st)))
+        return false;
+    memcpy(L->dir, path, dl);
+    L->dir[dl] = '\0';
+    if (!(L->table = tl_malloc((size_t)L->tcap, sizeof(int), "the name table", st)))
+        return false;
+    for (int i = 0; i < L->tcap; i++)
+        L->table[i] = -1;
+    return true;
+}
+
+/* The graph of a loader that succeeded (ok), else NULL. */
+static tl_graph *finish(loader *L, bool ok)
+{
+    tl_graph *g = L->g;
+    if (ok) {
+        g->names = L->table; /* kept for tl_graph_input_index */
+        g->tcap = L->tcap;
+        L->table = NULL;
+    }
+    free(L->table);
+    free(L->visible);
+    free(L->dir);
+    if (!ok)
+        tl_graph_free(g);
+    return ok ? g : NULL;
+}
+
+/* The fast path; NULL when it does not apply or anything fails. */
+static tl_graph *parse_stream(const char *text, size_t len, const char *path, const tl_graph_options *o,
+                              const char *map, tl_status *st)
+{
+    stream s = {.text = text, .len = len, .map = map};
+    size_t bad;
+    if (!utf8_ok((const unsigned char *)text, len, &bad) || !prescan(&s))
+        return NULL;
+    drop_pages(&s, 0, true);
+    size_t head = s.lb + 1, sl = head + (len - s.rb);
+    char *skel = malloc(sl);
+    if (!skel)
+        return NULL;
+    memcpy(skel, text, head);
+    memcpy(skel + head, text + s.rb, len - s.rb);
+    const char *end = NULL;
+    cJSON *doc = cJSON_ParseWithLengthOpts(skel, sl, &end, false);
+    bool ok = doc && end;
+    while (ok && end < skel + sl && strchr(" \t\r\n", *end) && *end)
+        end++;
+    ok = ok && end == skel + sl;
+    free(skel);
+    drop_pages(&s, 0, true);
+    loader *L = ok ? calloc(1, sizeof *L) : NULL;
+    if (L) {
+        L->stream = &s;
+        ok = begin(L, path, o, st) && parse_document(L, doc);
+    }
+    cJSON_Delete(doc);
+    tl_graph *g = L ? finish(L, ok) : NULL;
+    free(L);
+    return g;
+}
+
+static _Atomic unsigned long dom_loads;
+
+unsigned long tl_graph_dom_loads(void) { return dom_loads; }
+
+/* The whole document as one cJSON tree. */
+static tl_graph *parse_dom(const char *text, size_t len, const char *path, const tl_graph_options *o,
+                           tl_status *st)
+{
+    dom_loads++;
+    size_t bad;
+    int line, col;
+    loader *L = tl_calloc(1, sizeof *L, "a loader", st);
+    if (!L)
+        return NULL;
+    bool ok = false;
+    if (!begin(L, path, o, st))
+        goto done;
     if (!utf8_ok((const unsigned char *)text, len, &bad)) {
         line_col(text, bad, &line, &col);
         tl_fail(st, TL_EINPUT, "%s:%d:%d: invalid UTF-8", path, line, col);
-        goto fail;
+        goto done;
     }
     const char *why;
     if ((bad = json_hazard(text, len, &why)) < len) {
         line_col(text, bad, &line, &col);
         tl_fail(st, TL_EINPUT, "%s:%d:%d: malformed JSON: %s", path, line, col, why);
-        goto fail;
+        goto done;
     }
     const char *end = NULL;
     errno = 0; /* cJSON says only "failed": malloc's ENOMEM tells the two apart */
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, false);
     if (!doc && errno == ENOMEM) {
         tl_fail(st, TL_ERUNTIME, "%s: out of memory parsing the graph's JSON", path);
-        goto fail;
+        goto done;
     }
     bool trailing = false;
     if (doc && end) {
@@ -1329,26 +1837,44 @@ tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
                 trailing ? "text after the graph object"
                 : off >= len ? "malformed JSON (unexpected end of text)" : "malformed JSON",
                 named ? ": " : "", named ? expected : "");
-        goto fail;
+        goto done;
     }
-    bool ok = parse_document(&L, doc);
+    ok = parse_document(L, doc);
     cJSON_Delete(doc);
-    if (!ok) {
+    if (!ok)
         tl_wrap(st, "%s", path);
-        goto fail;
-    }
-    g->names = L.table; /* kept for tl_graph_input_index */
-    g->tcap = L.tcap;
-    L.table = NULL;
-    free(L.visible);
-    free(L.dir);
+done:;
+    tl_graph *g = L->g ? finish(L, ok) : NULL;
+    free(L);
     return g;
-fail:
-    free(L.table);
-    free(L.visible);
-    free(L.dir);
-    tl_graph_free(g);
-    return NULL;
+}
+
+static tl_graph *parse_text(const char *text, size_t len, const char *path, const tl_graph_options *o,
+                            const char *map, tl_status *st)
+{
+    tl_status before = *st;
+    tl_graph *g = parse_stream(text, len, path, o, map, st);
+    if (g)
+        return g;
+    *st = before; /* whatever stopped the fast path, the message comes from here */
+    return parse_dom(text, len, path, o, st);
+}
+
+tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_status *st)
+{
+    return tl_graph_parse_with(text, len, path, NULL, st);
+}
+
+tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
+                              const tl_graph_options *o, tl_status *st)
+{
+    return parse_text(text, len, path, o, NULL, st);
+}
+
+tl_graph *tl_graph_parse_dom(const char *text, size_t len, const char *path,
+                             const tl_graph_options *o, tl_status *st)
+{
+    return parse_dom(text, len, path, o, st);
 }
 
 tl_graph *tl_graph_load(const char *path, tl_status *st)
@@ -1356,8 +1882,27 @@ tl_graph *tl_graph_load(const char *path, tl_status *st)
     return tl_graph_load_with(path, NULL, st);
 }
 
+/* Files from this size on are mapped rather than read: the loader then
+ * holds only the part it is reading, not a copy of the whole text. */
+#define MAP_MIN ((off_t)1 << 20)
+
 tl_graph *tl_graph_load_with(const char *path, const tl_graph_options *o, tl_status *st)
 {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= MAP_MIN &&
+        (uint64_t)sb.st_size < SIZE_MAX / 2) {
+        size_t len = (size_t)sb.st_size;
+        void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m != MAP_FAILED) {
+            close(fd);
+            tl_graph *g = parse_text(m, len, path, o, m, st);
+            munmap(m, len);
+            return g;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
     unsigned char *buf;
     size_t len;
     if (tl_slurp_path(path, &buf, &len, st))
@@ -1372,22 +1917,19 @@ static void free_block(tl_block *b)
     if (!b)
         return;
     for (int i = 0; i < b->nnodes; i++) {
-        tl_node *n = &b->nodes[i];
-        free(n->name);
-        free(n->out);
-        free(n->args);
-        free(n->indices);
-        free(n->state);
-        free(n->params);
-        free(n->free_after);
-        free(n->cap_slots);
-        tl_mprog_free(n->prog);
-        free_block(n->then_b);
-        free_block(n->else_b);
-        free_block(n->body);
-        free(n->then_b);
-        free(n->else_b);
-        free(n->body);
+        tl_flow *f = b->nodes[i].flow;
+        if (!f || f == FLOW_NONE) /* the rest is in the arena */
+            continue;
+        free(f->state);
+        free(f->params);
+        free(f->cap_slots);
+        tl_mprog_free(f->prog);
+        free_block(f->then_b);
+        free_block(f->else_b);
+        free_block(f->body);
+        free(f->then_b);
+        free(f->else_b);
+        free(f->body);
     }
     free(b->nodes);
     free(b->result);
@@ -1403,8 +1945,7 @@ void tl_graph_free(tl_graph *g)
         free(g->consts[i].path);
         free(g->consts[i].key);
     }
-    for (int i = 0; i < g->nslots; i++)
-        free(g->slot_name[i]);
+    arena_free(g->arena);
     for (int i = 0; i < g->nsizevars; i++)
         free(g->sizevars[i]);
     free(g->sizevars);
@@ -1424,16 +1965,14 @@ tl_code tl_graph_check_call(const cJSON *node, const char **bad_key, tl_status *
 {
     tl_graph g = {0};
     loader L = {.g = &g, .st = st};
-    tl_node n = {.nout = 1};
+    tl_node n = {.nout = 1, .attrs = &tl_attrs_default, .flow = FLOW_NONE};
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(node, "op");
-    tl_attrs_init(&n.attrs);
     n.op = cJSON_IsString(op) ? tl_op_lookup(op->valuestring) : TL_OP_COUNT;
     bool ok = n.op != TL_OP_COUNT && tl_ops[n.op].kind != TL_KIND_FLOW
                   ? plain_op(&L, node, &n)
                   : !tl_fail(st, TL_EINPUT, "not an op that a call can name");
     *bad_key = L.bad_key;
-    free(n.args);
-    free(n.indices);
+    arena_free(g.arena);
     return ok ? TL_OK : st->code;
 }
 

@@ -11,8 +11,9 @@
 
 typedef struct tl_arg {
     int slot;   /* -1: a weak scalar given as a JSON number */
+    int num_id; /* numbers get ids 0..nnums-1, equal numbers (bit for bit) mostly
+                 * one id (a run caches them as tensors) */
     double num; /* its value */
-    int num_id; /* numbers are numbered 0..nnums-1 (a run caches them as tensors) */
 } tl_arg;
 
 typedef struct tl_node tl_node;
@@ -24,20 +25,13 @@ typedef struct tl_block {
     int *result; /* slots */
 } tl_block;
 
-struct tl_node {
-    tl_opcode op;
-    int index;  /* 0..g->nnodes-1 over every block, in file order */
-    char *name; /* the first id, for messages */
-    int nout;
-    int *out; /* slots defined by this node */
-    int nargs;
-    tl_arg *args; /* op arguments; map: tensors lifted over */
-    tl_attrs attrs;
-    int64_t *indices; /* storage behind attrs.indices */
+/* The parts of an if, iterate or map node.  Every other node points at one
+ * shared read-only record with no blocks and cond.slot, index_slot -1. */
+typedef struct tl_flow {
     /* if */
     tl_arg cond;
     tl_block *then_b, *else_b;
-    /* iterate (init in args) */
+    /* iterate (init in the node's args) */
     int64_t count;
     int *state;     /* nargs slots bound in body */
     int index_slot; /* -1 when absent */
@@ -47,9 +41,23 @@ struct tl_node {
     struct tl_mprog *prog; /* map: the body compiled (graph/mapc.h) */
     int ncap;
     int *cap_slots; /* map: outer names the body reads */
-    /* names of the enclosing block whose last use is this node */
+} tl_flow;
+
+/* 64 bytes: a large graph is mostly nodes.  What they point at lives in
+ * the graph's arena (names, arrays, attribute records), except the
+ * blocks, arrays and programs of flow nodes. */
+struct tl_node {
+    tl_opcode op : 16;
+    uint16_t nout; /* at most 256 */
+    int index; /* 0..g->nnodes-1 over every block, in file order */
+    int nargs;
     int nfree;
-    int *free_after;
+    char *name; /* the first id, for messages */
+    int *out;   /* slots defined by this node */
+    tl_arg *args; /* op arguments; map: tensors lifted over; iterate: init */
+    const tl_attrs *attrs; /* shared defaults (tl_attrs_init) when the node gives none */
+    tl_flow *flow;
+    int *free_after; /* names of the enclosing block whose last use is this node */
 };
 
 enum tl_slot_kind { TL_SLOT_INPUT, TL_SLOT_CONST, TL_SLOT_NODE, TL_SLOT_PARAM };
@@ -108,10 +116,11 @@ typedef struct tl_graph {
     tl_block top;
     int noutputs;
     int *outputs; /* slots */
-    int nnums;    /* number arguments in the whole graph */
+    int nnums;    /* ids of number arguments (tl_arg.num_id) */
     int nnodes;   /* nodes in every block */
     int *names;   /* name -> slot, open addressing over tcap entries (-1: free) */
     int tcap;
+    struct tl_arena *arena; /* storage of names and per-node arrays (graph.c) */
 } tl_graph;
 
 typedef struct tl_graph_options {
@@ -131,6 +140,16 @@ tl_graph *tl_graph_parse(const char *text, size_t len, const char *path, tl_stat
 tl_graph *tl_graph_load_with(const char *path, const tl_graph_options *o, tl_status *st);
 tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
                               const tl_graph_options *o, tl_status *st);
+/* The same always through one cJSON tree of the whole text: the path that
+ * gives every error message.  The others read the top-level nodes one at
+ * a time (in memory, the text and the graph, not a tree of the text) and
+ * take this path where that fails, so for tests that compare the two. */
+tl_graph *tl_graph_parse_dom(const char *text, size_t len, const char *path,
+                             const tl_graph_options *o, tl_status *st);
+/* How many loads in this process went the whole-document way (those that
+ * failed, and texts the fast path does not take).  Not thread-safe: for
+ * tests that a large graph takes the fast path. */
+unsigned long tl_graph_dom_loads(void);
 void tl_graph_free(tl_graph *g);
 
 /* For translators that point at their own source (graph/program.c): checks

@@ -52,14 +52,14 @@ static int arg_reg(mcomp *c, const tl_arg *a)
     }
     if (c->slot_reg[a->slot] >= 0)
         return c->slot_reg[a->slot];
-    tl_node *n = c->node;
-    if (!grow((void **)&n->cap_slots, &c->cap_caps, n->ncap + 1, sizeof(int), c->st))
+    tl_flow *f = c->node->flow;
+    if (!grow((void **)&f->cap_slots, &c->cap_caps, f->ncap + 1, sizeof(int), c->st))
         return -1;
-    n->cap_slots[n->ncap++] = a->slot;
+    f->cap_slots[f->ncap++] = a->slot;
     return c->slot_reg[a->slot] = new_reg(c);
 }
 
-static int slot_reg(mcomp *c, int slot) { return arg_reg(c, &(tl_arg){slot, 0, 0}); }
+static int slot_reg(mcomp *c, int slot) { return arg_reg(c, &(tl_arg){.slot = slot}); }
 
 static tl_code comp_block(mcomp *c, const tl_block *b);
 
@@ -75,19 +75,19 @@ static tl_code comp_results(mcomp *c, const tl_block *b, const int *dst)
 
 static tl_code comp_if(mcomp *c, const tl_node *n)
 {
-    int out[256], cond = arg_reg(c, &n->cond);
+    int out[256], cond = arg_reg(c, &n->flow->cond);
     if (cond < 0)
         return c->st->code;
     for (int i = 0; i < n->nout; i++)
         out[i] = c->slot_reg[n->out[i]] = new_reg(c);
     int jz = emit(c, (tl_mins){.code = TL_M_JZ, .a = cond});
-    if (jz < 0 || comp_block(c, n->then_b) || comp_results(c, n->then_b, out))
+    if (jz < 0 || comp_block(c, n->flow->then_b) || comp_results(c, n->flow->then_b, out))
         return c->st->code;
     int jmp = emit(c, (tl_mins){.code = TL_M_JMP});
     if (jmp < 0)
         return c->st->code;
     c->p->ins[jz].imm = c->p->nins;
-    if (comp_block(c, n->else_b) || comp_results(c, n->else_b, out))
+    if (comp_block(c, n->flow->else_b) || comp_results(c, n->flow->else_b, out))
         return c->st->code;
     c->p->ins[jmp].imm = c->p->nins;
     return TL_OK;
@@ -98,16 +98,16 @@ static tl_code comp_iterate(mcomp *c, const tl_node *n)
     int state[256], tmp[256], counter = c->p->ncounters++;
     for (int i = 0; i < n->nargs; i++) {
         int init = arg_reg(c, &n->args[i]);
-        state[i] = c->slot_reg[n->state[i]] = c->slot_reg[n->out[i]] = new_reg(c);
+        state[i] = c->slot_reg[n->flow->state[i]] = c->slot_reg[n->out[i]] = new_reg(c);
         tmp[i] = new_reg(c);
         if (init < 0 || emit(c, (tl_mins){.code = TL_M_MOV, .dst = state[i], .a = init}) < 0)
             return c->st->code;
     }
-    int index = n->index_slot >= 0 ? (c->slot_reg[n->index_slot] = new_reg(c)) : -1;
+    int index = n->flow->index_slot >= 0 ? (c->slot_reg[n->flow->index_slot] = new_reg(c)) : -1;
     if (emit(c, (tl_mins){.code = TL_M_LOOP_INIT, .c = counter}) < 0)
         return c->st->code;
-    int top = emit(c, (tl_mins){.code = TL_M_LOOP_TEST, .c = counter, .b = n->count, .dst = index});
-    if (top < 0 || comp_block(c, n->body) || comp_results(c, n->body, tmp))
+    int top = emit(c, (tl_mins){.code = TL_M_LOOP_TEST, .c = counter, .b = n->flow->count, .dst = index});
+    if (top < 0 || comp_block(c, n->flow->body) || comp_results(c, n->flow->body, tmp))
         return c->st->code;
     for (int i = 0; i < n->nargs; i++)
         if (emit(c, (tl_mins){.code = TL_M_MOV, .dst = state[i], .a = tmp[i]}) < 0)
@@ -144,13 +144,13 @@ static tl_code comp_node(mcomp *c, const tl_node *n)
         ins.c = r[2];
     } else if (n->op == TL_OP_CLAMP) {
         ins.code = TL_M_CLAMP;
-        ins.lo = n->attrs.min;
-        ins.hi = n->attrs.max;
-        ins.has_lo = n->attrs.has_min;
-        ins.has_hi = n->attrs.has_max;
+        ins.lo = n->attrs->min;
+        ins.hi = n->attrs->max;
+        ins.has_lo = n->attrs->has_min;
+        ins.has_hi = n->attrs->has_max;
     } else if (kind == TL_KIND_UN) {
         ins.code = TL_M_UN;
-        ins.approx = (uint8_t)n->attrs.approximate;
+        ins.approx = (uint8_t)n->attrs->approximate;
     } else {
         ins.code = TL_M_BIN;
         ins.b = r[1];
@@ -172,22 +172,22 @@ tl_code tl_map_compile(const tl_graph *g, tl_node *n, tl_status *st)
     mcomp c = {g, n, tl_calloc(1, sizeof(tl_mprog), "a map program", st), NULL, 0, 0, 0, st};
     if (!c.p)
         return st->code;
-    n->prog = c.p;
+    n->flow->prog = c.p;
     if (!(c.slot_reg = tl_malloc((size_t)g->nslots, sizeof(int), "a map program", st)))
         return st->code;
     for (int s = 0; s < g->nslots; s++)
         c.slot_reg[s] = -1;
     for (int i = 0; i < n->nargs; i++)
-        c.slot_reg[n->params[i]] = new_reg(&c);
-    tl_code rc = comp_block(&c, n->body);
-    int res = rc ? -1 : slot_reg(&c, n->body->result[0]);
-    c.p->nin = n->nargs + n->ncap;
+        c.slot_reg[n->flow->params[i]] = new_reg(&c);
+    tl_code rc = comp_block(&c, n->flow->body);
+    int res = rc ? -1 : slot_reg(&c, n->flow->body->result[0]);
+    c.p->nin = n->nargs + n->flow->ncap;
     if (res >= 0 && (c.p->in_reg = tl_malloc((size_t)c.p->nin, sizeof(int), "a map program", st))) {
         /* params took the first registers; captured names got theirs as met */
         for (int i = 0; i < n->nargs; i++)
             c.p->in_reg[i] = i;
-        for (int i = 0; i < n->ncap; i++)
-            c.p->in_reg[n->nargs + i] = c.slot_reg[n->cap_slots[i]];
+        for (int i = 0; i < n->flow->ncap; i++)
+            c.p->in_reg[n->nargs + i] = c.slot_reg[n->flow->cap_slots[i]];
     }
     free(c.slot_reg);
     c.p->result = res;

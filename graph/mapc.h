@@ -7,7 +7,7 @@
 #include "backends/mprog.h"
 #include "graph.h"
 
-/* Fills n->prog, n->ncap and n->cap_slots (names of enclosing scopes the
+/* Fills n->flow->prog, ncap and cap_slots (names of enclosing scopes the
  * body reads: the program's inputs after the map's own args). */
 tl_code tl_map_compile(const tl_graph *g, tl_node *n, tl_status *st);
 void tl_mprog_free(tl_mprog *p);

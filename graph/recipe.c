@@ -158,7 +158,7 @@ typedef struct words {
 
 static void attr_words(const tl_node *nd, unsigned bit, words *w)
 {
-    const tl_attrs *a = &nd->attrs;
+    const tl_attrs *a = nd->attrs;
     w->n = 0;
     w->nmore = 0;
     switch (bit) {
@@ -242,7 +242,7 @@ static void write_num(FILE *f, double v)
 
 static void write_attr(FILE *f, const tl_node *n, unsigned bit)
 {
-    const tl_attrs *a = &n->attrs;
+    const tl_attrs *a = n->attrs;
     fprintf(f, "%s=", tl_attr_name(bit));
     switch (bit) {
     case A_AXES:
@@ -312,7 +312,7 @@ static int count_nodes(const tl_block *b, int *nblocks)
     ++*nblocks;
     for (int i = 0; i < b->nnodes; i++) {
         const tl_node *nd = &b->nodes[i];
-        const tl_block *sub[3] = {nd->then_b, nd->else_b, nd->body};
+        const tl_block *sub[3] = {nd->flow->then_b, nd->flow->else_b, nd->flow->body};
         for (int j = 0; j < 3; j++)
             n += sub[j] ? count_nodes(sub[j], nblocks) : 0;
     }
@@ -339,13 +339,13 @@ static int enumerate(canon *C, const tl_block *b, int depth, int *params, int np
     for (int i = 0; i < b->nnodes; i++) {
         const tl_node *nd = &b->nodes[i];
         nrec *r = &C->nodes[first + i];
-        if (nd->then_b)
-            r->sub[0] = enumerate(C, nd->then_b, depth + 1, NULL, 0, -1);
-        if (nd->else_b)
-            r->sub[1] = enumerate(C, nd->else_b, depth + 1, NULL, 0, -1);
-        if (nd->body)
-            r->sub[2] = enumerate(C, nd->body, depth + 1, nd->op == TL_OP_MAP ? nd->params : nd->state, nd->nargs,
-                                  nd->op == TL_OP_ITERATE ? nd->index_slot : -1);
+        if (nd->flow->then_b)
+            r->sub[0] = enumerate(C, nd->flow->then_b, depth + 1, NULL, 0, -1);
+        if (nd->flow->else_b)
+            r->sub[1] = enumerate(C, nd->flow->else_b, depth + 1, NULL, 0, -1);
+        if (nd->flow->body)
+            r->sub[2] = enumerate(C, nd->flow->body, depth + 1, nd->op == TL_OP_MAP ? nd->flow->params : nd->flow->state, nd->nargs,
+                                  nd->op == TL_OP_ITERATE ? nd->flow->index_slot : -1);
     }
     return bi;
 }
@@ -421,11 +421,11 @@ static uint64_t hash_block(canon *C, int bi, const int *results, int nresults)
     for (int i = 0; i < B->n; i++) {
         nrec *r = &C->nodes[B->first + i];
         const tl_node *n = r->n;
-        uint64_t h = mix(mix(mix((uint64_t)n->op + 1, attrs_hash(n)), (uint64_t)n->count), (uint64_t)n->nout);
+        uint64_t h = mix(mix(mix((uint64_t)n->op + 1, attrs_hash(n)), (uint64_t)n->flow->count), (uint64_t)n->nout);
         for (int k = 0; k < n->nargs; k++)
             h = mix(h, slot_hash(C, &n->args[k]));
         if (n->op == TL_OP_IF)
-            h = mix(h, slot_hash(C, &n->cond));
+            h = mix(h, slot_hash(C, &n->flow->cond));
         for (int j = 0; j < 3; j++)
             if (r->sub[j] >= 0) {
                 const tl_block *sb = C->blocks[r->sub[j]].b;
@@ -521,7 +521,7 @@ static int next_child(canon *C, frame *f, bool *ok)
             continue;
         case 1:
             f->stage = 2, f->k = 0;
-            if (n && (x = unreached(C, n->cond.slot)) >= 0)
+            if (n && (x = unreached(C, n->flow->cond.slot)) >= 0)
                 return reach(C, x, f->node, R_COND, 0);
             continue;
         case 8: return -1;
@@ -809,11 +809,11 @@ static bool nodes_differ(cmp *m, int i)
     if (m->A->blocks[x->block].canon != m->B->blocks[y->block].canon) /* the paths say which */
         return true;
     if (counts_differ(m, p->nout, q->nout, "values") || counts_differ(m, p->nargs, q->nargs, "arguments") ||
-        (p->op == TL_OP_ITERATE && counts_differ(m, (int)p->count, (int)q->count, "count")))
+        (p->op == TL_OP_ITERATE && counts_differ(m, (int)p->flow->count, (int)q->flow->count, "count")))
         return true;
-    if (p->op == TL_OP_ITERATE && (p->index_slot >= 0) != (q->index_slot >= 0)) {
-        fputs(p->index_slot >= 0 ? " with a step index" : " without a step index", m->a.f);
-        fputs(q->index_slot >= 0 ? " with a step index" : " without a step index", m->b.f);
+    if (p->op == TL_OP_ITERATE && (p->flow->index_slot >= 0) != (q->flow->index_slot >= 0)) {
+        fputs(p->flow->index_slot >= 0 ? " with a step index" : " without a step index", m->a.f);
+        fputs(q->flow->index_slot >= 0 ? " with a step index" : " without a step index", m->b.f);
         return true;
     }
     unsigned bit = attrs_differ(p, q);
@@ -829,7 +829,7 @@ static bool nodes_differ(cmp *m, int i)
         if (refs_differ(m, &r, &s, "arg", k))
             return true;
     }
-    ref r = ref_of(m->A, &p->cond), s = ref_of(m->B, &q->cond);
+    ref r = ref_of(m->A, &p->flow->cond), s = ref_of(m->B, &q->flow->cond);
     return (p->op == TL_OP_IF && refs_differ(m, &r, &s, "cond", -1)) || blocks_differ(m, x, y);
 }
 

@@ -1,7 +1,10 @@
 /* libFuzzer harness: the graph loader, then (for small graphs) a recorded
  * run and its backward pass.
  *
- * Every input goes through tl_graph_parse.  When it loads, the graph is
+ * Every input goes through tl_graph_parse, and through
+ * tl_graph_parse_dom (one cJSON tree of the whole text): the two must load
+ * the same graph (tests/graph_same.h) or fail with the same message.
+ * When it loads, the graph is
  * run only if its work is bounded: no file constants (they would read the
  * disk), nested iterate counts whose product is at most FUZZ_MAX_STEPS,
  * reshape/broadcast_to/take results of at most FUZZ_MAX_ELEMS elements,
@@ -18,6 +21,7 @@
 
 #include "exec/exec.h"
 #include "graph/graph.h"
+#include "tests/graph_same.h"
 #include "fuzz_common.h"
 
 /* A graph may legitimately ask for more memory than the fuzzer allows (a
@@ -67,32 +71,32 @@ static bool node_small(const tl_node *n, int64_t steps)
     switch (n->op) {
     case TL_OP_RESHAPE:
     case TL_OP_BROADCAST_TO:
-        if (!shape_small(n->attrs.nshape, n->attrs.shape))
+        if (!shape_small(n->attrs->nshape, n->attrs->shape))
             return false;
         break;
     case TL_OP_TAKE:
-        if (n->attrs.nindices > FUZZ_MAX_ELEMS)
+        if (n->attrs->nindices > FUZZ_MAX_ELEMS)
             return false;
         break;
     case TL_OP_ONE_HOT:
-        if (n->attrs.depth > FUZZ_MAX_ELEMS)
+        if (n->attrs->depth > FUZZ_MAX_ELEMS)
             return false;
         break;
     case TL_OP_ITERATE:
-        if (n->count > FUZZ_MAX_STEPS)
+        if (n->flow->count > FUZZ_MAX_STEPS)
             return false;
-        steps *= n->count ? n->count : 1;
+        steps *= n->flow->count ? n->flow->count : 1;
         if (steps > FUZZ_MAX_STEPS)
             return false;
         break;
     default:
         break;
     }
-    if (n->then_b && !block_small(n->then_b, steps))
+    if (n->flow->then_b && !block_small(n->flow->then_b, steps))
         return false;
-    if (n->else_b && !block_small(n->else_b, steps))
+    if (n->flow->else_b && !block_small(n->flow->else_b, steps))
         return false;
-    if (n->body && !block_small(n->body, steps))
+    if (n->flow->body && !block_small(n->flow->body, steps))
         return false;
     return true;
 }
@@ -173,8 +177,15 @@ static void run_graph(const tl_graph *g)
 int fuzz_graph_one(const uint8_t *data, size_t size);
 int fuzz_graph_one(const uint8_t *data, size_t size)
 {
-    tl_status st = {0};
+    tl_status st = {0}, st2 = {0};
     tl_graph *g = tl_graph_parse((const char *)data, size, "fuzz.json", &st);
+    tl_graph *h = tl_graph_parse_dom((const char *)data, size, "fuzz.json", NULL, &st2);
+    graph_diff d;
+    const char *why = g && h ? graph_same(g, h, &d) : NULL;
+    tl_graph_free(h);
+    if (!g != !h || why || (!g && (st.code != st2.code || strcmp(st.msg, st2.msg))))
+        FUZZ_FAIL("the two ways of loading differ: %s / %s / %s", why ? why : "-", g ? "loaded" : st.msg,
+                  h ? "loaded" : st2.msg);
     if (!g) {
         if (st.code == TL_OK || !st.msg[0])
             FUZZ_FAIL("a failed load must say why (code %d)", (int)st.code);
