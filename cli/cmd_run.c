@@ -537,7 +537,10 @@ static void literal_hint(const cmd *c, tl_status *st)
         const char *v = strchr(c->bind[i], '=') + 1;
         size_t n = strlen(v);
         bool file = v[0] == '-' || strstr(v, ".npz:") || (n > 4 && !strcmp(v + n - 4, ".npy"));
-        if (file || strchr(v, ':'))
+        char named[300];
+        snprintf(named, sizeof named, "input \"%.*s\"", (int)(v - 1 - c->bind[i]), c->bind[i]);
+        /* only the literal the message is about, and only when f32 is what it wants */
+        if (file || strchr(v, ':') || !strstr(st->msg, named) || !strstr(st->msg, "expected dtype f32"))
             continue;
         size_t k = strlen(st->msg);
         snprintf(st->msg + k, sizeof st->msg - k, " (%.*s is an f64 literal; write %.*s=f32:%.40s for f32)",

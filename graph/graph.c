@@ -920,7 +920,11 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c)
         return false;
     if (dt && (!cJSON_IsString(dt) || !tl_dtype_parse(dt->valuestring, &dtype)))
         return tl_fail(L->st, TL_EINPUT, "\"dtype\" must be %s", DTYPE_CHOICES), false;
-    if (!get_int_list(L, cJSON_GetObjectItemCaseSensitive(v, "shape"), false, shape, &nd, "shape"))
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(v, "shape");
+    if (!sh) /* a constant's keys are not attributes */
+        return tl_fail(L->st, TL_EINPUT, "a constant with \"data\" or \"fill\" needs \"shape\" (a list of "
+                       "integers; [] for a scalar)"), false;
+    if (!get_int_list(L, sh, false, shape, &nd, "shape"))
         return false;
     if (!data == !fill)
         return tl_fail(L->st, TL_EINPUT, "give exactly one of \"data\" and \"fill\""), false;
