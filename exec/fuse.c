@@ -321,7 +321,7 @@ static tl_code run_forward(tl_eval *ev, tl_fused *f, tl_tensor **outs)
     tl_status *st = ev->st;
     tl_pbuild b = {0};
     build_forward(f, &b);
-    int out_reg[FUSE_MAX], nout = 0;
+    int out_reg[FUSE_MAX + 1], nout = 0;
     tl_tensor *wr[FUSE_MAX], *sum = NULL;
     tl_code rc = b.oom ? tl_fail(st, TL_ERUNTIME, "out of memory planning a fused chain") : TL_OK;
     int last = f->nmem - 1;
@@ -349,9 +349,13 @@ static tl_code run_forward(tl_eval *ev, tl_fused *f, tl_tensor **outs)
         out_reg[nout] = m->val;
         wr[nout++] = outs[k];
     }
-    if (!rc)
-        rc = cpu_prog_run(&b.p, f->dt, f->ndim, f->shape, b.p.nin, b.in, nout, out_reg, wr,
-                          f->sink ? f->m[last].arg[0] : -1, sum, st);
+    if (!rc) {
+        int sum_reg = f->sink ? f->m[last].arg[0] : -1;
+        out_reg[nout] = sum_reg; /* what the pass must compute: its outputs and the sum */
+        tl_pb_prune(&b, out_reg, nout + 1);
+        rc = cpu_prog_run(&b.p, f->dt, f->ndim, f->shape, b.p.nin, b.in, nout, out_reg, wr, sum_reg,
+                          sum, st);
+    }
     ev->cx->ops += f->nmem;
     tl_pb_free(&b);
     return rc;
@@ -387,9 +391,11 @@ static tl_code fused_backward(tl_custom *c, tl_ctx *cx, tl_tensor **grads, tl_st
             reg[nout] = out_reg[e];
             which[nout++] = e;
         }
-        if (!rc)
+        if (!rc) {
+            tl_pb_prune(&b, reg, nout); /* the forward values no rule reads */
             rc = cpu_prog_run(&b.p, f->dt, f->ndim, f->shape, b.p.nin, b.in, nout, reg, res, -1,
                               NULL, st);
+        }
         cx->ops += b.p.nins;
         tl_pb_free(&b);
         for (int o = 0; o < nout; o++) {

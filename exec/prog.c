@@ -263,3 +263,49 @@ void tl_pr_init(tl_precorder *r, tl_pbuild *b)
     r->base.num = tl_pr_num;
     r->b = b;
 }
+
+void tl_pb_prune(tl_pbuild *b, const int *out, int nout)
+{
+    tl_mprog *p = &b->p;
+    if (p->nins == 0)
+        return;
+    bool *live = calloc((size_t)p->nregs + 1, sizeof *live);
+    if (!live)
+        return; /* nothing pruned: the program is still right */
+    for (int i = 0; i < nout; i++)
+        if (out[i] >= 0)
+            live[out[i]] = true;
+    int kept = p->nins;
+    for (int pc = p->nins - 1; pc >= 0; pc--) {
+        tl_mins *in = &p->ins[pc];
+        int ndst = 1;
+        if (in->code == TL_M_CALL && in->b >= 0)
+            ndst = __builtin_popcountll((unsigned long long)in->imm);
+        bool needed = false;
+        for (int d = 0; d < ndst; d++)
+            needed = needed || live[in->dst + d];
+        if (!needed) {
+            in->code = 0xff; /* dropped below */
+            kept--;
+            continue;
+        }
+        switch (in->code) {
+        case TL_M_CALL:
+            for (int i = 0; i < in->c; i++)
+                live[in->a + i] = true;
+            if (in->b >= 0)
+                live[in->b] = true;
+            break;
+        case TL_M_WHERE: live[in->c] = true; /* fall through */
+        case TL_M_BIN: live[in->b] = true; /* fall through */
+        default: live[in->a] = true; break;
+        }
+    }
+    int w = 0;
+    for (int pc = 0; pc < p->nins; pc++)
+        if (p->ins[pc].code != 0xff)
+            p->ins[w++] = p->ins[pc];
+    p->nins = w;
+    (void)kept;
+    free(live);
+}

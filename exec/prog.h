@@ -37,6 +37,10 @@ void tl_pb_op(tl_pbuild *b, tl_opcode op, const tl_attrs *a, int dst, const int 
  * ones are added after it (slot < 0: none yet) */
 void tl_pb_accumulate(tl_pbuild *b, int *slot, int g);
 
+/* Drops the instructions of a straight-line program whose results nothing
+ * needs: the registers out[0..nout) are wanted (negative: none). */
+void tl_pb_prune(tl_pbuild *b, const int *out, int nout);
+
 /* Binary, comparison, unary (clamp, gelu...) ops and where. */
 bool tl_op_elementwise(tl_opcode op);
 
