@@ -223,7 +223,7 @@ VALGRIND := valgrind -q --suppressions=tests/valgrind.supp --leak-check=full --s
 memcheck: tl build/tests/test_cli
 	@cp tl build/tl-memcheck
 	@echo "== build/tests/test_cli under valgrind memcheck"
-	@TL="$(VALGRIND) build/tl-memcheck" TL_CLI_TIMEOUT=300 build/tests/test_cli --jobs 2
+	@TL="$(VALGRIND) build/tl-memcheck" TL_MEMCHECK=1 TL_CLI_TIMEOUT=300 build/tests/test_cli --jobs 2
 
 check: deps
 	$(MAKE) clang-check
