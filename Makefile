@@ -27,8 +27,13 @@ CPPFLAGS += -I.
 # Falls back to the default OpenBLAS.
 comma   := ,
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-pthread
-BLAS    := $(if $(wildcard $(BLAS_DIR)/libopenblas.so),-L$(BLAS_DIR) -Wl$(comma)-rpath$(comma)$(BLAS_DIR)) -lopenblas
-LDLIBS  := -lcjson -lz $(BLAS) -lsleef -lm
+# OpenBLAS is loaded when the first matrix product needs it (cpu/blas.c),
+# from this path first (no run path: every other library would be looked
+# for there too, at every start).
+BLAS_LIB := $(wildcard $(BLAS_DIR)/libopenblas.so.0)
+CPPFLAGS += $(if $(BLAS_LIB),-DTL_BLAS_LIB='"$(BLAS_LIB)"')
+BLAS    :=
+LDLIBS  := -lcjson -lz -lsleef -lm -ldl -lpthread
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 LIB_SRC := $(wildcard backends/*.c backends/cpu/*.c formats/*.c graph/*.c exec/*.c)
@@ -131,7 +136,7 @@ build/tests/test_cuda_host: tests/test_cuda_host.c $(wildcard tests/*.h backends
 # ---- make gpu-bundle: the GPU check for a bare GPU machine (tests/gpu) ----
 # tl and the checker are linked to find their libraries beside them, and
 # those libraries theirs (an old-style RPATH applies to all of them).
-BUNDLE_LDLIBS := -lcjson -lz $(if $(wildcard $(BLAS_DIR)/libopenblas.so),-L$(BLAS_DIR)) -lopenblas -lsleef -lm \
+BUNDLE_LDLIBS := -lcjson -lz -lsleef -lm -ldl -lpthread \
                  -Wl,-rpath,'$$ORIGIN',--disable-new-dtags
 
 build/gpu/tl: $(CLI_OBJ) build/libtl.a
@@ -144,7 +149,7 @@ build/gpu/gpu_check: tests/gpu/gpu_check.c build/libtl.a
 
 ifeq ($(PLUGIN),tl-cuda.so)
 gpu-bundle: build/gpu/tl build/gpu/gpu_check tl-cuda.so tests/gpu/run.sh tests/gpu/bundle.sh
-	@NVCC=$(NVCC) bash tests/gpu/bundle.sh build/gpu-bundle build/gpu/tl build/gpu/gpu_check tl-cuda.so
+	@NVCC=$(NVCC) BLAS_LIB=$(BLAS_LIB) bash tests/gpu/bundle.sh build/gpu-bundle build/gpu/tl build/gpu/gpu_check tl-cuda.so
 else
 gpu-bundle:
 	@echo "make gpu-bundle needs nvcc (CUDA_HOME, PATH or /usr/local/cuda) to build the plugin" >&2; exit 1
@@ -184,7 +189,7 @@ install: tl build/libtl.a
 	install -m 644 cli/completion.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/tl
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: tl' 'Description: run and differentiate computation graphs' 'Version: $(TL_VERSION)' \
-	  'Libs: -L$${libdir} -ltl -lcjson -lz $(BLAS) -lsleef -lm -lpthread' 'Cflags: -I$${includedir}/tl' \
+	  'Libs: -L$${libdir} -ltl -lcjson -lz -lsleef -lm -ldl -lpthread' 'Cflags: -I$${includedir}/tl' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tl.pc
 
 uninstall:

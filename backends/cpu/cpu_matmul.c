@@ -2,11 +2,10 @@
  * broadcast batch offsets and transpose flags (never a materialised
  * transpose).  1-D operands are read as a row (left) or column (right). */
 #define _DEFAULT_SOURCE
-#include <cblas.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
 #include "cpu.h"
 #include "threads.h"
 
@@ -39,9 +38,8 @@ static mm_operand operand(const tl_tensor *t, bool left)
 #define ROWS_PER_ITEM 64
 #define MIN_FLOPS_PER_THREAD (1 << 22)
 
-static void blas_single_thread(void) { openblas_set_num_threads(1); }
-
 typedef struct mm_job {
+    const cpu_blas *blas;
     const tl_tensor *a, *b;
     tl_tensor *out;
     CBLAS_TRANSPOSE ta, tb;
@@ -59,12 +57,12 @@ static void run_item(const mm_job *j, int64_t item)
     int64_t aoff = j->offa[bi] * j->asz + ashift, boff = j->offb[bi] * j->bsz;
     int64_t coff = bi * j->m * j->n + r0 * j->n;
     if (j->out->dtype == TL_F32)
-        cblas_sgemm(CblasRowMajor, j->ta, j->tb, (int)rows, (int)j->n, (int)j->k, 1.0f,
+        j->blas->sgemm(CblasRowMajor, j->ta, j->tb, (int)rows, (int)j->n, (int)j->k, 1.0f,
                     (const float *)j->a->data + aoff, (int)j->lda,
                     (const float *)j->b->data + boff, (int)j->ldb, 0.0f,
                     (float *)j->out->data + coff, (int)j->n);
     else
-        cblas_dgemm(CblasRowMajor, j->ta, j->tb, (int)rows, (int)j->n, (int)j->k, 1.0,
+        j->blas->dgemm(CblasRowMajor, j->ta, j->tb, (int)rows, (int)j->n, (int)j->k, 1.0,
                     (const double *)j->a->data + aoff, (int)j->lda,
                     (const double *)j->b->data + boff, (int)j->ldb, 0.0,
                     (double *)j->out->data + coff, (int)j->n);
@@ -83,8 +81,6 @@ static int thread_count(double flops)
 tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, tl_tensor *out,
                    tl_status *st)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, blas_single_thread);
     mm_operand A = operand(a, true), B = operand(b, false);
     int64_t m = at->trans_a ? A.cols : A.rows, k = at->trans_a ? A.rows : A.cols;
     int64_t n = at->trans_b ? B.rows : B.cols;
@@ -92,6 +88,9 @@ tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, t
     memset(out->data, 0, (size_t)out->numel * es);
     if (m == 0 || n == 0 || k == 0 || out->numel == 0)
         return TL_OK;
+    const cpu_blas *blas = cpu_blas_get(st);
+    if (!blas)
+        return st->code;
 
     /* Batch shape of the output: everything before its matrix axes. */
     int onb = out->ndim - (a->ndim == 1 ? 0 : 1) - (b->ndim == 1 ? 0 : 1);
@@ -120,7 +119,7 @@ tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, t
         }
     }
     int64_t blocks = (m + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
-    mm_job j = {a, b, out, at->trans_a ? CblasTrans : CblasNoTrans,
+    mm_job j = {blas, a, b, out, at->trans_a ? CblasTrans : CblasNoTrans,
                 at->trans_b ? CblasTrans : CblasNoTrans, m, n, k, A.cols, B.cols,
                 A.rows * A.cols, B.rows * B.cols, offa, offb, nb * blocks, blocks};
     cpu_parallel(j.items, thread_count(2.0 * (double)m * (double)n * (double)k * (double)nb), item_fn, &j);

@@ -20,9 +20,14 @@ cp examples/mlp.json examples/mlp_inputs.npz "$OUT/examples/"
 cp tests/gpu/run.sh tests/gpu/mlp.json tests/gpu/mlp_torch.py "$OUT/"
 chmod +x "$OUT/run.sh"
 
-# the libraries: whatever ldd resolves, but the C runtime and CUDA
+# the libraries: whatever ldd resolves, but the C runtime and CUDA; and
+# OpenBLAS, which tl loads when a matrix product needs it (BLAS_LIB), with
+# the libraries it needs
 system='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt)\.'
-for bin in "$OUT/tl" "$OUT/gpu_check"; do
+if [ -n "${BLAS_LIB:-}" ]; then
+  cp -L "$BLAS_LIB" "$OUT/libopenblas.so.0"
+fi
+for bin in "$OUT/tl" "$OUT/gpu_check" ${BLAS_LIB:+"$BLAS_LIB"}; do
   ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if ! [[ $name =~ $system ]]; then

@@ -1,0 +1,21 @@
+/* OpenBLAS, loaded when the first matrix product needs it: a graph without
+ * one never pays for loading and relocating the library (1.4 ms, most of a
+ * small run) or for the worker threads it starts.  Each call runs on the
+ * calling thread (tl shares products out over its own threads). */
+#ifndef TL_CPU_BLAS_H
+#define TL_CPU_BLAS_H
+
+#include <cblas.h>
+
+#include "backends/status.h"
+
+typedef struct cpu_blas {
+    __typeof__(cblas_sgemm) *sgemm;
+    __typeof__(cblas_dgemm) *dgemm;
+} cpu_blas;
+
+/* The library's entry points, loaded on first use; NULL with st set when
+ * it cannot be loaded. */
+const cpu_blas *cpu_blas_get(tl_status *st);
+
+#endif
