@@ -156,10 +156,12 @@ tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, t
     mm_operand A = operand(a, true), B = operand(b, false);
     int64_t m = at->trans_a ? A.cols : A.rows, k = at->trans_a ? A.rows : A.cols;
     int64_t n = at->trans_b ? B.rows : B.cols;
-    size_t es = tl_dtype_size(out->dtype);
-    memset(out->data, 0, (size_t)out->numel * es);
-    if (m == 0 || n == 0 || k == 0 || out->numel == 0)
+    if (out->numel == 0)
         return TL_OK;
+    if (k == 0) { /* sums of nothing; otherwise gemm writes every element */
+        memset(out->data, 0, (size_t)out->numel * tl_dtype_size(out->dtype));
+        return TL_OK;
+    }
 
     /* Batch shape of the output: everything before its matrix axes. */
     int onb = out->ndim - (a->ndim == 1 ? 0 : 1) - (b->ndim == 1 ? 0 : 1);
