@@ -29,13 +29,34 @@ static mm_operand operand(const tl_tensor *t, bool left)
     return o;
 }
 
-/* Parallel and deterministic: the product is cut into items of at most
- * ROWS_PER_ITEM output rows of one batch element, a cut that depends on the
- * shapes alone; each item is one single-threaded gemm, and threads only
- * decide who runs which item.  So the bits never depend on the number of
- * threads (OpenBLAS's own threading rounds differently with 1 and 2
- * threads: measured on an f32 256x512x256 product). */
-#define ROWS_PER_ITEM 64
+/* Parallel and deterministic: each batch element's output is cut into a
+ * grid of tiles, a cut that depends on the shapes alone; an item is one
+ * tile, computed by one single-threaded gemm, and threads only decide who
+ * runs which item.  So the bits never depend on the number of threads
+ * (OpenBLAS's own threading rounds differently with 1 and 2 threads:
+ * measured on an f32 256x512x256 product).  The f32 bits do depend on the
+ * cut: OpenBLAS's sgemm rounds an element differently by where it falls in
+ * its register blocks, so a tile is not bit-identical to the same part of
+ * the whole product (its dgemm was, on every cut tried); that is why the
+ * cut must never follow the threads.
+ *
+ * Tiles are large and squarish: a gemm packs its whole slice of both
+ * operands (op(A)'s rows and op(B)'s columns of the tile) before it
+ * computes, a cost in proportion to 1/rows + 1/cols of the tile, so small
+ * tiles are slow (64-row strips of a 1024^3 product: 25% slower in f64
+ * than one gemm; 256x256 tiles: 3 to 5%).  Yet items must be many enough
+ * for threads to even out: one that starts late, or shares its core a
+ * while, leaves at most one item's time unbalanced.  The grid halves the
+ * longer tile edge while the product's work asks for more items (one per
+ * ITEM_FLOPS, at most MAX_ITEMS counting batch elements: 16 tiles of
+ * 256x256 for 1024^3), and goes on halving edges of BIG_EDGE or more
+ * however many items there are.  Edges are multiples of EDGE_ALIGN
+ * elements (whole cache lines, so no two threads write one) and never
+ * below it, but where the matrix itself is narrower. */
+#define EDGE_ALIGN 64
+#define BIG_EDGE 1024
+#define ITEM_FLOPS (1 << 25)
+#define MAX_ITEMS 16
 #define MIN_FLOPS_PER_THREAD (1 << 22)
 
 typedef struct mm_job {
@@ -45,24 +66,71 @@ typedef struct mm_job {
     CBLAS_TRANSPOSE ta, tb;
     int64_t m, n, k, lda, ldb, asz, bsz;
     const int64_t *offa, *offb; /* per batch element */
-    int64_t items, blocks;      /* blocks: row blocks per batch element */
+    int64_t tm, tn;             /* tile edges: rows, columns */
+    int64_t pm, pn;             /* tiles down and across one batch element */
 } mm_job;
+
+static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
+
+/* the tile edge that cuts `dim` into about `parts` pieces */
+static int64_t edge_for(int64_t dim, int64_t parts)
+{
+    int64_t e = (dim + parts - 1) / parts;
+    e = (e + EDGE_ALIGN - 1) / EDGE_ALIGN * EDGE_ALIGN;
+    return e < dim ? e : dim;
+}
+
+/* The grid of one product: tile edges and counts from m, n, k and the
+ * number of batch elements alone. */
+static void tile_grid(mm_job *j, int64_t nb)
+{
+    double flops = 2.0 * (double)j->m * (double)j->n * (double)j->k * (double)nb;
+    double goal = flops / ITEM_FLOPS;
+    goal = goal > MAX_ITEMS ? MAX_ITEMS : goal;
+    int64_t pm = 1, pn = 1, tm = j->m, tn = j->n;
+    for (;;) {
+        bool more = (double)(nb * pm * pn) < goal;
+        /* halve the longer edge (rows on a tie), else the other one */
+        bool rows_first = tm >= tn;
+        int64_t e1 = rows_first ? tm : tn, e2 = rows_first ? tn : tm;
+        int which = 0; /* 1 rows, 2 columns */
+        if (e1 >= 2 * EDGE_ALIGN && (more || e1 >= BIG_EDGE))
+            which = rows_first ? 1 : 2;
+        else if (e2 >= 2 * EDGE_ALIGN && (more || e2 >= BIG_EDGE))
+            which = rows_first ? 2 : 1;
+        if (!which)
+            break;
+        if (which == 1) {
+            tm = edge_for(j->m, 2 * pm);
+            pm = (j->m + tm - 1) / tm;
+        } else {
+            tn = edge_for(j->n, 2 * pn);
+            pn = (j->n + tn - 1) / tn;
+        }
+    }
+    j->tm = tm;
+    j->tn = tn;
+    j->pm = pm;
+    j->pn = pn;
+}
 
 static void run_item(const mm_job *j, int64_t item)
 {
-    int64_t bi = item / j->blocks, r0 = item % j->blocks * ROWS_PER_ITEM;
-    int64_t rows = j->m - r0 < ROWS_PER_ITEM ? j->m - r0 : ROWS_PER_ITEM;
-    /* rows r0.. of op(A): rows of A, or columns when A is used transposed */
-    int64_t ashift = j->ta == CblasTrans ? r0 : r0 * j->lda;
-    int64_t aoff = j->offa[bi] * j->asz + ashift, boff = j->offb[bi] * j->bsz;
-    int64_t coff = bi * j->m * j->n + r0 * j->n;
+    int64_t per = j->pm * j->pn, bi = item / per, t = item % per;
+    int64_t r0 = t / j->pn * j->tm, c0 = t % j->pn * j->tn;
+    int64_t rows = min64(j->tm, j->m - r0), cols = min64(j->tn, j->n - c0);
+    /* rows r0.. of op(A): rows of A, or columns when A is used transposed;
+     * columns c0.. of op(B): columns of B, or rows when B is transposed */
+    int64_t aoff = j->offa[bi] * j->asz + (j->ta == CblasTrans ? r0 : r0 * j->lda);
+    int64_t boff = j->offb[bi] * j->bsz + (j->tb == CblasTrans ? c0 * j->ldb : c0);
+    int64_t coff = bi * j->m * j->n + r0 * j->n + c0;
     if (j->out->dtype == TL_F32)
-        j->blas->sgemm(CblasRowMajor, j->ta, j->tb, (int)rows, (int)j->n, (int)j->k, 1.0f,
+        j->blas->sgemm(CblasRowMajor, j->ta, j->tb, (int)rows, (int)cols, (int)j->k, 1.0f,
                     (const float *)j->a->data + aoff, (int)j->lda,
                     (const float *)j->b->data + boff, (int)j->ldb, 0.0f,
                     (float *)j->out->data + coff, (int)j->n);
     else
-        j->blas->dgemm(CblasRowMajor, j->ta, j->tb, (int)rows, (int)j->n, (int)j->k, 1.0,
+        j->blas->dgemm(CblasRowMajor, j->ta, j->tb, (int)rows, (int)cols, (int)j->k, 1.0,
                     (const double *)j->a->data + aoff, (int)j->lda,
                     (const double *)j->b->data + boff, (int)j->ldb, 0.0,
                     (double *)j->out->data + coff, (int)j->n);
@@ -84,10 +152,12 @@ tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, t
     mm_operand A = operand(a, true), B = operand(b, false);
     int64_t m = at->trans_a ? A.cols : A.rows, k = at->trans_a ? A.rows : A.cols;
     int64_t n = at->trans_b ? B.rows : B.cols;
-    size_t es = tl_dtype_size(out->dtype);
-    memset(out->data, 0, (size_t)out->numel * es);
-    if (m == 0 || n == 0 || k == 0 || out->numel == 0)
+    if (out->numel == 0)
         return TL_OK;
+    if (k == 0) { /* sums of nothing; otherwise gemm writes every element */
+        memset(out->data, 0, (size_t)out->numel * tl_dtype_size(out->dtype));
+        return TL_OK;
+    }
     const cpu_blas *blas = cpu_blas_get(st);
     if (!blas)
         return st->code;
@@ -118,11 +188,12 @@ tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, t
             idx[d] = 0;
         }
     }
-    int64_t blocks = (m + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
     mm_job j = {blas, a, b, out, at->trans_a ? CblasTrans : CblasNoTrans,
                 at->trans_b ? CblasTrans : CblasNoTrans, m, n, k, A.cols, B.cols,
-                A.rows * A.cols, B.rows * B.cols, offa, offb, nb * blocks, blocks};
-    cpu_parallel(j.items, thread_count(2.0 * (double)m * (double)n * (double)k * (double)nb), item_fn, &j);
+                A.rows * A.cols, B.rows * B.cols, offa, offb, 0, 0, 0, 0};
+    tile_grid(&j, nb);
+    cpu_parallel(nb * j.pm * j.pn, thread_count(2.0 * (double)m * (double)n * (double)k * (double)nb),
+                 item_fn, &j);
     free(offa);
     return TL_OK;
 }

@@ -97,6 +97,29 @@ print(json.dumps({"s": ts[len(ts) // 2], "threads": torch.get_num_threads(),
 '''
 
 
+# NumPy's side of the matrix products: the median of 3 timed runs after a warm-up.  "grad" times what
+# tl's backward pass of sum(a @ a) does: seeds of ones, g @ a^T, a^T @ g and their sum.
+NUMPY_MATMUL_CHILD = r'''
+import sys, time
+import numpy as np
+m = np.load(sys.argv[1])
+if sys.argv[2] == "grad":
+    def step():
+        g = np.ones_like(m)
+        return g @ m.T + m.T @ g
+else:
+    def step():
+        return m @ m
+step()
+ts = []
+for _ in range(3):
+    t0 = time.perf_counter()
+    step()
+    ts.append(time.perf_counter() - t0)
+print(sorted(ts)[1])
+'''
+
+
 def torch_time(work, tmp, reps):
     p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", TORCH_CHILD, work, tmp,
                         str(reps)], capture_output=True, text=True)
@@ -207,36 +230,37 @@ def bench(tl, tmp, reps, only=None):
         subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True)
         print("%-38s %10s %10.1f   (PyTorch's import alone)" % ("", "", (time.perf_counter() - t0) * 1e3))
 
-    # matrix products: tl with 1 and all threads (its own -v run time), NumPy in the same run
-    if only and only != "matmul":
-        pass
-    else:
-        matmul(tl, tmp, g)
+    # matrix products: tl with 1 and all threads (its own -v times), NumPy in the same run
+    if not only or only == "matmul":
+        matmul(tl, tmp, g, reps)
     if not only or only == "load":
         load(tl, tmp)
 
 
-def matmul(tl, tmp, g):
-    print("\nmatrix product 1024^3 (forward of sum(a @ a)), GFLOP/s:")
-    for dt, f in [("f32", "a32.npy"), ("f64", "a64.npy")]:
-        res = {}
-        for th in ["1", str(os.cpu_count())]:
-            ms = []
-            for _ in range(3):
-                p = subprocess.run([tl, "run", g("matmul_any.json"), "a=" + tmp + "/" + f, "-v", "-o", tmp + "/c.npy"],
-                                   capture_output=True, text=True, env=dict(os.environ, TL_NUM_THREADS=th), check=True)
+def matmul(tl, tmp, g, reps):
+    """tl with 1 and all threads and NumPy, in rounds that alternate them; NumPy in a child process of its own:
+    its OpenBLAS threads spin a while after each product, and a tl run right after one in this process got one
+    core's speed from two threads"""
+    n = str(os.cpu_count())
+    print("\nmatrix product 1024^3 (forward of sum(a @ a); backward: g @ a^T and a^T @ g), GFLOP/s; medians of %d "
+          "rounds:" % max(5, reps))
+    for dt, f, grad in [("f32", "a32.npy", False), ("f64", "a64.npy", False), ("f64 backward", "a64.npy", True)]:
+        tl_ms, np_s = {"1": [], n: []}, []
+        for r in range(max(5, reps)):
+            for th in (["1", n] if r % 2 == 0 else [n, "1"]):
+                p = subprocess.run([tl, "grad" if grad else "run", g("matmul_any.json"), "a=" + tmp + "/" + f, "-v",
+                                    "-o", tmp + "/c.npz"], capture_output=True, text=True,
+                                   env=dict(os.environ, TL_NUM_THREADS=th), check=True)
                 line = [l for l in p.stderr.splitlines() if "run " in l][0]
-                ms.append(float(line.split("run ")[1].split(" ms")[0]))
-            res[th] = 2 * 1024 ** 3 / (median(ms) / 1e3) / 1e9
-        m = np.load(tmp + "/" + f)
-        np.dot(m, m)
-        ts = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            np.dot(m, m)
-            ts.append(time.perf_counter() - t0)
-        npg = 2 * 1024 ** 3 / median(ts) / 1e9
-        n = str(os.cpu_count())
+                key = "backward " if grad else "run "
+                tl_ms[th].append(float(line.split(key)[1].split(" ms")[0]))
+            p = subprocess.run(["/usr/bin/python3", "-c", NUMPY_MATMUL_CHILD, tmp + "/" + f, "grad" if grad else "run"],
+                               capture_output=True, text=True, check=True)
+            np_s.append(float(p.stdout))
+        # the backward pass is two products: g @ a^T and a^T @ g (transposed operands, as gemm flags)
+        flop = 2 * 1024 ** 3 * (2 if grad else 1)
+        res = {th: flop / (median(ms) / 1e3) / 1e9 for th, ms in tl_ms.items()}
+        npg = flop / median(np_s) / 1e9
         print("  %s: tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy %6.1f; tl/NumPy %.0f%%"
               % (dt, res["1"], n, res[n], res[n] / res["1"], npg, 100 * res[n] / npg))
 
