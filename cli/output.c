@@ -1,10 +1,13 @@
 /* Writing results.  Files are written to a temporary file beside the
- * target and renamed over it only when complete, so a failed run leaves
+ * target and take its name only when complete, so a failed run leaves
  * no partial output. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* renameat2 */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -64,6 +67,24 @@ static tl_code finish_stream(FILE *f, const char *what, tl_status *st)
  * remove: a run stopped by a signal leaves no partial file behind. */
 char *volatile cli_pending_tmp;
 
+/* The complete file `tmp` takes the name `path`, atomically: a reader
+ * sees the old file or the new one, whole.  Where the target exists, the
+ * two names are exchanged and the old file, now under the temporary name,
+ * is removed: a rename over an existing file makes ext4 write the new
+ * file's data out at once (its auto_da_alloc), 20 to 30 ms of a 64 MB
+ * gradient's run, where the exchange takes 0.1 ms.  Only a regular file
+ * is exchanged (a directory in the way stays an error). */
+static int replace(const char *tmp, const char *path, bool file_there)
+{
+#ifdef RENAME_EXCHANGE
+    if (file_there && !renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE)) {
+        unlink(tmp);
+        return 0;
+    }
+#endif
+    return rename(tmp, path); /* no target yet, or no exchange here */
+}
+
 tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_status *st)
 {
     /* a short hidden name in the target's folder: rename() stays within one
@@ -75,6 +96,24 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
     const char *slash = strrchr(path, '/');
     int dir = slash ? (int)(slash - path) + 1 : 0;
     snprintf(tmp, n, "%.*s.tl-XXXXXX", dir, path);
+    /* A target that is there and not a regular file (a FIFO, a device) is
+     * written into: it cannot be replaced, and its reader is waiting. */
+    struct stat was;
+    bool exists = !stat(path, &was);
+    if (exists && !S_ISREG(was.st_mode) && !S_ISDIR(was.st_mode)) {
+        free(tmp);
+        FILE *f = fopen(path, "wb");
+        if (!f)
+            return tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
+        tl_code rc = w(f, ctx, st);
+        if (!rc)
+            rc = finish_stream(f, path, st);
+        if (fclose(f) && !rc)
+            rc = tl_fail(st, TL_ERUNTIME, "writing %s: %s", path, strerror(errno));
+        if (rc && !strstr(st->msg, path))
+            tl_wrap(st, "%s", path);
+        return rc;
+    }
     int fd = mkstemp(tmp);
     if (fd >= 0)
         cli_pending_tmp = tmp;
@@ -83,6 +122,11 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
         free(tmp);
         return st->code;
     }
+    /* the permissions a new file gets (mkstemp's are 0600), or those of
+     * the file it replaces */
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, exists && S_ISREG(was.st_mode) ? was.st_mode & 07777 : 0666 & ~mask);
     FILE *f = fdopen(fd, "wb");
     tl_code rc = f ? w(f, ctx, st) : tl_fail(st, TL_ERUNTIME, "fdopen failed");
     if (!rc)
@@ -93,7 +137,7 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
      * cost a third of a large gradient's write) */
     if (f ? fclose(f) : close(fd))
         rc = rc ? rc : tl_fail(st, TL_ERUNTIME, "writing %s: %s", path, strerror(errno));
-    if (!rc && rename(tmp, path))
+    if (!rc && replace(tmp, path, exists && S_ISREG(was.st_mode)))
         rc = tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
     if (rc) {
         unlink(tmp);
