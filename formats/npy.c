@@ -443,7 +443,15 @@ static tl_code npy_open(const char *path, npy_file *nf, tl_status *st)
         cap = (size_t)sb.st_size + 1; /* no larger than the file */
     if (!(nf->head = tl_malloc(cap, 1, "a .npy header", st)))
         return st->code;
-    nf->got = fread(nf->head, 1, cap, nf->f);
+    /* the first 64 KiB, then the rest of a header longer than that: a
+     * large mapped file's data is not read here */
+    size_t first = cap < ((size_t)64 << 10) ? cap : (size_t)64 << 10;
+    nf->got = fread(nf->head, 1, first, nf->f);
+    if (nf->got == first && first < cap && nf->got >= 12) {
+        size_t hs = nf->head[6] == 1 ? 10 : 12;
+        if (hs + get_le(nf->head + 8, (int)hs - 8) > nf->got)
+            nf->got += fread(nf->head + nf->got, 1, cap - nf->got, nf->f);
+    }
     if (read_preamble(nf->head, nf->got, &hstart, &hlen, st) ||
         parse_header((const char *)nf->head + hstart, hlen, &nf->h, st) ||
         descr_dtype(nf->h.descr, &nf->dt, &nf->swap, st) ||
