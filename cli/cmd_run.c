@@ -687,6 +687,8 @@ static int execute(const cmd *c)
         return cli_fail(&st);
     }
     t.load = cli_now_ms() - t0;
+    if (be == &tl_cpu_backend)
+        tl_prepare(s.g); /* OpenBLAS loads while the inputs are read */
     int ni = s.g->ninputs, no = s.g->noutputs, nmax = ni + no + s.g->nslots;
     s.in = calloc((size_t)ni + 1, sizeof *s.in);
     s.grads = calloc((size_t)ni + 1, sizeof *s.grads);

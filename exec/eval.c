@@ -8,6 +8,7 @@
 #include "check.h"
 #include "fuse.h"
 #include "loop.h"
+#include "backends/cpu/blas.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -691,4 +692,21 @@ void tl_result_free(tl_result *r)
     tl_budget_credit(r->budget, r->input_bytes);
     tl_budget_unref(r->budget);
     free(r);
+}
+
+static bool uses(const tl_block *b, tl_opcode op)
+{
+    for (int i = 0; b && i < b->nnodes; i++) {
+        const tl_node *n = &b->nodes[i];
+        if (n->op == op || uses(n->flow->then_b, op) || uses(n->flow->else_b, op) ||
+            uses(n->flow->body, op))
+            return true;
+    }
+    return false;
+}
+
+void tl_prepare(const tl_graph *g)
+{
+    if (uses(&g->top, TL_OP_MATMUL))
+        cpu_blas_preload();
 }

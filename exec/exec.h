@@ -79,6 +79,11 @@ typedef struct tl_result tl_result;
 tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *opts,
                tl_result **out, tl_status *st);
 
+/* Optional: starts in the background what running g will need, so that
+ * it overlaps reading the inputs (today: loading OpenBLAS, 2 ms, when a
+ * matrix product is anywhere in g).  tl_run works the same without it. */
+void tl_prepare(const tl_graph *g);
+
 /* The element type of the call: the dtype of the first floating-point
  * input (f64 when there is none); untyped constants and one_hot take it. */
 tl_dtype tl_call_dtype(const tl_graph *g, tl_tensor *const *inputs);

@@ -49,3 +49,21 @@ const cpu_blas *cpu_blas_get(tl_status *st)
     }
     return &blas;
 }
+
+static void *preload(void *unused)
+{
+    (void)unused;
+    pthread_once(&once, load);
+    return NULL;
+}
+
+void cpu_blas_preload(void)
+{
+    pthread_attr_t at;
+    pthread_t t;
+    if (pthread_attr_init(&at))
+        return;
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_create(&t, &at, preload, NULL); /* failing, the first product loads it */
+    pthread_attr_destroy(&at);
+}

@@ -17,5 +17,7 @@ typedef struct cpu_blas {
 /* The library's entry points, loaded on first use; NULL with st set when
  * it cannot be loaded. */
 const cpu_blas *cpu_blas_get(tl_status *st);
+/* Loads it on a thread of its own now, for a cpu_blas_get to come. */
+void cpu_blas_preload(void);
 
 #endif
