@@ -240,30 +240,40 @@ def bench(tl, tmp, reps, only=None):
 def matmul(tl, tmp, g, reps):
     """tl with 1 and all threads and NumPy, in rounds that alternate them; NumPy in a child process of its own:
     its OpenBLAS threads spin a while after each product, and a tl run right after one in this process got one
-    core's speed from two threads"""
+    core's speed from two threads.  tl's figure is its first product in a fresh process (run time of -v, which
+    includes loading OpenBLAS and the first touch of its buffers and of the output); NumPy's is the median of
+    products after a warm-up.  "later" is tl's product in steady state: 4 products in one run, less 1, over 3."""
     n = str(os.cpu_count())
-    print("\nmatrix product 1024^3 (forward of sum(a @ a); backward: g @ a^T and a^T @ g), GFLOP/s; medians of %d "
-          "rounds:" % max(5, reps))
+    print("\nmatrix product 1024^3 (forward of a @ a; backward of sum(a @ a): g @ a^T and a^T @ g), GFLOP/s; "
+          "medians of %d rounds:" % max(5, reps))
+
+    def tl_ms(graph, f, th, grad):
+        p = subprocess.run([tl, "grad" if grad else "run", g(graph), "a=" + tmp + "/" + f, "-v", "-o",
+                            tmp + "/c.npz"], capture_output=True, text=True, env=dict(os.environ, TL_NUM_THREADS=th),
+                           check=True)
+        line = [l for l in p.stderr.splitlines() if "run " in l][0]
+        return float(line.split("backward " if grad else "run ")[1].split(" ms")[0])
+
     for dt, f, grad in [("f32", "a32.npy", False), ("f64", "a64.npy", False), ("f64 backward", "a64.npy", True)]:
-        tl_ms, np_s = {"1": [], n: []}, []
+        ms, later, np_s = {"1": [], n: []}, [], []
         for r in range(max(5, reps)):
             for th in (["1", n] if r % 2 == 0 else [n, "1"]):
-                p = subprocess.run([tl, "grad" if grad else "run", g("matmul_any.json"), "a=" + tmp + "/" + f, "-v",
-                                    "-o", tmp + "/c.npz"], capture_output=True, text=True,
-                                   env=dict(os.environ, TL_NUM_THREADS=th), check=True)
-                line = [l for l in p.stderr.splitlines() if "run " in l][0]
-                key = "backward " if grad else "run "
-                tl_ms[th].append(float(line.split(key)[1].split(" ms")[0]))
+                ms[th].append(tl_ms("matmul_any.json", f, th, grad))
+            if not grad:
+                later.append((tl_ms("matmul4.json", f, n, False) - ms[n][-1]) / 3)
             p = subprocess.run(["/usr/bin/python3", "-c", NUMPY_MATMUL_CHILD, tmp + "/" + f, "grad" if grad else "run"],
                                capture_output=True, text=True, check=True)
             np_s.append(float(p.stdout))
         # the backward pass is two products: g @ a^T and a^T @ g (transposed operands, as gemm flags)
         flop = 2 * 1024 ** 3 * (2 if grad else 1)
-        res = {th: flop / (median(ms) / 1e3) / 1e9 for th, ms in tl_ms.items()}
+        res = {th: flop / (median(v) / 1e3) / 1e9 for th, v in ms.items()}
         npg = flop / median(np_s) / 1e9
-        print("  %s: tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy %6.1f; tl/NumPy %.0f%%"
-              % (dt, res["1"], n, res[n], res[n] / res["1"], npg, 100 * res[n] / npg))
-
+        tail = ""
+        if later:
+            lg = flop / (median(later) / 1e3) / 1e9
+            tail = "; later products %6.1f (%.0f%%)" % (lg, 100 * lg / npg)
+        print("  %s: tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy %6.1f; tl/NumPy %.0f%%%s"
+              % (dt, res["1"], n, res[n], res[n] / res["1"], npg, 100 * res[n] / npg, tail))
 
 
 def load(tl, tmp):
