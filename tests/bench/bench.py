@@ -120,9 +120,9 @@ print(sorted(ts)[1])
 '''
 
 
-def torch_time(work, tmp, reps):
+def torch_time(work, tmp, reps, env=None):
     p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", TORCH_CHILD, work, tmp,
-                        str(reps)], capture_output=True, text=True)
+                        str(reps)], capture_output=True, text=True, env=env)
     if p.returncode != 0:
         if "No module named 'torch'" in p.stderr:
             return None
@@ -161,6 +161,27 @@ def big_graph(path, n=200000):
 
 def tl_cmd(tl, *args):
     return [tl] + list(args)
+
+
+# Some machines here set OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) for every process, because older OpenBLAS
+# builds compute wrong results or crash on their processors: tl, NumPy and PyTorch all use the kernels it names.
+# The products are also measured with both unset, in those commands alone, where OpenBLAS picks its own kernels
+# (which, named by OPENBLAS_VERBOSE=2, the table says), for the figures a current setup would see.
+BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def blas_own_env():
+    if not any(v in os.environ for v in BLAS_VARS):
+        return None
+    return {k: v for k, v in os.environ.items() if k not in BLAS_VARS}
+
+
+def blas_core(tl, g, tmp, env):
+    """the OpenBLAS kernel set tl runs under env (its own choice, or what OPENBLAS_CORETYPE says)"""
+    e = dict(env if env is not None else os.environ, OPENBLAS_VERBOSE="2")
+    p = subprocess.run([tl, "run", g("matmul_any.json"), "a=[[1]]"], capture_output=True, text=True, env=e)
+    core = [l.split("Core:")[1].strip() for l in (p.stdout + p.stderr).splitlines() if "Core:" in l]
+    return core[0] if core else "?"
 
 
 def main():
@@ -216,6 +237,14 @@ def bench(tl, tmp, reps, only=None):
             print("%-38s %10.1f %10s %8s %6.1fx %9.1f %9s" % (title, wall * 1e3, "-", "-", target, rss, "-"))
         if key == "chain":
             print("%-38s %10.1f ms of system time in tl's process" % ("", sysm * 1e3))
+        own = blas_own_env()
+        if key == "mlp" and own is not None:
+            runs = [run_measured(cmd, own)[0] for _ in range(reps)]
+            to = torch_time(key, tmp, reps, own) if torch_ok else None
+            print("%-38s %10.1f %10s %7s    (%s unset: OpenBLAS's own kernels, %s)" %
+                  ("", median(runs) * 1e3, "%.1f" % (to["s"] * 1e3) if to else "-",
+                   "%.2fx" % (to["s"] / median(runs)) if to else "-", " and ".join(BLAS_VARS),
+                   blas_core(tl, g, tmp, own)))
 
     if only and only not in ("tiny", "matmul", "load"):
         return
@@ -247,33 +276,39 @@ def matmul(tl, tmp, g, reps):
     print("\nmatrix product 1024^3 (forward of a @ a; backward of sum(a @ a): g @ a^T and a^T @ g), GFLOP/s; "
           "medians of %d rounds:" % max(5, reps))
 
-    def tl_ms(graph, f, th, grad):
+    def tl_ms(graph, f, th, grad, env):
         p = subprocess.run([tl, "grad" if grad else "run", g(graph), "a=" + tmp + "/" + f, "-v", "-o",
-                            tmp + "/c.npz"], capture_output=True, text=True, env=dict(os.environ, TL_NUM_THREADS=th),
-                           check=True)
+                            tmp + "/c.npz"], capture_output=True, text=True,
+                           env=dict(env if env is not None else os.environ, TL_NUM_THREADS=th), check=True)
         line = [l for l in p.stderr.splitlines() if "run " in l][0]
         return float(line.split("backward " if grad else "run ")[1].split(" ms")[0])
 
-    for dt, f, grad in [("f32", "a32.npy", False), ("f64", "a64.npy", False), ("f64 backward", "a64.npy", True)]:
-        ms, later, np_s = {"1": [], n: []}, [], []
-        for r in range(max(5, reps)):
-            for th in (["1", n] if r % 2 == 0 else [n, "1"]):
-                ms[th].append(tl_ms("matmul_any.json", f, th, grad))
-            if not grad:
-                later.append((tl_ms("matmul4.json", f, n, False) - ms[n][-1]) / 3)
-            p = subprocess.run(["/usr/bin/python3", "-c", NUMPY_MATMUL_CHILD, tmp + "/" + f, "grad" if grad else "run"],
-                               capture_output=True, text=True, check=True)
-            np_s.append(float(p.stdout))
-        # the backward pass is two products: g @ a^T and a^T @ g (transposed operands, as gemm flags)
-        flop = 2 * 1024 ** 3 * (2 if grad else 1)
-        res = {th: flop / (median(v) / 1e3) / 1e9 for th, v in ms.items()}
-        npg = flop / median(np_s) / 1e9
-        tail = ""
-        if later:
-            lg = flop / (median(later) / 1e3) / 1e9
-            tail = "; later products %6.1f (%.0f%%)" % (lg, 100 * lg / npg)
-        print("  %s: tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy %6.1f; tl/NumPy %.0f%%%s"
-              % (dt, res["1"], n, res[n], res[n] / res["1"], npg, 100 * res[n] / npg, tail))
+    configs = [(None, "OPENBLAS_CORETYPE=%s" % os.environ["OPENBLAS_CORETYPE"]
+                if "OPENBLAS_CORETYPE" in os.environ else "OpenBLAS's own kernels")]
+    if blas_own_env() is not None:
+        configs.append((blas_own_env(), "%s unset, in these commands alone" % " and ".join(BLAS_VARS)))
+    for env, what in configs:
+        print(" %s (OpenBLAS kernels: %s):" % (what, blas_core(tl, g, tmp, env)))
+        for dt, f, grad in [("f32", "a32.npy", False), ("f64", "a64.npy", False), ("f64 backward", "a64.npy", True)]:
+            ms, later, np_s = {"1": [], n: []}, [], []
+            for r in range(max(5, reps)):
+                for th in (["1", n] if r % 2 == 0 else [n, "1"]):
+                    ms[th].append(tl_ms("matmul_any.json", f, th, grad, env))
+                if not grad:
+                    later.append((tl_ms("matmul4.json", f, n, False, env) - ms[n][-1]) / 3)
+                p = subprocess.run(["/usr/bin/python3", "-c", NUMPY_MATMUL_CHILD, tmp + "/" + f,
+                                    "grad" if grad else "run"], capture_output=True, text=True, check=True, env=env)
+                np_s.append(float(p.stdout))
+            # the backward pass is two products: g @ a^T and a^T @ g (transposed operands, as gemm flags)
+            flop = 2 * 1024 ** 3 * (2 if grad else 1)
+            res = {th: flop / (median(v) / 1e3) / 1e9 for th, v in ms.items()}
+            npg = flop / median(np_s) / 1e9
+            tail = ""
+            if later:
+                lg = flop / (median(later) / 1e3) / 1e9
+                tail = "; later products %6.1f (%.0f%%)" % (lg, 100 * lg / npg)
+            print("  %s: tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy %6.1f; tl/NumPy %.0f%%%s"
+                  % (dt, res["1"], n, res[n], res[n] / res["1"], npg, 100 * res[n] / npg, tail))
 
 
 def load(tl, tmp):
