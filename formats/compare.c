@@ -377,7 +377,7 @@ static void write_rule(FILE *f, const tl_compare_opts *o)
     tl_fmt_f64(r32, sizeof r32, TL_COMPARE_RTOL_F32);
     tl_fmt_f64(r64, sizeof r64, TL_COMPARE_RTOL_F64);
     if (o->use_ulp)
-        fprintf(f, "at most %" PRId64 " ulp apart", o->ulp);
+        fprintf(f, "ulp %" PRId64, o->ulp); /* as "rtol X": the rule, not a finding */
     else if (o->rtol_set)
         fprintf(f, "rtol %s, atol %s", rtol, atol);
     else
