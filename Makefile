@@ -88,10 +88,12 @@ build/san/%.o: %.c
 	@echo "  CC san  $<"
 	@$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -MMD -MP -c $< -o $@
 
-# The sanitized library maps every .npy input, however small, read-only
-# (formats/npy.c maps 1 MiB and more): the unit tests and the sanitized
-# pass of the end-to-end cases then fault on any write into an input.
+# The sanitized library maps every .npy and .npz input, however small,
+# read-only (the release maps those of 1 MiB and more): the unit tests and
+# the sanitized pass of the end-to-end cases then fault on any write into
+# an input or its archive.
 build/san/formats/npy.o: CPPFLAGS += -DTL_NPY_MAP_MIN=1
+build/san/formats/npz.o: CPPFLAGS += -DTL_NPZ_MAP_MIN=1
 
 build/libtl.a: $(OBJ)
 	@ar rcs $@ $^

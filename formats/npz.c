@@ -1,11 +1,16 @@
+#define _DEFAULT_SOURCE /* MAP_POPULATE */
 #define _POSIX_C_SOURCE 200809L
 #include "formats/npz.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "formats/npy.h"
@@ -40,8 +45,8 @@ typedef struct npz_member {
 } npz_member;
 
 struct tl_npz {
-    unsigned char *buf; /* owned */
-    size_t len;
+    unsigned char *buf; /* owned: allocated, or mapped when map_len */
+    size_t len, map_len;
     int n;
     npz_member *m;       /* in archive order */
     npz_member **by_key; /* sorted, for lookup */
@@ -311,8 +316,40 @@ tl_npz *tl_npz_open_mem(const void *buf, size_t len, tl_status *st)
     return open_owned(copy, len, st);
 }
 
+/* An archive of this many bytes and more in a regular file is mapped
+ * read-only instead of read into memory: members are checked (CRC-32) and
+ * copied into their tensors from the kernel's own pages of the file, one
+ * copy instead of two (a read into a fresh buffer faulted in every page of
+ * it: 8.6 ms of the MLP benchmark's 14 MB archive, against 1 to map it). */
+#ifndef TL_NPZ_MAP_MIN
+#define TL_NPZ_MAP_MIN ((size_t)1 << 20)
+#endif
+
 tl_npz *tl_npz_open(const char *path, tl_status *st)
 {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tl_fail(st, TL_EINPUT, "cannot open: %s", strerror(errno)), NULL;
+    struct stat sb;
+    void *m = MAP_FAILED;
+    if (!fstat(fd, &sb) && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= TL_NPZ_MAP_MIN &&
+        (uint64_t)sb.st_size <= SIZE_MAX)
+        m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (m != MAP_FAILED) {
+        tl_npz *z = tl_calloc(1, sizeof *z, "an archive", st);
+        if (!z) {
+            munmap(m, (size_t)sb.st_size);
+            return NULL;
+        }
+        z->buf = m;
+        z->len = z->map_len = (size_t)sb.st_size;
+        if (read_members(z, st)) {
+            tl_npz_close(z);
+            return NULL;
+        }
+        return z;
+    }
     unsigned char *buf = NULL;
     size_t len = 0;
     if (tl_slurp_path(path, &buf, &len, st))
@@ -328,7 +365,10 @@ void tl_npz_close(tl_npz *z)
         free(z->m[i].key);
     free(z->m);
     free(z->by_key);
-    free(z->buf);
+    if (z->map_len)
+        munmap(z->buf, z->map_len);
+    else
+        free(z->buf);
     free(z);
 }
 

@@ -1,6 +1,6 @@
 /* The CPU's matrix product (backends/cpu/cpu_matmul.c) against a plain
- * triple loop in double, on shapes it cuts into many tiles: odd edges, a
- * wide product cut by columns, a tall one, batches with broadcasting, 1-D
+ * triple loop in double, on shapes it cuts into many items: odd edges, a
+ * wide product cut by columns, a tall one cut in strips, one cut both ways, batches with broadcasting, 1-D
  * operands, every combination of the transpose flags (backward rules use
  * them), f32 and f64.  A tile at a wrong offset gives errors of the size of
  * the values; rounding, here and in the reference, stays within 2(k + 2)
@@ -120,7 +120,7 @@ static void check(const mm_case *c)
     tl_tensor_unref(out);
 }
 
-/* 515 x 701 x 300: a grid of 2 x 4 tiles with short ones at the ends */
+/* 515 x 701 x 300: five strips of 128 rows, the last one of 3 */
 Test(matmul, odd_edges_every_flag)
 {
     for (int d = 0; d < 2; d++)
@@ -132,25 +132,29 @@ Test(matmul, odd_edges_every_flag)
         }
 }
 
-/* 70 x 4000 x 300: cut by columns only; 1100 x 65 x 200: the rows are
- * halved for their length alone */
+/* 70 x 4000 x 300: cut by columns only (four of 1024, the last 928);
+ * 1100 x 65 x 1000: four strips of 320 rows, the last 140; 130 x 4000 x
+ * 300: a grid of 3 x 2 (strips of 64 rows, the last of 2, then columns) */
 Test(matmul, wide_and_tall)
 {
     mm_case wide[] = {{TL_F32, 2, 2, {70, 300}, {300, 4000}, false, false},
                       {TL_F32, 2, 2, {70, 300}, {4000, 300}, false, true},
                       {TL_F64, 2, 2, {300, 70}, {300, 4000}, true, false},
-                      {TL_F64, 2, 2, {1100, 200}, {200, 65}, false, false},
-                      {TL_F32, 2, 2, {200, 1100}, {65, 200}, true, true}};
+                      {TL_F64, 2, 2, {1100, 1000}, {1000, 65}, false, false},
+                      {TL_F32, 2, 2, {1000, 1100}, {65, 1000}, true, true},
+                      {TL_F64, 2, 2, {130, 300}, {300, 4000}, false, false},
+                      {TL_F32, 2, 2, {300, 130}, {4000, 300}, true, true}};
     for (size_t i = 0; i < sizeof wide / sizeof *wide; i++)
         check(&wide[i]);
 }
 
-/* [2, 1, 300, 129] @ [3, 129, 520]: six products, each cut in two */
+/* [2, 1, 600, 129] @ [3, 129, 520]: six products, each cut in two
+ * strips (320 and 280 rows) */
 Test(matmul, batched_broadcast)
 {
-    mm_case cs[] = {{TL_F64, 4, 3, {2, 1, 300, 129}, {3, 129, 520}, false, false},
-                    {TL_F32, 4, 3, {2, 1, 300, 129}, {3, 520, 129}, false, true},
-                    {TL_F32, 4, 3, {2, 3, 129, 300}, {1, 129, 520}, true, false}};
+    mm_case cs[] = {{TL_F64, 4, 3, {2, 1, 600, 129}, {3, 129, 520}, false, false},
+                    {TL_F32, 4, 3, {2, 1, 600, 129}, {3, 520, 129}, false, true},
+                    {TL_F32, 4, 3, {2, 3, 129, 600}, {1, 129, 520}, true, false}};
     for (size_t i = 0; i < sizeof cs / sizeof *cs; i++)
         check(&cs[i]);
 }
