@@ -85,17 +85,20 @@ static int both_write(const tl_mprog *p, int pc, int jmp, int join, int *merge)
 
 /* Tangents through one op, per lane: d op/d operand times the operand's
  * tangent, a zero tangent contributing nothing (scalar_deriv.h's lists,
- * one loop per op so that it vectorises). */
+ * one loop per op so that it vectorises).  The derivatives go through an
+ * array of their own first: with the select in the same loop, GCC moved
+ * the call under it and called the scalar function lane by lane (cos, the
+ * map benchmark's derivative, was a fifth of its run). */
 #define TAN_UN(E, EXPR)                                                            \
     case TL_OP_##E:                                                                \
-        EACH_LANE(T v = A[l], y = D[l]; (void)v; (void)y; T d = (T)(EXPR);         \
-                  td[l] = ta[l] != 0 ? d * ta[l] : 0);                             \
+        EACH_LANE(T v = A[l], y = D[l]; (void)v; (void)y; dv[l] = (T)(EXPR));      \
+        EACH_LANE(td[l] = ta[l] != 0 ? dv[l] * ta[l] : 0);                         \
         break;
 #define TAN_BIN(E, DA, DB)                                                         \
     case TL_OP_##E:                                                                \
         EACH_LANE(T a = A[l], b = B[l], y = D[l]; (void)a; (void)b; (void)y;       \
-                  T da = (T)(DA), db = (T)(DB);                                    \
-                  td[l] = (ta[l] != 0 ? da * ta[l] : 0) + (tb[l] != 0 ? db * tb[l] : 0)); \
+                  dv[l] = (T)(DA); dw[l] = (T)(DB));                               \
+        EACH_LANE(td[l] = (ta[l] != 0 ? dv[l] * ta[l] : 0) + (tb[l] != 0 ? dw[l] * tb[l] : 0)); \
         break;
 
 /* Per block state: registers [nregs][LANES], tangents [nregs][k][LANES]. */
@@ -113,6 +116,7 @@ static int both_write(const tl_mprog *p, int pc, int jmp, int join, int *merge)
                                int m, bool full)                                   \
     {                                                                              \
         int k = s->k;                                                              \
+        T dv[LANES], dw[LANES];                                                    \
         const T *A = s->r + (int64_t)in_->a * LANES;                               \
         const T *B = s->r + in_->b * LANES, *D = s->r + (int64_t)in_->dst * LANES; \
         for (int j = 0; j < k; j++) {                                              \
