@@ -289,16 +289,21 @@ static tl_code read_members(tl_npz *z, tl_status *st)
     return index_keys(z, st);
 }
 
-/* Takes ownership of buf. */
-static tl_npz *open_owned(unsigned char *buf, size_t len, tl_status *st)
+/* Takes ownership of buf: allocated, or a mapping of len bytes when
+ * mapped. */
+static tl_npz *open_owned(unsigned char *buf, size_t len, bool mapped, tl_status *st)
 {
     tl_npz *z = tl_calloc(1, sizeof *z, "an archive", st);
     if (!z) {
-        free(buf);
+        if (mapped)
+            munmap(buf, len);
+        else
+            free(buf);
         return NULL;
     }
     z->buf = buf;
     z->len = len;
+    z->map_len = mapped ? len : 0;
     if (read_members(z, st)) {
         tl_npz_close(z);
         return NULL;
@@ -313,7 +318,7 @@ tl_npz *tl_npz_open_mem(const void *buf, size_t len, tl_status *st)
         return NULL;
     if (len)
         memcpy(copy, buf, len);
-    return open_owned(copy, len, st);
+    return open_owned(copy, len, false, st);
 }
 
 /* An archive of this many bytes and more in a regular file is mapped
@@ -336,25 +341,13 @@ tl_npz *tl_npz_open(const char *path, tl_status *st)
         (uint64_t)sb.st_size <= SIZE_MAX)
         m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     close(fd);
-    if (m != MAP_FAILED) {
-        tl_npz *z = tl_calloc(1, sizeof *z, "an archive", st);
-        if (!z) {
-            munmap(m, (size_t)sb.st_size);
-            return NULL;
-        }
-        z->buf = m;
-        z->len = z->map_len = (size_t)sb.st_size;
-        if (read_members(z, st)) {
-            tl_npz_close(z);
-            return NULL;
-        }
-        return z;
-    }
+    if (m != MAP_FAILED)
+        return open_owned(m, (size_t)sb.st_size, true, st);
     unsigned char *buf = NULL;
     size_t len = 0;
     if (tl_slurp_path(path, &buf, &len, st))
         return NULL;
-    return open_owned(buf, len, st);
+    return open_owned(buf, len, false, st);
 }
 
 void tl_npz_close(tl_npz *z)
