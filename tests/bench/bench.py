@@ -290,12 +290,13 @@ def matmul(tl, tmp, g, reps):
     for env, what in configs:
         print(" %s (OpenBLAS kernels: %s):" % (what, blas_core(tl, g, tmp, env)))
         for dt, f, grad in [("f32", "a32.npy", False), ("f64", "a64.npy", False), ("f64 backward", "a64.npy", True)]:
-            ms, later, np_s = {"1": [], n: []}, [], []
+            ms, later, np_s = {"1": [], n: []}, {"1": [], n: []}, []
             for r in range(max(5, reps)):
                 for th in (["1", n] if r % 2 == 0 else [n, "1"]):
                     ms[th].append(tl_ms("matmul_any.json", f, th, grad, env))
                 if not grad:
-                    later.append((tl_ms("matmul4.json", f, n, False, env) - ms[n][-1]) / 3)
+                    for th in ("1", n):
+                        later[th].append((tl_ms("matmul4.json", f, th, False, env) - ms[th][-1]) / 3)
                 p = subprocess.run(["/usr/bin/python3", "-c", NUMPY_MATMUL_CHILD, tmp + "/" + f,
                                     "grad" if grad else "run"], capture_output=True, text=True, check=True, env=env)
                 np_s.append(float(p.stdout))
@@ -304,9 +305,10 @@ def matmul(tl, tmp, g, reps):
             res = {th: flop / (median(v) / 1e3) / 1e9 for th, v in ms.items()}
             npg = flop / median(np_s) / 1e9
             tail = ""
-            if later:
-                lg = flop / (median(later) / 1e3) / 1e9
-                tail = "; later products %6.1f (%.0f%%)" % (lg, 100 * lg / npg)
+            if not grad:
+                lg = {th: flop / (median(v) / 1e3) / 1e9 for th, v in later.items()}
+                tail = "; later products: 1 thread %6.1f, %s threads %6.1f (x%.2f; %.0f%% of NumPy)" % (
+                    lg["1"], n, lg[n], lg[n] / lg["1"], 100 * lg[n] / npg)
             print("  %s: tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy %6.1f; tl/NumPy %.0f%%%s"
                   % (dt, res["1"], n, res[n], res[n] / res["1"], npg, 100 * res[n] / npg, tail))
 
