@@ -78,7 +78,11 @@ static int replace(const char *tmp, const char *path, bool file_there)
 {
 #ifdef RENAME_EXCHANGE
     if (file_there && !renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE)) {
-        unlink(tmp);
+        if (unlink(tmp) && errno == EISDIR) { /* a folder took the name since: give it back */
+            renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE);
+            errno = EISDIR;
+            return -1;
+        }
         return 0;
     }
 #endif
