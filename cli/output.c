@@ -63,6 +63,18 @@ static tl_code finish_stream(FILE *f, const char *what, tl_status *st)
     return TL_OK;
 }
 
+/* Writes into f and closes it: the stream's errors, the close's, and
+ * the writer's are one error naming path. */
+static tl_code write_closing(FILE *f, const char *path, cli_writer w, const void *ctx, tl_status *st)
+{
+    tl_code rc = w(f, ctx, st);
+    if (!rc)
+        rc = finish_stream(f, path, st);
+    if (fclose(f) && !rc)
+        rc = tl_fail(st, TL_ERUNTIME, "writing %s: %s", path, strerror(errno));
+    return rc;
+}
+
 /* The temporary file being written, for the signal handler (main.c) to
  * remove: a run stopped by a signal leaves no partial file behind. */
 char *volatile cli_pending_tmp;
@@ -109,11 +121,7 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
         FILE *f = fopen(path, "wb");
         if (!f)
             return tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
-        tl_code rc = w(f, ctx, st);
-        if (!rc)
-            rc = finish_stream(f, path, st);
-        if (fclose(f) && !rc)
-            rc = tl_fail(st, TL_ERUNTIME, "writing %s: %s", path, strerror(errno));
+        tl_code rc = write_closing(f, path, w, ctx, st);
         if (rc && !strstr(st->msg, path))
             tl_wrap(st, "%s", path);
         return rc;
@@ -131,16 +139,13 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
     mode_t mask = umask(0);
     umask(mask);
     fchmod(fd, exists && S_ISREG(was.st_mode) ? was.st_mode & 07777 : 0666 & ~mask);
+    /* no fsync: taking the name makes the file whole or absent for every
+     * reader (a run that fails or is killed leaves nothing); surviving a
+     * power loss is the file system's business, as for NumPy's np.save
+     * (syncing cost a third of a large gradient's write) */
     FILE *f = fdopen(fd, "wb");
-    tl_code rc = f ? w(f, ctx, st) : tl_fail(st, TL_ERUNTIME, "fdopen failed");
-    if (!rc)
-        rc = finish_stream(f, path, st);
-    /* no fsync: the rename makes the file whole or absent for every reader
-     * (a run that fails or is killed leaves nothing); surviving a power
-     * loss is the file system's business, as for NumPy's np.save (syncing
-     * cost a third of a large gradient's write) */
-    if (f ? fclose(f) : close(fd))
-        rc = rc ? rc : tl_fail(st, TL_ERUNTIME, "writing %s: %s", path, strerror(errno));
+    tl_code rc = f ? write_closing(f, path, w, ctx, st)
+                   : (close(fd), tl_fail(st, TL_ERUNTIME, "fdopen failed"));
     if (!rc && replace(tmp, path, exists && S_ISREG(was.st_mode)))
         rc = tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
     if (rc) {
