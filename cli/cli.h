@@ -45,6 +45,9 @@ bool cli_is_opt(const char *arg, const char *s, const char *l);
 /* The option's value: "--opt=value", or the next argument (advancing *i);
  * NULL when there is none. */
 const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const char *l);
+/* --format's value (text or json) into *json; a usage error (exit 2)
+ * for any other, or none. */
+int cli_format_opt(int argc, char **argv, int *i, const char *arg, bool *json);
 
 /* ---------- graphs and tensors ---------- */
 

@@ -146,10 +146,9 @@ int cmd_ops(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_opt(a, NULL, "--format")) {
-            const char *v = cli_opt_value(argc, argv, &i, a, "--format");
-            if (!v || (strcmp(v, "text") && strcmp(v, "json")))
-                return cli_usage("--format takes text or json");
-            json = !strcmp(v, "json");
+            int usage = cli_format_opt(argc, argv, &i, a, &json);
+            if (usage)
+                return usage;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage("unknown option %s", a);
         } else if (name) {

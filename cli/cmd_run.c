@@ -110,10 +110,9 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
             if (!(c->graph = c->inline_graph = cli_inline_graph(argv[++i])))
                 return cli_usage("out of memory");
         } else if (cli_is_opt(a, NULL, "--format")) {
-            const char *v = cli_opt_value(argc, argv, &i, a, "--format");
-            if (!v || (strcmp(v, "text") && strcmp(v, "json")))
-                return cli_usage("--format takes text or json");
-            c->json = !strcmp(v, "json");
+            int usage = cli_format_opt(argc, argv, &i, a, &c->json);
+            if (usage)
+                return usage;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage("unknown option %s", a);
         } else if (!c->graph) {

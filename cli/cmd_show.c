@@ -191,10 +191,9 @@ int cmd_show(int argc, char **argv)
         else if (!strcmp(a, "--full"))
             sh.full = true;
         else if (cli_is_opt(a, NULL, "--format")) {
-            const char *v = cli_opt_value(argc, argv, &i, a, "--format");
-            if (!v || (strcmp(v, "text") && strcmp(v, "json")))
-                return cli_usage("--format takes text or json");
-            sh.json = !strcmp(v, "json");
+            int usage = cli_format_opt(argc, argv, &i, a, &sh.json);
+            if (usage)
+                return usage;
         } else if (a[0] == '-' && a[1] && !(a[1] == ':' || a[1] == '.' || (a[1] >= '0' && a[1] <= '9')))
             return cli_usage("unknown option %s", a);
         else if (arg)

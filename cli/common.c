@@ -89,6 +89,15 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const 
     return NULL;
 }
 
+int cli_format_opt(int argc, char **argv, int *i, const char *arg, bool *json)
+{
+    const char *v = cli_opt_value(argc, argv, i, arg, "--format");
+    if (!v || (strcmp(v, "text") && strcmp(v, "json")))
+        return cli_usage("--format takes text or json");
+    *json = !strcmp(v, "json");
+    return 0;
+}
+
 tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *st)
 {
     if (cli_is_program(arg))
