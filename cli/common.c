@@ -46,6 +46,8 @@ int cli_finish_stdout(void)
 {
     if (fflush(stdout) == 0 && !ferror(stdout))
         return 0;
+    if (errno == EPIPE) /* the reader has gone (tl ops | head): nothing left to do */
+        return 0;
     fprintf(stderr, "tl: error: writing standard output: %s\n", strerror(errno ? errno : EIO));
     return TL_ERUNTIME;
 }
