@@ -1,6 +1,7 @@
 /* tl ops and tl devices: what this build can run, and where. */
 #include <string.h>
 
+#include "backends/cpu/blas.h"
 #include "backends/device.h"
 #include "backends/opdoc.h"
 #include "cli.h"
@@ -204,7 +205,12 @@ int cmd_devices(int argc, char **argv)
         return cli_usage("tl devices takes no arguments, got '%s'", argv[1]);
     tl_device_list l;
     tl_device_probe(&l);
+    char blas[256];
+    cpu_blas_describe(blas, sizeof blas);
     printf("cpu      usable  host memory, every op in every dtype\n");
+    printf("blas     ");
+    cli_print_escaped(stdout, blas);
+    printf("\n");
     if (!l.count) {
         printf("cuda     not usable: ");
         cli_print_escaped(stdout, l.why);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/blas.h"
 #include "backends/cpu/cpu.h"
 
 /* a deterministic pseudo-random value in [-1, 1) */
@@ -187,4 +188,15 @@ Test(matmul, empty_inner)
     tl_tensor_unref(a);
     tl_tensor_unref(b);
     tl_tensor_unref(out);
+}
+
+/* This program links libtl.a without OpenBLAS (the tl program links it
+ * in): the weak references are NULL here, so every product in this file
+ * ran on the library loaded at the first one, and says so. */
+Test(matmul, blas_loaded_where_not_linked)
+{
+    char d[256];
+    cpu_blas_describe(d, sizeof d);
+    cr_expect(!strncmp(d, "OpenBLAS ", 9), "%s", d);
+    cr_expect(strstr(d, " kernels), loaded ") != NULL, "%s", d);
 }

@@ -1,28 +1,54 @@
-/* Loading OpenBLAS on first use (blas.h): the library the build named
- * (TL_BLAS_LIB: the pthreads build, whose calls are safe from several
- * threads at once), else libopenblas.so.0 as the system finds it (beside
- * the program in the GPU bundle). */
+/* OpenBLAS for matrix products (blas.h).  The tl program links the
+ * pthreads build statically (Makefile), so its entry points are simply
+ * there: no loading, no relocating 12000 symbols at the first product
+ * (1.5-2 ms of a fresh process's first 1024^3 product).  A program that
+ * links libtl.a without OpenBLAS finds them NULL below, and the library is
+ * loaded on first use instead: the build's (TL_BLAS_LIB: the pthreads
+ * build, whose calls are safe from several threads at once), else
+ * libopenblas.so.0 as the system finds it. */
 #define _GNU_SOURCE
 #include "blas.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
+
+/* weak: resolved where OpenBLAS is linked in, NULL where it is not */
+#pragma weak cblas_sgemm
+#pragma weak cblas_dgemm
+#pragma weak openblas_set_num_threads
+#pragma weak openblas_get_config
+#pragma weak openblas_get_corename
 
 static cpu_blas blas;
 static char why[256];
+static char *(*config)(void), *(*corename)(void); /* for tl devices */
+static const char *from = "linked in";
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static bool linked_in(void) { return cblas_sgemm && cblas_dgemm && openblas_set_num_threads; }
 
 /* RTLD_LAZY: OpenBLAS's own calls are bound as they are first made, not
  * all 15000 of its relocations up front (0.35 of the 2 ms a load takes). */
 static void load(void)
 {
+    if (linked_in()) {
+        openblas_set_num_threads(1); /* every call on the calling thread */
+        config = openblas_get_config;
+        corename = openblas_get_corename;
+        blas = (cpu_blas){cblas_sgemm, cblas_dgemm};
+        return;
+    }
     void *h = NULL;
 #ifdef TL_BLAS_LIB
     h = dlopen(TL_BLAS_LIB, RTLD_LAZY | RTLD_LOCAL); /* the build's: the pthreads OpenBLAS */
+    if (h)
+        from = "loaded from " TL_BLAS_LIB;
 #endif
-    if (!h)
-        h = dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_LOCAL);
+    if (!h && (h = dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_LOCAL)))
+        from = "loaded as libopenblas.so.0";
     if (!h) {
         snprintf(why, sizeof why, "%s", dlerror());
         return;
@@ -33,6 +59,8 @@ static void load(void)
         threads(1); /* every call on the calling thread */
     if (shutdown)
         shutdown(); /* and no idle workers of its own beside tl's */
+    config = (char *(*)(void))dlsym(h, "openblas_get_config");
+    corename = (char *(*)(void))dlsym(h, "openblas_get_corename");
     cpu_blas b = {(__typeof__(cblas_sgemm) *)dlsym(h, "cblas_sgemm"),
                   (__typeof__(cblas_dgemm) *)dlsym(h, "cblas_dgemm")};
     if (!b.sgemm || !b.dgemm) {
@@ -52,6 +80,21 @@ const cpu_blas *cpu_blas_get(tl_status *st)
     return &blas;
 }
 
+void cpu_blas_describe(char *buf, size_t len)
+{
+    pthread_once(&once, load);
+    if (!blas.sgemm) {
+        snprintf(buf, len, "not usable: %s", why);
+        return;
+    }
+    /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64":
+     * the name and version, then the kernels it chose */
+    const char *c = config ? config() : "OpenBLAS", *sp = strchr(c, ' ');
+    sp = sp ? strchr(sp + 1, ' ') : NULL;
+    int n = sp ? (int)(sp - c) : (int)strlen(c);
+    snprintf(buf, len, "%.*s (%s kernels), %s", n, c, corename ? corename() : "unknown", from);
+}
+
 static void *preload(void *unused)
 {
     (void)unused;
@@ -61,6 +104,8 @@ static void *preload(void *unused)
 
 void cpu_blas_preload(void)
 {
+    if (linked_in())
+        return; /* nothing to load */
     pthread_attr_t at;
     pthread_t t;
     if (pthread_attr_init(&at))

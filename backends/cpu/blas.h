@@ -1,7 +1,8 @@
-/* OpenBLAS, loaded when the first matrix product needs it: a graph without
- * one never pays for loading and relocating the library (1.4 ms, most of a
- * small run) or for the worker threads it starts.  Each call runs on the
- * calling thread (tl shares products out over its own threads). */
+/* OpenBLAS: linked into the tl program; in other programs on libtl.a,
+ * loaded when the first matrix product needs it, so a graph without one
+ * never pays for loading and relocating the library (1.4 ms, most of a
+ * small run).  Each call runs on the calling thread (tl shares products
+ * out over its own threads). */
 #ifndef TL_CPU_BLAS_H
 #define TL_CPU_BLAS_H
 
@@ -17,7 +18,11 @@ typedef struct cpu_blas {
 /* The library's entry points, loaded on first use; NULL with st set when
  * it cannot be loaded. */
 const cpu_blas *cpu_blas_get(tl_status *st);
-/* Loads it on a thread of its own now, for a cpu_blas_get to come. */
+/* Loads it on a thread of its own now, for a cpu_blas_get to come
+ * (nothing to do where it is linked in). */
 void cpu_blas_preload(void);
+/* For tl devices: "OpenBLAS 0.3.21 (Haswell kernels), linked in", or
+ * "loaded from PATH", or why it cannot be used. */
+void cpu_blas_describe(char *buf, size_t len);
 
 #endif
