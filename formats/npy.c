@@ -641,6 +641,15 @@ static tl_code check_host(const tl_tensor *t, tl_status *st)
     return TL_OK;
 }
 
+tl_code tl_npy_preamble(const tl_tensor *t, unsigned char *pre, size_t *len, bool *as_is, tl_status *st)
+{
+    if (check_host(t, st))
+        return st->code;
+    *len = npy_preamble(t, pre);
+    *as_is = !host_big_endian();
+    return TL_OK;
+}
+
 tl_code tl_npy_encode(const tl_tensor *t, unsigned char **buf, size_t *len, tl_status *st)
 {
     unsigned char pre[2048];

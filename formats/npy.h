@@ -24,6 +24,10 @@ tl_tensor *tl_npy_read_stream(FILE *f, tl_status *st);
  * header fits, little-endian, data 64-byte aligned as NumPy writes it) in a
  * malloc'd buffer owned by the caller. */
 tl_code tl_npy_encode(const tl_tensor *t, unsigned char **buf, size_t *len, tl_status *st);
+/* The start of that encoding alone (magic, version, header; at most 2048
+ * bytes, into pre), and whether t's data follows it as it is in memory
+ * (a little-endian host): then a writer needs no copy of the data. */
+tl_code tl_npy_preamble(const tl_tensor *t, unsigned char *pre, size_t *len, bool *as_is, tl_status *st);
 /* Writes the encoding of t to f and flushes it; a failed write (ENOSPC...)
  * is TL_ERUNTIME. */
 tl_code tl_npy_write(FILE *f, const tl_tensor *t, tl_status *st);

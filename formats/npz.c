@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "backends/cpu/threads.h"
 #include "formats/npy.h"
 
 /* The ZIP format: PKWARE's APPNOTE.TXT, sections 4.3 and 4.5.3. */
@@ -378,6 +379,12 @@ static const npz_member *find(const tl_npz *z, const char *key)
 
 bool tl_npz_has(const tl_npz *z, const char *key) { return find(z, key) != NULL; }
 
+uint64_t tl_npz_size(const tl_npz *z, const char *key)
+{
+    const npz_member *m = find(z, key);
+    return m ? m->usize : 0;
+}
+
 /* ---- member data ---- */
 
 /* Hands zlib the next piece (at most UINT_MAX bytes) of what is left. */
@@ -511,7 +518,7 @@ tl_tensor *tl_npz_get(const tl_npz *z, const char *key, tl_status *st)
 typedef struct zentry {
     char *name; /* key + ".npy", owned */
     uint16_t method;
-    uint32_t crc;
+    uint32_t crc, data_crc; /* the member's; of the tensor's data alone (stored members) */
     uint64_t csize, usize, off;
 } zentry;
 
@@ -641,10 +648,30 @@ static tl_code write_local(zwriter *w, const zentry *e, tl_status *st)
     return TL_OK;
 }
 
+/* A stored member straight from the tensor: its preamble, then its data as
+ * it is in memory (no copy of megabytes into fresh pages to write them). */
+static tl_code write_stored(zwriter *w, const tl_tensor *t, const unsigned char *pre, size_t pl,
+                            zentry *e, tl_status *st)
+{
+    size_t n = (size_t)t->numel * tl_dtype_size(t->dtype);
+    e->usize = e->csize = pl + n;
+    e->crc = (uint32_t)crc32_combine(crc32_z(0, pre, pl), e->data_crc, (z_off_t)n);
+    e->off = w->pos;
+    e->method = METHOD_STORED;
+    if (write_local(w, e, st) || zput(w, pre, pl, st) || zput(w, t->data, n, st))
+        return st->code;
+    return TL_OK;
+}
+
 static tl_code write_member(zwriter *w, const tl_tensor *t, bool compress, zentry *e, tl_status *st)
 {
-    unsigned char *npy, *data;
+    unsigned char *npy, *data, pre[2048];
     size_t len = 0;
+    bool as_is = false;
+    if (tl_npy_preamble(t, pre, &len, &as_is, st))
+        return st->code;
+    if (!compress && as_is)
+        return write_stored(w, t, pre, len, e, st);
     if (tl_npy_encode(t, &npy, &len, st))
         return st->code;
     e->usize = e->csize = len;
@@ -768,9 +795,29 @@ static tl_code check_keys(int n, const char *const *keys, tl_status *st)
     return rc;
 }
 
+typedef struct crc_job {
+    const tl_tensor *const *ts;
+    zentry *es;
+} crc_job;
+
+static void data_crc(void *ctx, int64_t i)
+{
+    crc_job *j = ctx;
+    const tl_tensor *t = j->ts[i];
+    size_t n = t->device.kind == TL_DEV_CPU ? (size_t)t->numel * tl_dtype_size(t->dtype) : 0;
+    j->es[i].data_crc = n ? (uint32_t)crc32_z(0, t->data, n) : 0; /* (a NULL buffer restarts it) */
+}
+
 static tl_code write_archive(zwriter *w, int n, const char *const *keys, const tl_tensor *const *ts,
                              bool compress, zentry *es, tl_status *st)
 {
+    if (!compress) { /* the CRCs of megabytes, a member a thread, before writing in turn */
+        uint64_t bytes = 0;
+        for (int i = 0; i < n; i++)
+            bytes += (uint64_t)ts[i]->numel * tl_dtype_size(ts[i]->dtype);
+        crc_job j = {ts, es};
+        cpu_parallel(n, bytes >= ((uint64_t)1 << 20) ? cpu_nthreads() : 1, data_crc, &j);
+    }
     for (int i = 0; i < n; i++) {
         size_t k = strlen(keys[i]);
         if (!(es[i].name = tl_malloc(k + 5, 1, "a member name", st)))

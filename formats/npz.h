@@ -19,6 +19,9 @@ tl_npz *tl_npz_open_mem(const void *buf, size_t len, tl_status *st); /* copies b
 int tl_npz_count(const tl_npz *z);
 const char *tl_npz_key(const tl_npz *z, int i); /* member name without ".npy" */
 bool tl_npz_has(const tl_npz *z, const char *key);
+/* The size of the member's .npy once decompressed, as the archive declares
+ * it; 0 when there is no such member.  For planning work, not trusted. */
+uint64_t tl_npz_size(const tl_npz *z, const char *key);
 tl_tensor *tl_npz_get(const tl_npz *z, const char *key, tl_status *st); /* new reference */
 void tl_npz_close(tl_npz *z);                                           /* NULL ok */
 
