@@ -267,7 +267,12 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
     /* No MADV_HUGEPAGE: where the kernel defragments on a fault in an
      * madvised region (defrag=madvise, the Debian default), a first touch
      * of cold memory cost 4x what plain 4 KiB faults cost (measured: 512
-     * MiB in 0.9-1.1 s against 0.17-0.21 s). */
+     * MiB in 0.9-1.1 s against 0.17-0.21 s).  Tried again with each
+     * fresh block's first huge page touched and timed (back to small
+     * pages when slow): the 16M-element chain's median fell from 70 to
+     * 55-60 ms, but 5 runs in 30 took 120-130 ms, the timed page fast
+     * every time (freed huge pages handed back to the VM's host between
+     * runs, faulted in again slowly); steady times beat a better median. */
     if (!t && !small)
         t = aligned_alloc(align, size);
     if (!t) {
