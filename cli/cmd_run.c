@@ -256,8 +256,6 @@ static void unused_keys(const cmd *c, const tl_graph *g, char *buf, size_t len)
     }
 }
 
-/* -i files first (an input in two of them is an error), then NAME=TENSOR,
- * which overrides the same key of an -i file (but not another NAME=). */
 /* The inputs one archive holds, read on the worker threads, a member each
  * (copying megabytes out of the archive and checking their CRC was most of
  * the time before a run starts); the first failure in input order is the
@@ -313,6 +311,8 @@ static int read_members(const tl_graph *g, const tl_npz *z, const char *what, co
     return rc;
 }
 
+/* -i files first (an input in two of them is an error), then NAME=TENSOR,
+ * which overrides the same key of an -i file (but not another NAME=). */
 int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *st)
 {
     bool *explicit = calloc((size_t)g->ninputs + 1, sizeof *explicit);

@@ -118,11 +118,11 @@ static void on_fatal(int sig)
 }
 
 /* tl links OpenBLAS in and runs every product's pieces on its own threads
- * (one single-threaded gemm each).  OpenBLAS's constructor, which runs
- * after this one (of a higher priority), would start worker threads of its
- * own at every start, and they spin for a tenth of a second beside tl's:
- * with OPENBLAS_NUM_THREADS=1 it starts none.  main puts the variable back
- * as it was. */
+ * (one single-threaded gemm each).  OpenBLAS's constructor would start
+ * worker threads of its own at every start, and they spin for a tenth of a
+ * second beside tl's; this constructor runs before it (priority 101, where
+ * OpenBLAS's has none) and sets OPENBLAS_NUM_THREADS=1, so it starts none.
+ * main puts the variable back as it was. */
 static char *blas_threads;
 static bool blas_threads_set;
 

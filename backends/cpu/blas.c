@@ -1,7 +1,7 @@
 /* OpenBLAS for matrix products (blas.h).  The tl program links the
  * pthreads build statically (Makefile), so its entry points are simply
- * there: no loading, no relocating 12000 symbols at the first product
- * (1.5-2 ms of a fresh process's first 1024^3 product).  A program that
+ * there: no loading and binding of some 12000 relocations at the first
+ * product (1.5-2 ms of a fresh process's first 1024^3 product).  A program that
  * links libtl.a without OpenBLAS finds them NULL below, and the library is
  * loaded on first use instead: the build's (TL_BLAS_LIB: the pthreads
  * build, whose calls are safe from several threads at once), else
@@ -30,8 +30,9 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static bool linked_in(void) { return cblas_sgemm && cblas_dgemm && openblas_set_num_threads; }
 
-/* RTLD_LAZY: OpenBLAS's own calls are bound as they are first made, not
- * all 15000 of its relocations up front (0.35 of the 2 ms a load takes). */
+/* Loading it, RTLD_LAZY: OpenBLAS's own calls are bound as they are first
+ * made, not all of its relocations up front (0.35 of the 2 ms a load
+ * takes). */
 static void load(void)
 {
     if (linked_in()) {
