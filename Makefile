@@ -29,11 +29,11 @@ comma   := ,
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-pthread
 # The tl program links it statically: its entry points are there at the
 # first product, where loading the shared library took 1.5-2 ms (12000
-# symbols to bind), and a start costs 0.1 ms more.  -u pulls in what
-# backends/cpu/blas.c refers to weakly.  Other programs on libtl.a load the
-# shared library when the first product needs it, from this path first (no
-# run path: every other library would be looked for there too, at every
-# start).
+# symbols to bind), and a start costs 0.1-0.2 ms more (its constructor and
+# relocations).  -u pulls in what backends/cpu/blas.c refers to weakly.
+# Other programs on libtl.a load the shared library when the first product
+# needs it, from this path first (no run path: every other library would be
+# looked for there too, at every start).
 BLAS_LIB := $(wildcard $(BLAS_DIR)/libopenblas.so.0)
 CPPFLAGS += $(if $(BLAS_LIB),-DTL_BLAS_LIB='"$(BLAS_LIB)"')
 BLAS_STATIC := $(wildcard $(BLAS_DIR)/libopenblas.a)
