@@ -5,7 +5,19 @@
  * links libtl.a without OpenBLAS finds them NULL below, and the library is
  * loaded on first use instead: the build's (TL_BLAS_LIB: the pthreads
  * build, whose calls are safe from several threads at once), else
- * libopenblas.so.0 as the system finds it. */
+ * libopenblas.so.0 as the system finds it.
+ *
+ * Tried and not kept: BLIS (Debian's libblis4-serial, 0.9.0) for the f32
+ * products.  On this machine's processor (AMD EPYC, AVX-512) it reached
+ * 218 GFLOP/s on one thread for a 1024^3 sgemm with its skx kernels and
+ * 197 with its haswell ones, against 124 for OpenBLAS's Haswell kernels
+ * (the kernels this machine's OPENBLAS_CORETYPE names); tl's four 1024^3
+ * products went from 38 to 24 ms, the MLP benchmark's whole process from
+ * 70 to 64 ms.  But BLIS 0.9.0 does not know this processor and picks its
+ * generic kernels (38 GFLOP/s), so tl would have to force AVX-512 kernels
+ * on it, the very thing the machine's setting keeps OpenBLAS from doing
+ * because builds of that age compute wrong results on some processors;
+ * and it would be a second BLAS with its own bits. */
 #define _GNU_SOURCE
 #include "blas.h"
 
