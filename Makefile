@@ -39,6 +39,12 @@ CPPFLAGS += $(if $(BLAS_LIB),-DTL_BLAS_LIB='"$(BLAS_LIB)"')
 BLAS_STATIC := $(wildcard $(BLAS_DIR)/libopenblas.a)
 BLAS_LINK := $(if $(BLAS_STATIC),-Wl$(comma)-u$(comma)cblas_sgemm$(comma)-u$(comma)cblas_dgemm$(comma)-u$(comma)openblas_set_num_threads$(comma)-u$(comma)openblas_get_config$(comma)-u$(comma)openblas_get_corename $(BLAS_STATIC))
 LDLIBS  := -lcjson -lz -lsleef -lm -ldl -lpthread
+# How OpenBLAS is reached is decided from what is installed when make
+# parses this file, so the decision is kept in build/blas.flags: a binary
+# or object built under another decision (libopenblas.a installed since,
+# or removed) is rebuilt, never reused.  `make demo` and `make check`
+# install packages first and only then start the make that builds.
+BLAS_FLAGS := $(BLAS_LINK) $(filter -DTL_BLAS_LIB%,$(CPPFLAGS))
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 LIB_SRC := $(wildcard backends/*.c backends/cpu/*.c formats/*.c graph/*.c exec/*.c)
@@ -77,11 +83,17 @@ CUDA_C_SRC := backends/status.c backends/ops.c backends/tensor.c backends/cpu/cp
               backends/cuda/pool.c
 CUDA_OBJ := $(CUDA_SRC:%.cu=build/cuda/%.o) $(CUDA_C_SRC:%.c=build/cuda/%.o)
 
-.PHONY: all deps demo check test clang-check memcheck bench clean install uninstall examples ci-regression gpu-bundle plugin-skipped
+.PHONY: FORCE all deps demo check test clang-check memcheck bench clean install uninstall examples ci-regression gpu-bundle plugin-skipped
 all: tl $(PLUGIN)
 
 deps:
 	@bash .ci/deps.sh
+
+build/blas.flags: FORCE
+	@mkdir -p build
+	@echo '$(BLAS_FLAGS)' | cmp -s - $@ || echo '$(BLAS_FLAGS)' > $@
+
+build/obj/backends/cpu/blas.o build/san/backends/cpu/blas.o: build/blas.flags
 
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -106,13 +118,13 @@ build/libtl.a: $(OBJ)
 build/libtl-san.a: $(SAN_OBJ)
 	@ar rcs $@ $^
 
-tl: $(CLI_OBJ) build/libtl.a
+tl: $(CLI_OBJ) build/libtl.a build/blas.flags
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libtl.a $(BLAS_LINK) $(LDLIBS)
 
 # the command line built with the sanitizers, for a second pass of the
 # end-to-end cases
-build/tl-san: $(CLI_SRC:%.c=build/san/%.o) build/libtl-san.a
-	$(CC) $(SAN) -o $@ $^ $(BLAS_LINK) $(LDLIBS)
+build/tl-san: $(CLI_SRC:%.c=build/san/%.o) build/libtl-san.a build/blas.flags
+	$(CC) $(SAN) -o $@ $(filter-out build/blas.flags,$^) $(BLAS_LINK) $(LDLIBS)
 
 build/tests/%: tests/%.c $(wildcard tests/*.h) build/libtl-san.a
 	@mkdir -p $(dir $@)
@@ -169,7 +181,10 @@ gpu-bundle:
 	@echo "make gpu-bundle needs nvcc (CUDA_HOME, PATH or /usr/local/cuda) to build the plugin" >&2; exit 1
 endif
 
-demo: deps tl
+# packages first, then a make that parses this file anew and so builds
+# against what is installed now
+demo: deps
+	@$(MAKE) --no-print-directory tl
 	./tl grad examples/mlp.json -i examples/mlp_inputs.npz
 
 # ---- examples: a C program on libtl, and the many-runs CI check ----
