@@ -1,5 +1,13 @@
 /* tl ops and tl devices: what this build can run, and where. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backends/cpu/blas.h"
 #include "backends/device.h"
@@ -199,14 +207,78 @@ int cmd_ops(int argc, char **argv)
     return cli_finish_stdout();
 }
 
+/* The kernels OpenBLAS would pick by itself here, in core[len] ("" when
+ * that cannot be learnt): a tl started with the choice left to OpenBLAS
+ * (TL_BLAS_CHOOSE=0, no OPENBLAS_CORETYPE; OpenBLAS chooses once, at its
+ * start) and no CUDA plugin says.  That tl asks no further. */
+static void openblas_alone(char *core, size_t len)
+{
+    extern char **environ;
+    *core = 0;
+    size_t n = 0, k = 0;
+    while (environ[n])
+        n++;
+    /* the path, not /proc/self/exe itself: under valgrind only the link
+     * is the program's */
+    char **env = calloc(n + 3, sizeof *env), buf[4096], self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    int fd[2];
+    if (!env || sl <= 0 || pipe(fd)) {
+        free(env);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "OPENBLAS_CORETYPE=", 18) && strncmp(environ[i], "TL_BLAS_CHOOSE=", 15) &&
+            strncmp(environ[i], "TL_CUDA_PLUGIN=", 15))
+            env[k++] = environ[i];
+    env[k++] = "TL_BLAS_CHOOSE=0";
+    env[k++] = "TL_CUDA_PLUGIN=/nonexistent";
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    char *args[] = {"tl", "devices", NULL};
+    pid_t pid;
+    self[sl] = 0;
+    int bad = posix_spawn(&pid, self, &fa, NULL, args, env);
+    posix_spawn_file_actions_destroy(&fa);
+    free(env);
+    close(fd[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (!bad && got < sizeof buf - 1 && (r = read(fd[0], buf + got, sizeof buf - 1 - got)) != 0)
+        if (r > 0)
+            got += (size_t)r;
+        else if (errno != EINTR)
+            break;
+    close(fd[0]);
+    while (!bad && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    buf[got] = 0;
+    /* "blas     OpenBLAS 0.3.21, linked in: Zen kernels, ..." */
+    char *line = strstr(buf, "\nblas "), *colon = line ? strchr(line, ':') : NULL;
+    char *end = colon ? strstr(colon, " kernels") : NULL;
+    if (end && end - colon - 2 > 0 && (size_t)(end - colon - 2) < len)
+        snprintf(core, len, "%.*s", (int)(end - colon - 2), colon + 2);
+}
+
 int cmd_devices(int argc, char **argv)
 {
     if (argc > 1)
         return cli_usage("tl devices takes no arguments, got '%s'", argv[1]);
     tl_device_list l;
     tl_device_probe(&l);
-    char blas[256];
+    char blas[640], alone[32] = "";
     cpu_blas_describe(blas, sizeof blas);
+    const char *own = getenv("TL_BLAS_CHOOSE");
+    if (*cpu_blas_kernels_asked() && !(own && !strcmp(own, "0")))
+        openblas_alone(alone, sizeof alone);
+    if (*alone) {
+        size_t n = strlen(blas);
+        snprintf(blas + n, sizeof blas - n, "; OpenBLAS alone would run %s",
+                 strcasecmp(alone, cpu_blas_kernels_asked()) ? alone : "the same");
+    }
     printf("cpu      usable  host memory, every op in every dtype\n");
     printf("blas     ");
     cli_print_escaped(stdout, blas);

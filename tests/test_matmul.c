@@ -9,6 +9,7 @@
  * tests/cli/matmul_threads.txt. */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include "backends/cpu/blas.h"
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_features.h"
 
 /* a deterministic pseudo-random value in [-1, 1) */
 static double value(uint64_t *s)
@@ -122,7 +124,7 @@ static void check(const mm_case *c)
 }
 
 /* 515 x 701 x 300: five strips of 128 rows, the last one of 3 */
-Test(matmul, odd_edges_every_flag)
+static void odd_edges_every_flag(void)
 {
     for (int d = 0; d < 2; d++)
         for (int f = 0; f < 4; f++) {
@@ -136,7 +138,7 @@ Test(matmul, odd_edges_every_flag)
 /* 70 x 4000 x 300: cut by columns only (four of 1024, the last 928);
  * 1100 x 65 x 1000: four strips of 320 rows, the last 140; 130 x 4000 x
  * 300: a grid of 3 x 2 (strips of 64 rows, the last of 2, then columns) */
-Test(matmul, wide_and_tall)
+static void wide_and_tall(void)
 {
     mm_case wide[] = {{TL_F32, 2, 2, {70, 300}, {300, 4000}, false, false},
                       {TL_F32, 2, 2, {70, 300}, {4000, 300}, false, true},
@@ -151,7 +153,7 @@ Test(matmul, wide_and_tall)
 
 /* [2, 1, 600, 129] @ [3, 129, 520]: six products, each cut in two
  * strips (320 and 280 rows) */
-Test(matmul, batched_broadcast)
+static void batched_broadcast(void)
 {
     mm_case cs[] = {{TL_F64, 4, 3, {2, 1, 600, 129}, {3, 129, 520}, false, false},
                     {TL_F32, 4, 3, {2, 1, 600, 129}, {3, 520, 129}, false, true},
@@ -160,7 +162,7 @@ Test(matmul, batched_broadcast)
         check(&cs[i]);
 }
 
-Test(matmul, vectors)
+static void vectors(void)
 {
     mm_case cs[] = {{TL_F32, 1, 2, {2000}, {2000, 301}, false, false},
                     {TL_F64, 2, 1, {301, 2000}, {2000}, false, false},
@@ -168,6 +170,56 @@ Test(matmul, vectors)
                     {TL_F32, 1, 1, {4097}, {4097}, false, false}};
     for (size_t i = 0; i < sizeof cs / sizeof *cs; i++)
         check(&cs[i]);
+}
+
+Test(matmul, odd_edges_every_flag) { odd_edges_every_flag(); }
+Test(matmul, wide_and_tall) { wide_and_tall(); }
+Test(matmul, batched_broadcast) { batched_broadcast(); }
+Test(matmul, vectors) { vectors(); }
+
+/* The products above under every kernel family of OpenBLAS that this
+ * processor can run: the one tl chooses (cpu_features.c) and those a user
+ * may name in OPENBLAS_CORETYPE.  Each family in a process of its own
+ * (Criterion runs each test in one), the variable set before the library
+ * is loaded, which reads it once; the library must say it runs that
+ * family.  A family the processor cannot run is skipped, saying why (tl
+ * never runs it: blas.c puts its own choice in its place). */
+typedef struct family {
+    char name[16]; /* by value: a test's process may be a fresh start of the binary */
+} family;
+static family families[] = {{"Prescott"}, {"Core2"}, {"Nehalem"},  {"Sandybridge"},
+                            {"Haswell"},  {"Zen"},   {"SkylakeX"}, {"Cooperlake"}};
+
+ParameterizedTestParameters(matmul, every_kernel_family)
+{
+    return cr_make_param_array(family, families, sizeof families / sizeof *families);
+}
+
+ParameterizedTest(family *fam, matmul, every_kernel_family)
+{
+    const char *const *family = &(const char *){fam->name};
+    cpu_features f;
+    cpu_features_read(&f);
+    char why[256], d[640], want[64];
+    if (!cpu_blas_family_runs(*family, &f, why, sizeof why))
+        cr_skip_test("%s", why);
+    setenv("OPENBLAS_CORETYPE", *family, 1);
+    cpu_blas_describe(d, sizeof d);
+    snprintf(want, sizeof want, ": %s kernels, ", *family);
+    cr_assert(strstr(d, want), "%s (wanted%s)", d, want);
+    /* smaller than the cases above (their cuts are tl's, the same for
+     * every family), odd in every dimension, with an inner size past the
+     * kernels' panel depth (256 to 384) */
+    for (int dt = 0; dt < 2; dt++)
+        for (int fl = 0; fl < 4; fl++) {
+            bool ta = fl & 1, tb = fl & 2;
+            mm_case c[] = {{dt ? TL_F64 : TL_F32, 2, 2, {ta ? 45 : 97, ta ? 97 : 45}, {tb ? 71 : 45, tb ? 45 : 71}, ta, tb},
+                           {dt ? TL_F64 : TL_F32, 2, 2, {ta ? 403 : 61, ta ? 61 : 403}, {tb ? 37 : 403, tb ? 403 : 37}, ta, tb},
+                           {dt ? TL_F64 : TL_F32, 4, 3, {2, 1, ta ? 29 : 61, ta ? 61 : 29}, {3, tb ? 47 : 29, tb ? 29 : 47}, ta, tb}};
+            for (size_t i = 0; i < sizeof c / sizeof *c; i++)
+                check(&c[i]);
+        }
+    vectors();
 }
 
 /* k = 0: a matrix of zeros (no BLAS call) */
@@ -198,5 +250,5 @@ Test(matmul, blas_loaded_where_not_linked)
     char d[256];
     cpu_blas_describe(d, sizeof d);
     cr_expect(!strncmp(d, "OpenBLAS ", 9), "%s", d);
-    cr_expect(strstr(d, " kernels), loaded ") != NULL, "%s", d);
+    cr_expect(strstr(d, ", loaded ") != NULL && strstr(d, " kernels, ") != NULL, "%s", d);
 }

@@ -25,7 +25,11 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include "backends/cpu/cpu_features.h"
 
 /* weak: resolved where OpenBLAS is linked in, NULL where it is not */
 #pragma weak cblas_sgemm
@@ -39,6 +43,39 @@ static char why[256];
 static char *(*config)(void), *(*corename)(void); /* for tl devices */
 static const char *from = "linked in";
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char asked[32];     /* the family OPENBLAS_CORETYPE names when OpenBLAS starts */
+static char kernels[512];  /* whose choice that is, and why */
+
+/* The kernels are chosen before OpenBLAS starts: it reads OPENBLAS_CORETYPE
+ * once, in its constructor where it is linked in (this one, at priority
+ * 101, runs before it) and when it is loaded elsewhere.  tl names the
+ * family for this processor's features (cpu_features.c says why); a
+ * user's OPENBLAS_CORETYPE stands where the processor can run it, and
+ * where it cannot (OpenBLAS 0.3.21 takes SkylakeX on an AVX2 processor
+ * and dies of an illegal instruction at the first product) tl's choice
+ * takes its place and tl devices says so.  TL_BLAS_CHOOSE=0 leaves the
+ * choice to OpenBLAS alone. */
+__attribute__((constructor(101))) static void choose_kernels(void)
+{
+    cpu_features f;
+    cpu_features_read(&f);
+    char why[120], lack[160];
+    const char *user = getenv("OPENBLAS_CORETYPE"), *own = getenv("TL_BLAS_CHOOSE");
+    bool runs = user && *user && cpu_blas_family_runs(user, &f, lack, sizeof lack);
+    if (runs || (!(user && *user) && own && !strcmp(own, "0"))) {
+        snprintf(asked, sizeof asked, "%s", runs ? user : "");
+        snprintf(kernels, sizeof kernels, runs ? "as OPENBLAS_CORETYPE says" : "OpenBLAS's own choice (TL_BLAS_CHOOSE=0)");
+        return;
+    }
+    const char *family = cpu_blas_family_for(&f, why, sizeof why);
+    snprintf(asked, sizeof asked, "%s", family);
+    if (user && *user)
+        snprintf(kernels, sizeof kernels, "chosen for this processor (%s): OPENBLAS_CORETYPE=%.40s ignored, %s",
+                 why, user, lack);
+    else
+        snprintf(kernels, sizeof kernels, "chosen for this processor (%s)", why);
+    setenv("OPENBLAS_CORETYPE", family, 1);
+}
 
 static bool linked_in(void) { return cblas_sgemm && cblas_dgemm && openblas_set_num_threads; }
 
@@ -101,12 +138,20 @@ void cpu_blas_describe(char *buf, size_t len)
         return;
     }
     /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64":
-     * the name and version, then the kernels it chose */
+     * the name and version, then the kernels it runs (which may not be
+     * those asked for: OpenBLAS takes a family it does not know for none) */
     const char *c = config ? config() : "OpenBLAS", *sp = strchr(c, ' ');
     sp = sp ? strchr(sp + 1, ' ') : NULL;
     int n = sp ? (int)(sp - c) : (int)strlen(c);
-    snprintf(buf, len, "%.*s (%s kernels), %s", n, c, corename ? corename() : "unknown", from);
+    const char *core = corename ? corename() : "unknown";
+    if (*asked && strcasecmp(asked, core))
+        snprintf(buf, len, "%.*s, %s: %s kernels, OpenBLAS's own choice: it does not run the %s kernels asked for",
+                 n, c, from, core, asked);
+    else
+        snprintf(buf, len, "%.*s, %s: %s kernels, %s", n, c, from, core, kernels);
 }
+
+const char *cpu_blas_kernels_asked(void) { return asked; }
 
 static void *preload(void *unused)
 {

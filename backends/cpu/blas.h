@@ -21,8 +21,12 @@ const cpu_blas *cpu_blas_get(tl_status *st);
 /* Loads it on a thread of its own now, for a cpu_blas_get to come
  * (nothing to do where it is linked in). */
 void cpu_blas_preload(void);
-/* For tl devices: "OpenBLAS 0.3.21 (Haswell kernels), linked in", or
- * "loaded from PATH", or why it cannot be used. */
+/* For tl devices: "OpenBLAS 0.3.21, linked in: Haswell kernels, chosen
+ * for this processor (AVX2 and FMA)" (or "loaded from PATH", the user's
+ * OPENBLAS_CORETYPE, ...), or why it cannot be used. */
 void cpu_blas_describe(char *buf, size_t len);
+/* The family OpenBLAS was started with (tl's choice or the user's
+ * OPENBLAS_CORETYPE), "" where OpenBLAS chose alone. */
+const char *cpu_blas_kernels_asked(void);
 
 #endif
