@@ -38,7 +38,7 @@ BLAS_LIB := $(wildcard $(BLAS_DIR)/libopenblas.so.0)
 CPPFLAGS += $(if $(BLAS_LIB),-DTL_BLAS_LIB='"$(BLAS_LIB)"')
 BLAS_STATIC := $(wildcard $(BLAS_DIR)/libopenblas.a)
 BLAS_LINK := $(if $(BLAS_STATIC),-Wl$(comma)-u$(comma)cblas_sgemm$(comma)-u$(comma)cblas_dgemm$(comma)-u$(comma)openblas_set_num_threads$(comma)-u$(comma)openblas_get_config$(comma)-u$(comma)openblas_get_corename $(BLAS_STATIC))
-LDLIBS  := -lcjson -lz -lsleef -lm -ldl -lpthread
+LDLIBS  := -lcjson -ldeflate -lz -lsleef -lm -ldl -lpthread
 # How OpenBLAS is reached is decided from what is installed when make
 # parses this file, so the decision is kept in build/blas.flags: a binary
 # or object built under another decision (libopenblas.a installed since,
@@ -160,7 +160,7 @@ build/tests/test_cuda_host: tests/test_cuda_host.c $(wildcard tests/*.h backends
 # ---- make gpu-bundle: the GPU check for a bare GPU machine (tests/gpu) ----
 # tl and the checker are linked to find their libraries beside them, and
 # those libraries theirs (an old-style RPATH applies to all of them).
-BUNDLE_LDLIBS := -lcjson -lz -lsleef -lm -ldl -lpthread \
+BUNDLE_LDLIBS := -lcjson -ldeflate -lz -lsleef -lm -ldl -lpthread \
                  -Wl,-rpath,'$$ORIGIN',--disable-new-dtags
 
 # (OpenBLAS not linked in: the bundle would pass its 60 MiB with it in tl
@@ -218,7 +218,7 @@ install: tl build/libtl.a
 	install -m 644 cli/completion.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/tl
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: tl' 'Description: run and differentiate computation graphs' 'Version: $(TL_VERSION)' \
-	  'Libs: -L$${libdir} -ltl -lcjson -lz -lsleef -lm -ldl -lpthread' 'Cflags: -I$${includedir}/tl' \
+	  'Libs: -L$${libdir} -ltl -lcjson -ldeflate -lz -lsleef -lm -ldl -lpthread' 'Cflags: -I$${includedir}/tl' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tl.pc
 
 uninstall:

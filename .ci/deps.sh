@@ -2,7 +2,7 @@
 # Installs the Debian packages tl needs to build and test, when missing.
 # Used by `make deps` (and so by `make check` and `make demo`).
 set -euo pipefail
-pkgs=(build-essential clang libcjson-dev zlib1g-dev libopenblas-dev libopenblas-pthread-dev
+pkgs=(build-essential clang libcjson-dev zlib1g-dev libdeflate-dev libopenblas-dev libopenblas-pthread-dev
       libcriterion-dev libsleef-dev valgrind bc pkgconf)
 missing=()
 for p in "${pkgs[@]}"; do
