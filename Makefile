@@ -251,13 +251,14 @@ clang-check:
 
 # Every end-to-end case once more, the release tl under valgrind memcheck:
 # any leak or memory error fails the case (exit 97).  A copy of the binary,
-# so a rebuild during the run cannot pull it away.
-VALGRIND := valgrind -q --suppressions=tests/valgrind.supp --leak-check=full --show-leak-kinds=definite,indirect \
+# so a rebuild during the run cannot pull it away; absolute paths, so cases
+# that run tl from another folder find it.
+VALGRIND := valgrind -q --suppressions=$(CURDIR)/tests/valgrind.supp --leak-check=full --show-leak-kinds=definite,indirect \
             --errors-for-leak-kinds=definite,indirect --error-exitcode=97
 memcheck: tl build/tests/test_cli
 	@cp tl build/tl-memcheck
 	@echo "== build/tests/test_cli under valgrind memcheck"
-	@TL="$(VALGRIND) build/tl-memcheck" TL_MEMCHECK=1 TL_CLI_TIMEOUT=300 build/tests/test_cli --jobs 2
+	@TL="$(VALGRIND) $(CURDIR)/build/tl-memcheck" TL_MEMCHECK=1 TL_CLI_TIMEOUT=300 build/tests/test_cli --jobs 2
 
 check: deps
 	$(MAKE) clang-check

@@ -533,7 +533,10 @@ static int apply_only(const char *list, const char **names, const tl_tensor **ts
 }
 
 /* --expect: the results against a file by compare's rule.  0 when they
- * match, 1 (report printed) when not, 2/3 on an error. */
+ * match, 1 (report printed) when not, 2/3 on an error.  The text report
+ * names only what differs and is printed only then; with --format json the
+ * whole report is printed either way, as tl compare --format json prints
+ * it, for a machine to read.  Either goes to stdout unless results do. */
 static int expect(const cmd *c, int n, const char **names, const tl_tensor **ts, tl_status *st)
 {
     tl_result_set a = tl_result_set_view(n, names, ts), *b = tl_result_set_read(c->expect, st);
@@ -541,15 +544,20 @@ static int expect(const cmd *c, int n, const char **names, const tl_tensor **ts,
         return tl_wrap(st, "--expect %s", c->expect), cli_fail(st);
     tl_compare_report *r = tl_compare(&a, b, &c->cmp, st);
     int rc = r ? 0 : (tl_wrap(st, "--expect %s", c->expect), cli_fail(st));
-    if (r && !tl_compare_all_match(r)) {
-        /* stdout carries the report unless results go there */
-        FILE *f = c->output && !strcmp(c->output, "-") ? stderr : stdout;
+    FILE *f = c->output && !strcmp(c->output, "-") ? stderr : stdout;
+    bool match = r && tl_compare_all_match(r);
+    if (r && c->json) {
+        if (!match)
+            fprintf(stderr, "tl: results differ from %s\n", c->expect);
+        rc = tl_compare_write_json(f, r, st) ? cli_fail(st) : match ? 0 : 1;
+        fflush(f);
+    } else if (r && !match) {
         fprintf(f, "tl: results differ from %s\n", c->expect);
         rc = tl_compare_write_text(f, r, true, st) ? cli_fail(st) : 1;
         fflush(f);
-    } else if (r && c->verbose) {
-        fprintf(stderr, "tl: results match %s\n", c->expect);
     }
+    if (match && c->verbose)
+        fprintf(stderr, "tl: results match %s\n", c->expect);
     tl_compare_free(r);
     tl_result_set_free(b);
     return rc;

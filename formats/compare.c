@@ -327,8 +327,12 @@ static int row_cells(const tl_compare_report *r, const tl_compare_entry *e, char
         return C_ABS + 1;
     case TL_CMP_COMPARED: break;
     }
-    fmt_max_abs(a, sizeof a, e);
-    tl_fmt_f64(b, sizeof b, e->max_rel);
+    /* figures to read, 4 digits (the json report has them exactly) */
+    if (is_int(e))
+        fmt_max_abs(a, sizeof a, e);
+    else
+        tl_fmt_sig(a, sizeof a, e->max_abs, 4);
+    tl_fmt_sig(b, sizeof b, e->max_rel, 4);
     snprintf(cells[C_ABS], CELL, "max abs %s", a);
     snprintf(cells[C_REL], CELL, "max rel %s", b);
     if (r->opts.use_ulp && !is_int(e))

@@ -98,8 +98,10 @@ bool tl_compare_all_match(const tl_compare_report *r);
 void tl_compare_free(tl_compare_report *r); /* NULL ok */
 
 /* The text report: a line per pair (only those that differ when
- * mismatches_only), columns aligned, then a summary line.  Names are
- * printed with control characters escaped. */
+ * mismatches_only), columns aligned, then a summary line.  The errors
+ * (max abs, max rel) are rounded to 4 significant digits, the worst
+ * element's values printed exactly.  Names are printed with control
+ * characters escaped. */
 tl_code tl_compare_write_text(FILE *f, const tl_compare_report *r, bool mismatches_only,
                               tl_status *st);
 /* The json report: one object, {"match", "total", "mismatched", "rtol",

@@ -95,6 +95,17 @@ static int fmt_value(char *buf, size_t len, double v, bool is_f32)
 
 int tl_fmt_f64(char *buf, size_t len, double v) { return fmt_value(buf, len, v, false); }
 
+int tl_fmt_sig(char *buf, size_t len, double v, int digits)
+{
+    char sci[TL_FMT_LEN], out[TL_FMT_LEN];
+    if (isnan(v) || isinf(v))
+        return fmt_value(buf, len, v, false);
+    digits = digits < 1 ? 1 : digits > 17 ? 17 : digits;
+    snprintf(sci, sizeof sci, "%.*e", digits - 1, v);
+    layout(out, sizeof out, sci);
+    return snprintf(buf, len, "%s", out);
+}
+
 int tl_fmt_f32(char *buf, size_t len, float v) { return fmt_value(buf, len, (double)v, true); }
 
 static int fmt_elem(char *buf, const tl_tensor *t, int64_t i)

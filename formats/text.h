@@ -36,6 +36,10 @@ struct cJSON;
  * result >= len means it was cut short. */
 int tl_fmt_f64(char *buf, size_t len, double v);
 int tl_fmt_f32(char *buf, size_t len, float v);
+/* v rounded to `digits` significant digits (1 to 17), laid out as above:
+ * "0.0003081", "3.7e-07", "0.0", for figures people read (errors in
+ * reports), never for values that must read back. */
+int tl_fmt_sig(char *buf, size_t len, double v, int digits);
 
 /* Text output of cli.md: the header line "NAME: f32[2,3]" (left out when
  * name is NULL), then the values NumPy-style: nested brackets, ", " between

@@ -43,6 +43,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <glob.h>
+#include <math.h>
 #include <regex.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -118,6 +119,7 @@ enum kind {
     K_STDOUT_RE, K_STDERR_RE,   /* POSIX extended regex, ^ $ per line */
     K_STDOUT_NOT, K_STDERR_NOT, /* substring that must not occur */
     K_JSON,                     /* substring of stdout, numbers normalised */
+    K_JSON_NEAR,                /* the same, numbers within a tolerance */
     K_EMPTY,                    /* "stdout" or "stderr" is empty */
     K_EXISTS, K_ABSENT,         /* a path ($W expanded) after the run */
 };
@@ -126,6 +128,7 @@ typedef struct {
     enum kind kind;
     char *value;
     int line;
+    double rtol, atol; /* K_JSON_NEAR */
 } expect;
 
 typedef struct {
@@ -175,6 +178,26 @@ static char *slurp(const char *path, size_t *len)
     if (len)
         *len = b.n;
     return b.s;
+}
+
+/* The tolerance of a "json rtol=R" or "json rtol=R atol=A" key (the text
+ * after "json "): numbers >= 0, rtol required. */
+static bool near_key(const char *s, double *rtol, double *atol)
+{
+    char *end;
+    if (strncmp(s, "rtol=", 5))
+        return false;
+    *rtol = strtod(s + 5, &end);
+    *atol = 0;
+    if (end == s + 5 || !(*rtol >= 0))
+        return false;
+    if (!*end)
+        return true;
+    if (strncmp(end, " atol=", 6))
+        return false;
+    s = end + 6;
+    *atol = strtod(s, &end);
+    return end != s && !*end && *atol >= 0;
 }
 
 /* Parses the cases; problems in the file are collected in *errs. */
@@ -257,20 +280,27 @@ static tcase *parse_cases(const char *path, int *ncases, buf *errs)
             c->skip_if = xstrdup(trim(val));
         } else {
             size_t k = 0;
-            while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].key, key))
+            double rtol = 0, atol = 0;
+            bool near = !strncmp(key, "json ", 5);
+            while (!near && k < sizeof keys / sizeof keys[0] && strcmp(keys[k].key, key))
                 k++;
-            if (k == sizeof keys / sizeof keys[0]) {
+            if (near && !near_key(key + 5, &rtol, &atol)) {
+                buf_printf(errs, "%s:%d: \"%s\": want json rtol=R or json rtol=R atol=A\n", path,
+                           first, key);
+            } else if (!near && k == sizeof keys / sizeof keys[0]) {
                 buf_printf(errs, "%s:%d: unknown key \"%s\"\n", path, first, key);
-            } else if (keys[k].kind == K_EMPTY && strcmp(trim(val), "stdout") &&
+            } else if (!near && keys[k].kind == K_EMPTY && strcmp(trim(val), "stdout") &&
                        strcmp(trim(val), "stderr")) {
                 buf_printf(errs, "%s:%d: empty: wants stdout or stderr\n", path, first);
             } else {
                 expect *ne = realloc(c->ex, (size_t)(c->nex + 1) * sizeof *ne);
                 cr_assert_not_null(ne, "out of memory");
                 c->ex = ne;
-                ne[c->nex].kind = keys[k].kind;
+                ne[c->nex].kind = near ? K_JSON_NEAR : keys[k].kind;
                 ne[c->nex].line = first;
-                bool raw = keys[k].kind == K_STDOUT_RE || keys[k].kind == K_STDERR_RE;
+                ne[c->nex].rtol = rtol;
+                ne[c->nex].atol = atol;
+                bool raw = !near && (keys[k].kind == K_STDOUT_RE || keys[k].kind == K_STDERR_RE);
                 ne[c->nex].value = xstrdup(raw ? val : trim(val));
                 c->nex++;
             }
@@ -324,6 +354,17 @@ static char *unescape(const char *s)
     return out;
 }
 
+/* s without its whitespace. */
+static char *json_strip(const char *s)
+{
+    char *out = xstrdup(s), *o = out;
+    for (; *s; s++)
+        if (!isspace((unsigned char)*s))
+            *o++ = *s;
+    *o = '\0';
+    return out;
+}
+
 /* json: drops all whitespace and writes integral numbers without ".0"
  * (2.0 -> 2, -0.0 -> -0), so that checks do not depend on spacing or on
  * how an integral float is spelled; every other digit is kept. */
@@ -346,6 +387,78 @@ static char *json_norm(const char *s)
     }
     *o = '\0';
     return out;
+}
+
+/* The length of the JSON number at s (-?digits[.digits][e[+-]digits]),
+ * 0 when none starts there; *integral: it has no fraction or exponent. */
+static size_t number_len(const char *s, bool *integral)
+{
+    const char *p = s + (*s == '-');
+    if (!isdigit((unsigned char)*p))
+        return 0;
+    while (isdigit((unsigned char)*p))
+        p++;
+    *integral = true;
+    if (*p == '.' && isdigit((unsigned char)p[1])) {
+        *integral = false;
+        for (p++; isdigit((unsigned char)*p); p++)
+            ;
+    }
+    const char *e = p + (*p == 'e' || *p == 'E');
+    e += e > p && (*e == '+' || *e == '-');
+    if (e > p && isdigit((unsigned char)*e)) {
+        *integral = false;
+        for (p = e; isdigit((unsigned char)*p); p++)
+            ;
+    }
+    return (size_t)(p - s);
+}
+
+/* want (whitespace dropped) read at out, the numbers of want within
+ * |o - w| <= atol + rtol * |w| of out's, but integers on both sides (shapes,
+ * counts, index values) equal as written. */
+static bool near_at(const char *out, const char *want, double rtol, double atol)
+{
+    while (*want) {
+        bool wi, oi;
+        size_t wn = number_len(want, &wi), on = wn ? number_len(out, &oi) : 0;
+        if (!wn) {
+            if (*out++ != *want++)
+                return false;
+            continue;
+        }
+        if (!on)
+            return false;
+        if (wi && oi) {
+            if (wn != on || memcmp(out, want, wn))
+                return false;
+        } else {
+            double o = strtod(out, NULL), w = strtod(want, NULL);
+            if (!(fabs(o - w) <= atol + rtol * fabs(w)))
+                return false;
+        }
+        out += on;
+        want += wn;
+    }
+    return true;
+}
+
+/* A json rtol= check: want occurs in out, whitespace dropped from both, its
+ * numbers within the tolerance of those at their places.  A want that
+ * starts with a number matches only where a whole number of out starts. */
+static bool json_near(const char *out, const char *want, double rtol, double atol)
+{
+    char *o = json_strip(out), *w = json_strip(want);
+    bool hit = false, integral;
+    bool number_first = number_len(w, &integral) > 0;
+    for (const char *p = o; *p && !hit; p++) {
+        if (number_first && p > o && strchr("0123456789.eE+-", p[-1]))
+            continue;
+        hit = near_at(p, w, rtol, atol);
+    }
+    free(o);
+    free(w);
+    return hit;
 }
 
 /* Replaces every "$W" (or "${W}") by the scratch folder. */
@@ -584,6 +697,11 @@ static int check_case(const tcase *c, const char *cases_path, const char *dir, i
             free(v);
             break;
         }
+        case K_JSON_NEAR:
+            if (!json_near(so, e->value, e->rtol, e->atol))
+                buf_printf(&why, "\n  line %d: stdout (json) lacks %s (numbers within rtol %g, atol %g)",
+                           e->line, e->value, e->rtol, e->atol);
+            break;
         case K_EMPTY: {
             bool is_out = !strcmp(e->value, "stdout");
             if (*(is_out ? so : se))
@@ -830,4 +948,39 @@ Test(cli, cases, .timeout = 0)
     free(jobs);
     cr_assert_eq(failed, 0, "%d of %d cases failed (each is reported above as FILE:LINE)", failed,
                  total);
+}
+
+/* ---------- the harness's own checks ---------- */
+
+/* json rtol=: numbers within the tolerance, everything else as written. */
+Test(harness, json_near)
+{
+    const char *out = "{\"grads\": {\"b2\": {\"dtype\": \"f32\", \"shape\": [3], "
+                      "\"data\": [0.15507543, 0.04479394, -0.19986936, \"nan\"]}}}";
+    /* the last digits of a product differ; shapes and names do not */
+    cr_expect(json_near(out, "\"shape\": [3], \"data\": [0.15507543, 0.044793934, -0.19986936", 1e-5, 0));
+    cr_expect(json_near(out, "\"data\":[0.155075,0.0447939", 1e-5, 0), "whitespace is dropped");
+    cr_expect(!json_near(out, "\"data\": [0.15507543, 0.044793934, -0.19986936", 1e-9, 0));
+    cr_expect(!json_near(out, "[0.15507543, 0.0448, -0.19986936", 1e-5, 0), "beyond rtol");
+    cr_expect(json_near(out, "[0.15507543, 0.0448, -0.19986936", 1e-5, 1e-5), "within atol");
+    cr_expect(!json_near(out, "\"shape\": [4]", 1, 0), "integers are exact");
+    cr_expect(!json_near(out, "\"b3\"", 1, 0), "integers in names too");
+    cr_expect(!json_near(out, "\"dtype\": \"f64\"", 1e-5, 0), "text is exact");
+    cr_expect(json_near(out, "-0.19986936, \"nan\"]", 1e-5, 0));
+    cr_expect(!json_near(out, "0.19986936", 1e-5, 0), "a sign is not dropped");
+    cr_expect(!json_near(out, "5507543", 1e-5, 0), "a number matches a whole number");
+    cr_expect(json_near("[2.0, 1e-07]", "[2, 1.0000001e-7]", 1e-5, 0), "2 reads as 2.0");
+    cr_expect(!json_near("[2.5]", "[2]", 1e-5, 0));
+}
+
+Test(harness, near_key)
+{
+    double r, a;
+    cr_expect(near_key("rtol=1e-5", &r, &a) && r == 1e-5 && a == 0);
+    cr_expect(near_key("rtol=1e-5 atol=1e-7", &r, &a) && r == 1e-5 && a == 1e-7);
+    cr_expect(!near_key("rtol=", &r, &a));
+    cr_expect(!near_key("rtol=-1", &r, &a));
+    cr_expect(!near_key("atol=1e-7", &r, &a));
+    cr_expect(!near_key("rtol=1e-5 atol=x", &r, &a));
+    cr_expect(!near_key("rtol=1e-5x", &r, &a));
 }

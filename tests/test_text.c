@@ -256,6 +256,29 @@ Test(fmt, shortest_f32)
     }
 }
 
+/* Figures for people: rounded to 4 significant digits, tl's layout. */
+Test(fmt, significant_digits)
+{
+    static const struct {
+        double v;
+        const char *want;
+    } cases[] = {{0.00030814000872332495, "0.0003081"}, {3.699999999717818e-07, "3.7e-07"},
+                 {9.999999999237346e-08, "1e-07"},     {0.0, "0.0"},          {-0.0, "-0.0"},
+                 {1.1102230246251565e-16, "1.11e-16"}, {123456.0, "123500.0"}, {0.5, "0.5"},
+                 {99995.0, "100000.0"},                {1e20, "1e+20"},        {INFINITY, "inf"},
+                 {NAN, "nan"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[TL_FMT_LEN];
+        tl_fmt_sig(buf, sizeof buf, cases[i].v, 4);
+        cr_expect_str_eq(buf, cases[i].want);
+    }
+    char buf[TL_FMT_LEN];
+    tl_fmt_sig(buf, sizeof buf, 2.0 / 3.0, 17);
+    cr_expect_str_eq(buf, "0.66666666666666663");
+    tl_fmt_sig(buf, sizeof buf, 2.0 / 3.0, 0); /* at least one digit */
+    cr_expect_str_eq(buf, "0.7");
+}
+
 Test(fmt, small_buffer)
 {
     char buf[4];
