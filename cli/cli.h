@@ -6,6 +6,8 @@
 #ifndef TL_CLI_H
 #define TL_CLI_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "exec/exec.h"
@@ -26,15 +28,38 @@ void cli_print_escaped(FILE *f, const char *text);
 int cli_finish_stdout(void);
 double cli_now_ms(void);
 
-/* The progress line of long runs: drawn on a terminal past a second from
- * t0, at most five times a second. */
+/* The progress line of long runs (progress.c): on a terminal, one line on
+ * standard error from a second after t0, redrawn five times a second by a
+ * timer thread, whatever the run is doing; the run only notes how far it
+ * got.  The caller owns the struct; nothing else may write to standard
+ * error between start and end. */
 typedef struct cli_progress {
-    double t0, last; /* milliseconds (cli_now_ms) */
-    bool shown;
+    double t0;                     /* milliseconds (cli_now_ms) */
+    _Atomic(const char *) phase;   /* "forward", or the name given to start */
+    _Atomic(const char *) unit;    /* "nodes"; NULL: the time alone */
+    _Atomic int64_t done, total;   /* total -1: not known */
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool running, stop, shown;
 } cli_progress;
-/* Whether to draw it now (then last is now and shown is set). */
-bool cli_progress_due(cli_progress *p);
-/* Clears the line when it was drawn. */
+/* Starts the timer thread when on (standard error a terminal and no -q);
+ * off, or without a thread, notes cost nothing and no line is drawn. */
+void cli_progress_start(cli_progress *p, bool on, double t0, const char *name);
+/* How far the run got; called per node, so inline and cheap: two loads
+ * and a store, the rest when the phase changes. */
+static inline void cli_progress_note(cli_progress *p, const char *phase, const char *unit, int64_t done,
+                                     int64_t total)
+{
+    if (atomic_load_explicit(&p->phase, memory_order_relaxed) != phase ||
+        atomic_load_explicit(&p->unit, memory_order_relaxed) != unit) {
+        atomic_store_explicit(&p->unit, unit, memory_order_relaxed);
+        atomic_store_explicit(&p->total, total, memory_order_relaxed);
+        atomic_store_explicit(&p->phase, phase, memory_order_relaxed);
+    }
+    atomic_store_explicit(&p->done, done, memory_order_relaxed);
+}
+/* Stops the thread; the line, if drawn, is cleared. */
 void cli_progress_end(cli_progress *p);
 
 /* ---------- options (common.c) ---------- */

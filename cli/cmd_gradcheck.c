@@ -95,15 +95,11 @@ static int parse(int argc, char **argv, gc_cmd *c)
 
 /* ---------- progress ---------- */
 
-/* One line on a terminal (cli_progress), called by one worker at a time. */
+/* Notes how far the check got for the progress line (cli_progress); called
+ * by one worker at a time. */
 static void on_progress(void *ctx, int64_t done, int64_t total)
 {
-    cli_progress *p = ctx;
-    if (!cli_progress_due(p))
-        return;
-    fprintf(stderr, "\rtl: gradcheck: %lld of %lld elements, %.1f s\033[K", (long long)done,
-            (long long)total, (p->last - p->t0) / 1e3);
-    fflush(stderr);
+    cli_progress_note(ctx, "gradcheck", "elements", done, total);
 }
 
 /* ---------- the text report ---------- */
@@ -295,20 +291,26 @@ static int check(gc_cmd *c, gc_state *s, tl_status *st)
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
     if ((rc = cli_bind_inputs(&c->run, s->g, s->in, st)) || (rc = cli_parse_wrt(&c->run, s->g, s->in, s->wrt, st)))
         return rc;
-    cli_progress p = {cli_now_ms(), 0, false};
+    cli_progress p;
+    bool tty = isatty(2) && !c->run.quiet;
+    double t0 = cli_now_ms();
     c->o.wrt = s->wrt;
-    if (isatty(2) && !c->run.quiet) {
+    if (tty) {
         c->o.progress = on_progress;
         c->o.progress_ctx = &p;
     }
-    if (tl_gradcheck_begin(s->g, s->in, &c->o, &s->gc, st))
+    cli_progress_start(&p, tty, t0, "gradcheck");
+    tl_code failed = tl_gradcheck_begin(s->g, s->in, &c->o, &s->gc, st); /* the run and its tape */
+    cli_progress_end(&p);
+    if (failed)
         return cli_fail(st);
     s->nseeds = tl_result_noutputs(tl_gradcheck_base(s->gc));
     if (!(s->seeds = calloc((size_t)s->nseeds + 1, sizeof *s->seeds)))
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
     if ((rc = cli_read_seeds(&c->run, tl_gradcheck_base(s->gc), s->seeds, st)))
         return rc;
-    tl_code failed = tl_gradcheck_run(s->gc, s->seeds, &s->r, st);
+    cli_progress_start(&p, tty, t0, "gradcheck"); /* the same line, once the seeds are read */
+    failed = tl_gradcheck_run(s->gc, s->seeds, &s->r, st);
     cli_progress_end(&p);
     return failed ? cli_fail(st) : 0;
 }

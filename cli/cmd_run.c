@@ -565,20 +565,11 @@ static int expect(const cmd *c, int n, const char **names, const tl_tensor **ts,
 
 /* ---------- progress ---------- */
 
-/* One line on a terminal, redrawn at most five times a second, for runs
- * past a second. */
+/* Notes how far the run got for the progress line (cli_progress): at
+ * every node forward and every tape entry backward. */
 static void on_progress(void *ctx, const char *phase, int64_t done, int64_t total)
 {
-    cli_progress *p = ctx;
-    if (!cli_progress_due(p))
-        return;
-    double s = (p->last - p->t0) / 1e3;
-    if (total > 0)
-        fprintf(stderr, "\rtl: %s: %lld of %lld tape entries, %.1f s\033[K", phase, (long long)done,
-                (long long)total, s);
-    else
-        fprintf(stderr, "\rtl: %s: %lld nodes, %.1f s\033[K", phase, (long long)done, s);
-    fflush(stderr);
+    cli_progress_note(ctx, phase, total > 0 ? "tape entries" : "nodes", done, total);
 }
 
 /* A dtype clash where an input came from a literal without a prefix (so
@@ -674,17 +665,18 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
         (rc = cli_bind_inputs(c, g, s->in, st)) || (rc = cli_parse_wrt(c, g, s->in, s->wrt, st)) ||
         (c->outputs && (rc = each_name("--outputs", c->outputs, st, output_one, &oc))))
         return rc;
-    cli_progress p = {cli_now_ms(), 0, false};
+    cli_progress p;
     bool tty = isatty(2) && !c->quiet;
     tl_run_opts o = {.record = c->grad, .wrt = s->wrt, .backend = be, .max_memory = max_memory,
                      .strict_device = c->strict, .outputs = c->outputs ? s->out_slots : NULL,
                      .noutputs = oc.n, .profile = c->profile || c->report, .check_finite = c->check_finite,
                      .progress = tty ? on_progress : NULL, .progress_ctx = &p, .fuse_min = fuse_min};
     double t1 = cli_now_ms();
+    cli_progress_start(&p, tty, t1, c->grad ? "grad" : "run");
     tl_code failed = tl_run(g, s->in, &o, &s->r, st);
+    cli_progress_end(&p);
     t->run = cli_now_ms() - t1;
     if (failed) {
-        cli_progress_end(&p);
         literal_hint(c, st);
         return cli_fail(st);
     }
@@ -693,18 +685,16 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
     if (c->grad) {
         double t2 = cli_now_ms();
-        if ((rc = cli_read_seeds(c, s->r, s->seeds, st)) || (c->of && (rc = seed_only_of(c, s->r, s->seeds, st)))) {
-            cli_progress_end(&p);
+        if ((rc = cli_read_seeds(c, s->r, s->seeds, st)) || (c->of && (rc = seed_only_of(c, s->r, s->seeds, st))))
             return rc;
-        }
+        /* the same line goes on (from t1) once the seeds, which may print an error, are read */
+        cli_progress_start(&p, tty, t1, "backward");
         failed = tl_result_pullback(s->r, s->seeds, s->grads, st);
+        cli_progress_end(&p);
         t->backward = cli_now_ms() - t2;
-        if (failed) {
-            cli_progress_end(&p);
+        if (failed)
             return cli_fail(st);
-        }
     }
-    cli_progress_end(&p);
     int n = 0;
     for (int i = 0; i < no; i++) {
         s->names[n] = tl_result_output_name(s->r, i);

@@ -59,22 +59,6 @@ double cli_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-bool cli_progress_due(cli_progress *p)
-{
-    double now = cli_now_ms();
-    if (now - p->t0 < 1000 || now - p->last < 200)
-        return false;
-    p->last = now;
-    p->shown = true;
-    return true;
-}
-
-void cli_progress_end(cli_progress *p)
-{
-    if (p->shown)
-        fputs("\r\033[K", stderr);
-}
-
 bool cli_is_opt(const char *arg, const char *s, const char *l)
 {
     size_t n = l ? strlen(l) : 0;

@@ -397,7 +397,7 @@ static tl_code eval_block(tl_eval *ev, const tl_block *b)
         if (fused < 0)
             return tl_wrap(ev->st, "the fused chain from node \"%s\" (%s)", n->name, tl_ops[n->op].name);
         if (fused > 0) {
-            if (ev->opts->progress && ev->stats->nodes / 4096 != (ev->stats->nodes - fused) / 4096)
+            if (ev->opts->progress)
                 ev->opts->progress(ev->opts->progress_ctx, "forward", ev->stats->nodes, -1);
             i += fused - 1;
             continue;
@@ -405,8 +405,9 @@ static tl_code eval_block(tl_eval *ev, const tl_block *b)
         bool composite = n->op == TL_OP_IF || n->op == TL_OP_ITERATE;
         int64_t ops0 = ev->cx->ops, fb0 = ev->cx->fallbacks;
         double t0 = ev->log ? now_ms() : 0;
-        if (++ev->stats->nodes % 4096 == 0 && ev->opts->progress)
+        if (ev->opts->progress)
             ev->opts->progress(ev->opts->progress_ctx, "forward", ev->stats->nodes, -1);
+        ev->stats->nodes++;
         if (eval_node(ev, n) || (!composite && after_node(ev, n, ops0, fb0, t0)))
             return tl_wrap(ev->st, "node \"%s\" (%s)", n->name, tl_ops[n->op].name);
         for (int k = 0; k < n->nfree; k++)

@@ -29,7 +29,10 @@ typedef struct tl_run_opts {
     /* the tape keeps only the shape of every tensor its rules do not read,
      * small ones too (by default small ones are kept whole: cheaper) */
     bool lean_tape;
-    /* called now and then during a long run or backward pass: how far */
+    /* how far a run or backward pass got: called before every node (nodes
+     * done so far, total -1), after every tape entry (done of total), and
+     * every 2^20 steps of a scalar loop; on the running thread, so keep it
+     * cheap (the CLI stores the figures for its timer thread) */
     void (*progress)(void *ctx, const char *phase, int64_t done, int64_t total);
     void *progress_ctx;
     /* called after every op and map node with its operands (weak numbers

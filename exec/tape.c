@@ -181,7 +181,7 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
         release(e);
         if (rc)
             return rc;
-        if (progress && (t->n - k) % 4096 == 0)
+        if (progress)
             progress(progress_ctx, "backward", t->n - k, t->n);
     }
     t->n = 0;

@@ -54,7 +54,7 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
 tl_code tl_tape_record_custom(tl_tape *t, tl_custom *c, const struct tl_node *node, tl_status *st);
 /* Runs the tape backwards.  grads[nvars] holds the seeds on entry (NULL:
  * zero) and every variable's gradient on return.  Consumes the entries.
- * progress (may be NULL) hears how far it got every 4096 entries. */
+ * progress (may be NULL) hears how far it got after every entry. */
 typedef void (*tl_progress_fn)(void *ctx, const char *phase, int64_t done, int64_t total);
 tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_fn progress,
                          void *progress_ctx, tl_status *st);

@@ -9,7 +9,14 @@ import and the reading of the inputs excluded.  Peak RSS is each process's
 own (ru_maxrss).  Needs /usr/bin/python3 with NumPy; PyTorch (the Debian
 package python3-torch) is optional: without it the PyTorch columns say so.
 
-    /usr/bin/python3 tests/bench/bench.py [--quick] [--tl ./tl]
+tl runs with no OpenBLAS variable set: the kernels it gets are its own
+choice.  NumPy's matrix products and PyTorch's MLP, whose BLAS is the same
+OpenBLAS, are timed with OPENBLAS_CORETYPE unset and set to each kernel
+family this CPU can run (from /proc/cpuinfo's flags; a family it cannot run
+dies of SIGILL, so those are never named), and their best counts.  The
+table names the kernels each line ran (OPENBLAS_VERBOSE=2's "Core: X").
+
+    /usr/bin/python3 tests/bench/bench.py [--quick] [--tl ./tl] [--only WORKLOAD]
 """
 import argparse
 import json
@@ -134,15 +141,17 @@ print(sorted(ts)[1])
 '''
 
 
-def torch_time(work, tmp, reps, env=None):
+def torch_time(work, tmp, reps, env):
+    """PyTorch's compute (median of reps steps after a warm-up), its peak RSS and the OpenBLAS kernels it ran"""
     p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", TORCH_CHILD, work, tmp,
-                        str(reps)], capture_output=True, text=True, env=env)
+                        str(reps)], capture_output=True, text=True, env=dict(env, OPENBLAS_VERBOSE="2"))
     if p.returncode != 0:
         if "No module named 'torch'" in p.stderr:
             return None
         sys.exit("bench: the PyTorch side of %s failed: %s" % (work, p.stderr))
     r = json.loads(p.stdout)
-    r["rss"] = int(p.stderr.strip().splitlines()[-1].split()[1]) / 1024
+    r["rss"] = int([l for l in p.stderr.splitlines() if l.startswith("@@ ")][-1].split()[1]) / 1024
+    r["core"] = core_named(p.stderr)
     return r
 
 
@@ -178,31 +187,91 @@ def tl_cmd(tl, *args):
 
 
 # Some machines here set OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) for every process, because older OpenBLAS
-# builds compute wrong results or crash on their processors: tl, NumPy and PyTorch all use the kernels it names.
-# The products are also measured with both unset, in those commands alone, where OpenBLAS picks its own kernels
-# (which, named by OPENBLAS_VERBOSE=2, the table says), for the figures a current setup would see.
+# builds computed wrong results or crashed on their processors.  tl is timed with neither set (its kernels are
+# then its own choice, or OpenBLAS's); NumPy and PyTorch with them unset and with OPENBLAS_CORETYPE set to each
+# kernel family the CPU can run, their best counting.
 BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
+# Debian's OpenBLAS 0.3.21 kernel families on x86-64, oldest first, with the CPU features (as /proc/cpuinfo names
+# them; SSE3 is "pni") that each adds to the one before (Zen runs the Haswell instruction set; SkylakeX and
+# Cooperlake build on Haswell).
+FAMILIES = [("Prescott", None, {"pni"}), ("Core2", "Prescott", {"ssse3"}), ("Nehalem", "Core2", {"sse4_2"}),
+            ("Sandybridge", "Nehalem", {"avx"}), ("Haswell", "Sandybridge", {"avx2", "fma"}),
+            ("Zen", "Haswell", set()),
+            ("SkylakeX", "Haswell", {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"}),
+            ("Cooperlake", "SkylakeX", {"avx512_bf16"})]
+FLAGS_SHOWN = ["pni", "ssse3", "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl",
+               "avx512cd", "avx512_bf16"]
 
-def blas_own_env():
-    if not any(v in os.environ for v in BLAS_VARS):
-        return None
+
+def cpu_info():
+    """(model name, set of flags) of the first processor in /proc/cpuinfo; empty where there is none"""
+    model, flags = "?", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k.strip() == "model name" and model == "?":
+                    model = v.strip()
+                elif k.strip() == "flags":
+                    flags = set(v.split())
+                    break
+    except OSError:
+        pass
+    return model, flags
+
+
+def runnable_families(flags):
+    """the families whose kernels use only instructions this CPU has (naming any other is SIGILL)"""
+    need = {}
+    for name, base, adds in FAMILIES:
+        need[name] = (need[base] if base else set()) | adds
+    return [name for name, _, _ in FAMILIES if flags and need[name] <= flags]
+
+
+def cpu_line(model, flags, fams):
+    have = " ".join(f if f != "pni" else "sse3" for f in FLAGS_SHOWN if f in flags)
+    lack = " ".join(f for f in FLAGS_SHOWN if f not in flags)
+    never = [n for n, _, _ in FAMILIES if n not in fams]
+    return "CPU: %s; flags: %s%s\nOpenBLAS kernel families it can run: %s%s" % (
+        model, have or "?", " (not: %s)" % lack if lack else "", " ".join(fams) or "none known",
+        " (never timed: %s, which would die of SIGILL here)" % " ".join(never) if never else "")
+
+
+def nothing_set():
+    """the environment with no OpenBLAS variable set: how tl is timed"""
     return {k: v for k, v in os.environ.items() if k not in BLAS_VARS}
 
 
-def blas_core(tl, g, tmp, env):
-    """the OpenBLAS kernel set tl runs under env (its own choice, or what OPENBLAS_CORETYPE says)"""
-    e = dict(env if env is not None else os.environ, OPENBLAS_VERBOSE="2")
-    p = subprocess.run([tl, "run", g("matmul_any.json"), "a=[[1]]"], capture_output=True, text=True, env=e)
-    core = [l.split("Core:")[1].strip() for l in (p.stdout + p.stderr).splitlines() if "Core:" in l]
+def blas_envs(fams):
+    """(label, environment) for NumPy and PyTorch: the variables unset, then OPENBLAS_CORETYPE at each family"""
+    return [("unset", nothing_set())] + [(f, dict(nothing_set(), OPENBLAS_CORETYPE=f)) for f in fams]
+
+
+def core_named(text):
+    core = [l.split("Core:")[1].strip() for l in text.splitlines() if "Core:" in l]
     return core[0] if core else "?"
+
+
+def blas_core(tl, g, env):
+    """the OpenBLAS kernel set tl runs under env (OPENBLAS_VERBOSE=2 names it)"""
+    p = subprocess.run([tl, "run", g("matmul_any.json"), "a=[[1]]"], capture_output=True, text=True,
+                       env=dict(env, OPENBLAS_VERBOSE="2"))
+    return core_named(p.stdout + p.stderr)
+
+
+def tl_blas_line(tl, env):
+    p = subprocess.run([tl, "devices"], capture_output=True, text=True, env=env)
+    line = [l for l in p.stdout.splitlines() if l.startswith("blas")]
+    return " ".join(line[0].split()[1:]) if line else "?"
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tl", default=os.path.join(ROOT, "tl"))
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
-    ap.add_argument("--only", help="one workload: chain, map, mlp, recurrence, tiny, matmul or load")
+    ap.add_argument("--only", choices=["chain", "map", "mlp", "recurrence", "tiny", "matmul", "load"],
+                    help="one workload")
     a = ap.parse_args()
     reps = 3 if a.quick else 7
     tmp = tempfile.mkdtemp(prefix="tl-bench.")
@@ -216,6 +285,9 @@ def bench(tl, tmp, reps, only=None):
     torch_ok = have_torch()
     gen_inputs(tmp)
     g = lambda name: os.path.join(HERE, name)
+    model, flags = cpu_info()
+    envs = blas_envs(runnable_families(flags))
+    tl_env = nothing_set()
     work = [
         ("elementwise chain, 16M f32", "chain",
          tl_cmd(tl, "grad", g("chain.json"), "x=" + tmp + "/x16m.npy", "--only", "grad/x", "-o", tmp + "/g.npy"), 2.0),
@@ -229,19 +301,30 @@ def bench(tl, tmp, reps, only=None):
     print("tl %s vs PyTorch%s, %d processors; medians of %d alternating runs" %
           (subprocess.run([tl, "--version"], capture_output=True, text=True).stdout.split()[-1],
            "" if torch_ok else " (not installed: PyTorch columns skipped)", os.cpu_count(), reps))
-    print("%-38s %10s %10s %8s %7s %9s %9s" % ("workload (grad)", "tl ms", "torch ms", "ratio", "target",
-                                              "tl MiB", "torch MiB"))
-    for title, key, cmd, target in work:
-        if only and only != key:
-            continue
+    print(cpu_line(model, flags, [label for label, _ in envs[1:]]))
+    print("tl with no OpenBLAS variable set: blas %s; OpenBLAS kernels: %s" %
+          (tl_blas_line(tl, tl_env), blas_core(tl, g, tl_env)))
+    rows = [w for w in work if not only or only == w[1]]
+    if rows:
+        print("%-38s %10s %10s %8s %7s %9s %9s" % ("workload (grad)", "tl ms", "torch ms", "ratio", "target",
+                                                  "tl MiB", "torch MiB"))
+    for title, key, cmd, target in rows:
         tl_runs = []
         tt = None
-        for _ in range(reps if key != "recurrence" else max(3, reps // 2)):
-            tl_runs.append(run_measured(cmd))
-        if torch_ok:
-            tt = torch_time(key, tmp, 3 if key == "recurrence" else reps)
+        if key == "mlp" and torch_ok:
+            # PyTorch at its BLAS kernels' best: a child per kernel family, tl's runs between them
+            tts = {}
+            for label, env in envs:
+                tl_runs += [run_measured(cmd, tl_env) for _ in range(-(-reps // len(envs)))]
+                tts[label] = torch_time(key, tmp, reps, env)
+            tt = min(tts.values(), key=lambda r: r["s"])
+        else:
+            for _ in range(reps if key != "recurrence" else max(3, reps // 2)):
+                tl_runs.append(run_measured(cmd, tl_env))
+            if torch_ok:
+                tt = torch_time(key, tmp, 3 if key == "recurrence" else reps, tl_env)
         wall = median([r[0] for r in tl_runs])
-        rss = max(peak_rss(cmd) for _ in range(3))
+        rss = max(peak_rss(cmd, tl_env) for _ in range(3))
         sysm = median([r[2] for r in tl_runs])
         if tt:
             ratio = tt["s"] / wall
@@ -251,24 +334,23 @@ def bench(tl, tmp, reps, only=None):
             print("%-38s %10.1f %10s %8s %6.1fx %9.1f %9s" % (title, wall * 1e3, "-", "-", target, rss, "-"))
         if key == "chain":
             print("%-38s %10.1f ms of system time in tl's process" % ("", sysm * 1e3))
-        own = blas_own_env()
-        if key == "mlp" and own is not None:
-            runs = [run_measured(cmd, own)[0] for _ in range(reps)]
-            to = torch_time(key, tmp, reps, own) if torch_ok else None
-            print("%-38s %10.1f %10s %7s    (%s unset: OpenBLAS's own kernels, %s)" %
-                  ("", median(runs) * 1e3, "%.1f" % (to["s"] * 1e3) if to else "-",
-                   "%.2fx" % (to["s"] / median(runs)) if to else "-", " and ".join(BLAS_VARS),
-                   blas_core(tl, g, tmp, own)))
+        if key == "mlp" and tt:
+            best = min(tts, key=lambda k: tts[k]["s"])
+            print("%-38s PyTorch's best: OPENBLAS_CORETYPE %s (Core: %s); ms by OPENBLAS_CORETYPE (Core):" %
+                  ("", best, tts[best]["core"]))
+            cells = ["%s (%s) %.1f" % (label, r["core"], r["s"] * 1e3) for label, r in tts.items()]
+            for i in range(0, len(cells), 4):
+                print("%-38s   %s" % ("", ", ".join(cells[i:i + 4])))
 
     if only and only not in ("tiny", "matmul", "load"):
         return
     tiny_cmd = tl_cmd(tl, "grad", os.path.join(ROOT, "examples", "poly.json"), "x=2")
-    tiny = [] if only and only != "tiny" else [run_measured(tiny_cmd) for _ in range(21)]
-    imp = torch_time("import", tmp, 1) if torch_ok and tiny else None
+    tiny = [] if only and only != "tiny" else [run_measured(tiny_cmd, tl_env) for _ in range(21)]
+    imp = torch_time("import", tmp, 1, tl_env) if torch_ok and tiny else None
     if tiny:
         print("%-38s %10.2f %10s %8s %7s %9.1f %9s   (target <= 3 ms, <= 8 MiB)" %
-              ("tiny graph, whole process", median([r[0] for r in tiny]) * 1e3, "-", "-", "", max(peak_rss(tiny_cmd) for _ in range(3)),
-               "%.1f" % imp["rss"] if imp else "-"))
+              ("tiny graph, whole process", median([r[0] for r in tiny]) * 1e3, "-", "-", "",
+               max(peak_rss(tiny_cmd, tl_env) for _ in range(3)), "%.1f" % imp["rss"] if imp else "-"))
     if torch_ok and tiny:
         t0 = time.perf_counter()
         subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True)
@@ -276,59 +358,78 @@ def bench(tl, tmp, reps, only=None):
 
     # matrix products: tl with 1 and all threads (its own -v times), NumPy in the same run
     if not only or only == "matmul":
-        matmul(tl, tmp, g, reps)
+        matmul(tl, tmp, g, reps, tl_env, envs)
     if not only or only == "load":
-        load(tl, tmp)
+        load(tl, tmp, tl_env)
 
 
-def matmul(tl, tmp, g, reps):
+def numpy_product(f, grad, env):
+    """NumPy's product (median of 3 after a warm-up) in a child process, and the OpenBLAS kernels it ran"""
+    p = subprocess.run(["/usr/bin/python3", "-c", NUMPY_MATMUL_CHILD, f, "grad" if grad else "run"],
+                       capture_output=True, text=True, check=True, env=dict(env, OPENBLAS_VERBOSE="2"))
+    return float(p.stdout), core_named(p.stderr)
+
+
+def of_best(tl, best):
+    """tl's share of NumPy's best, against the target of 85%"""
+    return "%.0f%% %s" % (100 * tl / best, "ok" if tl >= 0.85 * best else "BELOW 85%")
+
+
+def matmul(tl, tmp, g, reps, tl_env, envs):
     """tl with 1 and all threads and NumPy, in rounds that alternate them; NumPy in a child process of its own:
     its OpenBLAS threads spin a while after each product, and a tl run right after one in this process got one
     core's speed from two threads.  tl's figure is its first product in a fresh process (run time of -v, which
     includes loading OpenBLAS and the first touch of its buffers and of the output); NumPy's is the median of
-    products after a warm-up.  "later" is tl's product in steady state: 4 products in one run, less 1, over 3."""
+    products after a warm-up, at each kernel family (OPENBLAS_CORETYPE unset and set to each), the best counting.
+    "later" is tl's product in steady state: 4 products in one run, less 1, over 3."""
     n = str(os.cpu_count())
     print("\nmatrix product 1024^3 (forward of a @ a; backward of sum(a @ a): g @ a^T and a^T @ g), GFLOP/s; "
-          "medians of %d rounds:" % max(5, reps))
+          "medians of %d rounds;\ntl with no OpenBLAS variable set (kernels: %s); NumPy at its best of OPENBLAS_CORETYPE "
+          "%s (target: tl >= 85%% of it, first and later products):" %
+          (reps, blas_core(tl, g, tl_env), ", ".join(label for label, _ in envs)))
 
-    def tl_ms(graph, f, th, grad, env):
+    def tl_ms(graph, f, th, grad):
         p = subprocess.run([tl, "grad" if grad else "run", g(graph), "a=" + tmp + "/" + f, "-v", "-o",
                             tmp + "/c.npz"], capture_output=True, text=True,
-                           env=dict(env if env is not None else os.environ, TL_NUM_THREADS=th), check=True)
+                           env=dict(tl_env, TL_NUM_THREADS=th), check=True)
         line = [l for l in p.stderr.splitlines() if "run " in l][0]
         return float(line.split("backward " if grad else "run ")[1].split(" ms")[0])
 
-    configs = [(None, "OPENBLAS_CORETYPE=%s" % os.environ["OPENBLAS_CORETYPE"]
-                if "OPENBLAS_CORETYPE" in os.environ else "OpenBLAS's own kernels")]
-    if blas_own_env() is not None:
-        configs.append((blas_own_env(), "%s unset, in these commands alone" % " and ".join(BLAS_VARS)))
-    for env, what in configs:
-        print(" %s (OpenBLAS kernels: %s):" % (what, blas_core(tl, g, tmp, env)))
-        for dt, f, grad in [("f32", "a32.npy", False), ("f64", "a64.npy", False), ("f64 backward", "a64.npy", True)]:
-            ms, later, np_s = {"1": [], n: []}, {"1": [], n: []}, []
-            for r in range(max(5, reps)):
-                for th in (["1", n] if r % 2 == 0 else [n, "1"]):
-                    ms[th].append(tl_ms("matmul_any.json", f, th, grad, env))
-                if not grad:
-                    for th in ("1", n):
-                        later[th].append((tl_ms("matmul4.json", f, th, False, env) - ms[th][-1]) / 3)
-                p = subprocess.run(["/usr/bin/python3", "-c", NUMPY_MATMUL_CHILD, tmp + "/" + f,
-                                    "grad" if grad else "run"], capture_output=True, text=True, check=True, env=env)
-                np_s.append(float(p.stdout))
-            # the backward pass is two products: g @ a^T and a^T @ g (transposed operands, as gemm flags)
-            flop = 2 * 1024 ** 3 * (2 if grad else 1)
-            res = {th: flop / (median(v) / 1e3) / 1e9 for th, v in ms.items()}
-            npg = flop / median(np_s) / 1e9
-            tail = ""
+    by_kernels = {}
+    for dt, f, grad in [("f32", "a32.npy", False), ("f64", "a64.npy", False), ("f64 backward", "a64.npy", True)]:
+        ms, later = {"1": [], n: []}, {"1": [], n: []}
+        np_s, np_core = {label: [] for label, _ in envs}, {}
+        for r in range(reps):
+            for th in (["1", n] if r % 2 == 0 else [n, "1"]):
+                ms[th].append(tl_ms("matmul_any.json", f, th, grad))
             if not grad:
-                lg = {th: flop / (median(v) / 1e3) / 1e9 for th, v in later.items()}
-                tail = "; later products: 1 thread %6.1f, %s threads %6.1f (x%.2f; %.0f%% of NumPy)" % (
-                    lg["1"], n, lg[n], lg[n] / lg["1"], 100 * lg[n] / npg)
-            print("  %s: tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy %6.1f; tl/NumPy %.0f%%%s"
-                  % (dt, res["1"], n, res[n], res[n] / res["1"], npg, 100 * res[n] / npg, tail))
+                for th in ("1", n):
+                    later[th].append((tl_ms("matmul4.json", f, th, False) - ms[th][-1]) / 3)
+            for label, env in (envs if r % 2 == 0 else envs[::-1]):
+                sec, np_core[label] = numpy_product(tmp + "/" + f, grad, env)
+                np_s[label].append(sec)
+        # the backward pass is two products: g @ a^T and a^T @ g (transposed operands, as gemm flags)
+        flop = 2 * 1024 ** 3 * (2 if grad else 1)
+        res = {th: flop / (median(v) / 1e3) / 1e9 for th, v in ms.items()}
+        npg = {label: flop / median(v) / 1e9 for label, v in np_s.items()}
+        best = max(npg, key=npg.get)
+        by_kernels[dt] = (npg, np_core)
+        tail = ""
+        if not grad:
+            lg = {th: flop / (median(v) / 1e3) / 1e9 for th, v in later.items()}
+            tail = "; later: 1 thread %6.1f, %s threads %6.1f (x%.2f; %s)" % (
+                lg["1"], n, lg[n], lg[n] / lg["1"], of_best(lg[n], npg[best]))
+        print("  %-13s tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy's best %6.1f (%s, Core: %s); "
+              "tl/NumPy first %s%s" % (dt + ":", res["1"], n, res[n], res[n] / res["1"], npg[best], best,
+                                       np_core[best], of_best(res[n], npg[best]), tail))
+    print("  NumPy by OPENBLAS_CORETYPE (Core: the kernels it ran), GFLOP/s:")
+    print("    %-13s %-13s %8s %8s %13s" % ("CORETYPE", "Core", "f32", "f64", "f64 backward"))
+    for label, _ in envs:
+        print("    %-13s %-13s %8.1f %8.1f %13.1f" % (label, by_kernels["f32"][1][label],
+                                                    *(by_kernels[dt][0][label] for dt in ("f32", "f64", "f64 backward"))))
 
 
-def load(tl, tmp):
+def load(tl, tmp, tl_env):
     """loading a 200k-node graph"""
     big = tmp + "/big.json"
     big_graph(big)
@@ -336,7 +437,7 @@ def load(tl, tmp):
     loads, rsss = [], []
     for _ in range(3):
         p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", tl, "run", big, "x=1", "-v"], capture_output=True,
-                           text=True, check=True)
+                           text=True, check=True, env=tl_env)
         line = [l for l in p.stderr.splitlines() if "load " in l][0]
         loads.append(float(line.split("load ")[1].split(" ms")[0]))
         rsss.append(int(p.stderr.strip().splitlines()[-1].split()[1]) / 1024)
