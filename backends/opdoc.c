@@ -116,7 +116,17 @@ bool tl_op_differentiable(tl_opcode op)
     switch (op) {
     case TL_OP_SIGN:
     case TL_OP_DETACH:
-    case TL_OP_ONE_HOT: return false;
+    case TL_OP_ONE_HOT:
+    case TL_OP_FLOOR:
+    case TL_OP_CEIL:
+    case TL_OP_ROUND:
+    case TL_OP_TRUNC:
+    case TL_OP_ISNAN:
+    case TL_OP_ISINF:
+    case TL_OP_ARGMAX:
+    case TL_OP_ARGMIN:
+    case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_RANDOM_NORMAL: return false;
     default: return tl_ops[op].kind != TL_KIND_CMP && tl_ops[op].kind != TL_KIND_INT;
     }
 }

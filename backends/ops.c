@@ -79,7 +79,15 @@ const char *tl_op_suggest(const char *name)
     return tl_nearest(name, names, n);
 }
 
-const tl_attrs tl_attrs_default = {.step = 1, .dtype = TL_F64};
+const tl_attrs tl_attrs_default = {.step = 1,
+                                   .dtype = TL_F64,
+                                   .groups = 1,
+                                   .count_include_pad = true,
+                                   .training = -1,
+                                   .epsilon = 1e-5,
+                                   .cubic_coeff = -0.75,
+                                   .high = 1,
+                                   .std = 1};
 
 void tl_attrs_init(tl_attrs *a)
 {

@@ -21,22 +21,58 @@ typedef enum tl_opkind {
 } tl_opkind;
 
 /* Attribute bits: which attributes an op accepts in a graph file. */
-enum {
-    A_AXES = 1 << 0,     /* int or list of ints (reductions, squeeze) */
-    A_KEEPDIMS = 1 << 1, /* bool */
-    A_AXIS = 1 << 2,     /* int */
-    A_APPROX = 1 << 3,   /* "none" | "tanh" */
-    A_MIN = 1 << 4,      /* number */
-    A_MAX = 1 << 5,      /* number */
-    A_DTYPE = 1 << 6,    /* "f32" | "f64" */
-    A_SHAPE = 1 << 7,    /* list of ints */
-    A_PERM = 1 << 8,     /* "axes": a permutation (transpose) */
-    A_START = 1 << 9,    /* int or null */
-    A_STOP = 1 << 10,    /* int or null */
-    A_STEP = 1 << 11,    /* int > 0 */
-    A_INDICES = 1 << 12, /* list of ints */
-    A_DEPTH = 1 << 13,   /* int >= 0 (one_hot) */
-};
+#define A_AXES (UINT64_C(1) << 0)      /* int or list of ints (reductions, squeeze) */
+#define A_KEEPDIMS (UINT64_C(1) << 1)  /* bool */
+#define A_AXIS (UINT64_C(1) << 2)      /* int */
+#define A_APPROX (UINT64_C(1) << 3)    /* "none" | "tanh" */
+#define A_MIN (UINT64_C(1) << 4)       /* number */
+#define A_MAX (UINT64_C(1) << 5)       /* number */
+#define A_DTYPE (UINT64_C(1) << 6)     /* "f32" | "f64" */
+#define A_SHAPE (UINT64_C(1) << 7)     /* list of ints */
+#define A_PERM (UINT64_C(1) << 8)      /* "axes": a permutation (transpose) */
+#define A_START (UINT64_C(1) << 9)     /* int or null */
+#define A_STOP (UINT64_C(1) << 10)     /* int or null */
+#define A_STEP (UINT64_C(1) << 11)     /* int > 0 */
+#define A_INDICES (UINT64_C(1) << 12)  /* list of ints */
+#define A_DEPTH (UINT64_C(1) << 13)    /* int >= 0 (one_hot) */
+/* the layer ops (nn.md) */
+#define A_KERNEL (UINT64_C(1) << 14)   /* int or list of d ints >= 1 */
+#define A_STRIDE (UINT64_C(1) << 15)   /* int or list of d ints >= 1 */
+#define A_PADDING (UINT64_C(1) << 16)  /* int, list of d ints or of d [begin, end] pairs, >= 0 */
+#define A_DILATION (UINT64_C(1) << 17) /* int or list of d ints >= 1 */
+#define A_GROUPS (UINT64_C(1) << 18)   /* int >= 1 */
+#define A_OUT_PAD (UINT64_C(1) << 19)  /* "output_padding": int or list of d ints >= 0 */
+#define A_CEIL (UINT64_C(1) << 20)     /* "ceil_mode": bool */
+#define A_COUNT_PAD (UINT64_C(1) << 21) /* "count_include_pad": bool */
+#define A_EPS (UINT64_C(1) << 22)      /* "epsilon": number > 0 */
+#define A_TRAINING (UINT64_C(1) << 23) /* bool */
+#define A_PADS (UINT64_C(1) << 24)     /* list of [begin, end] pairs, one per axis */
+#define A_MODE (UINT64_C(1) << 25)     /* pad: "constant" "reflect" "edge" "wrap"; resize: "nearest" "linear" "cubic" */
+#define A_VALUE (UINT64_C(1) << 26)    /* number (pad's constant) */
+#define A_SIZE (UINT64_C(1) << 27)     /* list of d ints >= 1 (resize) */
+#define A_SCALE (UINT64_C(1) << 28)    /* list of d numbers > 0 (resize) */
+#define A_COORD (UINT64_C(1) << 29)    /* "coordinate": resize's coordinate transform */
+#define A_NEAREST (UINT64_C(1) << 30)  /* "nearest": resize's rounding */
+#define A_CUBIC (UINT64_C(1) << 31)    /* "cubic_coeff": number */
+#define A_LAST (UINT64_C(1) << 32)     /* "select_last_index": bool */
+#define A_EXCLUSIVE (UINT64_C(1) << 33) /* bool */
+#define A_REVERSE (UINT64_C(1) << 34)  /* bool */
+#define A_SEED (UINT64_C(1) << 35)     /* int */
+#define A_LOW (UINT64_C(1) << 36)      /* number */
+#define A_HIGH (UINT64_C(1) << 37)     /* number */
+#define A_MEANV (UINT64_C(1) << 38)    /* "mean": number (random_normal) */
+#define A_STD (UINT64_C(1) << 39)      /* number > 0 */
+#define A_P (UINT64_C(1) << 40)        /* number in [0, 1) */
+
+/* pad's modes */
+enum { TL_PAD_CONSTANT, TL_PAD_REFLECT, TL_PAD_EDGE, TL_PAD_WRAP };
+/* resize's modes, coordinate transforms and nearest roundings */
+enum { TL_RESIZE_NEAREST, TL_RESIZE_LINEAR, TL_RESIZE_CUBIC };
+enum { TL_COORD_HALF_PIXEL, TL_COORD_PYTORCH_HALF_PIXEL, TL_COORD_ALIGN_CORNERS, TL_COORD_ASYMMETRIC };
+enum { TL_NEAREST_ROUND_PREFER_FLOOR, TL_NEAREST_ROUND_PREFER_CEIL, TL_NEAREST_FLOOR, TL_NEAREST_CEIL };
+
+/* At most 3 spatial axes (conv, pools, resize). */
+#define TL_MAXSP 3
 
 /* Which dtypes an op's value arguments take (ops.def). */
 typedef enum tl_opdtypes {
@@ -57,7 +93,7 @@ typedef struct tl_opinfo {
     tl_opkind kind;
     tl_opdtypes dtypes;
     int index_arg; /* the argument that is an index tensor, or -1 */
-    unsigned attrs;
+    uint64_t attrs;
 } tl_opinfo;
 
 extern const tl_opinfo tl_ops[TL_OP_COUNT];
@@ -90,6 +126,7 @@ typedef struct tl_attrs {
     double min, max;
     int approximate; /* gelu: 0 none, 1 tanh */
     tl_dtype dtype;  /* cast; one_hot: the element type of the call */
+    bool has_dtype;  /* dtype was given (random_*: else the call's) */
     bool has_start, has_stop;
     int64_t start, stop, step;
     int64_t nindices;
@@ -98,6 +135,43 @@ typedef struct tl_attrs {
     bool trans_a, trans_b; /* matmul: use the operand transposed (gemm flags) */
     const struct tl_mprog *prog; /* map, map_grad: the compiled scalar program */
     const bool *want;            /* map_grad: which inputs get a derivative */
+    /* ---- the layer ops (nn.md) ----
+     * Spatial attributes as the graph gives them: n 0 when absent, -1 for
+     * one int meaning every axis (in [0]), else that many entries.  The
+     * shape rules normalise them in their copy of the record: n = d (the
+     * spatial axes of x), defaults filled in (stride of a pool: its
+     * kernel), padding as begin/end pairs in pad_lo/pad_hi (npadding = d). */
+    int nkernel, nstride, ndilation, npadding, nout_pad;
+    bool padding_pairs; /* padding was given as [begin, end] pairs */
+    int nsp;            /* after the shape rules: the spatial axes d */
+    int64_t kernel[TL_MAXSP], stride[TL_MAXSP], dilation[TL_MAXSP], out_pad[TL_MAXSP];
+    int64_t pad_lo[TL_MAXSP], pad_hi[TL_MAXSP];
+    int64_t groups;           /* 1 */
+    bool ceil_mode;           /* false */
+    bool count_include_pad;   /* true */
+    int training;             /* -1 not given (batch_norm: false; dropout: true) */
+    double epsilon;           /* 1e-5 */
+    int npads;                /* pad: pairs given (one per axis) */
+    int64_t pads[2 * TL_MAXDIM]; /* pad: begin0, end0, begin1, end1... */
+    int mode;                 /* pad: TL_PAD_*; resize: TL_RESIZE_* */
+    double value;             /* pad: the constant, 0 */
+    int nsize;                /* resize: output sizes given (0: none) */
+    int64_t size[TL_MAXSP];
+    int nscale;               /* resize: scales given (0: none) */
+    double scale[TL_MAXSP];
+    int coord;                /* resize: TL_COORD_*, half_pixel */
+    int nearest;              /* resize: TL_NEAREST_*, round_prefer_floor */
+    double cubic_coeff;       /* resize: -0.75 */
+    bool select_last;         /* argmax, argmin: select_last_index */
+    bool exclusive, reverse;  /* cumsum */
+    bool has_seed;
+    int64_t seed;             /* random_*, dropout: 0 */
+    double low, high;         /* random_uniform: 0, 1 */
+    double mean, std;         /* random_normal: 0, 1 */
+    double p;                 /* dropout */
+    /* set by the executor for random_*, dropout: the node's place in the
+     * recipe and the steps of the iterates around it (nn.md) */
+    uint64_t rng_node, rng_step;
 } tl_attrs;
 
 /* Attributes with every default set (step 1, axis -1 for softmax...). */

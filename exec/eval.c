@@ -9,6 +9,7 @@
 #include "fuse.h"
 #include "loop.h"
 #include "backends/cpu/blas.h"
+#include "backends/opdoc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -147,8 +148,7 @@ static tl_code eval_block(tl_eval *ev, const tl_block *b);
 
 static bool differentiable(tl_opcode op, const tl_tensor *out)
 {
-    return tl_ops[op].kind != TL_KIND_CMP && op != TL_OP_SIGN && op != TL_OP_DETACH &&
-           op != TL_OP_ONE_HOT && !tl_dtype_is_int(out->dtype);
+    return tl_op_differentiable(op) && !tl_dtype_is_int(out->dtype);
 }
 
 /* The dtype a plain number takes as argument i (tl_weak_dtype); the

@@ -5,17 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn.h"
 #include "shape.h"
 #include "tape.h"
-
-typedef struct bw {
-    tl_ctx *cx;
-    tl_grad_recorder *rec; /* non-NULL: ops are recorded, not run */
-    tl_status *st;
-    tl_tensor **tmp;
-    int ntmp, cap;
-    bool failed;
-} bw;
 
 static tl_tensor *keep(bw *b, tl_tensor *t)
 {
@@ -227,6 +219,37 @@ static tl_tensor *slice_along(bw *b, tl_tensor *g, int64_t axis, int64_t start, 
     return call(b, TL_OP_SLICE, 1, &g, &a);
 }
 
+/* ---------- the scope's helpers for the rules of other files (bw.h) ---------- */
+
+tl_tensor *bw_call(bw *b, tl_opcode op, int n, tl_tensor **in, const tl_attrs *a) { return call(b, op, n, in, a); }
+tl_tensor *bw_op1(bw *b, tl_opcode op, tl_tensor *x) { return op1(b, op, x); }
+tl_tensor *bw_op2(bw *b, tl_opcode op, tl_tensor *x, tl_tensor *y) { return op2(b, op, x, y); }
+tl_tensor *bw_op3(bw *b, tl_opcode op, tl_tensor *x, tl_tensor *y, tl_tensor *z) { return op3(b, op, x, y, z); }
+tl_tensor *bw_num(bw *b, const tl_tensor *like, double v) { return num(b, like, v); }
+tl_tensor *bw_reshape(bw *b, tl_tensor *x, int ndim, const int64_t *shape) { return reshape(b, x, ndim, shape); }
+tl_tensor *bw_broadcast(bw *b, tl_tensor *x, int ndim, const int64_t *shape)
+{
+    return to_shape(b, TL_OP_BROADCAST_TO, x, ndim, shape);
+}
+tl_tensor *bw_sum_axes(bw *b, tl_tensor *x, int naxes, const int64_t *axes, bool keepdims)
+{
+    return sum_axes(b, x, naxes, axes, keepdims);
+}
+tl_tensor *bw_sum_to(bw *b, tl_tensor *g, const tl_tensor *x) { return sum_to(b, g, x); }
+tl_tensor *bw_slice(bw *b, tl_tensor *g, int64_t axis, int64_t start, int64_t stop)
+{
+    return slice_along(b, g, axis, start, stop);
+}
+tl_tensor *bw_transpose(bw *b, tl_tensor *x, int naxes, const int64_t *perm)
+{
+    tl_attrs t;
+    tl_attrs_init(&t);
+    t.has_axes = true;
+    t.naxes = naxes;
+    memcpy(t.axes, perm, sizeof(int64_t) * (size_t)naxes);
+    return call(b, TL_OP_TRANSPOSE, 1, &x, &t);
+}
+
 /* Fills out[i] for each input that wants a gradient. */
 static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, tl_tensor *g,
                  tl_tensor **out)
@@ -424,7 +447,19 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         free(in);
         return;
     }
-    default: /* comparisons, sign, detach: no gradient */
+    case TL_OP_CONV:
+    case TL_OP_CONV_TRANSPOSE: tl_rule_conv(b, e, a, want, g, out); return;
+    case TL_OP_MAX_POOL:
+    case TL_OP_AVG_POOL: tl_rule_pool(b, e, a, want, g, out); return;
+    case TL_OP_BATCH_NORM:
+    case TL_OP_LAYER_NORM:
+    case TL_OP_GROUP_NORM: tl_rule_norm(b, e, a, want, g, out); return;
+    case TL_OP_PAD:
+    case TL_OP_RESIZE: tl_rule_resample(b, e, a, want, g, out); return;
+    case TL_OP_SCATTER_ADD:
+    case TL_OP_CUMSUM: tl_rule_scatter(b, e, a, want, g, out); return;
+    case TL_OP_DROPOUT: tl_rule_random(b, e, a, want, g, out); return;
+    default: /* comparisons, sign, detach, argmax, draws: no gradient */
         return;
     }
     if (want[0])

@@ -1,5 +1,7 @@
 #include "shape.h"
 
+#include "nn.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -397,6 +399,27 @@ static tl_code misc(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs *a
         memcpy(out->dims + 1, g->shape, sizeof(int64_t) * (size_t)g->ndim);
         return TL_OK;
     }
+    case TL_OP_CONV:
+    case TL_OP_CONV_TRANSPOSE:
+    case TL_OP_CONV_GRAD_W: return tl_shape_conv(op, n, in, a, out, st);
+    case TL_OP_MAX_POOL:
+    case TL_OP_AVG_POOL:
+    case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_AVG_POOL_GRAD: return tl_shape_pool(op, n, in, a, out, st);
+    case TL_OP_BATCH_NORM:
+    case TL_OP_LAYER_NORM:
+    case TL_OP_GROUP_NORM: return tl_shape_norm(op, n, in, a, out, st);
+    case TL_OP_PAD:
+    case TL_OP_RESIZE:
+    case TL_OP_PAD_GRAD:
+    case TL_OP_RESIZE_GRAD: return tl_shape_resample(op, n, in, a, out, st);
+    case TL_OP_SCATTER_ADD:
+    case TL_OP_ARGMAX:
+    case TL_OP_ARGMIN:
+    case TL_OP_CUMSUM: return tl_shape_scatter(op, n, in, a, out, st);
+    case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_RANDOM_NORMAL:
+    case TL_OP_DROPOUT: return tl_shape_random(op, n, in, a, out, st);
     default: return tl_fail(st, TL_ERUNTIME, "internal: no shape rule for %s", tl_ops[op].name);
     }
 }

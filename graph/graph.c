@@ -394,19 +394,38 @@ bad:
 /* ---------- attributes ---------- */
 
 static const struct {
-    unsigned bit;
+    uint64_t bit;
     const char *key;
 } attr_keys[] = {
     {A_AXES, "axes"},   {A_KEEPDIMS, "keepdims"}, {A_AXIS, "axis"},   {A_APPROX, "approximate"},
     {A_MIN, "min"},     {A_MAX, "max"},           {A_DTYPE, "dtype"}, {A_SHAPE, "shape"},
     {A_PERM, "axes"},   {A_START, "start"},       {A_STOP, "stop"},   {A_STEP, "step"},
     {A_INDICES, "indices"}, {A_DEPTH, "depth"},
+    {A_KERNEL, "kernel"}, {A_STRIDE, "stride"}, {A_PADDING, "padding"}, {A_DILATION, "dilation"},
+    {A_GROUPS, "groups"}, {A_OUT_PAD, "output_padding"}, {A_CEIL, "ceil_mode"},
+    {A_COUNT_PAD, "count_include_pad"}, {A_EPS, "epsilon"}, {A_TRAINING, "training"},
+    {A_PADS, "pads"}, {A_MODE, "mode"}, {A_VALUE, "value"}, {A_SIZE, "size"}, {A_SCALE, "scale"},
+    {A_COORD, "coordinate"}, {A_NEAREST, "nearest"}, {A_CUBIC, "cubic_coeff"},
+    {A_LAST, "select_last_index"}, {A_EXCLUSIVE, "exclusive"}, {A_REVERSE, "reverse"},
+    {A_SEED, "seed"}, {A_LOW, "low"}, {A_HIGH, "high"}, {A_MEANV, "mean"}, {A_STD, "std"},
+    {A_P, "p"},
 };
 #define NATTR_KEYS (int)(sizeof attr_keys / sizeof attr_keys[0])
 
-static unsigned required_attrs(tl_opcode op)
+static uint64_t required_attrs(tl_opcode op)
 {
     switch (op) {
+    case TL_OP_MAX_POOL:
+    case TL_OP_AVG_POOL: return A_KERNEL;
+    case TL_OP_GROUP_NORM: return A_GROUPS;
+    case TL_OP_PAD: return A_PADS;
+    case TL_OP_SCATTER_ADD:
+    case TL_OP_ARGMAX:
+    case TL_OP_ARGMIN:
+    case TL_OP_CUMSUM: return A_AXIS;
+    case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_RANDOM_NORMAL: return A_SHAPE | A_SEED;
+    case TL_OP_DROPOUT: return A_P;
     case TL_OP_CAST: return A_DTYPE;
     case TL_OP_RESHAPE:
     case TL_OP_BROADCAST_TO: return A_SHAPE;
@@ -418,7 +437,70 @@ static unsigned required_attrs(tl_opcode op)
     }
 }
 
-static bool parse_attr(loader *L, tl_attrs *a, unsigned bit, const cJSON *v, const char *key)
+/* A spatial attribute: an int (every axis) or a list of at most TL_MAXSP
+ * ints, each >= lo; n -1 for the int. */
+static const char *get_spatial(const cJSON *v, int64_t lo, int64_t *arr, int *n)
+{
+    static const char *const want[] = {"a non-negative integer or a list of them (one per spatial axis)",
+                                       "a positive integer or a list of them (one per spatial axis)"};
+    int64_t x;
+    if (get_int(v, &x)) {
+        arr[0] = x;
+        *n = -1;
+        return x < lo ? want[lo] : NULL;
+    }
+    if (!cJSON_IsArray(v) || !v->child)
+        return want[lo];
+    *n = 0;
+    for (const cJSON *c = v->child; c; c = c->next) {
+        if (*n == TL_MAXSP)
+            return "at most 3 entries (one per spatial axis)";
+        if (!get_int(c, &arr[*n]) || arr[*n] < lo)
+            return want[lo];
+        (*n)++;
+    }
+    return NULL;
+}
+
+/* padding: an int, a list of ints, or a list of [begin, end] pairs. */
+static const char *get_padding(const cJSON *v, tl_attrs *a)
+{
+    static const char *const want =
+        "a non-negative integer, a list of them or a list of [begin, end] pairs (one per spatial axis)";
+    if (!cJSON_IsArray(v) || !v->child || !cJSON_IsArray(v->child)) {
+        const char *why = get_spatial(v, 0, a->pad_lo, &a->npadding);
+        if (why)
+            return why == want ? why : strstr(why, "at most") ? why : want;
+        for (int i = 0; i < (a->npadding < 0 ? 1 : a->npadding); i++)
+            a->pad_hi[i] = a->pad_lo[i];
+        return NULL;
+    }
+    a->padding_pairs = true;
+    a->npadding = 0;
+    for (const cJSON *c = v->child; c; c = c->next) {
+        if (a->npadding == TL_MAXSP)
+            return "at most 3 pairs (one per spatial axis)";
+        if (cJSON_GetArraySize(c) != 2 || !get_int(c->child, &a->pad_lo[a->npadding]) ||
+            !get_int(c->child->next, &a->pad_hi[a->npadding]) || a->pad_lo[a->npadding] < 0 ||
+            a->pad_hi[a->npadding] < 0)
+            return want;
+        a->npadding++;
+    }
+    return NULL;
+}
+
+/* One of the strings names[0..n-1] into *out. */
+static bool get_choice(const cJSON *v, const char *const *names, int n, int *out)
+{
+    for (int i = 0; cJSON_IsString(v) && i < n; i++)
+        if (!strcmp(v->valuestring, names[i])) {
+            *out = i;
+            return true;
+        }
+    return false;
+}
+
+static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const cJSON *v, const char *key)
 {
     const char *want = NULL;
     switch (bit) {
@@ -452,6 +534,7 @@ static bool parse_attr(loader *L, tl_attrs *a, unsigned bit, const cJSON *v, con
         *(bit == A_MIN ? &a->has_min : &a->has_max) = true;
         break;
     case A_DTYPE:
+        a->has_dtype = true;
         if (!cJSON_IsString(v) || !tl_dtype_parse(v->valuestring, &a->dtype))
             want = DTYPE_CHOICES;
         break;
@@ -471,6 +554,137 @@ static bool parse_attr(loader *L, tl_attrs *a, unsigned bit, const cJSON *v, con
         if (!get_int(v, &a->step) || a->step <= 0)
             want = "a positive integer";
         break;
+    case A_KERNEL: want = get_spatial(v, 1, a->kernel, &a->nkernel); break;
+    case A_STRIDE: want = get_spatial(v, 1, a->stride, &a->nstride); break;
+    case A_DILATION: want = get_spatial(v, 1, a->dilation, &a->ndilation); break;
+    case A_OUT_PAD: want = get_spatial(v, 0, a->out_pad, &a->nout_pad); break;
+    case A_PADDING: want = get_padding(v, a); break;
+    case A_GROUPS:
+        if (!get_int(v, &a->groups) || a->groups < 1)
+            want = "a positive integer";
+        break;
+    case A_CEIL:
+    case A_COUNT_PAD:
+    case A_TRAINING:
+    case A_LAST:
+    case A_EXCLUSIVE:
+    case A_REVERSE: {
+        if (!cJSON_IsBool(v)) {
+            want = "true or false";
+            break;
+        }
+        bool t = cJSON_IsTrue(v);
+        if (bit == A_CEIL)
+            a->ceil_mode = t;
+        else if (bit == A_COUNT_PAD)
+            a->count_include_pad = t;
+        else if (bit == A_TRAINING)
+            a->training = t;
+        else if (bit == A_LAST)
+            a->select_last = t;
+        else if (bit == A_EXCLUSIVE)
+            a->exclusive = t;
+        else
+            a->reverse = t;
+        break;
+    }
+    case A_EPS:
+        if (!get_num(v, &a->epsilon) || !(a->epsilon > 0) || isinf(a->epsilon))
+            want = "a positive number";
+        break;
+    case A_VALUE:
+        if (!get_num(v, &a->value))
+            want = "a number";
+        break;
+    case A_CUBIC:
+        if (!get_num(v, &a->cubic_coeff) || !isfinite(a->cubic_coeff))
+            want = "a finite number";
+        break;
+    case A_LOW:
+    case A_HIGH:
+    case A_MEANV:
+        if (!get_num(v, bit == A_LOW ? &a->low : bit == A_HIGH ? &a->high : &a->mean) ||
+            !isfinite(bit == A_LOW ? a->low : bit == A_HIGH ? a->high : a->mean))
+            want = "a finite number";
+        break;
+    case A_STD:
+        if (!get_num(v, &a->std) || !(a->std > 0) || isinf(a->std))
+            want = "a positive number";
+        break;
+    case A_P:
+        if (!get_num(v, &a->p) || !(a->p >= 0 && a->p < 1))
+            want = "a number in [0, 1)";
+        break;
+    case A_SEED:
+        a->has_seed = true;
+        if (!get_int(v, &a->seed))
+            want = "an integer";
+        break;
+    case A_PADS: {
+        if (!cJSON_IsArray(v)) {
+            want = "a list of [begin, end] pairs, one per axis";
+            break;
+        }
+        a->npads = 0;
+        for (const cJSON *c = v->child; c && !want; c = c->next) {
+            if (a->npads == TL_MAXDIM) {
+                want = "a list of at most 16 [begin, end] pairs";
+                break;
+            }
+            if (cJSON_GetArraySize(c) != 2 || !get_int(c->child, &a->pads[2 * a->npads]) ||
+                !get_int(c->child->next, &a->pads[2 * a->npads + 1]))
+                want = "a list of [begin, end] pairs of integers, one per axis";
+            a->npads++;
+        }
+        break;
+    }
+    case A_MODE: {
+        static const char *const pad_modes[] = {"constant", "reflect", "edge", "wrap"};
+        static const char *const resize_modes[] = {"nearest", "linear", "cubic"};
+        if (op == TL_OP_PAD ? !get_choice(v, pad_modes, 4, &a->mode) : !get_choice(v, resize_modes, 3, &a->mode))
+            want = op == TL_OP_PAD ? "\"constant\", \"reflect\", \"edge\" or \"wrap\""
+                                   : "\"nearest\", \"linear\" or \"cubic\"";
+        break;
+    }
+    case A_COORD: {
+        static const char *const names[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"};
+        if (!get_choice(v, names, 4, &a->coord))
+            want = "\"half_pixel\", \"pytorch_half_pixel\", \"align_corners\" or \"asymmetric\"";
+        break;
+    }
+    case A_NEAREST: {
+        static const char *const names[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+        if (!get_choice(v, names, 4, &a->nearest))
+            want = "\"round_prefer_floor\", \"round_prefer_ceil\", \"floor\" or \"ceil\"";
+        break;
+    }
+    case A_SIZE: {
+        int64_t sz[TL_MAXSP];
+        int n = 0;
+        want = get_spatial(v, 1, sz, &n);
+        if (!want && n < 0)
+            want = "a list of positive integers (one per spatial axis)";
+        if (!want) {
+            memcpy(a->size, sz, sizeof sz);
+            a->nsize = n;
+        }
+        break;
+    }
+    case A_SCALE: {
+        if (!cJSON_IsArray(v) || !v->child) {
+            want = "a list of positive numbers (one per spatial axis)";
+            break;
+        }
+        a->nscale = 0;
+        for (const cJSON *c = v->child; c && !want; c = c->next) {
+            if (a->nscale == TL_MAXSP)
+                want = "a list of at most 3 positive numbers (one per spatial axis)";
+            else if (!get_num(c, &a->scale[a->nscale]) || !(a->scale[a->nscale] > 0) || isinf(a->scale[a->nscale]))
+                want = "a list of positive numbers (one per spatial axis)";
+            a->nscale++;
+        }
+        break;
+    }
     case A_INDICES: {
         int64_t k = 0;
         if (!cJSON_IsArray(v)) {
@@ -681,7 +895,7 @@ static void unknown_attribute(loader *L, tl_opcode op, const char *key)
 static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
 {
     const tl_opinfo *info = &tl_ops[n->op];
-    unsigned seen = 0;
+    uint64_t seen = 0;
     tl_attrs *a = NULL; /* the node's own, made at its first attribute */
     bool have_args = false;
     for (const cJSON *c = obj->child; c; c = c->next) {
@@ -694,7 +908,7 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
                 return false;
             continue;
         }
-        unsigned bit = 0;
+        uint64_t bit = 0;
         for (int i = 0; i < NATTR_KEYS && !bit; i++)
             if ((info->attrs & attr_keys[i].bit) && !strcmp(c->string, attr_keys[i].key))
                 bit = attr_keys[i].bit;
@@ -707,21 +921,32 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
             tl_attrs_init(a);
             n->attrs = a;
         }
-        if (!parse_attr(L, a, bit, c, c->string))
+        if (!parse_attr(L, a, n->op, bit, c, c->string))
             return false;
         L->bad_key = NULL;
         seen |= bit;
     }
     if (!have_args)
         return tl_fail(L->st, TL_EINPUT, "missing \"args\""), false;
-    unsigned missing = required_attrs(n->op) & ~seen;
+    uint64_t missing = required_attrs(n->op) & ~seen;
     for (int i = 0; i < NATTR_KEYS; i++)
         if (missing & attr_keys[i].bit)
             return tl_fail(L->st, TL_EINPUT, "missing attribute \"%s\"", attr_keys[i].key), false;
     if (tl_op_check_arity(n->op, n->nargs, L->st))
         return false;
-    if (n->nout != 1)
-        return tl_fail(L->st, TL_EINPUT, "%s gives one value; \"id\" has %d names", info->name, n->nout), false;
+    if (n->op == TL_OP_BATCH_NORM && n->nout == 3 && n->attrs->training != 1)
+        return tl_fail(L->st, TL_EINPUT, "batch_norm gives its batch mean and variance only with \"training\": true; "
+                       "\"id\" has 3 names"), false;
+    if (n->nout != 1 && !(n->op == TL_OP_BATCH_NORM && n->nout == 3))
+        return tl_fail(L->st, TL_EINPUT, "%s gives %s; \"id\" has %d names", info->name,
+                       n->op == TL_OP_BATCH_NORM ? "one value (or three in training mode: the value, the batch mean "
+                                                   "and the batch variance)" : "one value", n->nout), false;
+    if (n->op == TL_OP_RESIZE && !n->attrs->nsize == !n->attrs->nscale)
+        return tl_fail(L->st, TL_EINPUT, n->attrs->nsize ? "give \"size\" or \"scale\", not both"
+                                                         : "missing attribute \"size\" or \"scale\""), false;
+    if (n->op == TL_OP_RANDOM_UNIFORM && !(n->attrs->low < n->attrs->high))
+        return tl_fail(L->st, TL_EINPUT, "\"low\" (%g) must be below \"high\" (%g)", n->attrs->low,
+                       n->attrs->high), false;
     if (n->op == TL_OP_CLAMP && !n->attrs->has_min && !n->attrs->has_max)
         return tl_fail(L->st, TL_EINPUT, "clamp needs \"min\", \"max\" or both"), false;
     if (n->op == TL_OP_TAKE && (n->nargs == 2) == ((seen & A_INDICES) != 0))
@@ -1980,7 +2205,7 @@ tl_code tl_graph_check_call(const cJSON *node, const char **bad_key, tl_status *
     return ok ? TL_OK : st->code;
 }
 
-const char *tl_attr_name(unsigned bit)
+const char *tl_attr_name(uint64_t bit)
 {
     for (int i = 0; i < NATTR_KEYS; i++)
         if (attr_keys[i].bit == bit)

@@ -161,7 +161,7 @@ void tl_graph_free(tl_graph *g);
 struct cJSON;
 tl_code tl_graph_check_call(const struct cJSON *node, const char **bad_key, tl_status *st);
 /* The key a graph file writes for attribute bit A_* ("axes", "keepdims"...). */
-const char *tl_attr_name(unsigned bit);
+const char *tl_attr_name(uint64_t bit);
 
 /* Input index by name, or -1. */
 int tl_graph_input_index(const tl_graph *g, const char *name);

@@ -935,7 +935,10 @@ static bool file_call(P *p, int name, val *v)
     return s >= 0;
 }
 
-/* An attribute value: a number, a list of numbers, true, false or a string. */
+/* An attribute value: a number, a list (of numbers or of lists, nested at
+ * most 2 deep: padding=[[1, 0], [0, 1]]), true, false or a string. */
+static cJSON *attr_list(P *p, int depth);
+
 static cJSON *attr_value(P *p)
 {
     double v;
@@ -949,11 +952,27 @@ static cJSON *attr_value(P *p)
         return NULL;
     if (!accept(p, T_LBRACK))
         return expected(p, "an attribute value (a number, a list of numbers, true, false or a string)"), NULL;
+    return attr_list(p, 1);
+}
+
+/* The rest of a list after its "[". */
+static cJSON *attr_list(P *p, int depth)
+{
+    double v;
     cJSON *a = note(p, cJSON_CreateArray());
     for (int n = 0; peek(p) != T_RBRACK; n++) {
-        if ((n && !expect(p, T_COMMA, "between numbers")) || !number(p, &v)) {
+        if (n && !expect(p, T_COMMA, "between list entries"))
+            return cJSON_Delete(a), NULL;
+        if (depth < 2 && accept(p, T_LBRACK)) {
+            cJSON *inner = attr_list(p, depth + 1);
+            if (!inner)
+                return cJSON_Delete(a), NULL;
+            push(p, a, inner);
+            continue;
+        }
+        if (!number(p, &v)) {
             if (!p->st->code)
-                expected(p, "a number");
+                expected(p, depth < 2 ? "a number or a list" : "a number");
             return cJSON_Delete(a), NULL;
         }
         push(p, a, isfinite(v) ? num_json(p, v) : special_json(p, v));

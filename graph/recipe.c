@@ -156,7 +156,7 @@ typedef struct words {
     int64_t nmore;
 } words;
 
-static void attr_words(const tl_node *nd, unsigned bit, words *w)
+static void attr_words(const tl_node *nd, uint64_t bit, words *w)
 {
     const tl_attrs *a = nd->attrs;
     w->n = 0;
@@ -193,13 +193,58 @@ static void attr_words(const tl_node *nd, unsigned bit, words *w)
     case A_STEP: w->w[w->n++] = a->step; break;
     case A_INDICES: w->more = a->indices, w->nmore = a->nindices; break;
     case A_DEPTH: w->w[w->n++] = a->depth; break;
+    /* the layer ops: every field the attribute sets, as given */
+#define WORDS(cnt, arr)                                                   \
+    do {                                                                  \
+        w->w[w->n++] = (cnt);                                             \
+        for (int i_ = 0; i_ < ((cnt) < 0 ? 1 : (cnt)); i_++)              \
+            w->w[w->n++] = (arr)[i_];                                     \
+    } while (0)
+#define DWORD(x) (memcpy(&w->w[w->n], &(double){(x)}, sizeof(double)), w->n++)
+    case A_KERNEL: WORDS(a->nkernel, a->kernel); break;
+    case A_STRIDE: WORDS(a->nstride, a->stride); break;
+    case A_DILATION: WORDS(a->ndilation, a->dilation); break;
+    case A_OUT_PAD: WORDS(a->nout_pad, a->out_pad); break;
+    case A_PADDING:
+        w->w[w->n++] = a->padding_pairs;
+        WORDS(a->npadding, a->pad_lo);
+        WORDS(a->npadding, a->pad_hi);
+        break;
+    case A_GROUPS: w->w[w->n++] = a->groups; break;
+    case A_CEIL: w->w[w->n++] = a->ceil_mode; break;
+    case A_COUNT_PAD: w->w[w->n++] = a->count_include_pad; break;
+    case A_TRAINING: w->w[w->n++] = a->training; break;
+    case A_LAST: w->w[w->n++] = a->select_last; break;
+    case A_EXCLUSIVE: w->w[w->n++] = a->exclusive; break;
+    case A_REVERSE: w->w[w->n++] = a->reverse; break;
+    case A_EPS: DWORD(a->epsilon); break;
+    case A_VALUE: DWORD(a->value); break;
+    case A_CUBIC: DWORD(a->cubic_coeff); break;
+    case A_LOW: DWORD(a->low); break;
+    case A_HIGH: DWORD(a->high); break;
+    case A_MEANV: DWORD(a->mean); break;
+    case A_STD: DWORD(a->std); break;
+    case A_P: DWORD(a->p); break;
+    case A_SEED: w->w[w->n++] = a->seed; break;
+    case A_MODE: w->w[w->n++] = a->mode; break;
+    case A_COORD: w->w[w->n++] = a->coord; break;
+    case A_NEAREST: w->w[w->n++] = a->nearest; break;
+    case A_SIZE: WORDS(a->nsize, a->size); break;
+    case A_SCALE:
+        w->w[w->n++] = a->nscale;
+        for (int i = 0; i < a->nscale; i++)
+            DWORD(a->scale[i]);
+        break;
+    case A_PADS: w->w[w->n++] = a->npads, w->more = a->pads, w->nmore = 2 * a->npads; break;
+#undef WORDS
+#undef DWORD
     }
 }
 
 /* The first attribute bit on which x and y differ, or 0. */
-static unsigned attrs_differ(const tl_node *x, const tl_node *y)
+static uint64_t attrs_differ(const tl_node *x, const tl_node *y)
 {
-    for (unsigned bit = 1; bit && bit <= tl_ops[x->op].attrs; bit <<= 1) {
+    for (uint64_t bit = 1; bit && bit <= tl_ops[x->op].attrs; bit <<= 1) {
         if (!(tl_ops[x->op].attrs & bit))
             continue;
         words a, b;
@@ -215,7 +260,7 @@ static unsigned attrs_differ(const tl_node *x, const tl_node *y)
 static uint64_t attrs_hash(const tl_node *n)
 {
     uint64_t h = 7;
-    for (unsigned bit = 1; bit && bit <= tl_ops[n->op].attrs; bit <<= 1) {
+    for (uint64_t bit = 1; bit && bit <= tl_ops[n->op].attrs; bit <<= 1) {
         if (!(tl_ops[n->op].attrs & bit))
             continue;
         words w;
@@ -240,7 +285,7 @@ static void write_num(FILE *f, double v)
     fputs(buf, f);
 }
 
-static void write_attr(FILE *f, const tl_node *n, unsigned bit)
+static void write_attr(FILE *f, const tl_node *n, uint64_t bit)
 {
     const tl_attrs *a = n->attrs;
     fprintf(f, "%s=", tl_attr_name(bit));
@@ -252,6 +297,43 @@ static void write_attr(FILE *f, const tl_node *n, unsigned bit)
     case A_KEEPDIMS: fputs(a->keepdims ? "true" : "false", f); break;
     case A_APPROX: fputs(a->approximate ? "\"tanh\"" : "\"none\"", f); break;
     case A_DTYPE: fprintf(f, "\"%s\"", tl_dtype_name(a->dtype)); break;
+    case A_EPS: write_num(f, a->epsilon); break;
+    case A_VALUE: write_num(f, a->value); break;
+    case A_CUBIC: write_num(f, a->cubic_coeff); break;
+    case A_LOW: write_num(f, a->low); break;
+    case A_HIGH: write_num(f, a->high); break;
+    case A_MEANV: write_num(f, a->mean); break;
+    case A_STD: write_num(f, a->std); break;
+    case A_P: write_num(f, a->p); break;
+    case A_KERNEL: write_ints(f, a->kernel, a->nkernel < 0 ? 1 : a->nkernel); break;
+    case A_STRIDE: write_ints(f, a->stride, a->nstride < 0 ? 1 : a->nstride); break;
+    case A_DILATION: write_ints(f, a->dilation, a->ndilation < 0 ? 1 : a->ndilation); break;
+    case A_OUT_PAD: write_ints(f, a->out_pad, a->nout_pad < 0 ? 1 : a->nout_pad); break;
+    case A_SIZE: write_ints(f, a->size, a->nsize); break;
+    case A_PADDING:
+    case A_PADS: {
+        int np = bit == A_PADS ? a->npads : a->npadding < 0 ? 1 : a->npadding;
+        fputc('[', f);
+        for (int i = 0; i < np; i++)
+            fprintf(f, "%s[%lld, %lld]", i ? ", " : "", (long long)(bit == A_PADS ? a->pads[2 * i] : a->pad_lo[i]),
+                    (long long)(bit == A_PADS ? a->pads[2 * i + 1] : a->pad_hi[i]));
+        fputc(']', f);
+        break;
+    }
+    case A_SCALE:
+        fputc('[', f);
+        for (int i = 0; i < a->nscale; i++) {
+            fputs(i ? ", " : "", f);
+            write_num(f, a->scale[i]);
+        }
+        fputc(']', f);
+        break;
+    case A_CEIL: fputs(a->ceil_mode ? "true" : "false", f); break;
+    case A_COUNT_PAD: fputs(a->count_include_pad ? "true" : "false", f); break;
+    case A_TRAINING: fputs(a->training < 0 ? "(left out)" : a->training ? "true" : "false", f); break;
+    case A_LAST: fputs(a->select_last ? "true" : "false", f); break;
+    case A_EXCLUSIVE: fputs(a->exclusive ? "true" : "false", f); break;
+    case A_REVERSE: fputs(a->reverse ? "true" : "false", f); break;
     case A_MIN:
     case A_MAX:
         if (bit == A_MIN ? a->has_min : a->has_max)
@@ -816,7 +898,7 @@ static bool nodes_differ(cmp *m, int i)
         fputs(q->flow->index_slot >= 0 ? " with a step index" : " without a step index", m->b.f);
         return true;
     }
-    unsigned bit = attrs_differ(p, q);
+    uint64_t bit = attrs_differ(p, q);
     if (bit) {
         fputc(' ', m->a.f);
         fputc(' ', m->b.f);

@@ -23,6 +23,7 @@
 #include "backends/cuda/reduce.h"
 #include "backends/cuda/shape.h"
 #include "backends/cuda/index.h"
+#include "backends/cuda/support.h"
 #include "testdev.h"
 
 /* ---------- elementwise (elementwise.cu) ---------- */
@@ -440,8 +441,8 @@ static tl_code twin_run(const tl_backend *be, tl_opcode op, int n, const tl_tens
 
 static bool twin_want_all(tl_opcode op, int n, const tl_dtype *in, tl_dtype out)
 {
-    (void)op, (void)n, (void)in, (void)out;
-    return true;
+    (void)n, (void)in, (void)out;
+    return cu_has_kernel(op);
 }
 
 /* A twin device; what it supports is the CUDA backend's answer (every op

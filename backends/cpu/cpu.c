@@ -30,6 +30,27 @@ static tl_code cpu_run(const tl_backend *be, tl_opcode op, int n, cpu_ins in, co
     case TL_OP_MAP:
     case TL_OP_MAP_GRAD: return cpu_map(op, n, in, a, out, st);
     case TL_OP_PROD_GRAD: return out->numel ? cpu_prod_grad(in[0], in[1], out) : TL_OK;
+    case TL_OP_CONV:
+    case TL_OP_CONV_TRANSPOSE:
+    case TL_OP_CONV_GRAD_W: return cpu_conv(op, n, in, a, out, st);
+    case TL_OP_MAX_POOL:
+    case TL_OP_AVG_POOL:
+    case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_AVG_POOL_GRAD: return cpu_pool(op, n, in, a, out, st);
+    case TL_OP_BATCH_NORM:
+    case TL_OP_LAYER_NORM:
+    case TL_OP_GROUP_NORM: return cpu_norm(op, n, in, a, out, st);
+    case TL_OP_PAD:
+    case TL_OP_RESIZE:
+    case TL_OP_PAD_GRAD:
+    case TL_OP_RESIZE_GRAD: return cpu_resample(op, n, in, a, out, st);
+    case TL_OP_SCATTER_ADD:
+    case TL_OP_ARGMAX:
+    case TL_OP_ARGMIN:
+    case TL_OP_CUMSUM: return cpu_scatter(op, n, in, a, out, st);
+    case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_RANDOM_NORMAL:
+    case TL_OP_DROPOUT: return cpu_random(op, n, in, a, out, st);
     default: return cpu_shape_op(op, n, in, a, out, st);
     }
 }

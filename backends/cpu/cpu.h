@@ -47,6 +47,14 @@ void cpu_prog_scalar_d(const struct tl_mins *ins, int n, double *r);
 tl_code cpu_shape_op(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
                      tl_status *st);
 
+/* The layer ops of nn.md, one family per file (cpu_<family>.c). */
+tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st);
+tl_code cpu_pool(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st);
+tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st);
+tl_code cpu_resample(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st);
+tl_code cpu_scatter(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st);
+tl_code cpu_random(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st);
+
 /* Broadcast iteration shared by the families: strides (in elements) of up
  * to three operands over the output's index space, with adjacent axes
  * merged where every operand allows it. */

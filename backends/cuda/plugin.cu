@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common.cuh"
+#include "support.h"
 
 extern "C" {
 #include "backends/plugin.h"
@@ -163,6 +164,11 @@ static bool cu_supports(const tl_backend *be, tl_opcode op, int n, const tl_dtyp
     if (op >= TL_OP_COUNT || (tl_ops[op].kind == TL_KIND_FLOW && op != TL_OP_MAP)) {
         if (why)
             *why = "not a kernel";
+        return false;
+    }
+    if (!cu_has_kernel(op)) {
+        if (why)
+            *why = "no CUDA kernel yet";
         return false;
     }
     return true;

@@ -1,0 +1,35 @@
+/* The scope a backward rule runs in (exec/grad.c), for the rules of other
+ * files (exec/nn_*.c): every call goes through the op interface (tl_op,
+ * or the recorder when the backward pass is itself recorded), every
+ * result is kept in the scope and dropped at its end, and a NULL anywhere
+ * simply yields NULL down the chain (the first error is in b->st). */
+#ifndef TL_BW_H
+#define TL_BW_H
+
+#include "tape.h"
+
+typedef struct bw {
+    tl_ctx *cx;
+    tl_grad_recorder *rec; /* non-NULL: ops are recorded, not run */
+    tl_status *st;
+    tl_tensor **tmp;
+    int ntmp, cap;
+    bool failed;
+} bw;
+
+/* op(in[0..n-1]) with attributes a (NULL: defaults). */
+tl_tensor *bw_call(bw *b, tl_opcode op, int n, tl_tensor **in, const tl_attrs *a);
+tl_tensor *bw_op1(bw *b, tl_opcode op, tl_tensor *x);
+tl_tensor *bw_op2(bw *b, tl_opcode op, tl_tensor *x, tl_tensor *y);
+tl_tensor *bw_op3(bw *b, tl_opcode op, tl_tensor *x, tl_tensor *y, tl_tensor *z);
+/* A 0-d constant in the dtype of `like`. */
+tl_tensor *bw_num(bw *b, const tl_tensor *like, double v);
+tl_tensor *bw_reshape(bw *b, tl_tensor *x, int ndim, const int64_t *shape);
+tl_tensor *bw_broadcast(bw *b, tl_tensor *x, int ndim, const int64_t *shape);
+tl_tensor *bw_sum_axes(bw *b, tl_tensor *x, int naxes, const int64_t *axes, bool keepdims);
+/* g summed over the axes along which x was broadcast, back to x's shape. */
+tl_tensor *bw_sum_to(bw *b, tl_tensor *g, const tl_tensor *x);
+tl_tensor *bw_slice(bw *b, tl_tensor *g, int64_t axis, int64_t start, int64_t stop);
+tl_tensor *bw_transpose(bw *b, tl_tensor *x, int naxes, const int64_t *perm);
+
+#endif
