@@ -103,6 +103,34 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
     [TL_OP_MAP] = {"a scalar program applied to every element of the broadcast arguments; each "
                    "element runs only its own branches",
                    "that of each element's selected branches", NONE},
+    /* ---- elementwise additions and integer arithmetic ---- */
+
+    /* ---- end of elementwise additions and integer arithmetic ---- */
+
+    /* ---- convolution ---- */
+
+    /* ---- end of convolution ---- */
+
+    /* ---- pooling ---- */
+
+    /* ---- end of pooling ---- */
+
+    /* ---- normalization ---- */
+
+    /* ---- end of normalization ---- */
+
+    /* ---- padding and resampling ---- */
+
+    /* ---- end of padding and resampling ---- */
+
+    /* ---- scatter, arg-reductions and scans ---- */
+
+    /* ---- end of scatter, arg-reductions and scans ---- */
+
+    /* ---- seeded randomness ---- */
+
+    /* ---- end of seeded randomness ---- */
+
     [TL_OP_SLICE_GRAD] = {"internal: slice's backward (scatter into zeros)", "", NONE},
     [TL_OP_TAKE_GRAD] = {"internal: take's backward (scatter-add)", "", NONE},
     [TL_OP_GATHER_GRAD] = {"internal: gather's backward (scatter-add)", "", NONE},

@@ -6,7 +6,7 @@
 
 #include "ops.h"
 
-#define TL_MAX_OP_ATTRS 4
+#define TL_MAX_OP_ATTRS 8
 
 typedef struct tl_attrdoc {
     const char *name;    /* "axes"; NULL ends the list */

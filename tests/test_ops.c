@@ -176,3 +176,14 @@ Test(flow, finite_differences)
     all_pass("tests/fixtures/flow", check_finite_differences, true, 11,
              "disagree with finite differences");
 }
+
+/* The layer ops of nn.md (tests/fixtures/nn, made by tests/gen/gen_nn_*.py). */
+Test(nn, against_pytorch)
+{
+    all_pass("tests/fixtures/nn", check_reference, false, 1, "differ from PyTorch");
+}
+
+Test(nn, finite_differences)
+{
+    all_pass("tests/fixtures/nn", check_finite_differences, true, 1, "disagree with finite differences");
+}
