@@ -316,7 +316,9 @@ Test(calls, ops_attributes_and_their_checks)
         {"reshape(x)", "1:1", "missing attribute \"shape\""},
         {"sin(x, axis=1, 2)", "1:16", "after the attributes"},
         {"if(x)", "1:6", "expected 'then'"},
-        {"sum(x, axes=[1, [2]])", "1:17", "expected a number"},
+        /* a nested list is syntax (padding=[[1, 0], [0, 1]]); axes takes none */
+        {"sum(x, axes=[1, [2]])", "1:8", "must be an integer or a list of integers"},
+        {"sum(x, axes=[1, [[2]]])", "1:18", "expected a number"},
     };
     expect_errors(errors, sizeof errors / sizeof errors[0]);
 }
