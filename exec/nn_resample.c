@@ -91,21 +91,19 @@ static tl_code resize_sizes(const tl_tensor *x, tl_attrs *a, tl_status *st)
     for (int k = 0; k < d; k++) {
         int64_t in = x->shape[2 + k];
         if (in == 0)
-            return tl_fail(st, TL_EINPUT, "spatial axis %d of x %s is empty", k, DESC(x));
+            return tl_fail(st, TL_EINPUT, "axis %d of x %s is empty: nothing to resize", 2 + k, DESC(x));
         if (a->nscale) {
             double o = floor((double)in * a->scale[k]);
             if (!(o < (double)SIZE_LIMIT))
-                return tl_fail(st, TL_EINPUT, "\"scale\" %.17g makes an absurd size of axis %d of x %s",
-                               a->scale[k], k, DESC(x));
+                return tl_fail(st, TL_EINPUT, "\"scale\" %g makes an absurd size of axis %d of x %s",
+                               a->scale[k], 2 + k, DESC(x));
             if (o < 1)
-                return tl_fail(st, TL_EINPUT,
-                               "\"scale\" %.17g gives spatial axis %d of x %s the size 0 (floor(%lld * "
-                               "%.17g))",
-                               a->scale[k], k, DESC(x), (long long)in, a->scale[k]);
+                return tl_fail(st, TL_EINPUT, "\"scale\" %g gives axis %d of x %s the size floor(%lld * %g) = 0",
+                               a->scale[k], 2 + k, DESC(x), (long long)in, a->scale[k]);
             a->size[k] = (int64_t)o;
         } else if (a->size[k] < 1 || a->size[k] > SIZE_LIMIT) {
-            return tl_fail(st, TL_EINPUT, "\"size\" %lld for spatial axis %d of x %s", (long long)a->size[k],
-                           k, DESC(x));
+            return tl_fail(st, TL_EINPUT, "\"size\" %lld for axis %d of x %s", (long long)a->size[k], 2 + k,
+                           DESC(x));
         }
     }
     a->nsize = a->nsp = d;
