@@ -112,7 +112,6 @@ static tl_code map_transpose(const axis_map *f, int64_t nsrc, axis_map *t, tl_st
     return TL_OK;
 }
 
-
 /* ---- the separable sum: dst[c] = the maps' tensor product applied to src ---- */
 
 /* The last axis is done SEG elements at a time, each level of the
