@@ -14,9 +14,14 @@ ms in ops, so neither the process start nor reading and writing the tensors
 counts); PyTorch's is y = block(x); y.backward(ones) with x, w requiring
 grad.  Each figure is the best of --reps runs (the machines here are shared:
 the best is the least disturbed).  tl's gradients with 1 and 2 threads are
-compared bit for bit.  CPU seconds (user + system of the whole process for
-tl, of the timed calls for PyTorch) are shown too: on a loaded machine the
-wall times say little, the CPU seconds of one thread still compare.
+compared bit for bit.
+
+CPU seconds of one block are shown too, for a machine too loaded for wall
+times to mean much (the CPU a thread gets is then a fraction, but what it
+spends on the work is still its own): PyTorch's from getrusage around the
+timed calls; tl's as the difference of a process running the block three
+times (three copies on the same inputs, summed) and one running it once,
+halved, so the start and the reading and writing of tensors cancel out.
 
     /usr/bin/python3 tests/bench/conv_timing.py [--tl ./tl] [--reps 5] [--only resnet]
 """
@@ -59,6 +64,21 @@ def torch_block(name, t):
 def cpu_seconds(who):
     r = resource.getrusage(who)
     return r.ru_utime + r.ru_stime
+
+
+def block_graph(b, copies):
+    """The block `copies` times on the same inputs, the results added up."""
+    nodes, ys = [], []
+    for i in range(copies):
+        ren = {n["id"]: f'{n["id"]}{i}' for n in b["nodes"]}
+        nodes += [dict(n, id=ren[n["id"]], args=[ren.get(a, a) for a in n["args"]]) for n in b["nodes"]]
+        ys.append(ren["y"])
+    total = ys[0]
+    for i, y in enumerate(ys[1:]):
+        nodes.append({"id": f"total{i}", "op": "add", "args": [total, y]})
+        total = f"total{i}"
+    return {"version": 1, "inputs": [{"name": k, "dtype": "f32"} for k in b["inputs"]], "nodes": nodes,
+            "outputs": total}
 
 
 def time_tl(tl, graph, inputs, out, threads):
@@ -113,10 +133,10 @@ def main():
         for name, b in BLOCKS.items():
             if args.only and name != args.only:
                 continue
-            graph = os.path.join(tmp, name + ".json")
-            with open(graph, "w") as f:
-                json.dump({"version": 1, "inputs": [{"name": k, "dtype": "f32"} for k in b["inputs"]],
-                           "nodes": b["nodes"], "outputs": "y"}, f)
+            graph, graph3 = os.path.join(tmp, name + ".json"), os.path.join(tmp, name + "3.json")
+            for path, copies in ((graph, 1), (graph3, 3)):
+                with open(path, "w") as f:
+                    json.dump(block_graph(b, copies), f)
             arrays = {k: (rng.standard_normal(s) * (1 if k == "x" else 0.1)).astype(np.float32)
                       for k, s in b["inputs"].items()}
             inputs = os.path.join(tmp, name + "_in.npz")
@@ -125,7 +145,10 @@ def main():
             for threads in (1, 2):
                 out = os.path.join(tmp, f"{name}_{threads}.npz")
                 runs = [time_tl(args.tl, graph, inputs, out, threads) for _ in range(args.reps)]
-                tl_best[threads] = (min(r[0] for r in runs), min(r[1] for r in runs))
+                runs3 = [time_tl(args.tl, graph3, inputs, os.path.join(tmp, "o3.npz"), threads)
+                         for _ in range(args.reps)]
+                cpu = (min(r[1] for r in runs3) - min(r[1] for r in runs)) / 2
+                tl_best[threads] = (min(r[0] for r in runs), cpu)
                 with open(out, "rb") as f:
                     outs[threads] = f.read()
                 th = time_torch(name, arrays, threads, args.reps) if have_torch else (float("nan"),) * 2
