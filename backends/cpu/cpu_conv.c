@@ -46,6 +46,7 @@ typedef struct job {
     bool pointwise;        /* no im2col: 1x1, stride 1, no padding */
     int64_t chunk, nchunks; /* conv: positions; conv_transpose: channels */
     int64_t cblk, nblk;    /* conv_grad_w: in-side channels per item, blocks per group */
+    int64_t oblk, noblk;   /* conv_grad_w: out-side channels per item, blocks per group */
     atomic_bool failed;    /* scratch could not be had */
 } job;
 
@@ -87,6 +88,8 @@ static void *scratch(job *j, size_t bytes)
 #define CHUNK_BYTES (1 << 20)
 /* conv_grad_w's blocks: about this many items over the groups. */
 #define GRADW_ITEMS 8
+#define GRADW_COLS 64
+#define GRADW_ROWS 16
 /* the direct kernels keep ksz * ow partial sums */
 #define DIRECT_ACC (1 << 16)
 #define MIN_FLOPS_PER_THREAD (1 << 22)
@@ -236,14 +239,21 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
             j.nchunks = (G->ca + j.chunk - 1) / j.chunk;
             nitems = G->n * G->groups * j.nchunks;
         } else { /* blocks of in-side channels, chunks of positions inside */
+            /* blocks of at least GRADW_COLS columns of W (thinner products
+             * pack the whole of B once for very little), then blocks of at
+             * least GRADW_ROWS out-side channels while items are wanted */
             int64_t per = G->groups >= GRADW_ITEMS ? 1 : GRADW_ITEMS / G->groups;
             j.cblk = (G->ca + per - 1) / per;
+            j.cblk = clamp64((GRADW_COLS + G->ksz - 1) / G->ksz, j.cblk, G->ca);
             j.nblk = (G->ca + j.cblk - 1) / j.cblk;
+            int64_t rest = per / j.nblk > 1 ? per / j.nblk : 1;
+            j.oblk = clamp64((G->cb + rest - 1) / rest, GRADW_ROWS, G->cb);
+            j.noblk = (G->cb + j.oblk - 1) / j.oblk;
             int64_t want = CHUNK_BYTES / (int64_t)es / (j.cblk * G->ksz);
             j.chunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);
             if (j.chunk < 1)
                 j.chunk = 1;
-            nitems = G->groups * j.nblk;
+            nitems = G->groups * j.nblk * j.noblk;
         }
     }
     const cpu_item_fn *fns = out->dtype == TL_F32 ? items_f : items_d;

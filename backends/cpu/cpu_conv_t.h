@@ -165,39 +165,41 @@ static void FN(convt_item)(void *ctx, int64_t item)
 }
 
 /* ---------- conv_grad_w: W = sum over n of out-side im2col(in-side)^T ----------
- * An item is a block of in-side channels of one group: its columns of W,
- * summed over the samples in order and over the position chunks in order
- * (gemm with beta 1 after the first), whatever the threads. */
+ * An item is a block of W of one group (in-side channels by out-side
+ * channels), summed over the samples in order and over the position
+ * chunks in order (gemm with beta 1 after the first), whatever the
+ * threads. */
 
 static void FN(gradw_item)(void *ctx, int64_t item)
 {
     job *j = ctx;
     const geom *G = &j->g;
-    int64_t gi = item / j->nblk, blk = item % j->nblk;
+    int64_t ob = item % j->noblk, blk = item / j->noblk % j->nblk, gi = item / j->noblk / j->nblk;
     int64_t c0 = blk * j->cblk, c1 = G->ca - c0 < j->cblk ? G->ca : c0 + j->cblk;
+    int64_t o0 = ob * j->oblk, m = G->cb - o0 < j->oblk ? G->cb - o0 : j->oblk;
     int64_t rows = (c1 - c0) * G->ksz;
-    T *w = (T *)j->w + gi * G->cb * G->rows + c0 * G->ksz;
+    T *w = (T *)j->w + (gi * G->cb + o0) * G->rows + c0 * G->ksz;
     T *col = NULL;
     if (!j->pointwise && !(col = (T *)scratch(j, sizeof(T) * (size_t)(rows * j->chunk))))
         return;
     bool first = true;
     for (int64_t n = 0; n < G->n; n++) {
         const T *a = (const T *)j->ins + (n * G->groups + gi) * G->ca * G->isz;
-        const T *b = (const T *)j->outs + (n * G->groups + gi) * G->cb * G->osz;
+        const T *b = (const T *)j->outs + ((n * G->groups + gi) * G->cb + o0) * G->osz;
         for (int64_t p0 = 0; p0 < G->osz; p0 += j->chunk) {
             int64_t np = G->osz - p0 < j->chunk ? G->osz - p0 : j->chunk;
             if (j->pointwise) {
-                FN(gemm)(j->blas, false, true, G->cb, rows, np, b + p0, G->osz, a + c0 * G->isz + p0, G->isz, !first,
-                         w, G->rows);
+                FN(gemm)(j->blas, false, true, m, rows, np, b + p0, G->osz, a + c0 * G->isz + p0, G->isz, !first, w,
+                         G->rows);
             } else {
                 FN(im2col)(G, a, c0, c1, p0, np, col);
-                FN(gemm)(j->blas, false, true, G->cb, rows, np, b + p0, G->osz, col, np, !first, w, G->rows);
+                FN(gemm)(j->blas, false, true, m, rows, np, b + p0, G->osz, col, np, !first, w, G->rows);
             }
             first = false;
         }
     }
     if (first) /* no positions at all: sums of nothing */
-        for (int64_t o = 0; o < G->cb; o++)
+        for (int64_t o = 0; o < m; o++)
             memset(w + o * G->rows, 0, sizeof(T) * (size_t)rows);
     free(col);
 }
