@@ -38,8 +38,16 @@ typedef struct geom {
     int64_t isz, osz, ksz, rows;                     /* products; rows = ca ksz */
 } geom;
 
+/* A tap of the kernel: the input row it reads from output row (od, oh)
+ * is (od*stride0 + doff, oh*stride1 + hoff), element ow*stride2 + off of
+ * it, valid for ow in [a, b). */
+typedef struct tap {
+    int64_t doff, hoff, off, a, b;
+} tap;
+
 typedef struct job {
     geom g;
+    const tap *taps;       /* the direct kernels': ksz of them */
     const cpu_blas *blas;
     void *ins, *outs, *w;  /* A, B, W: the one being computed is written */
     const void *bias;      /* conv: per out-side channel; conv_transpose: in-side */
@@ -210,6 +218,17 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     void *w_flip = NULL;
     if (G->ca == 1 && G->ksz * G->os[2] <= DIRECT_ACC) { /* depthwise: direct */
         kind = K_DW + which;
+        tap *taps = tl_malloc((size_t)G->ksz, sizeof *taps, "convolution taps", st);
+        if (!taps)
+            return st->code;
+        for (int64_t k = 0; k < G->ksz; k++) {
+            int64_t kd = k / (G->k[1] * G->k[2]), kh = k / G->k[2] % G->k[1], kw = k % G->k[2];
+            taps[k].doff = kd * G->dl[0] - G->lo[0];
+            taps[k].hoff = kh * G->dl[1] - G->lo[1];
+            taps[k].off = kw * G->dl[2] - G->lo[2];
+            valid(taps[k].off, G->st[2], G->is[2], G->os[2], &taps[k].a, &taps[k].b);
+        }
+        j.taps = taps;
         nitems = which == K_CONV ? G->n * G->groups * G->cb : which == K_CONVT ? G->n * G->groups : G->groups * G->cb;
     } else {
         j.pointwise = is_pointwise(a);
@@ -259,6 +278,7 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     const cpu_item_fn *fns = out->dtype == TL_F32 ? items_f : items_d;
     cpu_parallel(nitems, threads_for(flops), fns[kind], &j);
     free(w_flip);
+    free((void *)j.taps);
     if (atomic_load(&j.failed))
         return tl_fail(st, TL_ERUNTIME, "out of memory for the scratch of %s", tl_ops[op].name);
     return TL_OK;
