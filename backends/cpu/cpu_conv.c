@@ -53,6 +53,7 @@ typedef struct job {
     const void *bias;      /* conv: per out-side channel; conv_transpose: in-side */
     bool pointwise;        /* no im2col: 1x1, stride 1, no padding */
     int64_t chunk, nchunks; /* conv: positions; conv_transpose: channels */
+    int64_t pchunk;         /* conv_transpose: positions */
     int64_t cblk, nblk;    /* conv_grad_w: in-side channels per item, blocks per group */
     int64_t oblk, noblk;   /* conv_grad_w: out-side channels per item, blocks per group */
     atomic_bool failed;    /* scratch could not be had */
@@ -252,10 +253,12 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
                 j.chunk = G->osz <= 4096 ? G->osz : 4096;
             j.nchunks = (G->osz + j.chunk - 1) / j.chunk;
             nitems = G->n * G->groups * j.nchunks;
-        } else if (which == K_CONVT) { /* blocks of in-side channels */
+        } else if (which == K_CONVT) { /* blocks of in-side channels, chunks of positions inside */
             int64_t want = CHUNK_BYTES / (int64_t)es / (G->ksz * (G->osz ? G->osz : 1));
             j.chunk = j.pointwise ? G->ca : clamp64(want, 1, G->ca);
             j.nchunks = (G->ca + j.chunk - 1) / j.chunk;
+            want = CHUNK_BYTES / (int64_t)es / (j.chunk * G->ksz);
+            j.pchunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);
             nitems = G->n * G->groups * j.nchunks;
         } else { /* blocks of in-side channels, chunks of positions inside */
             /* blocks of at least GRADW_COLS columns of W (thinner products

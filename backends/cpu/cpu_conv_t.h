@@ -51,34 +51,35 @@ static void FN(im2col)(const geom *G, const T *restrict src, int64_t c0, int64_t
     }
 }
 
-/* dst[c] (zeroed first) += every row of channel c, rows in order. */
-CPU_KERNEL static void FN(col2im)(const geom *G, const T *restrict col, int64_t c0, int64_t c1, T *restrict dst)
+/* dst[c] += the rows of channel c for positions p0..p0+np, rows in order:
+ * im2col's transpose. */
+CPU_KERNEL static void FN(col2im)(const geom *G, const T *restrict col, int64_t c0, int64_t c1, int64_t p0,
+                                  int64_t np, T *restrict dst)
 {
     for (int64_t c = c0; c < c1; c++) {
         T *plane = dst + c * G->isz;
-        memset(plane, 0, sizeof(T) * (size_t)G->isz);
         for (int64_t k = 0; k < G->ksz; k++) {
             int64_t kk[3] = {k / (G->k[1] * G->k[2]), k / G->k[2] % G->k[1], k % G->k[2]};
-            const T *row = col + ((c - c0) * G->ksz + k) * G->osz;
+            const T *row = col + ((c - c0) * G->ksz + k) * np;
             int64_t off2 = kk[2] * G->dl[2] - G->lo[2], a, b;
             valid(off2, G->st[2], G->is[2], G->os[2], &a, &b);
-            for (int64_t od = 0; od < G->os[0]; od++) {
+            for (int64_t p = p0, end = p0 + np; p < end;) { /* the output rows the range touches */
+                int64_t ow0 = p % G->os[2], oh = p / G->os[2] % G->os[1], od = p / (G->os[2] * G->os[1]);
+                int64_t run = G->os[2] - ow0 < end - p ? G->os[2] - ow0 : end - p;
                 int64_t id = od * G->st[0] - G->lo[0] + kk[0] * G->dl[0];
-                if (id < 0 || id >= G->is[0])
-                    continue;
-                for (int64_t oh = 0; oh < G->os[1]; oh++) {
-                    int64_t ih = oh * G->st[1] - G->lo[1] + kk[1] * G->dl[1];
-                    if (ih < 0 || ih >= G->is[1])
-                        continue;
+                int64_t ih = oh * G->st[1] - G->lo[1] + kk[1] * G->dl[1];
+                if (id >= 0 && id < G->is[0] && ih >= 0 && ih < G->is[1]) {
                     T *drow = plane + (id * G->is[1] + ih) * G->is[2] + off2;
-                    const T *srow = row + (od * G->os[1] + oh) * G->os[2];
+                    const T *srow = row + (p - p0) - ow0; /* indexed by ow */
+                    int64_t lo = a > ow0 ? a : ow0, hi = b < ow0 + run ? b : ow0 + run;
                     if (G->st[2] == 1)
-                        for (int64_t ow = a; ow < b; ow++)
+                        for (int64_t ow = lo; ow < hi; ow++)
                             drow[ow] += srow[ow];
                     else
-                        for (int64_t ow = a; ow < b; ow++)
+                        for (int64_t ow = lo; ow < hi; ow++)
                             drow[ow * G->st[2]] += srow[ow];
                 }
+                p += run;
             }
         }
     }
@@ -149,15 +150,18 @@ static void FN(convt_item)(void *ctx, int64_t item)
         if (G->osz)
             FN(gemm)(j->blas, true, false, c1 - c0, G->osz, G->cb, w + c0, G->rows, src, G->osz, false,
                      dst + c0 * G->isz, G->isz);
-    } else {
+    } else { /* by chunks of positions, each added in order */
         int64_t rows = (c1 - c0) * G->ksz;
-        T *col = (T *)scratch(j, sizeof(T) * (size_t)(rows * G->osz));
+        T *col = (T *)scratch(j, sizeof(T) * (size_t)(rows * j->pchunk));
         if (!col)
             return;
-        if (G->osz)
-            FN(gemm)(j->blas, true, false, rows, G->osz, G->cb, w + c0 * G->ksz, G->rows, src, G->osz, false, col,
-                     G->osz);
-        FN(col2im)(G, col, c0, c1, dst);
+        memset(dst + c0 * G->isz, 0, sizeof(T) * (size_t)((c1 - c0) * G->isz));
+        for (int64_t p0 = 0; p0 < G->osz; p0 += j->pchunk) {
+            int64_t np = G->osz - p0 < j->pchunk ? G->osz - p0 : j->pchunk;
+            FN(gemm)(j->blas, true, false, rows, np, G->cb, w + c0 * G->ksz, G->rows, src + p0, G->osz, false, col,
+                     np);
+            FN(col2im)(G, col, c0, c1, p0, np, dst);
+        }
         free(col);
     }
     if (j->bias)
