@@ -10,9 +10,11 @@
  * The ways, as Caffe and ggml do them, around OpenBLAS gemm on the
  * calling thread (blas.h):
  *   conv:           B[n, g] = W[g] im2col(A[n, g]), by chunks of positions;
- *   conv_transpose: A[n, g] = col2im(W[g]^T B[n, g]), by blocks of channels;
+ *   conv_transpose: A[n, g] = col2im(W[g]^T B[n, g]), by blocks of channels
+ *                   (chunks of positions inside); with stride 1, a conv of
+ *                   B with the kernel flipped (as_conv below);
  *   conv_grad_w:    W[g] = sum over n, chunks of B[n, g] im2col(A[n, g])^T,
- *                   by blocks of channels, samples and chunks in order;
+ *                   by blocks of W, samples and chunks in order;
  * a 1x1 kernel with stride 1 and no padding skips im2col (A is its own
  * column matrix), and one in-side channel per group (depthwise) runs
  * direct kernels instead, a row of taps at a time.
