@@ -5,7 +5,8 @@ Regenerate (needs torch 1.13 and numpy; the Debian interpreter has both):
 
     /usr/bin/python3 tests/gen/gen_op_fixtures.py
 
-Writes tests/fixtures/ops/ (every op of spec/ops.md except control flow) and
+Writes tests/fixtures/ops/ (every op of spec/ops.md except control flow, and
+the elementwise additions and integer arithmetic of spec/nn.md) and
 tests/fixtures/flow/ (if / iterate / map of spec/graph.md). Per case CASE:
   CASE.json  a tl graph, version 1, inputs declared with their dtype;
   CASE.npz   np.savez layout (stored, not compressed), keys
@@ -2011,7 +2012,8 @@ differentiated; finite differences skip it); an index output keeps its
 integer dtype in out/OUT and its seed/OUT is all zeros of that dtype (not
 seeded). xent_* references come from torch.nn.functional.cross_entropy;
 xent_example_f32 is examples/xent.json verbatim with the inputs of
-examples/xent_inputs.npz.
+examples/xent_inputs.npz. int_* cases are the integer arithmetic of nn.md
+(exact, wrapping): their integer outputs are compared exactly.
 """
     with open(os.path.join(OUT_DIRS[folder], "README.md"), "w") as f:
         f.write(text)
