@@ -157,6 +157,7 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
                           "to x, scale and bias",
                           {{"groups", "int >= 1 dividing C", NULL}, {"epsilon", "number > 0", "1e-5"}}},
     [TL_OP_LAYER_NORM_GRAD] = {"internal: layer_norm's backward to x (group_norm's too)", "", NONE},
+    [TL_OP_LAYER_NORM_PARAMS_GRAD] = {"internal: layer_norm's backward to scale and bias", "", NONE},
 
     /* ---- end of normalization ---- */
 

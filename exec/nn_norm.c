@@ -75,6 +75,16 @@ tl_code tl_shape_norm(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs 
                 return st->code;
         break;
     }
+    case TL_OP_LAYER_NORM_PARAMS_GRAD: /* x, g -> [2, x.shape[axis:]] */
+        if (norm_axis(x, a, st) || check_param(in[1], "g", x, x->ndim, x->shape, st))
+            return st->code;
+        if (x->ndim - a->axis + 1 > TL_MAXDIM)
+            return tl_fail(st, TL_EINPUT, "more than %d dimensions", TL_MAXDIM);
+        out->dtype = x->dtype;
+        out->ndim = x->ndim - (int)a->axis + 1;
+        out->dims[0] = 2;
+        memcpy(out->dims + 1, x->shape + a->axis, sizeof(int64_t) * (size_t)(x->ndim - a->axis));
+        return TL_OK;
     case TL_OP_GROUP_NORM: /* x [N, C, *S], scale and bias [C] */
         if (x->ndim < 2)
             return tl_fail(st, TL_EINPUT, "x must be [N, C, *spatial], got %s", DESC(x));
@@ -145,25 +155,24 @@ static void batch_norm_rule(bw *b, const tl_entry *e, const tl_attrs *a, const b
     }
 }
 
-/* layer_norm: dx from the fused kernel; with xhat = layer_norm(x) (no
- * scale, no bias), dscale = sum(g*xhat) and dbias = sum(g) over the
- * leading axes. */
+/* layer_norm: dx from one fused kernel; dscale = sum(g*xhat) and
+ * dbias = sum(g) over the leading axes from another, without a tensor of
+ * x's size in between. */
 static void layer_norm_rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, tl_tensor *g,
                             tl_tensor **out)
 {
     tl_tensor *x = e->in[0];
-    int64_t axes[TL_MAXDIM];
-    for (int d = 0; d < a->axis; d++)
-        axes[d] = d;
     if (want[0]) {
         tl_tensor *in[3] = {x, g, e->nin > 1 ? e->in[1] : NULL};
         out[0] = bw_call(b, TL_OP_LAYER_NORM_GRAD, e->nin > 1 ? 3 : 2, in, a);
     }
-    if (e->nin > 1 && want[1])
-        out[1] = bw_sum_axes(b, bw_op2(b, TL_OP_MUL, g, bw_call(b, TL_OP_LAYER_NORM, 1, &x, a)), (int)a->axis,
-                             axes, false);
-    if (e->nin > 2 && want[2])
-        out[2] = bw_sum_axes(b, g, (int)a->axis, axes, false);
+    if (e->nin < 2 || !(want[1] || (e->nin > 2 && want[2])))
+        return;
+    tl_tensor *in[2] = {x, g}, *p = bw_call(b, TL_OP_LAYER_NORM_PARAMS_GRAD, 2, in, a);
+    int nd = x->ndim - (int)a->axis;
+    for (int i = 1; i < e->nin; i++)
+        if (want[i])
+            out[i] = bw_reshape(b, bw_slice(b, p, 0, i - 1, i), nd, x->shape + a->axis);
 }
 
 /* group_norm is layer_norm over x viewed as [N*groups, rest], then a
