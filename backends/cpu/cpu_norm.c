@@ -40,6 +40,33 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
 
 #define DEFINE_NORM(T, SUF)                                                                    \
     static T sum_##SUF(const T *x, int64_t n) { return cpu_psum_seq_##SUF(leaf_##SUF, (void *)x, 0, n); } \
+    /* the sums of a[0..n) and b[0..n) at once, each in psum.h's order (two                 \
+     * independent chains of additions keep the adder busy) */                               \
+    CPU_KERNEL static void sum2_##SUF(const T *a, const T *b, int64_t n, T *sa, T *sb)         \
+    {                                                                                          \
+        if (n > CPU_PSUM_LEAF) {                                                               \
+            int64_t h = cpu_psum_half(n);                                                      \
+            T la, lb, ra, rb;                                                                  \
+            sum2_##SUF(a, b, h, &la, &lb);                                                     \
+            sum2_##SUF(a + h, b + h, n - h, &ra, &rb);                                         \
+            *sa = la + ra;                                                                     \
+            *sb = lb + rb;                                                                     \
+            return;                                                                            \
+        }                                                                                      \
+        T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, bcc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, ra = 0, rb = 0; \
+        int64_t i = 0;                                                                         \
+        for (; i + 8 <= n; i += 8)                                                             \
+            for (int k = 0; k < 8; k++) {                                                      \
+                acc[k] += a[i + k];                                                            \
+                bcc[k] += b[i + k];                                                            \
+            }                                                                                  \
+        for (; i < n; i++) {                                                                   \
+            ra += a[i];                                                                        \
+            rb += b[i];                                                                        \
+        }                                                                                      \
+        *sa = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + ra; \
+        *sb = ((bcc[0] + bcc[1]) + (bcc[2] + bcc[3])) + ((bcc[4] + bcc[5]) + (bcc[6] + bcc[7])) + rb; \
+    }                                                                                          \
     /* the mean and the biased variance of x[0..n), d the scratch for x - mean */                \
     CPU_KERNEL static void stats_##SUF(const T *x, int64_t n, T *d, T *mean, T *var)           \
     {                                                                                          \
@@ -94,7 +121,9 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
             memcpy(h, g, sizeof(T) * (size_t)n);                                               \
         for (int64_t i = 0; i < n; i++)                                                        \
             hx[i] = h[i] * xh[i];                                                              \
-        T m1 = sum_##SUF(h, n) / (T)n, m2 = sum_##SUF(hx, n) / (T)n;                           \
+        T s1, s2;                                                                              \
+        sum2_##SUF(h, hx, n, &s1, &s2);                                                        \
+        T m1 = s1 / (T)n, m2 = s2 / (T)n;                                                      \
         for (int64_t i = 0; i < n; i++)                                                        \
             dx[i] = ((h[i] - m1) - xh[i] * m2) / r;                                            \
     }                                                                                          \
