@@ -4,7 +4,8 @@ tests/gen/gen_op_fixtures.py (read its docstring): CASE.json, a tl graph
 with typed inputs, and CASE.npz (ZIP_STORED, fixed timestamps) with
   in/NAME    every input in its tested dtype
   seed/OUT   the cotangent of every output, in the output's dtype
-  out/OUT    the expected value, float64 (index outputs keep their dtype)
+  out/OUT    the expected value, float64 (an index output keeps the dtype
+             of the first index input, i64 when there is none)
   grad/NAME  the expected vector-Jacobian product, float64 (every float input)
 References are PyTorch 1.13 at float64 on the (upcast) inputs: the caller
 gives `reference(inputs_f64) -> {output: tensor}` built from torch ops, and
@@ -107,8 +108,11 @@ def make_case(name, g, arrays, reference, seed_ones=False):
     for o in outnames:
         v = outs[o]
         if v.dtype in (torch.int64, torch.int32):
-            s = np.zeros(tuple(v.shape), dtype=np.int64 if v.dtype == torch.int64 else np.int32)
-            data["out/" + o] = v.detach().numpy()
+            # an index output keeps the dtype of the index tensor it came
+            # from (the first integer input), else i64 (argmax, argmin)
+            idt = next((a.dtype for a in arrays.values() if np.issubdtype(a.dtype, np.integer)), np.int64)
+            s = np.zeros(tuple(v.shape), dtype=idt)
+            data["out/" + o] = v.detach().numpy().astype(idt)
         else:
             fdt = NP[name.rsplit("_", 1)[1]]
             s = (np.ones(tuple(v.shape)) if seed_ones
