@@ -513,6 +513,9 @@ unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var)
     case TL_OP_SLICE: return 0;
     case TL_OP_MUL: return (w0 ? IN1 : 0) | (w1 ? IN0 : 0);
     case TL_OP_MATMUL: return (w0 ? IN1 : 0) | (w1 ? IN0 : 0);
+    case TL_OP_DROPOUT: /* the mask is drawn again from the key */
+    case TL_OP_CUMSUM: return 0;
+    case TL_OP_SCATTER_ADD: return IN1; /* the indices, for gather */
     case TL_OP_CONV: /* gx reads w, gw reads x, gb neither */
     case TL_OP_CONV_TRANSPOSE: return (w0 ? IN1 : 0) | (w1 ? IN0 : 0);
     case TL_OP_DIV: return IN1 | (w1 ? OUT : 0);
