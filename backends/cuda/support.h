@@ -29,20 +29,11 @@ static inline bool cu_has_kernel(tl_opcode op)
     case TL_OP_ISINF:
     case TL_OP_FMOD:
     case TL_OP_MOD:
-    /* the layer ops */
-    case TL_OP_CONV:
-    case TL_OP_CONV_TRANSPOSE:
-    case TL_OP_CONV_GRAD_W:
-    case TL_OP_MAX_POOL:
-    case TL_OP_AVG_POOL:
-    case TL_OP_MAX_POOL_GRAD:
-    case TL_OP_AVG_POOL_GRAD:
+    /* the layer ops without a kernel yet (those with one: nn.cu) */
     case TL_OP_BATCH_NORM:
     case TL_OP_LAYER_NORM:
     case TL_OP_GROUP_NORM:
-    case TL_OP_PAD:
     case TL_OP_RESIZE:
-    case TL_OP_PAD_GRAD:
     case TL_OP_RESIZE_GRAD:
     case TL_OP_SCATTER_ADD:
     case TL_OP_ARGMAX:

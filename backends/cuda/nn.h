@@ -1,0 +1,799 @@
+/* The layer ops of nn.md on the CUDA backend, device-neutral half: the
+ * geometry of a call, what one thread computes for one element of each
+ * kernel, and the host-side drivers that order the kernels and cuBLAS
+ * calls of an op.  The drivers run against a cu_nn_dev (launch a kernel
+ * over n elements, run a gemm, scratch memory): nn.cu gives them the
+ * device, the host twin (tests/cuda_twin.h) loops over the same elements
+ * and runs a reference gemm, so both run the same kernels in the same
+ * order with the same launch sizes.
+ *
+ * Convolutions are an index transform plus gemm (Caffe's im2col): conv is
+ * im2col, one gemm per group and a bias pass; conv_transpose is a gemm per
+ * group into columns, then col2im, where each output element sums its own
+ * columns in a fixed order (no atomics); conv_grad_w is im2col and the
+ * cotangent laid out batch-inner, then one gemm per group over batch and
+ * positions.  Pools are one thread per output element (forward) and one
+ * per input element (backward: it sums the windows that picked it, in
+ * increasing output order, as the CPU's scatter adds them).  Nothing here
+ * uses atomics: every result has the same bits on every run.
+ *
+ * In C include after <tgmath.h>. */
+#ifndef TL_CUDA_NN_H
+#define TL_CUDA_NN_H
+
+#include "plan.h"
+
+/* The geometry of a sliding-window relation between a "wide" side (the
+ * input of conv and pools, the result of conv_transpose) and a "narrow"
+ * side, one position per window: wide position i of window o on an axis
+ * is o * s - lo + k * dil for kernel tap k. */
+typedef struct cu_sp {
+    int d;                                   /* spatial axes */
+    int64_t n, c, co, groups;                /* batch, wide channels, narrow channels */
+    int64_t in[TL_MAXSP], out[TL_MAXSP];     /* wide and narrow spatial sizes */
+    int64_t k[TL_MAXSP], s[TL_MAXSP], dil[TL_MAXSP], lo[TL_MAXSP], hi[TL_MAXSP];
+    int64_t pin, pout, pk;                   /* their products */
+} cu_sp;
+
+/* The kernels (cu_nnk.op). */
+enum {
+    CU_NN_IM2COL,   /* col [nb][c][pk][pout] (or batch-inner [c][pk][nb][pout]) <- x */
+    CU_NN_COL2IM,   /* y [nb][c][pin] <- col [nb][c][pk][pout], plus a bias */
+    CU_NN_BIAS,     /* y [n][co][pout] += b[co] */
+    CU_NN_GTRANS,   /* gt [co][nb][pout] <- g [nb][co][pout] */
+    CU_NN_MAXPOOL,  /* y [n][c][pout] and/or the picks idx (wide position, -1: none) */
+    CU_NN_MAXGRAD,  /* dx [n][c][pin] <- g, idx */
+    CU_NN_AVGPOOL,  /* y [n][c][pout] */
+    CU_NN_AVGGRAD,  /* dx [n][c][pin] <- g */
+    CU_NN_PAD,      /* y <- x, any dtype (raw bits) */
+    CU_NN_PADGRAD,  /* dx <- g: every copy added up */
+};
+
+/* One kernel launch: its geometry, the batch chunk and the operands. */
+typedef struct cu_nnk {
+    int op;
+    cu_sp g;
+    int64_t n0, nb;        /* the chunk of the batch this launch covers */
+    bool batch_inner;      /* IM2COL: the [c][pk][nb][pout] layout */
+    bool include_pad;      /* AVGPOOL, AVGGRAD: count_include_pad */
+    const void *x, *b;     /* the operand (x, col, g), a bias (or NULL) */
+    void *y;
+    int64_t *idx;          /* MAXPOOL, MAXGRAD */
+    /* pad: any rank */
+    int nd, es, mode;
+    int64_t pshape[TL_MAXDIM], pout[TL_MAXDIM]; /* x's shape and y's */
+    int64_t plo[TL_MAXDIM], crop[TL_MAXDIM], keep[TL_MAXDIM]; /* padding before, crop before, kept */
+    uint64_t value;        /* the constant's bits in the dtype */
+} cu_nnk;
+
+/* Row-major coordinates of position p in a d-axis shape. */
+TL_HD static inline void cu_unravel(int d, const int64_t *shape, int64_t p, int64_t *at)
+{
+    for (int ax = d - 1; ax >= 0; ax--) {
+        at[ax] = p % shape[ax];
+        p /= shape[ax];
+    }
+}
+
+/* ---------- pooling windows ---------- */
+
+/* The avg_pool window of narrow position o on an axis, clipped to the
+ * input ([*lo, *hi)), and its size clipped to the padded input only
+ * (PyTorch's divisor with count_include_pad). */
+TL_HD static inline int64_t cu_avg_window(const cu_sp *g, int ax, int64_t o, int64_t *lo,
+                                          int64_t *hi)
+{
+    int64_t start = o * g->s[ax] - g->lo[ax], end = start + g->k[ax];
+    if (end > g->in[ax] + g->hi[ax])
+        end = g->in[ax] + g->hi[ax];
+    int64_t padded = end - start;
+    *lo = start < 0 ? 0 : start;
+    *hi = end > g->in[ax] ? g->in[ax] : end;
+    return padded;
+}
+
+/* The avg_pool divisor of narrow position o (per-axis coordinates). */
+TL_HD static inline int64_t cu_avg_count(const cu_sp *g, const int64_t *o, bool include_pad)
+{
+    int64_t count = 1, lo, hi;
+    for (int ax = 0; ax < g->d; ax++) {
+        int64_t padded = cu_avg_window(g, ax, o[ax], &lo, &hi);
+        count *= include_pad ? padded : hi - lo;
+    }
+    return count;
+}
+
+/* The next window on an axis holding wide position i: the narrow
+ * position of the first tap below *tap whose window holds i, or -1.
+ * Starting at *tap = k, the windows come in increasing narrow order. */
+TL_HD static inline int64_t cu_window_next(const cu_sp *g, int ax, int64_t i, int64_t *tap)
+{
+    while (--*tap >= 0) { /* the narrow position decreases with the tap */
+        int64_t at = i + g->lo[ax] - *tap * g->dil[ax];
+        if (at >= 0 && at % g->s[ax] == 0 && at / g->s[ax] < g->out[ax])
+            return at / g->s[ax];
+    }
+    return -1;
+}
+
+/* ---------- pad ---------- */
+
+/* Where output coordinate o of an axis reads in x, or -1 for the
+ * constant: cropping first (crop, keep), then padding (plo) by mode. */
+TL_HD static inline int64_t cu_pad_source(int mode, int64_t o, int64_t plo, int64_t crop,
+                                          int64_t keep)
+{
+    int64_t j = o - plo;
+    if (j < 0 || j >= keep) {
+        if (mode == TL_PAD_CONSTANT || keep <= 0)
+            return -1;
+        if (mode == TL_PAD_EDGE || keep == 1)
+            j = j < 0 ? 0 : keep - 1;
+        else if (mode == TL_PAD_WRAP)
+            j = (j % keep + keep) % keep;
+        else { /* reflect: the period 2 (keep - 1), without the edges twice */
+            int64_t p = 2 * (keep - 1);
+            j = (j % p + p) % p;
+            j = j < keep ? j : p - j;
+        }
+    }
+    return j + crop;
+}
+
+/* The smallest output coordinate above `after` that reads x coordinate
+ * i of an axis, or -1: the copies of i in increasing order. */
+TL_HD static inline int64_t cu_pad_next(int mode, int64_t i, int64_t after, int64_t out,
+                                        int64_t plo, int64_t crop, int64_t keep)
+{
+    int64_t j = i - crop;
+    if (j < 0 || j >= keep)
+        return -1;
+    for (int64_t o = after + 1 > 0 ? after + 1 : 0; o < out; o++) {
+        if (o >= plo && o < plo + keep) { /* the kept part: i itself, once */
+            if (o - plo <= j)
+                return j + plo;
+            o = plo + keep - 1;
+        } else if (cu_pad_source(mode, o, plo, crop, keep) == i) {
+            return o;
+        }
+    }
+    return -1;
+}
+
+/* ---------- per-element kernels ---------- */
+
+#define CU_DEFINE_NN(T, SUF)                                                       \
+    /* im2col: element e of the columns, in the layout's order */                  \
+    TL_HD static inline void cu_im2col_##SUF(const cu_nnk *k, int64_t e)           \
+    {                                                                              \
+        const cu_sp *g = &k->g;                                                    \
+        int64_t p = e % g->pout, r = e / g->pout, nn, c, kk;                       \
+        if (k->batch_inner) { /* [c][pk][nb][pout] */                              \
+            nn = r % k->nb;                                                        \
+            kk = r / k->nb % g->pk;                                                \
+            c = r / k->nb / g->pk;                                                 \
+        } else { /* [nb][c][pk][pout] */                                           \
+            kk = r % g->pk;                                                        \
+            c = r / g->pk % g->c;                                                  \
+            nn = r / g->pk / g->c;                                                 \
+        }                                                                          \
+        int64_t o[TL_MAXSP], t[TL_MAXSP], off = 0;                                 \
+        cu_unravel(g->d, g->out, p, o);                                            \
+        cu_unravel(g->d, g->k, kk, t);                                             \
+        for (int ax = 0; ax < g->d; ax++) {                                        \
+            int64_t i = o[ax] * g->s[ax] - g->lo[ax] + t[ax] * g->dil[ax];         \
+            if (i < 0 || i >= g->in[ax]) {                                         \
+                ((T *)k->y)[e] = 0;                                                \
+                return;                                                            \
+            }                                                                      \
+            off = off * g->in[ax] + i;                                             \
+        }                                                                          \
+        ((T *)k->y)[e] = ((const T *)k->x)[((k->n0 + nn) * g->c + c) * g->pin + off]; \
+    }                                                                              \
+                                                                                   \
+    /* col2im: wide element e of the chunk sums its taps in row-major order */     \
+    TL_HD static inline void cu_col2im_##SUF(const cu_nnk *k, int64_t e)           \
+    {                                                                              \
+        const cu_sp *g = &k->g;                                                    \
+        int64_t p = e % g->pin, c = e / g->pin % g->c, nn = e / g->pin / g->c;     \
+        int64_t i[TL_MAXSP], t[TL_MAXSP];                                          \
+        const T *col = (const T *)k->x + (nn * g->c + c) * g->pk * g->pout;        \
+        T sum = 0;                                                                 \
+        cu_unravel(g->d, g->in, p, i);                                             \
+        for (int64_t kk = 0; kk < g->pk; kk++) {                                   \
+            int64_t off = 0;                                                       \
+            bool hit = true;                                                       \
+            cu_unravel(g->d, g->k, kk, t);                                         \
+            for (int ax = 0; ax < g->d && hit; ax++) {                             \
+                int64_t at = i[ax] + g->lo[ax] - t[ax] * g->dil[ax];               \
+                hit = at >= 0 && at % g->s[ax] == 0 && at / g->s[ax] < g->out[ax]; \
+                off = off * g->out[ax] + at / g->s[ax];                            \
+            }                                                                      \
+            if (hit)                                                               \
+                sum += col[kk * g->pout + off];                                    \
+        }                                                                          \
+        if (k->b)                                                                  \
+            sum = sum + ((const T *)k->b)[c];                                      \
+        ((T *)k->y)[(k->n0 * g->c) * g->pin + e] = sum;                            \
+    }                                                                              \
+                                                                                   \
+    TL_HD static inline void cu_bias_##SUF(const cu_nnk *k, int64_t e)             \
+    {                                                                              \
+        T *y = (T *)k->y;                                                          \
+        y[e] = y[e] + ((const T *)k->b)[e / k->g.pout % k->g.co];                  \
+    }                                                                              \
+                                                                                   \
+    /* gt [co][nb][pout] <- g [n0 + nb][co][pout] */                               \
+    TL_HD static inline void cu_gtrans_##SUF(const cu_nnk *k, int64_t e)           \
+    {                                                                              \
+        const cu_sp *g = &k->g;                                                    \
+        int64_t p = e % g->pout, nn = e / g->pout % k->nb, co = e / g->pout / k->nb; \
+        ((T *)k->y)[e] = ((const T *)k->x)[((k->n0 + nn) * g->co + co) * g->pout + p]; \
+    }                                                                              \
+                                                                                   \
+    /* max_pool of narrow element e: the first maximum in row-major window         \
+     * order, padding never; a NaN wins, the last of several. */                   \
+    TL_HD static inline void cu_maxpool_##SUF(const cu_nnk *k, int64_t e)          \
+    {                                                                              \
+        const cu_sp *g = &k->g;                                                    \
+        int64_t p = e % g->pout, plane = e / g->pout, o[TL_MAXSP], t[TL_MAXSP];    \
+        const T *x = (const T *)k->x + plane * g->pin;                             \
+        T best = (T)-INFINITY;                                                     \
+        int64_t pick = -1;                                                         \
+        cu_unravel(g->d, g->out, p, o);                                            \
+        for (int64_t kk = 0; kk < g->pk; kk++) {                                   \
+            int64_t off = 0;                                                       \
+            bool in = true;                                                        \
+            cu_unravel(g->d, g->k, kk, t);                                         \
+            for (int ax = 0; ax < g->d && in; ax++) {                              \
+                int64_t i = o[ax] * g->s[ax] - g->lo[ax] + t[ax] * g->dil[ax];     \
+                in = i >= 0 && i < g->in[ax];                                      \
+                off = off * g->in[ax] + i;                                         \
+            }                                                                      \
+            if (!in)                                                               \
+                continue;                                                          \
+            T v = x[off];                                                          \
+            if (v != v || (best == best && (pick < 0 || v > best))) {              \
+                best = v;                                                          \
+                pick = off;                                                        \
+            }                                                                      \
+        }                                                                          \
+        if (k->y)                                                                  \
+            ((T *)k->y)[e] = best;                                                 \
+        if (k->idx)                                                                \
+            k->idx[e] = pick;                                                      \
+    }                                                                              \
+                                                                                   \
+    /* The windows holding wide element e, in increasing narrow order: the sum     \
+     * of g over those that picked it (max) or of each g / its count (avg). */     \
+    TL_HD static inline void cu_poolgrad_##SUF(const cu_nnk *k, int64_t e, bool avg) \
+    {                                                                              \
+        const cu_sp *g = &k->g;                                                    \
+        int64_t p = e % g->pin, plane = e / g->pin, i[TL_MAXSP];                   \
+        int64_t o[TL_MAXSP], tap[TL_MAXSP];                                        \
+        const T *gr = (const T *)k->x + plane * g->pout;                           \
+        const int64_t *idx = avg ? NULL : k->idx + plane * g->pout;                \
+        T sum = 0;                                                                 \
+        int ax;                                                                    \
+        cu_unravel(g->d, g->in, p, i);                                             \
+        for (ax = 0; ax < g->d; ax++) {                                            \
+            tap[ax] = g->k[ax];                                                    \
+            if ((o[ax] = cu_window_next(g, ax, i[ax], &tap[ax])) < 0)              \
+                break;                                                             \
+        }                                                                          \
+        while (ax == g->d) { /* the windows, row-major over the axes */            \
+            int64_t q = 0;                                                         \
+            for (int a = 0; a < g->d; a++)                                         \
+                q = q * g->out[a] + o[a];                                          \
+            if (avg)                                                               \
+                sum += gr[q] / (T)cu_avg_count(g, o, k->include_pad);              \
+            else if (idx[q] == p)                                                  \
+                sum += gr[q];                                                      \
+            for (ax = g->d - 1; ax >= 0; ax--) {                                   \
+                if ((o[ax] = cu_window_next(g, ax, i[ax], &tap[ax])) >= 0)         \
+                    break;                                                         \
+                tap[ax] = g->k[ax];                                                \
+                o[ax] = cu_window_next(g, ax, i[ax], &tap[ax]);                    \
+            }                                                                      \
+            ax = ax < 0 ? -1 : g->d;                                               \
+        }                                                                          \
+        ((T *)k->y)[e] = sum;                                                      \
+    }                                                                              \
+                                                                                   \
+    TL_HD static inline void cu_avgpool_##SUF(const cu_nnk *k, int64_t e)          \
+    {                                                                              \
+        const cu_sp *g = &k->g;                                                    \
+        int64_t p = e % g->pout, plane = e / g->pout, o[TL_MAXSP];                 \
+        int64_t lo[TL_MAXSP], hi[TL_MAXSP], i[TL_MAXSP];                           \
+        const T *x = (const T *)k->x + plane * g->pin;                             \
+        T sum = 0;                                                                 \
+        cu_unravel(g->d, g->out, p, o);                                            \
+        for (int ax = 0; ax < g->d; ax++) {                                        \
+            cu_avg_window(g, ax, o[ax], &lo[ax], &hi[ax]);                         \
+            if (lo[ax] >= hi[ax]) {                                                \
+                ((T *)k->y)[e] = (T)NAN; /* no element: 0 / 0 */                   \
+                return;                                                            \
+            }                                                                      \
+            i[ax] = lo[ax];                                                        \
+        }                                                                          \
+        for (;;) {                                                                 \
+            int64_t off = 0;                                                       \
+            for (int ax = 0; ax < g->d; ax++)                                      \
+                off = off * g->in[ax] + i[ax];                                     \
+            sum += x[off];                                                         \
+            int ax = g->d - 1;                                                     \
+            for (; ax >= 0 && ++i[ax] == hi[ax]; ax--)                             \
+                i[ax] = lo[ax];                                                    \
+            if (ax < 0)                                                            \
+                break;                                                             \
+        }                                                                          \
+        ((T *)k->y)[e] = sum / (T)cu_avg_count(g, o, k->include_pad);              \
+    }                                                                              \
+                                                                                   \
+    /* pad_grad of x element e: its copies in row-major output order */            \
+    TL_HD static inline void cu_padgrad_##SUF(const cu_nnk *k, int64_t e)          \
+    {                                                                              \
+        int64_t i[TL_MAXDIM], o[TL_MAXDIM];                                        \
+        const T *gr = (const T *)k->x;                                             \
+        T sum = 0;                                                                 \
+        cu_unravel(k->nd, k->pshape, e, i);                                        \
+        for (int ax = 0; ax < k->nd; ax++) {                                       \
+            o[ax] = cu_pad_next(k->mode, i[ax], -1, k->pout[ax], k->plo[ax], k->crop[ax], \
+                                k->keep[ax]);                                      \
+            if (o[ax] < 0) {                                                       \
+                ((T *)k->y)[e] = 0;                                                \
+                return;                                                            \
+            }                                                                      \
+        }                                                                          \
+        for (;;) {                                                                 \
+            int64_t q = 0;                                                         \
+            for (int ax = 0; ax < k->nd; ax++)                                     \
+                q = q * k->pout[ax] + o[ax];                                       \
+            sum += gr[q];                                                          \
+            int ax = k->nd - 1;                                                    \
+            for (; ax >= 0; ax--) {                                                \
+                int64_t nx = cu_pad_next(k->mode, i[ax], o[ax], k->pout[ax], k->plo[ax], \
+                                         k->crop[ax], k->keep[ax]);                \
+                if (nx >= 0) {                                                     \
+                    o[ax] = nx;                                                    \
+                    break;                                                         \
+                }                                                                  \
+                o[ax] = cu_pad_next(k->mode, i[ax], -1, k->pout[ax], k->plo[ax],   \
+                                    k->crop[ax], k->keep[ax]);                     \
+            }                                                                      \
+            if (ax < 0)                                                            \
+                break;                                                             \
+        }                                                                          \
+        ((T *)k->y)[e] = sum;                                                      \
+    }                                                                              \
+                                                                                   \
+    /* Element e of kernel op (a constant op folds the switch away). */           \
+    TL_HD static inline void cu_nn_element_##SUF(const cu_nnk *k, int op, int64_t e) \
+    {                                                                              \
+        switch (op) {                                                              \
+        case CU_NN_IM2COL: cu_im2col_##SUF(k, e); break;                           \
+        case CU_NN_COL2IM: cu_col2im_##SUF(k, e); break;                           \
+        case CU_NN_BIAS: cu_bias_##SUF(k, e); break;                               \
+        case CU_NN_GTRANS: cu_gtrans_##SUF(k, e); break;                           \
+        case CU_NN_MAXPOOL: cu_maxpool_##SUF(k, e); break;                         \
+        case CU_NN_MAXGRAD: cu_poolgrad_##SUF(k, e, false); break;                 \
+        case CU_NN_AVGPOOL: cu_avgpool_##SUF(k, e); break;                         \
+        case CU_NN_AVGGRAD: cu_poolgrad_##SUF(k, e, true); break;                  \
+        case CU_NN_PAD: cu_pad_element(k, e); break;                               \
+        case CU_NN_PADGRAD: cu_padgrad_##SUF(k, e); break;                         \
+        default: break;                                                            \
+        }                                                                          \
+    }
+
+/* pad: output element e, raw bits (any dtype). */
+TL_HD static inline void cu_pad_element(const cu_nnk *k, int64_t e)
+{
+    int64_t o[TL_MAXDIM], off = 0;
+    cu_unravel(k->nd, k->pout, e, o);
+    for (int ax = 0; ax < k->nd; ax++) {
+        int64_t i = cu_pad_source(k->mode, o[ax], k->plo[ax], k->crop[ax], k->keep[ax]);
+        if (i < 0) {
+            if (k->es == 4)
+                ((uint32_t *)k->y)[e] = (uint32_t)k->value;
+            else
+                ((uint64_t *)k->y)[e] = k->value;
+            return;
+        }
+        off = off * k->pshape[ax] + i;
+    }
+    cu_move(k->es, k->y, e, k->x, off);
+}
+
+CU_DEFINE_NN(float, f)
+CU_DEFINE_NN(double, d)
+
+/* ---------- the drivers (host side) ---------- */
+
+/* A column-major gemm call as cuBLAS's strided-batched gemm takes it:
+ * C = op(A) op(B) (+ C when accumulate), count times at the strides. */
+typedef struct cu_gemm {
+    bool ta, tb, accumulate;
+    int64_t m, n, k, lda, ldb, ldc, sa, sb, sc, count;
+    const void *a, *b;
+    void *c;
+} cu_gemm;
+
+/* What the drivers run on: the device (nn.cu) or the host twin. */
+typedef struct cu_nn_dev {
+    void *ctx;
+    tl_code (*launch)(void *ctx, tl_dtype dt, const cu_nnk *k, int64_t n, tl_status *st);
+    tl_code (*gemm)(void *ctx, tl_dtype dt, const cu_gemm *g, tl_status *st);
+    void *(*alloc)(void *ctx, size_t bytes, tl_status *st); /* NULL: failed, st says why */
+    void (*release)(void *ctx, void *p);
+    tl_code (*zero)(void *ctx, void *p, size_t bytes, tl_status *st);
+} cu_nn_dev;
+
+/* Scratch for columns, per chunk of the batch (at least one image). */
+#define CU_NN_SCRATCH ((int64_t)256 << 20)
+
+static inline void cu_sp_init(cu_sp *g, const tl_attrs *a, int64_t n, int64_t c, int64_t co,
+                              const int64_t *wide, const int64_t *narrow, const int64_t *kernel)
+{
+    memset(g, 0, sizeof *g);
+    g->d = a->nsp;
+    g->n = n;
+    g->c = c;
+    g->co = co;
+    g->groups = a->groups > 0 ? a->groups : 1;
+    g->pin = g->pout = g->pk = 1;
+    for (int ax = 0; ax < g->d; ax++) {
+        g->in[ax] = wide[ax];
+        g->out[ax] = narrow[ax];
+        g->k[ax] = kernel[ax];
+        g->s[ax] = a->stride[ax] > 0 ? a->stride[ax] : 1;
+        g->dil[ax] = a->dilation[ax] > 0 ? a->dilation[ax] : 1;
+        g->lo[ax] = a->pad_lo[ax];
+        g->hi[ax] = a->pad_hi[ax];
+        g->pin *= wide[ax];
+        g->pout *= narrow[ax];
+        g->pk *= kernel[ax];
+    }
+}
+
+static inline void cu_nnk_init(cu_nnk *k, int op, const cu_sp *g)
+{
+    memset(k, 0, sizeof *k);
+    k->op = op;
+    k->g = *g;
+    k->nb = g->n;
+}
+
+/* Images per chunk: columns of `per_image` elements within the scratch. */
+static inline int64_t cu_nn_chunk(int64_t n, int64_t per_image, size_t es)
+{
+    int64_t bytes = per_image * (int64_t)es, nb = bytes > 0 ? CU_NN_SCRATCH / bytes : n;
+    return nb < 1 ? 1 : nb > n ? n : nb;
+}
+
+static inline bool cu_gemm_fits(const cu_gemm *g)
+{
+    const int64_t big = 2147483647;
+    return g->m <= big && g->n <= big && g->k <= big && g->lda <= big && g->ldb <= big &&
+           g->ldc <= big && g->count <= big;
+}
+
+static inline tl_code cu_nn_gemm(const cu_nn_dev *dev, tl_dtype dt, const cu_gemm *g,
+                                 tl_status *st)
+{
+    if (!cu_gemm_fits(g))
+        return tl_fail(st, TL_ERUNTIME, "convolution: a size beyond cuBLAS's 32-bit int (m %lld, n %lld, k %lld)",
+                       (long long)g->m, (long long)g->n, (long long)g->k);
+    return g->count ? dev->gemm(dev->ctx, dt, g, st) : TL_OK;
+}
+
+#define CU_AT(p, off) ((void *)((char *)(p) + (size_t)(off) * es))
+
+/* conv(x, w, b): per chunk of images, im2col (none for a 1x1 convolution
+ * of stride 1 without padding, whose columns are x itself), then
+ * Y_g = W_g col_g per group, batched over the images (or over the groups,
+ * when there are more of them); then the bias. */
+static inline tl_code cu_conv_run(const cu_nn_dev *dev, int n, const tl_tensor *const *in,
+                                  const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    const tl_tensor *x = in[0], *w = in[1], *b = n > 2 ? in[2] : NULL;
+    size_t es = tl_dtype_size(out->dtype);
+    cu_sp g;
+    cu_sp_init(&g, a, x->shape[0], x->shape[1], out->shape[1], x->shape + 2, out->shape + 2,
+               w->shape + 2);
+    int64_t G = g.groups, cin_g = g.c / G, cout_g = g.co / G, R = cin_g * g.pk, P = g.pout;
+    if (R == 0)
+        return dev->zero(dev->ctx, out->data, tl_tensor_bytes(out), st);
+    bool direct = g.pk == 1;
+    for (int ax = 0; ax < g.d; ax++)
+        direct = direct && g.s[ax] == 1 && g.lo[ax] == 0 && g.hi[ax] == 0;
+    int64_t per = g.c * g.pk * P, nb = direct ? g.n : cu_nn_chunk(g.n, per, es);
+    void *col = direct ? NULL : dev->alloc(dev->ctx, (size_t)(nb * per) * es, st);
+    if (!direct && !col)
+        return st->code;
+    tl_code rc = TL_OK;
+    for (int64_t n0 = 0; n0 < g.n && !rc; n0 += nb) {
+        int64_t cb = g.n - n0 < nb ? g.n - n0 : nb;
+        const void *cols = direct ? CU_AT(x->data, n0 * per) : col;
+        if (!direct) {
+            cu_nnk k;
+            cu_nnk_init(&k, CU_NN_IM2COL, &g);
+            k.n0 = n0;
+            k.nb = cb;
+            k.x = x->data;
+            k.y = col;
+            if ((rc = dev->launch(dev->ctx, out->dtype, &k, cb * per, st)))
+                break;
+        }
+        cu_gemm m;
+        memset(&m, 0, sizeof m);
+        m.m = P;
+        m.n = cout_g;
+        m.k = R;
+        m.lda = P;
+        m.ldb = R;
+        m.ldc = P;
+        if (G <= cb) { /* one call per group, batched over the chunk's images */
+            m.sa = per;
+            m.sb = 0;
+            m.sc = g.co * P;
+            m.count = cb;
+            for (int64_t gi = 0; gi < G && !rc; gi++) {
+                m.a = CU_AT(cols, gi * R * P);
+                m.b = CU_AT(w->data, gi * cout_g * R);
+                m.c = CU_AT(out->data, (n0 * g.co + gi * cout_g) * P);
+                rc = cu_nn_gemm(dev, out->dtype, &m, st);
+            }
+        } else { /* one call per image, batched over the groups */
+            m.sa = R * P;
+            m.sb = cout_g * R;
+            m.sc = cout_g * P;
+            m.count = G;
+            for (int64_t nn = 0; nn < cb && !rc; nn++) {
+                m.a = CU_AT(cols, nn * per);
+                m.b = w->data;
+                m.c = CU_AT(out->data, (n0 + nn) * g.co * P);
+                rc = cu_nn_gemm(dev, out->dtype, &m, st);
+            }
+        }
+    }
+    dev->release(dev->ctx, col);
+    if (!rc && b) {
+        cu_nnk k;
+        cu_nnk_init(&k, CU_NN_BIAS, &g);
+        k.b = b->data;
+        k.y = out->data;
+        rc = dev->launch(dev->ctx, out->dtype, &k, out->numel, st);
+    }
+    return rc;
+}
+
+/* conv_transpose(x, w, b): per chunk of images, the columns
+ * col_g = W_g^T X_g (one call per group, batched over the images), then
+ * col2im, which adds the bias. */
+static inline tl_code cu_conv_transpose_run(const cu_nn_dev *dev, int n, const tl_tensor *const *in,
+                                            const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    const tl_tensor *x = in[0], *w = in[1], *b = n > 2 ? in[2] : NULL;
+    size_t es = tl_dtype_size(out->dtype);
+    cu_sp g; /* the wide side is the result, the narrow one x */
+    cu_sp_init(&g, a, x->shape[0], out->shape[1], x->shape[1], out->shape + 2, x->shape + 2,
+               w->shape + 2);
+    int64_t G = g.groups, cin_g = g.co / G, cout_g = g.c / G, M = cout_g * g.pk, P = g.pout;
+    int64_t per = g.c * g.pk * P, nb = cu_nn_chunk(g.n, per, es);
+    void *col = dev->alloc(dev->ctx, (size_t)(nb * per) * es, st);
+    if (!col)
+        return st->code;
+    tl_code rc = TL_OK;
+    for (int64_t n0 = 0; n0 < g.n && !rc; n0 += nb) {
+        int64_t cb = g.n - n0 < nb ? g.n - n0 : nb;
+        if (cin_g == 0 || P == 0) {
+            rc = dev->zero(dev->ctx, col, (size_t)(cb * per) * es, st);
+        } else {
+            cu_gemm m;
+            memset(&m, 0, sizeof m);
+            m.tb = true;
+            m.m = P;
+            m.n = M;
+            m.k = cin_g;
+            m.lda = P;
+            m.ldb = M;
+            m.ldc = P;
+            m.sa = g.co * P;
+            m.sb = 0;
+            m.sc = per;
+            m.count = cb;
+            for (int64_t gi = 0; gi < G && !rc; gi++) {
+                m.a = CU_AT(x->data, (n0 * g.co + gi * cin_g) * P);
+                m.b = CU_AT(w->data, gi * cin_g * M);
+                m.c = CU_AT(col, gi * M * P);
+                rc = cu_nn_gemm(dev, out->dtype, &m, st);
+            }
+        }
+        cu_nnk k;
+        cu_nnk_init(&k, CU_NN_COL2IM, &g);
+        k.n0 = n0;
+        k.nb = cb;
+        k.x = col;
+        k.b = b ? b->data : NULL;
+        k.y = out->data;
+        if (!rc)
+            rc = dev->launch(dev->ctx, out->dtype, &k, cb * g.c * g.pin, st);
+    }
+    dev->release(dev->ctx, col);
+    return rc;
+}
+
+/* conv_grad_w(x, g) -> w's shape: per chunk of images, x's columns and
+ * g batch-inner ([c][pk][nb][pout], [co][nb][pout]), then
+ * dW_g (+)= G_g col_g^T over the chunk's positions, one call batched over
+ * the groups; chunks after the first accumulate. */
+static inline tl_code cu_conv_grad_w_run(const cu_nn_dev *dev, const tl_tensor *const *in,
+                                         const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    const tl_tensor *x = in[0], *gr = in[1];
+    size_t es = tl_dtype_size(out->dtype);
+    cu_sp g;
+    cu_sp_init(&g, a, x->shape[0], x->shape[1], gr->shape[1], x->shape + 2, gr->shape + 2,
+               out->shape + 2);
+    int64_t G = g.groups, cin_g = g.c / G, cout_g = g.co / G, R = cin_g * g.pk, P = g.pout;
+    if (g.n * P == 0)
+        return dev->zero(dev->ctx, out->data, tl_tensor_bytes(out), st);
+    int64_t per = (g.c * g.pk + g.co) * P, nb = cu_nn_chunk(g.n, per, es);
+    void *col = dev->alloc(dev->ctx, (size_t)(nb * per) * es, st);
+    if (!col)
+        return st->code;
+    tl_code rc = TL_OK;
+    for (int64_t n0 = 0; n0 < g.n && !rc; n0 += nb) {
+        int64_t cb = g.n - n0 < nb ? g.n - n0 : nb, Q = cb * P;
+        void *gt = CU_AT(col, g.c * g.pk * Q);
+        cu_nnk k;
+        cu_nnk_init(&k, CU_NN_IM2COL, &g);
+        k.n0 = n0;
+        k.nb = cb;
+        k.batch_inner = true;
+        k.x = x->data;
+        k.y = col;
+        rc = dev->launch(dev->ctx, out->dtype, &k, g.c * g.pk * Q, st);
+        k.op = CU_NN_GTRANS;
+        k.x = gr->data;
+        k.y = gt;
+        if (!rc)
+            rc = dev->launch(dev->ctx, out->dtype, &k, g.co * Q, st);
+        cu_gemm m;
+        memset(&m, 0, sizeof m);
+        m.ta = true;
+        m.accumulate = n0 > 0;
+        m.m = R;
+        m.n = cout_g;
+        m.k = Q;
+        m.lda = Q;
+        m.ldb = Q;
+        m.ldc = R;
+        m.sa = R * Q;
+        m.sb = cout_g * Q;
+        m.sc = cout_g * R;
+        m.count = G;
+        m.a = col;
+        m.b = gt;
+        m.c = out->data;
+        if (!rc)
+            rc = cu_nn_gemm(dev, out->dtype, &m, st);
+    }
+    dev->release(dev->ctx, col);
+    return rc;
+}
+
+/* Pools: max_pool, avg_pool and their gradients.  max_pool_grad(x, g)
+ * first finds every window's pick, then each input element sums the g of
+ * the windows that picked it. */
+static inline tl_code cu_pool_run(const cu_nn_dev *dev, tl_opcode op, const tl_tensor *const *in,
+                                  const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    const tl_tensor *x = op == TL_OP_AVG_POOL_GRAD ? out : in[0];
+    const tl_tensor *y = op == TL_OP_MAX_POOL || op == TL_OP_AVG_POOL ? out : in[op == TL_OP_MAX_POOL_GRAD];
+    cu_sp g;
+    cu_sp_init(&g, a, x->shape[0], x->shape[1], x->shape[1], x->shape + 2, y->shape + 2, a->kernel);
+    for (int ax = 0; ax < g.d; ax++)
+        if (op == TL_OP_AVG_POOL || op == TL_OP_AVG_POOL_GRAD)
+            g.dil[ax] = 1;
+    cu_nnk k;
+    cu_nnk_init(&k, 0, &g);
+    k.include_pad = a->count_include_pad;
+    k.y = out->data;
+    if (out->numel == 0)
+        return TL_OK;
+    switch (op) {
+    case TL_OP_MAX_POOL:
+        k.op = CU_NN_MAXPOOL;
+        k.x = x->data;
+        return dev->launch(dev->ctx, out->dtype, &k, out->numel, st);
+    case TL_OP_AVG_POOL:
+        k.op = CU_NN_AVGPOOL;
+        k.x = x->data;
+        return dev->launch(dev->ctx, out->dtype, &k, out->numel, st);
+    case TL_OP_AVG_POOL_GRAD:
+        k.op = CU_NN_AVGGRAD;
+        k.x = in[0]->data;
+        return dev->launch(dev->ctx, out->dtype, &k, out->numel, st);
+    default: break;
+    }
+    if (y->numel == 0)
+        return dev->zero(dev->ctx, out->data, tl_tensor_bytes(out), st);
+    int64_t *idx = (int64_t *)dev->alloc(dev->ctx, sizeof(int64_t) * (size_t)y->numel, st);
+    if (!idx)
+        return st->code;
+    k.op = CU_NN_MAXPOOL;
+    k.x = x->data;
+    k.y = NULL;
+    k.idx = idx;
+    tl_code rc = dev->launch(dev->ctx, out->dtype, &k, y->numel, st);
+    k.op = CU_NN_MAXGRAD;
+    k.x = y->data;
+    k.y = out->data;
+    if (!rc)
+        rc = dev->launch(dev->ctx, out->dtype, &k, out->numel, st);
+    dev->release(dev->ctx, idx);
+    return rc;
+}
+
+/* pad(x) and pad_grad(g) -> attrs.shape: the geometry of each axis. */
+static inline void cu_pad_prepare(cu_nnk *k, const tl_tensor *x, const tl_tensor *y,
+                                  const tl_attrs *a)
+{
+    memset(k, 0, sizeof *k);
+    k->nd = x->ndim;
+    k->es = (int)tl_dtype_size(x->dtype);
+    k->mode = a->mode;
+    for (int ax = 0; ax < x->ndim; ax++) {
+        int64_t lo = a->pads[2 * ax], hi = a->pads[2 * ax + 1];
+        k->pshape[ax] = x->shape[ax];
+        k->pout[ax] = y->shape[ax];
+        k->plo[ax] = lo > 0 ? lo : 0;
+        k->crop[ax] = lo < 0 ? -lo : 0;
+        k->keep[ax] = x->shape[ax] - k->crop[ax] - (hi < 0 ? -hi : 0);
+    }
+    double v = a->value;
+    float f = (float)v;
+    int32_t i32 = (int32_t)v;
+    int64_t i64 = (int64_t)v;
+    switch (x->dtype) {
+    case TL_F32: memcpy(&k->value, &f, sizeof f); break;
+    case TL_F64: memcpy(&k->value, &v, sizeof v); break;
+    case TL_I32: memcpy(&k->value, &i32, sizeof i32); break;
+    default: memcpy(&k->value, &i64, sizeof i64); break;
+    }
+}
+
+static inline tl_code cu_pad_run(const cu_nn_dev *dev, tl_opcode op, const tl_tensor *x,
+                                 const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    cu_nnk k;
+    if (op == TL_OP_PAD)
+        cu_pad_prepare(&k, x, out, a);
+    else
+        cu_pad_prepare(&k, out, x, a);
+    k.op = op == TL_OP_PAD ? CU_NN_PAD : CU_NN_PADGRAD;
+    k.x = x->data;
+    k.y = out->data;
+    return out->numel ? dev->launch(dev->ctx, out->dtype, &k, out->numel, st) : TL_OK;
+}
+
+/* Every layer op with a kernel here. */
+static inline tl_code cu_nn_run(const cu_nn_dev *dev, tl_opcode op, int n, const tl_tensor *const *in,
+                                const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    if (out->numel == 0)
+        return TL_OK;
+    switch (op) {
+    case TL_OP_CONV: return cu_conv_run(dev, n, in, a, out, st);
+    case TL_OP_CONV_TRANSPOSE: return cu_conv_transpose_run(dev, n, in, a, out, st);
+    case TL_OP_CONV_GRAD_W: return cu_conv_grad_w_run(dev, in, a, out, st);
+    case TL_OP_PAD:
+    case TL_OP_PAD_GRAD: return cu_pad_run(dev, op, in[0], a, out, st);
+    default: return cu_pool_run(dev, op, in, a, out, st);
+    }
+}
+
+#undef CU_AT
+
+#endif
