@@ -443,10 +443,30 @@ static tl_code twin_nn_zero(void *ctx, void *p, size_t bytes, tl_status *st)
     return TL_OK;
 }
 
+static tl_code twin_nn_copy(void *ctx, void *dst, const void *src, size_t bytes, tl_status *st)
+{
+    (void)ctx, (void)st;
+    memcpy(dst, src, bytes);
+    return TL_OK;
+}
+
+static tl_code twin_nn_first_bad(void *ctx, const cu_nnk *k, const tl_tensor *idx, int64_t *bad,
+                                 int64_t *value, tl_status *st)
+{
+    (void)ctx, (void)st;
+    *bad = -1; /* the device's atomicMin: the smallest bad position */
+    for (int64_t j = idx->numel - 1; j >= 0; j--)
+        if (cu_line_bad(k, j))
+            *bad = j;
+    *value = *bad >= 0 ? tl_tensor_get_int(idx, *bad) : 0;
+    return TL_OK;
+}
+
 static tl_code twin_nn(tl_opcode op, int n, const tl_tensor *const *in, const tl_attrs *a,
                        tl_tensor *out, tl_status *st)
 {
-    cu_nn_dev dev = {NULL, twin_nn_launch, twin_nn_gemm, twin_nn_alloc, twin_nn_release, twin_nn_zero};
+    cu_nn_dev dev = {NULL,         twin_nn_launch, twin_nn_gemm,  twin_nn_alloc,
+                     twin_nn_release, twin_nn_zero, twin_nn_copy, twin_nn_first_bad};
     return cu_nn_run(&dev, op, n, in, a, out, st);
 }
 
@@ -486,7 +506,13 @@ static tl_code twin_kernels(tl_opcode op, int n, const tl_tensor *const *in, con
     case TL_OP_MAX_POOL_GRAD:
     case TL_OP_AVG_POOL_GRAD:
     case TL_OP_PAD:
-    case TL_OP_PAD_GRAD: return twin_nn(op, n, in, a, out, st);
+    case TL_OP_PAD_GRAD:
+    case TL_OP_SCATTER_ADD:
+    case TL_OP_ARGMAX:
+    case TL_OP_ARGMIN:
+    case TL_OP_CUMSUM:
+    case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_DROPOUT: return twin_nn(op, n, in, a, out, st);
     default: return twin_shape_op(op, n, in, a, out, st);
     }
 }

@@ -689,6 +689,76 @@ Test(cuda_host, pad_grad_is_the_adjoint_of_pad)
     tl_tensor_unref(y);
 }
 
+/* op on the twin and on the CPU: the same bits (or the same error). */
+static void same_as_cpu(tl_opcode op, int n, const tl_tensor *const *in, const tl_attrs *a,
+                        tl_dtype dt, int ndim, const int64_t *shape, const char *what)
+{
+    tl_status s1 = {0}, s2 = {0};
+    tl_tensor *o1 = tl_tensor_new(dt, ndim, shape, &s1), *o2 = tl_tensor_new(dt, ndim, shape, &s2);
+    tl_code r1 = twin_kernels(op, n, in, a, o1, &s1);
+    tl_code r2 = tl_cpu_backend.run(&tl_cpu_backend, op, n, in, a, o2, &s2);
+    cr_assert_eq(r1, r2, "%s (%s): %s / %s", tl_ops[op].name, what, s1.msg, s2.msg);
+    if (r1)
+        cr_assert_str_eq(s1.msg, s2.msg, "%s (%s)", tl_ops[op].name, what);
+    else
+        cr_assert(same_bits(o1, o2), "%s (%s)", tl_ops[op].name, what);
+    tl_tensor_unref(o1);
+    tl_tensor_unref(o2);
+}
+
+Test(cuda_host, lines_and_draws_have_the_cpu_bits)
+{
+    tl_status st = {0};
+    for (int round = 0; round < 200; round++) {
+        int nd = 1 + (int)below(3), ax = (int)below(nd);
+        int64_t shape[3], rshape[3], ishape[3];
+        for (int d = 0; d < nd; d++)
+            shape[d] = ishape[d] = 1 + below(5);
+        ishape[ax] = below(6);
+        tl_dtype dt = round % 2 ? TL_F64 : TL_F32;
+        tl_tensor *x = random_tensor(dt, nd, shape, true), *src = random_tensor(dt, nd, ishape, false);
+        tl_tensor *idx = tl_tensor_new(round % 3 ? TL_I64 : TL_I32, nd, ishape, &st);
+        for (int64_t j = 0; j < idx->numel; j++) /* a bad one now and then */
+            tl_tensor_set(idx, j, (double)(below(2 * shape[ax] + (round % 10 == 0)) - shape[ax]));
+        tl_attrs a;
+        tl_attrs_init(&a);
+        a.axis = ax;
+        char what[32];
+        snprintf(what, sizeof what, "round %d", round);
+        const tl_tensor *sin[3] = {x, idx, src}, *xin[1] = {x};
+        same_as_cpu(TL_OP_SCATTER_ADD, 3, sin, &a, dt, nd, shape, what);
+        for (int last = 0; last < 2; last++) {
+            a.select_last = last;
+            int r = 0;
+            for (int d = 0; d < nd; d++)
+                if (d != ax)
+                    rshape[r++] = shape[d];
+            same_as_cpu(TL_OP_ARGMAX, 1, xin, &a, TL_I64, r, rshape, what);
+            same_as_cpu(TL_OP_ARGMIN, 1, xin, &a, TL_I64, r, rshape, what);
+        }
+        a.exclusive = round % 4 < 2;
+        a.reverse = round % 8 < 4;
+        tl_tensor *xi = random_tensor(round % 3 ? TL_I64 : TL_I32, nd, shape, false);
+        const tl_tensor *iin[1] = {xi};
+        same_as_cpu(TL_OP_CUMSUM, 1, xin, &a, dt, nd, shape, what);
+        same_as_cpu(TL_OP_CUMSUM, 1, iin, &a, xi->dtype, nd, shape, what);
+        a.seed = (int64_t)next();
+        a.rng_node = (uint64_t)below(100);
+        a.rng_step = (uint64_t)below(3);
+        a.low = -1.5;
+        a.high = 2.25;
+        a.p = (double)below(10) / 10;
+        a.training = 1;
+        same_as_cpu(TL_OP_RANDOM_UNIFORM, 0, xin, &a, dt, nd, shape, what);
+        same_as_cpu(TL_OP_DROPOUT, 1, xin, &a, dt, nd, shape, what);
+        a.training = 0;
+        same_as_cpu(TL_OP_DROPOUT, 1, xin, &a, dt, nd, shape, what);
+        tl_tensor *objs[] = {x, src, idx, xi};
+        for (int i = 0; i < 4; i++)
+            tl_tensor_unref(objs[i]);
+    }
+}
+
 /* ---------- the caching allocator ---------- */
 
 typedef struct fake_mem {

@@ -1,5 +1,6 @@
 // The layer ops of nn.md: convolutions (im2col and col2im around cuBLAS
-// gemms), pools and their gradients, pad and pad_grad.  nn.h holds what
+// gemms), pools and their gradients, pad and pad_grad, scatter_add,
+// argmax, argmin, cumsum, random_uniform and dropout.  nn.h holds what
 // each thread computes and the drivers that order the kernels and gemms;
 // here are the kernels and the device those drivers run on.  The handle
 // runs cuBLAS in pedantic math without atomics (plugin.cu) and no kernel
@@ -38,6 +39,8 @@ template <typename T> static tl_code launch_typed(cu_state *s, const cu_nnk *k, 
         NN_CASE(CU_NN_AVGPOOL)
         NN_CASE(CU_NN_AVGGRAD)
         NN_CASE(CU_NN_PADGRAD)
+        NN_CASE(CU_NN_LINE)
+        NN_CASE(CU_NN_RANDOM)
     default: return tl_fail(st, TL_ERUNTIME, "internal: layer kernel %d", k->op);
     }
     return TL_OK;
@@ -88,9 +91,40 @@ static tl_code dev_zero(void *ctx, void *p, size_t bytes, tl_status *st)
     return bytes ? CU_CHECK(cudaMemsetAsync(p, 0, bytes, s->stream)) : TL_OK;
 }
 
+static tl_code dev_copy(void *ctx, void *dst, const void *src, size_t bytes, tl_status *st)
+{
+    cu_state *s = (cu_state *)ctx;
+    return bytes ? CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->stream))
+                 : TL_OK;
+}
+
+__global__ void check_kernel(cu_nnk k, int64_t n, unsigned long long *bad)
+{
+    CU_FOR(j, n) if (cu_line_bad(&k, j)) cu_flag_set(bad, j);
+}
+
+// The first bad index through the device flag: one host sync.
+static tl_code dev_first_bad(void *ctx, const cu_nnk *k, const tl_tensor *idx, int64_t *bad,
+                             int64_t *value, tl_status *st)
+{
+    cu_state *s = (cu_state *)ctx;
+    unsigned char v[8];
+    if (cu_flag_reset(s, st))
+        return st->code;
+    CU_LAUNCH(s, check_kernel, cu_blocks(idx->numel), *k, idx->numel, s->flag);
+    if (cu_flag_read(s, idx, bad, v, st))
+        return st->code;
+    int32_t v32;
+    memcpy(&v32, v, sizeof v32);
+    memcpy(value, v, sizeof *value);
+    if (idx->dtype == TL_I32)
+        *value = v32;
+    return TL_OK;
+}
+
 tl_code cu_nn(cu_state *s, tl_opcode op, int n, cu_ins in, const tl_attrs *a, tl_tensor *out,
               tl_status *st)
 {
-    cu_nn_dev dev = {s, dev_launch, dev_gemm, dev_alloc, dev_release, dev_zero};
+    cu_nn_dev dev = {s, dev_launch, dev_gemm, dev_alloc, dev_release, dev_zero, dev_copy, dev_first_bad};
     return cu_nn_run(&dev, op, n, in, a, out, st);
 }

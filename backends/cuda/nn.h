@@ -21,7 +21,9 @@
 #ifndef TL_CUDA_NN_H
 #define TL_CUDA_NN_H
 
+#include "errors.h"
 #include "plan.h"
+#include "backends/philox.h"
 
 /* The geometry of a sliding-window relation between a "wide" side (the
  * input of conv and pools, the result of conv_transpose) and a "narrow"
@@ -47,6 +49,9 @@ enum {
     CU_NN_AVGGRAD,  /* dx [n][c][pin] <- g */
     CU_NN_PAD,      /* y <- x, any dtype (raw bits) */
     CU_NN_PADGRAD,  /* dx <- g: every copy added up */
+    CU_NN_LINE,     /* scatter_add, argmax, argmin, cumsum: one thread per line */
+    CU_NN_CHECK,    /* scatter_add's indices: the bad ones flagged */
+    CU_NN_RANDOM,   /* random_uniform, dropout: element e's own draw */
 };
 
 /* One kernel launch: its geometry, the batch chunk and the operands. */
@@ -64,6 +69,16 @@ typedef struct cu_nnk {
     int64_t pshape[TL_MAXDIM], pout[TL_MAXDIM]; /* x's shape and y's */
     int64_t plo[TL_MAXDIM], crop[TL_MAXDIM], keep[TL_MAXDIM]; /* padding before, crop before, kept */
     uint64_t value;        /* the constant's bits in the dtype */
+    /* lines: x as [outer, len, inner] around the axis; scatter_add's idx
+     * and src are [outer, m, inner] */
+    int sub;               /* the tl_opcode */
+    tl_dtype dt, idx_dt;
+    int64_t outer, len, inner, m;
+    const void *idx_in, *src;
+    bool last, exclusive, reverse;
+    /* random */
+    tl_rng_key key;
+    double lo, hi, q;      /* uniform's range; dropout's keep probability */
 } cu_nnk;
 
 /* Row-major coordinates of position p in a d-axis shape. */
@@ -159,6 +174,46 @@ TL_HD static inline int64_t cu_pad_next(int mode, int64_t i, int64_t after, int6
     }
     return -1;
 }
+
+/* ---------- lines (scatter_add, argmax, argmin, cumsum) ---------- */
+
+TL_HD static inline int64_t cu_line_index(const cu_nnk *k, int64_t j)
+{
+    return k->idx_dt == TL_I32 ? (int64_t)((const int32_t *)k->idx_in)[j]
+                               : ((const int64_t *)k->idx_in)[j];
+}
+
+/* scatter_add's check: index j outside [-len, len). */
+TL_HD static inline bool cu_line_bad(const cu_nnk *k, int64_t j)
+{
+    int64_t i = cu_line_index(k, j);
+    return i < -k->len || i >= k->len;
+}
+
+/* cumsum of an integer line: sums in the unsigned twin (wrapping, as the
+ * CPU's). */
+#define CU_DEFINE_CUMSUM(T, U, SUF)                                                \
+    TL_HD static inline void cu_cumsum_##SUF(const cu_nnk *k, int64_t px)          \
+    {                                                                              \
+        const T *x = (const T *)k->x;                                              \
+        T *y = (T *)k->y;                                                          \
+        int64_t step = k->reverse ? -k->inner : k->inner;                          \
+        int64_t at = k->reverse ? px + (k->len - 1) * k->inner : px;               \
+        U acc = (U)x[at];                                                          \
+        y[at] = k->exclusive ? (T)0 : (T)acc;                                      \
+        for (int64_t t = 1; t < k->len; t++) {                                     \
+            at += step;                                                            \
+            if (k->exclusive)                                                      \
+                y[at] = (T)acc;                                                    \
+            acc = (U)(acc + (U)x[at]);                                             \
+            if (!k->exclusive)                                                     \
+                y[at] = (T)acc;                                                    \
+        }                                                                          \
+    }
+CU_DEFINE_CUMSUM(float, float, f)
+CU_DEFINE_CUMSUM(double, double, d)
+CU_DEFINE_CUMSUM(int32_t, uint32_t, i32)
+CU_DEFINE_CUMSUM(int64_t, uint64_t, i64)
 
 /* ---------- per-element kernels ---------- */
 
@@ -330,16 +385,22 @@ TL_HD static inline int64_t cu_pad_next(int mode, int64_t i, int64_t after, int6
         ((T *)k->y)[e] = sum / (T)cu_avg_count(g, o, k->include_pad);              \
     }                                                                              \
                                                                                    \
-    /* pad_grad of x element e: its copies in row-major output order */            \
+    /* pad_grad of x element e: its copies in row-major output order, summed      \
+     * nested as the CPU's separable loop does (cpu_resample.c): axis by axis,     \
+     * the innermost first, each level's first term not added to a zero. */        \
     TL_HD static inline void cu_padgrad_##SUF(const cu_nnk *k, int64_t e)          \
     {                                                                              \
         int64_t i[TL_MAXDIM], o[TL_MAXDIM];                                        \
+        T acc[TL_MAXDIM];                                                          \
+        bool first[TL_MAXDIM];                                                     \
         const T *gr = (const T *)k->x;                                             \
-        T sum = 0;                                                                 \
-        cu_unravel(k->nd, k->pshape, e, i);                                        \
-        for (int ax = 0; ax < k->nd; ax++) {                                       \
+        int nd = k->nd, ax;                                                        \
+        cu_unravel(nd, k->pshape, e, i);                                           \
+        for (ax = 0; ax < nd; ax++) {                                              \
             o[ax] = cu_pad_next(k->mode, i[ax], -1, k->pout[ax], k->plo[ax], k->crop[ax], \
                                 k->keep[ax]);                                      \
+            first[ax] = true;                                                      \
+            acc[ax] = 0;                                                           \
             if (o[ax] < 0) {                                                       \
                 ((T *)k->y)[e] = 0;                                                \
                 return;                                                            \
@@ -347,24 +408,79 @@ TL_HD static inline int64_t cu_pad_next(int mode, int64_t i, int64_t after, int6
         }                                                                          \
         for (;;) {                                                                 \
             int64_t q = 0;                                                         \
-            for (int ax = 0; ax < k->nd; ax++)                                     \
+            for (ax = 0; ax < nd; ax++)                                            \
                 q = q * k->pout[ax] + o[ax];                                       \
-            sum += gr[q];                                                          \
-            int ax = k->nd - 1;                                                    \
-            for (; ax >= 0; ax--) {                                                \
+            T t = gr[q];                                                           \
+            for (ax = nd - 1;; ax--) { /* fold t in, then close finished levels */ \
+                acc[ax] = first[ax] ? t : acc[ax] + t;                             \
+                first[ax] = false;                                                 \
                 int64_t nx = cu_pad_next(k->mode, i[ax], o[ax], k->pout[ax], k->plo[ax], \
                                          k->crop[ax], k->keep[ax]);                \
                 if (nx >= 0) {                                                     \
                     o[ax] = nx;                                                    \
                     break;                                                         \
                 }                                                                  \
+                if (ax == 0) {                                                     \
+                    ((T *)k->y)[e] = acc[0];                                       \
+                    return;                                                        \
+                }                                                                  \
+                t = acc[ax];                                                       \
+                first[ax] = true;                                                  \
                 o[ax] = cu_pad_next(k->mode, i[ax], -1, k->pout[ax], k->plo[ax],   \
                                     k->crop[ax], k->keep[ax]);                     \
             }                                                                      \
-            if (ax < 0)                                                            \
-                break;                                                             \
         }                                                                          \
-        ((T *)k->y)[e] = sum;                                                      \
+    }                                                                              \
+                                                                                   \
+    /* Line p = (o, k) of scatter_add, argmax, argmin or a float cumsum,           \
+     * walked in index order by one thread: the CPU's order exactly. */            \
+    TL_HD static inline void cu_line_##SUF(const cu_nnk *k, int64_t p)             \
+    {                                                                              \
+        int64_t o = p / k->inner, c = p % k->inner;                                \
+        int64_t px = o * k->len * k->inner + c, pi = o * k->m * k->inner + c;      \
+        const T *x = (const T *)k->x;                                              \
+        if (k->sub == TL_OP_CUMSUM) {                                              \
+            cu_cumsum_##SUF(k, px);                                                \
+        } else if (k->sub == TL_OP_SCATTER_ADD) { /* y = x, then the adds */       \
+            T *y = (T *)k->y;                                                      \
+            const T *src = (const T *)k->src;                                      \
+            for (int64_t t = 0; t < k->len; t++)                                   \
+                y[px + t * k->inner] = x[px + t * k->inner];                       \
+            for (int64_t t = 0; t < k->m; t++) {                                   \
+                int64_t at = pi + t * k->inner, i = cu_line_index(k, at);          \
+                if (i >= -k->len && i < k->len)                                    \
+                    y[px + (i < 0 ? i + k->len : i) * k->inner] += src[at];        \
+            }                                                                      \
+        } else { /* the first (or last) extreme; a NaN beats every number */       \
+            bool lower = k->sub == TL_OP_ARGMIN;                                   \
+            T best = x[px];                                                        \
+            int64_t bi = 0;                                                        \
+            for (int64_t t = 1; t < k->len; t++) {                                 \
+                T v = x[px + t * k->inner];                                        \
+                bool beats = lower ? v < best : v > best;                          \
+                bool win = best != best ? k->last && v != v                        \
+                                        : v != v || beats || (k->last && v == best); \
+                if (win) {                                                         \
+                    best = v;                                                      \
+                    bi = t;                                                        \
+                }                                                                  \
+            }                                                                      \
+            ((int64_t *)k->y)[p] = bi;                                             \
+        }                                                                          \
+    }                                                                              \
+                                                                                   \
+    /* random_uniform and dropout: element e's Philox block (backends/philox.h),   \
+     * the CPU's formula. */                                                       \
+    TL_HD static inline void cu_random_##SUF(const cu_nnk *k, int64_t e)           \
+    {                                                                              \
+        uint32_t w[4];                                                             \
+        tl_rng_block(&k->key, (uint64_t)e, w);                                     \
+        if (k->sub == TL_OP_RANDOM_UNIFORM) {                                      \
+            ((T *)k->y)[e] = tl_rng_uniform_##SUF(w, (T)k->lo, (T)k->hi);          \
+        } else {                                                                   \
+            T q = (T)k->q, s = (T)1 / q;                                           \
+            ((T *)k->y)[e] = ((const T *)k->x)[e] * (tl_rng_unit_##SUF(w) < q ? s : (T)0); \
+        }                                                                          \
     }                                                                              \
                                                                                    \
     /* Element e of kernel op (a constant op folds the switch away). */           \
@@ -381,6 +497,15 @@ TL_HD static inline int64_t cu_pad_next(int mode, int64_t i, int64_t after, int6
         case CU_NN_AVGGRAD: cu_poolgrad_##SUF(k, e, true); break;                  \
         case CU_NN_PAD: cu_pad_element(k, e); break;                               \
         case CU_NN_PADGRAD: cu_padgrad_##SUF(k, e); break;                         \
+        case CU_NN_RANDOM: cu_random_##SUF(k, e); break;                           \
+        case CU_NN_LINE:                                                           \
+            if (k->dt == TL_I32 || k->dt == TL_I64) {                              \
+                int64_t o_ = e / k->inner, px_ = o_ * k->len * k->inner + e % k->inner; \
+                k->dt == TL_I32 ? cu_cumsum_i32(k, px_) : cu_cumsum_i64(k, px_);  \
+            } else {                                                               \
+                cu_line_##SUF(k, e);                                               \
+            }                                                                      \
+            break;                                                                 \
         default: break;                                                            \
         }                                                                          \
     }
@@ -426,6 +551,11 @@ typedef struct cu_nn_dev {
     void *(*alloc)(void *ctx, size_t bytes, tl_status *st); /* NULL: failed, st says why */
     void (*release)(void *ctx, void *p);
     tl_code (*zero)(void *ctx, void *p, size_t bytes, tl_status *st);
+    tl_code (*copy)(void *ctx, void *dst, const void *src, size_t bytes, tl_status *st);
+    /* CU_NN_CHECK over the n indices of idx: the first bad position (-1:
+     * none) and its value (a host sync on the device) */
+    tl_code (*first_bad)(void *ctx, const cu_nnk *k, const tl_tensor *idx, int64_t *bad,
+                         int64_t *value, tl_status *st);
 } cu_nn_dev;
 
 /* Scratch for columns, per chunk of the batch (at least one image). */
@@ -778,13 +908,85 @@ static inline tl_code cu_pad_run(const cu_nn_dev *dev, tl_opcode op, const tl_te
     return out->numel ? dev->launch(dev->ctx, out->dtype, &k, out->numel, st) : TL_OK;
 }
 
+/* scatter_add, argmax, argmin, cumsum: one thread per line, walking it in
+ * index order as the CPU does (cpu_scatter.c), so the results are the
+ * CPU's bits.  scatter_add's indices are checked first. */
+static inline tl_code cu_lines_run(const cu_nn_dev *dev, tl_opcode op, const tl_tensor *const *in,
+                                   const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    const tl_tensor *x = in[0];
+    int ax = (int)a->axis;
+    cu_nnk k;
+    memset(&k, 0, sizeof k);
+    k.op = CU_NN_LINE;
+    k.sub = (int)op;
+    k.dt = x->dtype;
+    k.outer = k.inner = 1;
+    for (int d = 0; d < ax; d++)
+        k.outer *= x->shape[d];
+    for (int d = ax + 1; d < x->ndim; d++)
+        k.inner *= x->shape[d];
+    k.len = x->shape[ax];
+    k.last = a->select_last;
+    k.exclusive = a->exclusive;
+    k.reverse = a->reverse;
+    k.x = x->data;
+    k.y = out->data;
+    if (op == TL_OP_SCATTER_ADD) {
+        const tl_tensor *idx = in[1];
+        int64_t bad = -1, value = 0;
+        k.idx_in = idx->data;
+        k.idx_dt = idx->dtype;
+        k.m = idx->shape[ax];
+        k.src = in[2]->data;
+        k.op = CU_NN_CHECK;
+        if (idx->numel && dev->first_bad(dev->ctx, &k, idx, &bad, &value, st))
+            return st->code;
+        if (bad >= 0)
+            return cu_index_error(st, op, a, x, idx, bad, value);
+        k.op = CU_NN_LINE;
+    }
+    int64_t npos = k.outer * k.inner;
+    if (out->numel == 0 || npos == 0 || k.len == 0)
+        return TL_OK;
+    return dev->launch(dev->ctx, x->dtype, &k, npos, st);
+}
+
+/* random_uniform and dropout: element e's draw from the node's key, the
+ * CPU's bits (random_normal stays on the CPU: its log and cos in the
+ * device's libm would not give the CPU's bits). */
+static inline tl_code cu_random_run(const cu_nn_dev *dev, tl_opcode op, const tl_tensor *const *in,
+                                    const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    if (op == TL_OP_DROPOUT && a->training == 0)
+        return dev->copy(dev->ctx, out->data, in[0]->data, tl_tensor_bytes(out), st);
+    cu_nnk k;
+    memset(&k, 0, sizeof k);
+    k.op = CU_NN_RANDOM;
+    k.sub = (int)op;
+    k.key = tl_rng_key_make(a->seed, a->rng_node, a->rng_step);
+    k.lo = a->low;
+    k.hi = a->high;
+    k.q = 1.0 - a->p;
+    k.x = op == TL_OP_DROPOUT ? in[0]->data : NULL;
+    k.y = out->data;
+    return dev->launch(dev->ctx, out->dtype, &k, out->numel, st);
+}
+
 /* Every layer op with a kernel here. */
 static inline tl_code cu_nn_run(const cu_nn_dev *dev, tl_opcode op, int n, const tl_tensor *const *in,
                                 const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
+    if (op == TL_OP_SCATTER_ADD) /* its indices are checked even for an empty result */
+        return cu_lines_run(dev, op, in, a, out, st);
     if (out->numel == 0)
         return TL_OK;
     switch (op) {
+    case TL_OP_ARGMAX:
+    case TL_OP_ARGMIN:
+    case TL_OP_CUMSUM: return cu_lines_run(dev, op, in, a, out, st);
+    case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_DROPOUT: return cu_random_run(dev, op, in, a, out, st);
     case TL_OP_CONV: return cu_conv_run(dev, n, in, a, out, st);
     case TL_OP_CONV_TRANSPOSE: return cu_conv_transpose_run(dev, n, in, a, out, st);
     case TL_OP_CONV_GRAD_W: return cu_conv_grad_w_run(dev, in, a, out, st);

@@ -204,7 +204,13 @@ static tl_code cu_run(const tl_backend *be, tl_opcode op, int n, const tl_tensor
     case TL_OP_MAX_POOL_GRAD:
     case TL_OP_AVG_POOL_GRAD:
     case TL_OP_PAD:
-    case TL_OP_PAD_GRAD: return cu_nn(s, op, n, in, a, out, st);
+    case TL_OP_PAD_GRAD:
+    case TL_OP_SCATTER_ADD:
+    case TL_OP_ARGMAX:
+    case TL_OP_ARGMIN:
+    case TL_OP_CUMSUM:
+    case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_DROPOUT: return cu_nn(s, op, n, in, a, out, st);
     default: return cu_shape_op(s, op, n, in, a, out, st);
     }
 }
