@@ -17,10 +17,10 @@ static tl_code check_range(const tl_attrs *a, tl_status *st)
     if (a->dtype == TL_F32) {
         float l = (float)lo, h = (float)hi;
         if (!(l < h) || !isfinite(h - l))
-            return tl_fail(st, TL_EINPUT, "\"low\" %g and \"high\" %g do not make a range of f32 values "
-                           "(they round to %g and %g)", lo, hi, (double)l, (double)h);
+            return tl_fail(st, TL_EINPUT, "\"low\" %.10g and \"high\" %.10g do not make a range of f32 values "
+                           "(they round to %.9g and %.9g)", lo, hi, (double)l, (double)h);
     } else if (!(lo < hi) || !isfinite(hi - lo)) {
-        return tl_fail(st, TL_EINPUT, "\"low\" %g and \"high\" %g do not make a range of f64 values "
+        return tl_fail(st, TL_EINPUT, "\"low\" %.10g and \"high\" %.10g do not make a range of f64 values "
                        "(high - low is %g)", lo, hi, hi - lo);
     }
     return TL_OK;
