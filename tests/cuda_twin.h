@@ -465,8 +465,8 @@ static tl_code twin_nn_first_bad(void *ctx, const cu_nnk *k, const tl_tensor *id
 static tl_code twin_nn(tl_opcode op, int n, const tl_tensor *const *in, const tl_attrs *a,
                        tl_tensor *out, tl_status *st)
 {
-    cu_nn_dev dev = {NULL,         twin_nn_launch, twin_nn_gemm,  twin_nn_alloc,
-                     twin_nn_release, twin_nn_zero, twin_nn_copy, twin_nn_first_bad};
+    cu_nn_dev dev = {NULL,         twin_nn_launch, twin_nn_gemm, twin_nn_alloc, twin_nn_release,
+                     twin_nn_zero, twin_nn_copy, twin_nn_copy, twin_nn_first_bad};
     return cu_nn_run(&dev, op, n, in, a, out, st);
 }
 
@@ -512,7 +512,9 @@ static tl_code twin_kernels(tl_opcode op, int n, const tl_tensor *const *in, con
     case TL_OP_ARGMIN:
     case TL_OP_CUMSUM:
     case TL_OP_RANDOM_UNIFORM:
-    case TL_OP_DROPOUT: return twin_nn(op, n, in, a, out, st);
+    case TL_OP_DROPOUT:
+    case TL_OP_RESIZE:
+    case TL_OP_RESIZE_GRAD: return twin_nn(op, n, in, a, out, st);
     default: return twin_shape_op(op, n, in, a, out, st);
     }
 }

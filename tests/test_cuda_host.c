@@ -854,8 +854,7 @@ static bool reordered(tl_opcode op)
     case TL_OP_CONV_GRAD_W:
     case TL_OP_AVG_POOL: /* sums and quotients in the kernel's own order */
     case TL_OP_AVG_POOL_GRAD:
-    case TL_OP_MAX_POOL_GRAD:
-    case TL_OP_PAD_GRAD: return true;
+    case TL_OP_MAX_POOL_GRAD: return true;
     default: return false;
     }
 }

@@ -1,6 +1,7 @@
 // The layer ops of nn.md: convolutions (im2col and col2im around cuBLAS
-// gemms), pools and their gradients, pad and pad_grad, scatter_add,
-// argmax, argmin, cumsum, random_uniform and dropout.  nn.h holds what
+// gemms), pools and their gradients, pad and pad_grad, resize and
+// resize_grad, scatter_add, argmax, argmin, cumsum, random_uniform and
+// dropout.  nn.h holds what
 // each thread computes and the drivers that order the kernels and gemms;
 // here are the kernels and the device those drivers run on.  The handle
 // runs cuBLAS in pedantic math without atomics (plugin.cu) and no kernel
@@ -41,6 +42,7 @@ template <typename T> static tl_code launch_typed(cu_state *s, const cu_nnk *k, 
         NN_CASE(CU_NN_PADGRAD)
         NN_CASE(CU_NN_LINE)
         NN_CASE(CU_NN_RANDOM)
+        NN_CASE(CU_NN_SEP)
     default: return tl_fail(st, TL_ERUNTIME, "internal: layer kernel %d", k->op);
     }
     return TL_OK;
@@ -98,6 +100,11 @@ static tl_code dev_copy(void *ctx, void *dst, const void *src, size_t bytes, tl_
                  : TL_OK;
 }
 
+static tl_code dev_put(void *ctx, void *dst, const void *src, size_t bytes, tl_status *st)
+{
+    return cu_put((cu_state *)ctx, dst, src, bytes, st);
+}
+
 __global__ void check_kernel(cu_nnk k, int64_t n, unsigned long long *bad)
 {
     CU_FOR(j, n) if (cu_line_bad(&k, j)) cu_flag_set(bad, j);
@@ -125,6 +132,7 @@ static tl_code dev_first_bad(void *ctx, const cu_nnk *k, const tl_tensor *idx, i
 tl_code cu_nn(cu_state *s, tl_opcode op, int n, cu_ins in, const tl_attrs *a, tl_tensor *out,
               tl_status *st)
 {
-    cu_nn_dev dev = {s, dev_launch, dev_gemm, dev_alloc, dev_release, dev_zero, dev_copy, dev_first_bad};
+    cu_nn_dev dev = {s, dev_launch, dev_gemm, dev_alloc, dev_release, dev_zero, dev_copy, dev_put,
+                     dev_first_bad};
     return cu_nn_run(&dev, op, n, in, a, out, st);
 }

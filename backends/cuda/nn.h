@@ -21,6 +21,8 @@
 #ifndef TL_CUDA_NN_H
 #define TL_CUDA_NN_H
 
+#include <stdlib.h>
+
 #include "errors.h"
 #include "plan.h"
 #include "backends/philox.h"
@@ -52,6 +54,7 @@ enum {
     CU_NN_LINE,     /* scatter_add, argmax, argmin, cumsum: one thread per line */
     CU_NN_CHECK,    /* scatter_add's indices: the bad ones flagged */
     CU_NN_RANDOM,   /* random_uniform, dropout: element e's own draw */
+    CU_NN_SEP,      /* resize, resize_grad: the separable maps' nested sum */
 };
 
 /* One kernel launch: its geometry, the batch chunk and the operands. */
@@ -79,6 +82,12 @@ typedef struct cu_nnk {
     /* random */
     tl_rng_key key;
     double lo, hi, q;      /* uniform's range; dropout's keep probability */
+    /* resize: per spatial axis a map (result coordinate i reads source
+     * coordinates midx[mstart[i] .. mstart[i+1]) with weights mw) */
+    int nsp;
+    int64_t sshape[2 + TL_MAXSP], sstride[2 + TL_MAXSP]; /* the result's shape, the source's strides */
+    const int64_t *mstart[TL_MAXSP], *midx[TL_MAXSP];
+    const double *mw[TL_MAXSP];
 } cu_nnk;
 
 /* Row-major coordinates of position p in a d-axis shape. */
@@ -216,6 +225,22 @@ CU_DEFINE_CUMSUM(int32_t, uint32_t, i32)
 CU_DEFINE_CUMSUM(int64_t, uint64_t, i64)
 
 /* ---------- per-element kernels ---------- */
+
+/* One level of resize's nested sum (spatial axis L), over level NEXT. */
+#define CU_SEP_LEVEL(T, SUF, L, NEXT)                                              \
+    TL_HD static inline T cu_sep_l##L##_##SUF(const cu_nnk *k, const int64_t *c, int64_t off) \
+    {                                                                              \
+        if (L == k->nsp)                                                           \
+            return ((const T *)k->x)[off];                                         \
+        int64_t e0 = k->mstart[L][c[2 + L]], e1 = k->mstart[L][c[2 + L] + 1];      \
+        T acc = 0;                                                                 \
+        for (int64_t e = e0; e < e1; e++) {                                        \
+            T t = cu_sep_l##NEXT##_##SUF(k, c, off + k->midx[L][e] * k->sstride[2 + L]); \
+            t = (T)k->mw[L][e] * t;                                                \
+            acc = e == e0 ? t : acc + t;                                           \
+        }                                                                          \
+        return acc;                                                                \
+    }
 
 #define CU_DEFINE_NN(T, SUF)                                                       \
     /* im2col: element e of the columns, in the layout's order */                  \
@@ -483,6 +508,24 @@ CU_DEFINE_CUMSUM(int64_t, uint64_t, i64)
         }                                                                          \
     }                                                                              \
                                                                                    \
+    /* resize: the nested sum of the CPU's separable loop (cpu_resample.c),     \
+     * spatial axis L at level L: each term weighted (the weight rounded to T),    \
+     * the first term of a level not added to a zero, an empty level 0. */        \
+    TL_HD static inline T cu_sep_l3_##SUF(const cu_nnk *k, const int64_t *c, int64_t off) \
+    {                                                                              \
+        (void)c;                                                                   \
+        return ((const T *)k->x)[off];                                             \
+    }                                                                              \
+    CU_SEP_LEVEL(T, SUF, 2, 3)                                                     \
+    CU_SEP_LEVEL(T, SUF, 1, 2)                                                     \
+    CU_SEP_LEVEL(T, SUF, 0, 1)                                                     \
+    TL_HD static inline void cu_sep_##SUF(const cu_nnk *k, int64_t e)              \
+    {                                                                              \
+        int64_t c[2 + TL_MAXSP];                                                   \
+        cu_unravel(2 + k->nsp, k->sshape, e, c);                                   \
+        ((T *)k->y)[e] = cu_sep_l0_##SUF(k, c, c[0] * k->sstride[0] + c[1] * k->sstride[1]); \
+    }                                                                              \
+                                                                                   \
     /* Element e of kernel op (a constant op folds the switch away). */           \
     TL_HD static inline void cu_nn_element_##SUF(const cu_nnk *k, int op, int64_t e) \
     {                                                                              \
@@ -498,6 +541,7 @@ CU_DEFINE_CUMSUM(int64_t, uint64_t, i64)
         case CU_NN_PAD: cu_pad_element(k, e); break;                               \
         case CU_NN_PADGRAD: cu_padgrad_##SUF(k, e); break;                         \
         case CU_NN_RANDOM: cu_random_##SUF(k, e); break;                           \
+        case CU_NN_SEP: cu_sep_##SUF(k, e); break;                                 \
         case CU_NN_LINE:                                                           \
             if (k->dt == TL_I32 || k->dt == TL_I64) {                              \
                 int64_t o_ = e / k->inner, px_ = o_ * k->len * k->inner + e % k->inner; \
@@ -552,6 +596,8 @@ typedef struct cu_nn_dev {
     void (*release)(void *ctx, void *p);
     tl_code (*zero)(void *ctx, void *p, size_t bytes, tl_status *st);
     tl_code (*copy)(void *ctx, void *dst, const void *src, size_t bytes, tl_status *st);
+    /* host bytes to device memory, in stream order (src reusable at once) */
+    tl_code (*put)(void *ctx, void *dst, const void *src, size_t bytes, tl_status *st);
     /* CU_NN_CHECK over the n indices of idx: the first bad position (-1:
      * none) and its value (a host sync on the device) */
     tl_code (*first_bad)(void *ctx, const cu_nnk *k, const tl_tensor *idx, int64_t *bad,
@@ -973,6 +1019,202 @@ static inline tl_code cu_random_run(const cu_nn_dev *dev, tl_opcode op, const tl
     return dev->launch(dev->ctx, out->dtype, &k, out->numel, st);
 }
 
+/* ---- resize's maps: the CPU's construction (cpu_resample.c), step for
+ * step, so that the device reads the CPU's indices and weights ---- */
+
+typedef struct cu_rmap {
+    int64_t n, entries;
+    int64_t *start, *idx;
+    double *w;
+} cu_rmap;
+
+static inline void cu_rmap_free(cu_rmap *m)
+{
+    free(m->start);
+    free(m->idx);
+    free(m->w);
+    memset(m, 0, sizeof *m);
+}
+
+static inline bool cu_rmap_alloc(cu_rmap *m, int64_t n, int64_t entries)
+{
+    m->n = n;
+    m->entries = entries;
+    m->start = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n + 1));
+    m->idx = (int64_t *)malloc(sizeof(int64_t) * (size_t)(entries ? entries : 1));
+    m->w = (double *)malloc(sizeof(double) * (size_t)(entries ? entries : 1));
+    if (m->start && m->idx && m->w)
+        return true;
+    cu_rmap_free(m);
+    return false;
+}
+
+static inline double cu_resize_coord(int coord, int64_t o, int64_t in, int64_t out, double s)
+{
+    switch (coord) {
+    case TL_COORD_HALF_PIXEL: return ((double)o + 0.5) / s - 0.5;
+    case TL_COORD_PYTORCH_HALF_PIXEL: return out > 1 ? ((double)o + 0.5) / s - 0.5 : 0;
+    case TL_COORD_ALIGN_CORNERS: return out == 1 ? 0 : (double)o * (double)(in - 1) / (double)(out - 1);
+    default: return (double)o / s; /* asymmetric */
+    }
+}
+
+static inline int64_t cu_resize_clamp(int64_t i, int64_t in) { return i < 0 ? 0 : i >= in ? in - 1 : i; }
+
+static inline int64_t cu_resize_nearest(int rounding, double x)
+{
+    double f = floor(x), r = x - f;
+    bool up;
+    switch (rounding) {
+    case TL_NEAREST_ROUND_PREFER_FLOOR: up = r > 0.5; break;
+    case TL_NEAREST_ROUND_PREFER_CEIL: up = r >= 0.5; break;
+    case TL_NEAREST_FLOOR: up = false; break;
+    default: up = r > 0; break;
+    }
+    return (int64_t)f + up;
+}
+
+static inline bool cu_resize_map(const tl_attrs *a, int64_t in, int64_t out, double s, cu_rmap *m)
+{
+    int taps = a->mode == TL_RESIZE_NEAREST ? 1 : a->mode == TL_RESIZE_LINEAR ? 2 : 4;
+    if (!cu_rmap_alloc(m, out, out * taps))
+        return false;
+    double A = a->cubic_coeff;
+    for (int64_t o = 0; o < out; o++) {
+        double x = cu_resize_coord(a->coord, o, in, out, s), w[4] = {1, 0, 0, 0};
+        int64_t *idx = m->idx + o * taps;
+        m->start[o] = o * taps;
+        if (taps == 1) {
+            idx[0] = cu_resize_clamp(cu_resize_nearest(a->nearest, x), in);
+            m->w[o] = 1;
+            continue;
+        }
+        double f = floor(x), t = x - f;
+        if (t == 0) {
+            f -= 1;
+            t = 1;
+        }
+        int64_t i0 = (int64_t)f;
+        if (taps == 2) {
+            w[0] = 1 - t;
+            w[1] = t;
+            idx[0] = cu_resize_clamp(i0, in);
+            idx[1] = cu_resize_clamp(i0 + 1, in);
+        } else {
+            double u = 1 - t;
+            w[0] = ((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A;
+            w[1] = ((A + 2) * t - (A + 3)) * t * t + 1;
+            w[2] = ((A + 2) * u - (A + 3)) * u * u + 1;
+            w[3] = ((A * (u + 1) - 5 * A) * (u + 1) + 8 * A) * (u + 1) - 4 * A;
+            for (int q = 0; q < 4; q++)
+                idx[q] = cu_resize_clamp(i0 - 1 + q, in);
+        }
+        memcpy(m->w + o * taps, w, sizeof(double) * (size_t)taps);
+    }
+    m->start[out] = out * taps;
+    return true;
+}
+
+/* For each source coordinate the result coordinates that read it, in
+ * increasing order (resize_grad). */
+static inline bool cu_rmap_transpose(const cu_rmap *f, int64_t nsrc, cu_rmap *t)
+{
+    int64_t entries = f->start[f->n];
+    if (!cu_rmap_alloc(t, nsrc, entries))
+        return false;
+    memset(t->start, 0, sizeof *t->start * (size_t)(nsrc + 1));
+    for (int64_t e = 0; e < entries; e++)
+        t->start[f->idx[e] + 1]++;
+    for (int64_t q = 0; q < nsrc; q++)
+        t->start[q + 1] += t->start[q];
+    int64_t *at = (int64_t *)malloc(sizeof *at * (size_t)(nsrc + 1));
+    if (!at) {
+        cu_rmap_free(t);
+        return false;
+    }
+    memcpy(at, t->start, sizeof *at * (size_t)nsrc);
+    for (int64_t i = 0; i < f->n; i++)
+        for (int64_t e = f->start[i]; e < f->start[i + 1]; e++) {
+            int64_t q = f->idx[e];
+            t->idx[at[q]] = i;
+            t->w[at[q]] = f->w[e];
+            at[q]++;
+        }
+    free(at);
+    return true;
+}
+
+/* resize (x -> out) and resize_grad (g -> out, x's shape): the maps built
+ * here, put on the device in one buffer, then one thread per result
+ * element. */
+static inline tl_code cu_resize_run(const cu_nn_dev *dev, tl_opcode op, const tl_tensor *src,
+                                    const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    const int64_t *xs = op == TL_OP_RESIZE ? src->shape : out->shape;
+    cu_rmap fwd[TL_MAXSP], back[TL_MAXSP];
+    const cu_rmap *maps[TL_MAXSP];
+    memset(fwd, 0, sizeof fwd);
+    memset(back, 0, sizeof back);
+    bool ok = true;
+    size_t bytes = 0;
+    for (int q = 0; ok && q < a->nsp; q++) {
+        int64_t in = xs[2 + q], o = a->size[q];
+        double sc = a->nscale ? a->scale[q] : (double)o / (double)in;
+        ok = cu_resize_map(a, in, o, sc, &fwd[q]);
+        if (ok && op == TL_OP_RESIZE_GRAD)
+            ok = cu_rmap_transpose(&fwd[q], in, &back[q]);
+        maps[q] = op == TL_OP_RESIZE ? &fwd[q] : &back[q];
+        if (ok)
+            bytes += sizeof(int64_t) * (size_t)(maps[q]->n + 1 + 2 * maps[q]->entries);
+    }
+    tl_code rc = ok ? TL_OK : tl_fail(st, TL_ERUNTIME, "out of memory building resize's maps");
+    char *host = ok ? (char *)malloc(bytes ? bytes : 1) : NULL;
+    char *buf = ok && host ? (char *)dev->alloc(dev->ctx, bytes ? bytes : 1, st) : NULL;
+    if (ok && !host)
+        rc = tl_fail(st, TL_ERUNTIME, "out of memory building resize's maps");
+    else if (ok && !buf)
+        rc = st->code;
+    cu_nnk k;
+    memset(&k, 0, sizeof k);
+    if (!rc) {
+        size_t at = 0;
+        for (int q = 0; q < a->nsp; q++) { /* start, idx, then the weights (8 bytes each) */
+            const cu_rmap *m = maps[q];
+            size_t ns = sizeof(int64_t) * (size_t)(m->n + 1), ne = sizeof(int64_t) * (size_t)m->entries;
+            memcpy(host + at, m->start, ns);
+            k.mstart[q] = (const int64_t *)(buf + at);
+            at += ns;
+            memcpy(host + at, m->idx, ne);
+            k.midx[q] = (const int64_t *)(buf + at);
+            at += ne;
+            memcpy(host + at, m->w, ne);
+            k.mw[q] = (const double *)(buf + at);
+            at += ne;
+        }
+        rc = dev->put(dev->ctx, buf, host, bytes, st);
+    }
+    if (!rc) {
+        int64_t ss[2 + TL_MAXSP];
+        k.op = CU_NN_SEP;
+        k.nsp = a->nsp;
+        k.x = src->data;
+        k.y = out->data;
+        cpu_strides(src->ndim, src->shape, ss);
+        for (int d = 0; d < out->ndim; d++) {
+            k.sshape[d] = out->shape[d];
+            k.sstride[d] = ss[d];
+        }
+        rc = dev->launch(dev->ctx, out->dtype, &k, out->numel, st);
+    }
+    dev->release(dev->ctx, buf);
+    free(host);
+    for (int q = 0; q < a->nsp; q++) {
+        cu_rmap_free(&fwd[q]);
+        cu_rmap_free(&back[q]);
+    }
+    return rc;
+}
+
 /* Every layer op with a kernel here. */
 static inline tl_code cu_nn_run(const cu_nn_dev *dev, tl_opcode op, int n, const tl_tensor *const *in,
                                 const tl_attrs *a, tl_tensor *out, tl_status *st)
@@ -987,6 +1229,8 @@ static inline tl_code cu_nn_run(const cu_nn_dev *dev, tl_opcode op, int n, const
     case TL_OP_CUMSUM: return cu_lines_run(dev, op, in, a, out, st);
     case TL_OP_RANDOM_UNIFORM:
     case TL_OP_DROPOUT: return cu_random_run(dev, op, in, a, out, st);
+    case TL_OP_RESIZE:
+    case TL_OP_RESIZE_GRAD: return cu_resize_run(dev, op, in[0], a, out, st);
     case TL_OP_CONV: return cu_conv_run(dev, n, in, a, out, st);
     case TL_OP_CONV_TRANSPOSE: return cu_conv_transpose_run(dev, n, in, a, out, st);
     case TL_OP_CONV_GRAD_W: return cu_conv_grad_w_run(dev, in, a, out, st);

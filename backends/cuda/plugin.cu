@@ -210,7 +210,9 @@ static tl_code cu_run(const tl_backend *be, tl_opcode op, int n, const tl_tensor
     case TL_OP_ARGMIN:
     case TL_OP_CUMSUM:
     case TL_OP_RANDOM_UNIFORM:
-    case TL_OP_DROPOUT: return cu_nn(s, op, n, in, a, out, st);
+    case TL_OP_DROPOUT:
+    case TL_OP_RESIZE:
+    case TL_OP_RESIZE_GRAD: return cu_nn(s, op, n, in, a, out, st);
     default: return cu_shape_op(s, op, n, in, a, out, st);
     }
 }
