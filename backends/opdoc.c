@@ -142,15 +142,76 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
     /* ---- end of normalization ---- */
 
     /* ---- padding and resampling ---- */
+    [TL_OP_PAD] = {"numpy.pad / ONNX Pad: per axis, crop -begin (-end) elements where a pad is negative, "
+                   "then add begin (end) elements: the constant value, a reflection without repeating the "
+                   "edge (\"reflect\", each pad below the cropped size), copies of the edge (\"edge\") or "
+                   "the axis periodically (\"wrap\", x[c mod n]); any dtype, index tensors too",
+                   "constant: pad(g) with the pads negated (the slice of g that holds x, zeros where x was "
+                   "cropped); reflect, edge, wrap: every copy of an element adds its g (pad_grad); none for "
+                   "an index tensor",
+                   {{"pads", "list of one [begin, end] pair of ints per axis (negative: crop)", NULL},
+                    {"mode", "\"constant\", \"reflect\", \"edge\" or \"wrap\"", "\"constant\""},
+                    {"value", "number (an integer of x's dtype for an index tensor)", "0"}}},
+    [TL_OP_RESIZE] = {"ONNX Resize (opset 13/18) of x [N, C, *S] (1 to 3 spatial axes) to the sizes given, "
+                      "or floor(S*scale): each output coordinate o maps to a source coordinate (half_pixel "
+                      "(o+0.5)/s-0.5, pytorch_half_pixel the same but 0 for one output, align_corners "
+                      "o*(S-1)/(out-1), asymmetric o/s; s the scale given, else out/S), then nearest takes "
+                      "one element (by the rounding), linear 2 and cubic 4 (Keys' kernel with cubic_coeff) "
+                      "per axis, separably, indices clamped into the axis",
+                      "to x: each output's g added to the inputs it read, with its weights (resize_grad)",
+                      {{"size", "list of d ints >= 1", "none: give size or scale (one is required)"},
+                       {"scale", "list of d numbers > 0", "none: give size or scale"},
+                       {"mode", "\"nearest\", \"linear\" or \"cubic\"", "\"nearest\""},
+                       {"coordinate", "\"half_pixel\", \"pytorch_half_pixel\", \"align_corners\" or "
+                                      "\"asymmetric\"", "\"half_pixel\""},
+                       {"nearest", "\"round_prefer_floor\", \"round_prefer_ceil\", \"floor\" or \"ceil\"",
+                        "\"round_prefer_floor\""},
+                       {"cubic_coeff", "number", "-0.75"}}},
+    [TL_OP_PAD_GRAD] = {"internal: pad's backward for reflect, edge and wrap (every copy added up)", "", NONE},
+    [TL_OP_RESIZE_GRAD] = {"internal: resize's backward (each output's g to the inputs it read, weighted)", "",
+                           NONE},
 
     /* ---- end of padding and resampling ---- */
 
     /* ---- scatter, arg-reductions and scans ---- */
-
+    [TL_OP_SCATTER_ADD] = {"torch.Tensor.scatter_add: x with src[j] added at x[..., idx[j], ...] along axis; idx has "
+                           "x's rank and sizes except on axis, src idx's shape; negative indices count from the end, "
+                           "out of range is an error; repeated indices add up in index order",
+                           "g to x, gather(g, idx) to src; none to idx", {{"axis", "int", NULL}}},
+    [TL_OP_ARGMAX] = {"the i64 index of the largest element along axis (ties: the first, or the last with "
+                      "select_last_index; a NaN is the largest: the first NaN, or the last)",
+                      "none: an index",
+                      {{"axis", "int", NULL}, KEEPDIMS, {"select_last_index", "true or false", "false"}}},
+    [TL_OP_ARGMIN] = {"the i64 index of the smallest element along axis (ties: the first, or the last with "
+                      "select_last_index; a NaN is the smallest: the first NaN, or the last)",
+                      "none: an index",
+                      {{"axis", "int", NULL}, KEEPDIMS, {"select_last_index", "true or false", "false"}}},
+    [TL_OP_CUMSUM] = {"ONNX CumSum: running sums along axis in index order (from the end when reverse; "
+                      "exclusive: each element's sum leaves it out, the first is 0)",
+                      "the cumsum of g the other way: the same exclusive, reverse flipped",
+                      {{"axis", "int", NULL}, {"exclusive", "true or false", "false"},
+                       {"reverse", "true or false", "false"}}},
     /* ---- end of scatter, arg-reductions and scans ---- */
 
     /* ---- seeded randomness ---- */
-
+    [TL_OP_RANDOM_UNIFORM] = {"a tensor of shape drawn uniformly from [low, high) by the counter-based generator "
+                              "(Philox4x32-10, keyed by seed, the node's place and the iterate step): the same "
+                              "bits every run, thread count and device",
+                              "none: a constant of the run",
+                              {{"shape", "list of ints", NULL}, {"seed", "int", NULL}, {"low", "number", "0"},
+                               {"high", "number > low", "1"},
+                               {"dtype", "\"f32\" or \"f64\"", "the element type of the call"}}},
+    [TL_OP_RANDOM_NORMAL] = {"a tensor of shape drawn from the normal distribution (Box-Muller over the same "
+                             "generator), mean + std*z",
+                             "none: a constant of the run",
+                             {{"shape", "list of ints", NULL}, {"seed", "int", NULL}, {"mean", "number", "0"},
+                              {"std", "number > 0", "1"},
+                              {"dtype", "\"f32\" or \"f64\"", "the element type of the call"}}},
+    [TL_OP_DROPOUT] = {"x * mask / (1 - p), mask 1 where the element's uniform draw is below 1 - p (kept with "
+                       "probability 1 - p); training false: x",
+                       "g through the same mask, times 1/(1 - p) (drawn again from the same key); training "
+                       "false: g",
+                       {{"p", "number in [0, 1)", NULL}, {"seed", "int", "0"}, {"training", "true or false", "true"}}},
     /* ---- end of seeded randomness ---- */
 
     [TL_OP_SLICE_GRAD] = {"internal: slice's backward (scatter into zeros)", "", NONE},

@@ -200,7 +200,17 @@ void tl_rule_conv(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want,
     tl_tensor *x = e->in[0], *w = e->in[1];
     bool tr = e->op == TL_OP_CONV_TRANSPOSE;
     int d = a->nsp;
-    if (want[0]) {
+    /* no elements on one side: nothing to add up (and the convolutions
+     * back may have no valid size) */
+    bool empty = x->numel == 0 || g->numel == 0;
+    if (empty) {
+        tl_tensor *zero = bw_num(b, g, 0);
+        if (want[0])
+            out[0] = bw_broadcast(b, zero, x->ndim, x->shape);
+        if (want[1])
+            out[1] = bw_broadcast(b, zero, w->ndim, w->shape);
+    }
+    if (want[0] && !empty) {
         tl_attrs t = *a;
         tl_tensor *in[2] = {g, w};
         t.nout_pad = d;
@@ -214,7 +224,7 @@ void tl_rule_conv(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want,
                 gx = bw_slice(b, gx, 2 + i, 0, x->shape[2 + i]);
         out[0] = gx;
     }
-    if (want[1]) {
+    if (want[1] && !empty) {
         tl_attrs t = *a;
         tl_tensor *in[2] = {tr ? g : x, tr ? x : g};
         t.nshape = w->ndim;

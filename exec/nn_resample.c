@@ -76,7 +76,7 @@ static tl_code pad_value(const tl_tensor *x, const tl_attrs *a, tl_status *st)
     return TL_OK;
 }
 
-/* resize's output sizes into a->size (one per spatial axis). */
+/* resize's output sizes into a->size (one per spatial axis), a->nsp = d. */
 static tl_code resize_sizes(const tl_tensor *x, tl_attrs *a, tl_status *st)
 {
     if (tl_nn_check_layout(x, "x", st))
@@ -106,7 +106,7 @@ static tl_code resize_sizes(const tl_tensor *x, tl_attrs *a, tl_status *st)
                            DESC(x));
         }
     }
-    a->nsize = a->nsp = d;
+    a->nsp = d; /* nsize stays as given: the rule may run again on this record */
     return TL_OK;
 }
 

@@ -127,6 +127,47 @@ static bool is_pointwise(const tl_attrs *a)
     return true;
 }
 
+/* A transposed convolution with stride 1 is a convolution of its input
+ * with the kernel flipped and its channel axes swapped, padded by
+ * dilation*(K-1) - pad_lo at the start: an im2col and one gemm with the
+ * long sum (the out-side channels times the taps) instead of a gemm with
+ * the short one and col2im. */
+static bool unit_stride(const geom *G) { return G->st[0] == 1 && G->st[1] == 1 && G->st[2] == 1; }
+
+static geom as_conv(const geom *G)
+{
+    geom c = *G;
+    c.ca = G->cb;
+    c.cb = G->ca;
+    for (int i = 0; i < 3; i++) {
+        c.is[i] = G->os[i];
+        c.os[i] = G->is[i];
+        c.lo[i] = G->dl[i] * (G->k[i] - 1) - G->lo[i];
+    }
+    c.isz = G->osz;
+    c.osz = G->isz;
+    c.rows = c.ca * c.ksz;
+    return c;
+}
+
+/* W'[g ca + c, o, K-1-tap] = W[g cb + o, c, tap] */
+static void *flip_weight(const geom *G, const void *w, size_t es, tl_status *st)
+{
+    int64_t n = G->groups * G->ca * G->cb * G->ksz;
+    char *f = tl_malloc((size_t)n, es, "a flipped convolution kernel", st);
+    if (!f)
+        return NULL;
+    for (int64_t g = 0; g < G->groups; g++)
+        for (int64_t o = 0; o < G->cb; o++)
+            for (int64_t c = 0; c < G->ca; c++)
+                for (int64_t k = 0; k < G->ksz; k++) {
+                    int64_t from = ((g * G->cb + o) * G->ca + c) * G->ksz + k;
+                    int64_t to = ((g * G->ca + c) * G->cb + o) * G->ksz + (G->ksz - 1 - k);
+                    memcpy(f + to * (int64_t)es, (const char *)w + from * (int64_t)es, es);
+                }
+    return f;
+}
+
 static int threads_for(double flops)
 {
     double by_work = flops / MIN_FLOPS_PER_THREAD;
@@ -163,6 +204,7 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     double flops = 2.0 * (double)G->n * (double)G->groups * (double)G->cb * (double)G->rows * (double)G->osz;
     int64_t nitems;
     int kind = which;
+    void *w_flip = NULL;
     if (G->ca == 1 && G->ksz * G->os[2] <= DIRECT_ACC) { /* depthwise: direct */
         kind = K_DW + which;
         nitems = which == K_CONV ? G->n * G->groups * G->cb : which == K_CONVT ? G->n * G->groups : G->groups * G->cb;
@@ -170,8 +212,17 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
         j.pointwise = is_pointwise(a);
         if (!(j.blas = cpu_blas_get(st)))
             return st->code;
-        if (G->rows > INT32_MAX || G->cb > INT32_MAX || G->osz > INT32_MAX || G->isz > INT32_MAX)
+        if (G->rows > INT32_MAX || G->cb * G->ksz > INT32_MAX || G->cb > INT32_MAX || G->osz > INT32_MAX || G->isz > INT32_MAX)
             return tl_fail(st, TL_EINPUT, "%s too large for BLAS", tl_ops[op].name);
+        if (which == K_CONVT && !j.pointwise && unit_stride(G)) { /* as a conv: flipped kernel */
+            w_flip = flip_weight(G, in[1]->data, es, st);
+            if (!w_flip)
+                return st->code;
+            *G = as_conv(G);
+            j.w = w_flip;
+            which = kind = K_CONV;
+            j.ins = x->data, j.outs = out->data; /* in-side: x; out-side: the result */
+        }
         if (which == K_CONV) { /* chunks of positions */
             int64_t want = CHUNK_BYTES / (int64_t)es / G->rows;
             j.chunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);
@@ -197,6 +248,7 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     }
     const cpu_item_fn *fns = out->dtype == TL_F32 ? items_f : items_d;
     cpu_parallel(nitems, threads_for(flops), fns[kind], &j);
+    free(w_flip);
     if (atomic_load(&j.failed))
         return tl_fail(st, TL_ERUNTIME, "out of memory for the scratch of %s", tl_ops[op].name);
     return TL_OK;

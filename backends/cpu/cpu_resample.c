@@ -30,11 +30,15 @@
 #define CHUNK 4096
 
 /* One axis: result coordinate i reads source coordinates
- * idx[start[i] .. start[i+1]) with weights w (NULL: weight 1). */
+ * idx[start[i] .. start[i+1]) with weights w (NULL: weight 1); wf: the
+ * weights rounded to f32, for f32 tensors; taps > 0: every coordinate
+ * reads that many (start[i] = i * taps). */
 typedef struct axis_map {
     int64_t n;
     int64_t *start, *idx;
     double *w;
+    float *wf;
+    int taps;
 } axis_map;
 
 static void map_free(axis_map *m)
@@ -42,12 +46,15 @@ static void map_free(axis_map *m)
     free(m->start);
     free(m->idx);
     free(m->w);
+    free(m->wf);
     memset(m, 0, sizeof *m);
 }
 
 static tl_code map_alloc(axis_map *m, int64_t n, int64_t entries, bool weighted, tl_status *st)
 {
     m->n = n;
+    m->wf = NULL;
+    m->taps = 0;
     m->start = tl_malloc((size_t)n + 1, sizeof *m->start, "a resampling map", st);
     m->idx = tl_malloc(entries ? (size_t)entries : 1, sizeof *m->idx, "a resampling map", st);
     m->w = weighted ? tl_malloc(entries ? (size_t)entries : 1, sizeof *m->w, "a resampling map", st) : NULL;
@@ -55,6 +62,19 @@ static tl_code map_alloc(axis_map *m, int64_t n, int64_t entries, bool weighted,
         map_free(m);
         return st->code;
     }
+    return TL_OK;
+}
+
+/* m's weights rounded to f32 into m->wf. */
+static tl_code map_round(axis_map *m, tl_status *st)
+{
+    if (!m->w)
+        return TL_OK;
+    int64_t entries = m->start[m->n];
+    if (!(m->wf = tl_malloc(entries ? (size_t)entries : 1, sizeof *m->wf, "a resampling map", st)))
+        return st->code;
+    for (int64_t e = 0; e < entries; e++)
+        m->wf[e] = (float)m->w[e];
     return TL_OK;
 }
 
@@ -92,82 +112,148 @@ static tl_code map_transpose(const axis_map *f, int64_t nsrc, axis_map *t, tl_st
     return TL_OK;
 }
 
-
 /* ---- the separable sum: dst[c] = the maps' tensor product applied to src ---- */
+
+/* The last axis is done SEG elements at a time, each level of the
+ * nesting in its own buffer. */
+#define SEG 256
 
 typedef struct sep_job {
     tl_dtype dt;
     const void *src;
     void *dst;
     int ndim;
-    int64_t shape[TL_MAXDIM];   /* dst's */
-    int64_t sstride[TL_MAXDIM]; /* src's, in elements */
+    int64_t shape[TL_MAXDIM];       /* dst's */
+    int64_t sstride[TL_MAXDIM];     /* src's, in elements */
     const axis_map *map[TL_MAXDIM]; /* NULL: the identity */
-    int nm;                     /* the mapped axes, outer first */
+    int nm;                         /* the mapped axes before the last one, outer first */
     int maxis[TL_MAXDIM];
-    int64_t numel;
+    int64_t rows, rows_per_item;    /* rows: the elements of the last axis */
 } sep_job;
 
-/* Element e0..e1-1 of dst: for each, the nested sum over the mapped axes
- * (outer axis outermost), starting from the offset of the identity axes. */
-#define SEP_KERNEL(T, NAME)                                                                  \
-    static T NAME##_nest(const sep_job *j, const int64_t *c, int lvl, int64_t off)           \
-    {                                                                                        \
-        if (lvl == j->nm)                                                                    \
-            return ((const T *)j->src)[off];                                                 \
-        int ax = j->maxis[lvl];                                                              \
-        const axis_map *m = j->map[ax];                                                      \
-        int64_t e0 = m->start[c[ax]], e1 = m->start[c[ax] + 1];                              \
-        T acc = 0;                                                                           \
-        for (int64_t e = e0; e < e1; e++) {                                                  \
-            T t = NAME##_nest(j, c, lvl + 1, off + m->idx[e] * j->sstride[ax]);              \
-            if (m->w)                                                                        \
-                t = (T)m->w[e] * t;                                                          \
-            acc = e == e0 ? t : acc + t;                                                     \
-        }                                                                                    \
-        return acc;                                                                          \
-    }                                                                                        \
-    static void NAME(const sep_job *j, int64_t e0, int64_t e1)                               \
-    {                                                                                        \
-        T *d = j->dst;                                                                       \
-        int64_t c[TL_MAXDIM], rest = e0;                                                     \
-        for (int k = j->ndim - 1; k >= 0; k--) {                                             \
-            c[k] = rest % j->shape[k];                                                       \
-            rest /= j->shape[k];                                                             \
-        }                                                                                    \
-        for (int64_t e = e0; e < e1; e++) {                                                  \
-            int64_t off = 0;                                                                 \
-            for (int k = 0; k < j->ndim; k++)                                                \
-                if (!j->map[k])                                                              \
-                    off += c[k] * j->sstride[k];                                             \
-            d[e] = NAME##_nest(j, c, 0, off);                                                \
-            for (int k = j->ndim - 1; k >= 0 && ++c[k] == j->shape[k]; k--)                  \
-                c[k] = 0;                                                                    \
-        }                                                                                    \
+/* acc[0..n) = for result coordinates o0.. of the last axis, the nested
+ * sum from level lvl (mapped axis maxis[lvl]) inwards, x read at offset
+ * off plus the inner levels' offsets.  The same order as the formula
+ * element by element: at each level sum_e w_e * (the level inside),
+ * terms left to right, the innermost level the last axis. */
+#define SEP_KERNEL(T, NAME, W)                                                                        \
+    static void NAME##_nest(const sep_job *j, const int64_t *c, int lvl, int64_t off, int64_t o0,  \
+                            int n, T (*buf)[SEG])                                                  \
+    {                                                                                              \
+        const T *x = j->src;                                                                       \
+        T *acc = buf[lvl];                                                                         \
+        int last = j->ndim - 1;                                                                    \
+        if (lvl == j->nm) {                                                                        \
+            const axis_map *m = j->map[last];                                                      \
+            if (!m) {                                                                              \
+                memcpy(acc, x + off + o0, sizeof(T) * (size_t)n);                                  \
+                return;                                                                            \
+            }                                                                                      \
+            const int64_t *ix = m->idx + (m->taps ? o0 * m->taps : 0);                             \
+            const T *w = m->W ? m->W + (m->taps ? o0 * m->taps : 0) : NULL;                        \
+            x += off;                                                                              \
+            if (m->taps == 1 && !w) /* nearest */                                                  \
+                for (int i = 0; i < n; i++)                                                        \
+                    acc[i] = x[ix[i]];                                                             \
+            else if (m->taps == 2 && w) /* linear */                                               \
+                for (int i = 0; i < n; i++)                                                        \
+                    acc[i] = w[2 * i] * x[ix[2 * i]] + w[2 * i + 1] * x[ix[2 * i + 1]];            \
+            else if (m->taps == 4 && w) /* cubic */                                                \
+                for (int i = 0; i < n; i++)                                                        \
+                    acc[i] = ((w[4 * i] * x[ix[4 * i]] + w[4 * i + 1] * x[ix[4 * i + 1]]) +        \
+                              w[4 * i + 2] * x[ix[4 * i + 2]]) +                                   \
+                             w[4 * i + 3] * x[ix[4 * i + 3]];                                      \
+            else                                                                                   \
+                for (int i = 0; i < n; i++) {                                                      \
+                    int64_t e0 = m->start[o0 + i], e1 = m->start[o0 + i + 1];                      \
+                    T a = 0;                                                                       \
+                    for (int64_t e = e0; e < e1; e++) {                                            \
+                        T t = x[m->idx[e]];                                                        \
+                        if (m->W)                                                                  \
+                            t = m->W[e] * t;                                                       \
+                        a = e == e0 ? t : a + t;                                                   \
+                    }                                                                              \
+                    acc[i] = a;                                                                    \
+                }                                                                                  \
+            return;                                                                                \
+        }                                                                                          \
+        int ax = j->maxis[lvl];                                                                    \
+        const axis_map *m = j->map[ax];                                                            \
+        int64_t e0 = m->start[c[ax]], e1 = m->start[c[ax] + 1];                                    \
+        const T *in = buf[lvl + 1];                                                                \
+        if (e0 == e1)                                                                              \
+            memset(acc, 0, sizeof(T) * (size_t)n);                                                 \
+        for (int64_t e = e0; e < e1; e++) {                                                        \
+            NAME##_nest(j, c, lvl + 1, off + m->idx[e] * j->sstride[ax], o0, n, buf);              \
+            T w = m->W ? m->W[e] : (T)1;                                                           \
+            if (e == e0 && m->W)                                                                   \
+                for (int i = 0; i < n; i++)                                                        \
+                    acc[i] = w * in[i];                                                            \
+            else if (e == e0)                                                                      \
+                memcpy(acc, in, sizeof(T) * (size_t)n);                                            \
+            else if (m->W)                                                                         \
+                for (int i = 0; i < n; i++)                                                        \
+                    acc[i] = acc[i] + w * in[i];                                                   \
+            else                                                                                   \
+                for (int i = 0; i < n; i++)                                                        \
+                    acc[i] = acc[i] + in[i];                                                       \
+        }                                                                                          \
+    }                                                                                              \
+    /* rows r0..r1-1 of dst */                                                                     \
+    static void NAME(const sep_job *j, int64_t r0, int64_t r1)                                     \
+    {                                                                                              \
+        T *d = j->dst, buf[TL_MAXDIM + 1][SEG];                                                    \
+        int last = j->ndim - 1;                                                                    \
+        int64_t len = j->shape[last], c[TL_MAXDIM], rest = r0;                                     \
+        for (int k = last - 1; k >= 0; k--) {                                                      \
+            c[k] = rest % j->shape[k];                                                             \
+            rest /= j->shape[k];                                                                   \
+        }                                                                                          \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
+            int64_t off = 0;                                                                       \
+            for (int k = 0; k < last; k++)                                                         \
+                if (!j->map[k])                                                                    \
+                    off += c[k] * j->sstride[k];                                                   \
+            for (int64_t o0 = 0; o0 < len; o0 += SEG) {                                            \
+                int n = len - o0 < SEG ? (int)(len - o0) : SEG;                                    \
+                NAME##_nest(j, c, 0, off, o0, n, buf);                                             \
+                memcpy(d + r * len + o0, buf[0], sizeof(T) * (size_t)n);                           \
+            }                                                                                      \
+            for (int k = last - 1; k >= 0 && ++c[k] == j->shape[k]; k--)                           \
+                c[k] = 0;                                                                          \
+        }                                                                                          \
     }
-SEP_KERNEL(float, sep_f32)
-SEP_KERNEL(double, sep_f64)
+SEP_KERNEL(float, sep_f32, wf)
+SEP_KERNEL(double, sep_f64, w)
 
 static void sep_item(void *ctx, int64_t item)
 {
     const sep_job *j = ctx;
-    int64_t e0 = item * CHUNK, e1 = e0 + CHUNK < j->numel ? e0 + CHUNK : j->numel;
+    int64_t r0 = item * j->rows_per_item, r1 = r0 + j->rows_per_item < j->rows ? r0 + j->rows_per_item : j->rows;
     if (j->dt == TL_F32)
-        sep_f32(j, e0, e1);
+        sep_f32(j, r0, r1);
     else
-        sep_f64(j, e0, e1);
+        sep_f64(j, r0, r1);
 }
 
 /* dst = maps applied to src (maps[d] NULL: axis d is the identity). */
 static void sep_run(const tl_tensor *src, tl_tensor *dst, const axis_map *const *maps)
 {
-    sep_job j = {.dt = dst->dtype, .src = src->data, .dst = dst->data, .ndim = dst->ndim, .numel = dst->numel};
+    size_t es = tl_dtype_size(dst->dtype);
+    if (dst->ndim == 0) {
+        memcpy(dst->data, src->data, es);
+        return;
+    }
+    sep_job j = {.dt = dst->dtype, .src = src->data, .dst = dst->data, .ndim = dst->ndim};
     memcpy(j.shape, dst->shape, sizeof(int64_t) * (size_t)dst->ndim);
     cpu_strides(src->ndim, src->shape, j.sstride);
     for (int d = 0; d < dst->ndim; d++)
-        if ((j.map[d] = maps[d]))
+        if ((j.map[d] = maps[d]) && d < dst->ndim - 1)
             j.maxis[j.nm++] = d;
-    int64_t items = (j.numel + CHUNK - 1) / CHUNK;
+    int64_t len = dst->shape[dst->ndim - 1];
+    j.rows = dst->numel / len;
+    j.rows_per_item = len >= CHUNK ? 1 : CHUNK / len;
+    int64_t items = (j.rows + j.rows_per_item - 1) / j.rows_per_item;
     cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, sep_item, &j);
 }
 
@@ -379,8 +465,9 @@ static int64_t resize_nearest(int rounding, double x)
 static tl_code resize_map(const tl_attrs *a, int64_t in, int64_t out, double s, axis_map *m, tl_status *st)
 {
     int taps = a->mode == TL_RESIZE_NEAREST ? 1 : a->mode == TL_RESIZE_LINEAR ? 2 : 4;
-    if (map_alloc(m, out, out * taps, true, st))
+    if (map_alloc(m, out, out * taps, taps > 1, st)) /* nearest: weight 1 */
         return st->code;
+    m->taps = taps;
     double A = a->cubic_coeff;
     for (int64_t o = 0; o < out; o++) {
         double x = resize_coord(a->coord, o, in, out, s), w[4] = {1};
@@ -388,7 +475,6 @@ static tl_code resize_map(const tl_attrs *a, int64_t in, int64_t out, double s, 
         m->start[o] = o * taps;
         if (taps == 1) {
             idx[0] = clamp_index(resize_nearest(a->nearest, x), in);
-            memcpy(m->w + o * taps, w, sizeof(double));
             continue;
         }
         /* ONNX takes the taps nearest x, the lower ones on a tie: at an
@@ -432,7 +518,10 @@ static tl_code resize(tl_opcode op, const tl_tensor *src, const tl_attrs *a, tl_
         rc = resize_map(a, in, o, s, &fwd[k], st);
         if (rc == TL_OK && op == TL_OP_RESIZE_GRAD)
             rc = map_transpose(&fwd[k], in, &back[k], st);
-        maps[2 + k] = op == TL_OP_RESIZE ? &fwd[k] : &back[k];
+        axis_map *m = op == TL_OP_RESIZE ? &fwd[k] : &back[k];
+        if (rc == TL_OK && out->dtype == TL_F32)
+            rc = map_round(m, st);
+        maps[2 + k] = m;
     }
     if (rc == TL_OK)
         sep_run(src, out, maps);
