@@ -33,6 +33,7 @@ static inline bool cu_has_kernel(tl_opcode op)
     case TL_OP_BATCH_NORM:
     case TL_OP_LAYER_NORM:
     case TL_OP_GROUP_NORM:
+    case TL_OP_LAYER_NORM_GRAD:
     case TL_OP_RANDOM_NORMAL: /* its log and cos: the CPU's libm, for the CPU's bits */
         return false;
     default: return op < TL_OP_COUNT && (tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP);
