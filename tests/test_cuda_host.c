@@ -759,6 +759,34 @@ Test(cuda_host, lines_and_draws_have_the_cpu_bits)
     }
 }
 
+/* Long rows: the norms' sums through psum.h's whole tree, the CPU's bits. */
+Test(cuda_host, norms_of_long_rows_have_the_cpu_bits)
+{
+    for (int dt = 0; dt < 2; dt++) {
+        int64_t shape[3] = {2, 6, 701 + 350 * dt}, cs[1] = {6}, ls[2] = {6, shape[2]};
+        tl_tensor *x = random_tensor((tl_dtype)dt, 3, shape, false);
+        tl_tensor *g = random_tensor((tl_dtype)dt, 3, shape, false);
+        tl_tensor *sc = random_tensor((tl_dtype)dt, 1, cs, false), *bi = random_tensor((tl_dtype)dt, 1, cs, false);
+        tl_tensor *lsc = random_tensor((tl_dtype)dt, 2, ls, false), *lbi = random_tensor((tl_dtype)dt, 2, ls, false);
+        for (int64_t i = 0; i < x->numel; i++)
+            tl_tensor_set(x, i, tl_tensor_get(x, i) * 0.37 + (double)(i % 11) / 3);
+        tl_attrs a;
+        tl_attrs_init(&a);
+        a.epsilon = 1e-5;
+        a.groups = 3;
+        a.axis = 1;
+        const tl_tensor *gn[3] = {x, sc, bi}, *ln[3] = {x, lsc, lbi}, *lg[3] = {x, g, lsc};
+        same_as_cpu(TL_OP_GROUP_NORM, 3, gn, &a, (tl_dtype)dt, 3, shape, "group_norm");
+        same_as_cpu(TL_OP_GROUP_NORM, 1, gn, &a, (tl_dtype)dt, 3, shape, "group_norm, no scale");
+        same_as_cpu(TL_OP_LAYER_NORM, 3, ln, &a, (tl_dtype)dt, 3, shape, "layer_norm");
+        same_as_cpu(TL_OP_LAYER_NORM_GRAD, 3, lg, &a, (tl_dtype)dt, 3, shape, "layer_norm_grad");
+        same_as_cpu(TL_OP_LAYER_NORM_GRAD, 2, lg, &a, (tl_dtype)dt, 3, shape, "layer_norm_grad, no scale");
+        tl_tensor *objs[] = {x, g, sc, bi, lsc, lbi};
+        for (int i = 0; i < 6; i++)
+            tl_tensor_unref(objs[i]);
+    }
+}
+
 /* ---------- the caching allocator ---------- */
 
 typedef struct fake_mem {

@@ -1,7 +1,7 @@
 // The layer ops of nn.md: convolutions (im2col and col2im around cuBLAS
-// gemms), pools and their gradients, pad and pad_grad, resize and
-// resize_grad, scatter_add, argmax, argmin, cumsum, random_uniform and
-// dropout.  nn.h holds what
+// gemms), pools and their gradients, batch_norm, layer_norm, group_norm
+// and layer_norm_grad, pad and pad_grad, resize and resize_grad,
+// scatter_add, argmax, argmin, cumsum, random_uniform and dropout.  nn.h holds what
 // each thread computes and the drivers that order the kernels and gemms;
 // here are the kernels and the device those drivers run on.  The handle
 // runs cuBLAS in pedantic math without atomics (plugin.cu) and no kernel
@@ -43,6 +43,8 @@ template <typename T> static tl_code launch_typed(cu_state *s, const cu_nnk *k, 
         NN_CASE(CU_NN_LINE)
         NN_CASE(CU_NN_RANDOM)
         NN_CASE(CU_NN_SEP)
+        NN_CASE(CU_NN_NSTATS)
+        NN_CASE(CU_NN_NAPPLY)
     default: return tl_fail(st, TL_ERUNTIME, "internal: layer kernel %d", k->op);
     }
     return TL_OK;

@@ -55,6 +55,8 @@ enum {
     CU_NN_CHECK,    /* scatter_add's indices: the bad ones flagged */
     CU_NN_RANDOM,   /* random_uniform, dropout: element e's own draw */
     CU_NN_SEP,      /* resize, resize_grad: the separable maps' nested sum */
+    CU_NN_NSTATS,   /* layer_norm, group_norm, layer_norm_grad: one thread per row */
+    CU_NN_NAPPLY,   /* the norms' elements, from the rows' statistics */
 };
 
 /* One kernel launch: its geometry, the batch chunk and the operands. */
@@ -88,6 +90,12 @@ typedef struct cu_nnk {
     int64_t sshape[2 + TL_MAXSP], sstride[2 + TL_MAXSP]; /* the result's shape, the source's strides */
     const int64_t *mstart[TL_MAXSP], *midx[TL_MAXSP];
     const double *mw[TL_MAXSP];
+    /* norms: rows of len elements (group_norm: cpr channels of per); the
+     * rows' statistics in stats (mean, r, m1, m2 per row) */
+    const void *g2, *scale, *bias, *mean, *var;
+    void *stats;
+    int64_t rows, per, groups, cpr;
+    double eps;
 } cu_nnk;
 
 /* Row-major coordinates of position p in a d-axis shape. */
@@ -223,6 +231,117 @@ CU_DEFINE_CUMSUM(float, float, f)
 CU_DEFINE_CUMSUM(double, double, d)
 CU_DEFINE_CUMSUM(int32_t, uint32_t, i32)
 CU_DEFINE_CUMSUM(int64_t, uint64_t, i64)
+
+/* ---------- norms: psum.h's order, one thread per row ---------- */
+
+/* What a norm row's sums add: x, (x - m)^2, h = g scale, h xhat. */
+enum { CU_SUM_X, CU_SUM_SQ, CU_SUM_H, CU_SUM_HX };
+
+/* The per-element kernels and the sums of psum.h, walked without
+ * recursion (a stack of halves): the CPU's tree and leaves exactly. */
+#define CU_DEFINE_NORM(T, SUF)                                                     \
+    /* element i of row `row`'s summand */                                         \
+    TL_HD static inline T cu_norm_term_##SUF(const cu_nnk *k, int what, int64_t row, int64_t i, \
+                                             T m, T r)                             \
+    {                                                                              \
+        T x = ((const T *)k->x)[row * k->len + i];                                 \
+        if (what == CU_SUM_X)                                                      \
+            return x;                                                              \
+        if (what == CU_SUM_SQ) {                                                   \
+            T c = x - m;                                                           \
+            return c * c;                                                          \
+        }                                                                          \
+        const T *sc = (const T *)k->scale;                                         \
+        T g = ((const T *)k->g2)[row * k->len + i], h = sc ? g * sc[i] : g;        \
+        return what == CU_SUM_H ? h : h * ((x - m) / r);                           \
+    }                                                                              \
+    TL_HD static inline T cu_norm_leaf_##SUF(const cu_nnk *k, int what, int64_t row, int64_t lo, \
+                                             int64_t n, T m, T r)                  \
+    {                                                                              \
+        T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, rest = 0;                             \
+        int64_t i = 0;                                                             \
+        for (; i + 8 <= n; i += 8)                                                 \
+            for (int q = 0; q < 8; q++)                                            \
+                acc[q] += cu_norm_term_##SUF(k, what, row, lo + i + q, m, r);      \
+        for (; i < n; i++)                                                         \
+            rest += cu_norm_term_##SUF(k, what, row, lo + i, m, r);                \
+        return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +                           \
+               ((acc[4] + acc[5]) + (acc[6] + acc[7])) + rest;                     \
+    }                                                                              \
+    TL_HD static inline T cu_norm_sum_##SUF(const cu_nnk *k, int what, int64_t row, T m, T r) \
+    {                                                                              \
+        int64_t lo[64], n[64];                                                     \
+        T a[64], ret = 0;                                                          \
+        int stage[64], sp = 1;                                                     \
+        bool have = false;                                                         \
+        lo[0] = 0;                                                                 \
+        n[0] = k->len;                                                             \
+        stage[0] = 0;                                                              \
+        while (sp > 0) {                                                           \
+            int f = sp - 1;                                                        \
+            int64_t h = (n[f] / 2) & ~(int64_t)7;                                  \
+            if (have && stage[f] == 1) { /* the left half's sum: now the right */  \
+                a[f] = ret;                                                        \
+                stage[f] = 2;                                                      \
+                have = false;                                                      \
+                lo[sp] = lo[f] + h, n[sp] = n[f] - h, stage[sp++] = 0;             \
+            } else if (have) { /* both halves */                                   \
+                ret = a[f] + ret;                                                  \
+                sp--;                                                              \
+            } else if (n[f] <= 256) {                                              \
+                ret = cu_norm_leaf_##SUF(k, what, row, lo[f], n[f], m, r);         \
+                have = true;                                                       \
+                sp--;                                                              \
+            } else {                                                               \
+                stage[f] = 1;                                                      \
+                lo[sp] = lo[f], n[sp] = h, stage[sp++] = 0;                        \
+            }                                                                      \
+        }                                                                          \
+        return ret;                                                                \
+    }                                                                              \
+    /* row's mean and r = sqrt(var + eps), and for the gradient the means of   \
+     * h and h xhat */                                                             \
+    TL_HD static inline void cu_norm_stats_##SUF(const cu_nnk *k, int64_t row)     \
+    {                                                                              \
+        T *out = (T *)k->stats + 4 * row, n = (T)k->len, eps = (T)k->eps;          \
+        T m = cu_norm_sum_##SUF(k, CU_SUM_X, row, 0, 1) / n;                       \
+        T var = cu_norm_sum_##SUF(k, CU_SUM_SQ, row, m, 1) / n;                    \
+        T r = sqrt(var + eps);                                                     \
+        out[0] = m;                                                                \
+        out[1] = r;                                                                \
+        if (k->sub == TL_OP_LAYER_NORM_GRAD) {                                     \
+            out[2] = cu_norm_sum_##SUF(k, CU_SUM_H, row, m, r) / n;                \
+            out[3] = cu_norm_sum_##SUF(k, CU_SUM_HX, row, m, r) / n;               \
+        }                                                                          \
+    }                                                                              \
+    /* element e: the CPU's formula in its order */                                \
+    TL_HD static inline void cu_norm_apply_##SUF(const cu_nnk *k, int64_t e)       \
+    {                                                                              \
+        const T *x = (const T *)k->x, *sc = (const T *)k->scale, *bi = (const T *)k->bias; \
+        T *y = (T *)k->y;                                                          \
+        if (k->sub == TL_OP_BATCH_NORM) {                                          \
+            int64_t c = e / k->per % k->groups;                                    \
+            T r = sqrt(((const T *)k->var)[c] + (T)k->eps);                        \
+            y[e] = (x[e] - ((const T *)k->mean)[c]) / r * sc[c] + bi[c];           \
+            return;                                                                \
+        }                                                                          \
+        int64_t row = e / k->len, i = e % k->len;                                  \
+        const T *st = (const T *)k->stats + 4 * row;                               \
+        T m = st[0], r = st[1];                                                    \
+        if (k->sub == TL_OP_LAYER_NORM_GRAD) {                                     \
+            T h = cu_norm_term_##SUF(k, CU_SUM_H, row, i, m, r), xh = (x[e] - m) / r; \
+            y[e] = ((h - st[2]) - xh * st[3]) / r;                                 \
+            return;                                                                \
+        }                                                                          \
+        if (!sc) {                                                                 \
+            y[e] = (x[e] - m) / r;                                                 \
+            return;                                                                \
+        }                                                                          \
+        int64_t c = k->sub == TL_OP_LAYER_NORM ? i : row % k->groups * k->cpr + i / k->per; \
+        y[e] = bi ? (x[e] - m) / r * sc[c] + bi[c] : (x[e] - m) / r * sc[c];       \
+    }
+CU_DEFINE_NORM(float, f)
+CU_DEFINE_NORM(double, d)
 
 /* ---------- per-element kernels ---------- */
 
@@ -542,6 +661,8 @@ CU_DEFINE_CUMSUM(int64_t, uint64_t, i64)
         case CU_NN_PADGRAD: cu_padgrad_##SUF(k, e); break;                         \
         case CU_NN_RANDOM: cu_random_##SUF(k, e); break;                           \
         case CU_NN_SEP: cu_sep_##SUF(k, e); break;                                 \
+        case CU_NN_NSTATS: cu_norm_stats_##SUF(k, e); break;                       \
+        case CU_NN_NAPPLY: cu_norm_apply_##SUF(k, e); break;                       \
         case CU_NN_LINE:                                                           \
             if (k->dt == TL_I32 || k->dt == TL_I64) {                              \
                 int64_t o_ = e / k->inner, px_ = o_ * k->len * k->inner + e % k->inner; \
@@ -1215,6 +1336,61 @@ static inline tl_code cu_resize_run(const cu_nn_dev *dev, tl_opcode op, const tl
     return rc;
 }
 
+/* batch_norm (inference: elementwise), layer_norm, group_norm and
+ * layer_norm_grad: a row's statistics by one thread in psum.h's order,
+ * then one thread per element; the CPU's bits (cpu_norm.c). */
+static inline tl_code cu_norm_run(const cu_nn_dev *dev, tl_opcode op, int n, const tl_tensor *const *in,
+                                  const tl_attrs *a, tl_tensor *out, tl_status *st)
+{
+    const tl_tensor *x = in[0];
+    cu_nnk k;
+    memset(&k, 0, sizeof k);
+    k.sub = (int)op;
+    k.x = x->data;
+    k.y = out->data;
+    k.eps = a->epsilon;
+    int64_t S = 1;
+    for (int d = 2; d < x->ndim; d++)
+        S *= x->shape[d];
+    switch (op) {
+    case TL_OP_BATCH_NORM:
+        k.scale = in[1]->data, k.bias = in[2]->data, k.mean = in[3]->data, k.var = in[4]->data;
+        k.per = S, k.groups = x->shape[1];
+        k.op = CU_NN_NAPPLY;
+        return dev->launch(dev->ctx, x->dtype, &k, out->numel, st);
+    case TL_OP_LAYER_NORM:
+    case TL_OP_LAYER_NORM_GRAD: {
+        int first = op == TL_OP_LAYER_NORM ? 1 : 2;
+        if (op == TL_OP_LAYER_NORM_GRAD)
+            k.g2 = in[1]->data;
+        k.scale = n > first ? in[first]->data : NULL;
+        k.bias = n > first + 1 ? in[first + 1]->data : NULL;
+        k.len = 1;
+        for (int d = (int)a->axis; d < x->ndim; d++)
+            k.len *= x->shape[d];
+        k.rows = k.len ? x->numel / k.len : 0;
+        break;
+    }
+    default: /* group_norm */
+        k.scale = n > 1 ? in[1]->data : NULL, k.bias = n > 2 ? in[2]->data : NULL;
+        k.groups = a->groups, k.cpr = x->shape[1] / a->groups, k.per = S;
+        k.rows = x->shape[0] * a->groups, k.len = k.cpr * S;
+        break;
+    }
+    if (k.rows == 0)
+        return TL_OK;
+    k.stats = dev->alloc(dev->ctx, 4 * tl_dtype_size(x->dtype) * (size_t)k.rows, st);
+    if (!k.stats)
+        return st->code;
+    k.op = CU_NN_NSTATS;
+    tl_code rc = dev->launch(dev->ctx, x->dtype, &k, k.rows, st);
+    k.op = CU_NN_NAPPLY;
+    if (!rc)
+        rc = dev->launch(dev->ctx, x->dtype, &k, out->numel, st);
+    dev->release(dev->ctx, k.stats);
+    return rc;
+}
+
 /* Every layer op with a kernel here. */
 static inline tl_code cu_nn_run(const cu_nn_dev *dev, tl_opcode op, int n, const tl_tensor *const *in,
                                 const tl_attrs *a, tl_tensor *out, tl_status *st)
@@ -1231,6 +1407,10 @@ static inline tl_code cu_nn_run(const cu_nn_dev *dev, tl_opcode op, int n, const
     case TL_OP_DROPOUT: return cu_random_run(dev, op, in, a, out, st);
     case TL_OP_RESIZE:
     case TL_OP_RESIZE_GRAD: return cu_resize_run(dev, op, in[0], a, out, st);
+    case TL_OP_BATCH_NORM:
+    case TL_OP_LAYER_NORM:
+    case TL_OP_GROUP_NORM:
+    case TL_OP_LAYER_NORM_GRAD: return cu_norm_run(dev, op, n, in, a, out, st);
     case TL_OP_CONV: return cu_conv_run(dev, n, in, a, out, st);
     case TL_OP_CONV_TRANSPOSE: return cu_conv_transpose_run(dev, n, in, a, out, st);
     case TL_OP_CONV_GRAD_W: return cu_conv_grad_w_run(dev, in, a, out, st);

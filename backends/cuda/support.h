@@ -29,11 +29,7 @@ static inline bool cu_has_kernel(tl_opcode op)
     case TL_OP_ISINF:
     case TL_OP_FMOD:
     case TL_OP_MOD:
-    /* the layer ops without a kernel yet (those with one: nn.cu) */
-    case TL_OP_BATCH_NORM:
-    case TL_OP_LAYER_NORM:
-    case TL_OP_GROUP_NORM:
-    case TL_OP_LAYER_NORM_GRAD:
+    /* the layer op without a CUDA kernel (the others: nn.cu) */
     case TL_OP_RANDOM_NORMAL: /* its log and cos: the CPU's libm, for the CPU's bits */
         return false;
     default: return op < TL_OP_COUNT && (tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP);
