@@ -6,8 +6,11 @@
  * (tests/cuda_twin.h), each op checked against the CPU kernel as it runs:
  * bit for bit where the GPU computes in the CPU's order (elementwise, shape
  * and index ops, scatters, max and min, and the map interpreter, forward
- * and derivative), within a tolerance where the order is the tree's (sums,
- * products, softmax) or cuBLAS's (matmul, here a reference gemm). */
+ * and derivative; of the layer ops pools, norms, pad, resize, the line ops
+ * and the draws), within a tolerance where the order is the tree's (sums,
+ * products, softmax) or cuBLAS's (matmul and the convolutions, here a
+ * reference gemm).  The layer ops are also checked against their formulas
+ * on random geometries. */
 #define _DEFAULT_SOURCE
 #include <tgmath.h>
 
@@ -879,10 +882,7 @@ static bool reordered(tl_opcode op)
     case TL_OP_MATMUL:
     case TL_OP_CONV: /* gemms */
     case TL_OP_CONV_TRANSPOSE:
-    case TL_OP_CONV_GRAD_W:
-    case TL_OP_AVG_POOL: /* sums and quotients in the kernel's own order */
-    case TL_OP_AVG_POOL_GRAD:
-    case TL_OP_MAX_POOL_GRAD: return true;
+    case TL_OP_CONV_GRAD_W: return true;
     default: return false;
     }
 }

@@ -136,11 +136,12 @@ TL_HD static inline int64_t cu_avg_count(const cu_sp *g, const int64_t *o, bool 
 }
 
 /* The next window on an axis holding wide position i: the narrow
- * position of the first tap below *tap whose window holds i, or -1.
- * Starting at *tap = k, the windows come in increasing narrow order. */
-TL_HD static inline int64_t cu_window_next(const cu_sp *g, int ax, int64_t i, int64_t *tap)
+ * position of the next tap after *tap whose window holds i, or -1.  Down
+ * from *tap = k the windows come in increasing narrow order, up from
+ * *tap = -1 in decreasing order. */
+TL_HD static inline int64_t cu_window_next(const cu_sp *g, int ax, int64_t i, int64_t *tap, bool up)
 {
-    while (--*tap >= 0) { /* the narrow position decreases with the tap */
+    while (up ? ++*tap < g->k[ax] : --*tap >= 0) { /* the narrow position decreases with the tap */
         int64_t at = i + g->lo[ax] - *tap * g->dil[ax];
         if (at >= 0 && at % g->s[ax] == 0 && at / g->s[ax] < g->out[ax])
             return at / g->s[ax];
@@ -463,8 +464,10 @@ CU_DEFINE_NORM(double, d)
             k->idx[e] = pick;                                                      \
     }                                                                              \
                                                                                    \
-    /* The windows holding wide element e, in increasing narrow order: the sum     \
-     * of g over those that picked it (max) or of each g / its count (avg). */     \
+    /* The windows holding wide element e, in the CPU's order (cpu_pool.c):        \
+     * increasing narrow order, but for avg decreasing along the last axis (the    \
+     * CPU spreads each window tap by tap); the sum of g over those that picked    \
+     * it (max) or of each g / its count (avg). */                                 \
     TL_HD static inline void cu_poolgrad_##SUF(const cu_nnk *k, int64_t e, bool avg) \
     {                                                                              \
         const cu_sp *g = &k->g;                                                    \
@@ -476,8 +479,8 @@ CU_DEFINE_NORM(double, d)
         int ax;                                                                    \
         cu_unravel(g->d, g->in, p, i);                                             \
         for (ax = 0; ax < g->d; ax++) {                                            \
-            tap[ax] = g->k[ax];                                                    \
-            if ((o[ax] = cu_window_next(g, ax, i[ax], &tap[ax])) < 0)              \
+            tap[ax] = avg && ax == g->d - 1 ? -1 : g->k[ax];                       \
+            if ((o[ax] = cu_window_next(g, ax, i[ax], &tap[ax], avg && ax == g->d - 1)) < 0) \
                 break;                                                             \
         }                                                                          \
         while (ax == g->d) { /* the windows, row-major over the axes */            \
@@ -489,10 +492,11 @@ CU_DEFINE_NORM(double, d)
             else if (idx[q] == p)                                                  \
                 sum += gr[q];                                                      \
             for (ax = g->d - 1; ax >= 0; ax--) {                                   \
-                if ((o[ax] = cu_window_next(g, ax, i[ax], &tap[ax])) >= 0)         \
+                bool up = avg && ax == g->d - 1;                                   \
+                if ((o[ax] = cu_window_next(g, ax, i[ax], &tap[ax], up)) >= 0)     \
                     break;                                                         \
-                tap[ax] = g->k[ax];                                                \
-                o[ax] = cu_window_next(g, ax, i[ax], &tap[ax]);                    \
+                tap[ax] = up ? -1 : g->k[ax];                                      \
+                o[ax] = cu_window_next(g, ax, i[ax], &tap[ax], up);                \
             }                                                                      \
             ax = ax < 0 ? -1 : g->d;                                               \
         }                                                                          \
