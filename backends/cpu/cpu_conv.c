@@ -10,9 +10,11 @@
  * The ways, as Caffe and ggml do them, around OpenBLAS gemm on the
  * calling thread (blas.h):
  *   conv:           B[n, g] = W[g] im2col(A[n, g]), by chunks of positions;
- *   conv_transpose: A[n, g] = col2im(W[g]^T B[n, g]), by blocks of channels;
+ *   conv_transpose: A[n, g] = col2im(W[g]^T B[n, g]), by blocks of channels
+ *                   (chunks of positions inside); with stride 1, a conv of
+ *                   B with the kernel flipped (as_conv below);
  *   conv_grad_w:    W[g] = sum over n, chunks of B[n, g] im2col(A[n, g])^T,
- *                   by blocks of channels, samples and chunks in order;
+ *                   by blocks of W, samples and chunks in order;
  * a 1x1 kernel with stride 1 and no padding skips im2col (A is its own
  * column matrix), and one in-side channel per group (depthwise) runs
  * direct kernels instead, a row of taps at a time.
@@ -38,14 +40,24 @@ typedef struct geom {
     int64_t isz, osz, ksz, rows;                     /* products; rows = ca ksz */
 } geom;
 
+/* A tap of the kernel: the input row it reads from output row (od, oh)
+ * is (od*stride0 + doff, oh*stride1 + hoff), element ow*stride2 + off of
+ * it, valid for ow in [a, b). */
+typedef struct tap {
+    int64_t doff, hoff, off, a, b;
+} tap;
+
 typedef struct job {
     geom g;
+    const tap *taps;       /* the direct kernels': ksz of them */
     const cpu_blas *blas;
     void *ins, *outs, *w;  /* A, B, W: the one being computed is written */
     const void *bias;      /* conv: per out-side channel; conv_transpose: in-side */
     bool pointwise;        /* no im2col: 1x1, stride 1, no padding */
     int64_t chunk, nchunks; /* conv: positions; conv_transpose: channels */
+    int64_t pchunk;         /* conv_transpose: positions */
     int64_t cblk, nblk;    /* conv_grad_w: in-side channels per item, blocks per group */
+    int64_t oblk, noblk;   /* conv_grad_w: out-side channels per item, blocks per group */
     atomic_bool failed;    /* scratch could not be had */
 } job;
 
@@ -87,6 +99,8 @@ static void *scratch(job *j, size_t bytes)
 #define CHUNK_BYTES (1 << 20)
 /* conv_grad_w's blocks: about this many items over the groups. */
 #define GRADW_ITEMS 8
+#define GRADW_COLS 64
+#define GRADW_ROWS 16
 /* the direct kernels keep ksz * ow partial sums */
 #define DIRECT_ACC (1 << 16)
 #define MIN_FLOPS_PER_THREAD (1 << 22)
@@ -207,6 +221,17 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     void *w_flip = NULL;
     if (G->ca == 1 && G->ksz * G->os[2] <= DIRECT_ACC) { /* depthwise: direct */
         kind = K_DW + which;
+        tap *taps = tl_malloc((size_t)G->ksz, sizeof *taps, "convolution taps", st);
+        if (!taps)
+            return st->code;
+        for (int64_t k = 0; k < G->ksz; k++) {
+            int64_t kd = k / (G->k[1] * G->k[2]), kh = k / G->k[2] % G->k[1], kw = k % G->k[2];
+            taps[k].doff = kd * G->dl[0] - G->lo[0];
+            taps[k].hoff = kh * G->dl[1] - G->lo[1];
+            taps[k].off = kw * G->dl[2] - G->lo[2];
+            valid(taps[k].off, G->st[2], G->is[2], G->os[2], &taps[k].a, &taps[k].b);
+        }
+        j.taps = taps;
         nitems = which == K_CONV ? G->n * G->groups * G->cb : which == K_CONVT ? G->n * G->groups : G->groups * G->cb;
     } else {
         j.pointwise = is_pointwise(a);
@@ -230,25 +255,35 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
                 j.chunk = G->osz <= 4096 ? G->osz : 4096;
             j.nchunks = (G->osz + j.chunk - 1) / j.chunk;
             nitems = G->n * G->groups * j.nchunks;
-        } else if (which == K_CONVT) { /* blocks of in-side channels */
+        } else if (which == K_CONVT) { /* blocks of in-side channels, chunks of positions inside */
             int64_t want = CHUNK_BYTES / (int64_t)es / (G->ksz * (G->osz ? G->osz : 1));
             j.chunk = j.pointwise ? G->ca : clamp64(want, 1, G->ca);
             j.nchunks = (G->ca + j.chunk - 1) / j.chunk;
+            want = CHUNK_BYTES / (int64_t)es / (j.chunk * G->ksz);
+            j.pchunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);
             nitems = G->n * G->groups * j.nchunks;
         } else { /* blocks of in-side channels, chunks of positions inside */
+            /* blocks of at least GRADW_COLS columns of W (thinner products
+             * pack the whole of B once for very little), then blocks of at
+             * least GRADW_ROWS out-side channels while items are wanted */
             int64_t per = G->groups >= GRADW_ITEMS ? 1 : GRADW_ITEMS / G->groups;
             j.cblk = (G->ca + per - 1) / per;
+            j.cblk = clamp64((GRADW_COLS + G->ksz - 1) / G->ksz, j.cblk, G->ca);
             j.nblk = (G->ca + j.cblk - 1) / j.cblk;
+            int64_t rest = per / j.nblk > 1 ? per / j.nblk : 1;
+            j.oblk = clamp64((G->cb + rest - 1) / rest, GRADW_ROWS, G->cb);
+            j.noblk = (G->cb + j.oblk - 1) / j.oblk;
             int64_t want = CHUNK_BYTES / (int64_t)es / (j.cblk * G->ksz);
             j.chunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);
             if (j.chunk < 1)
                 j.chunk = 1;
-            nitems = G->groups * j.nblk;
+            nitems = G->groups * j.nblk * j.noblk;
         }
     }
     const cpu_item_fn *fns = out->dtype == TL_F32 ? items_f : items_d;
     cpu_parallel(nitems, threads_for(flops), fns[kind], &j);
     free(w_flip);
+    free((void *)j.taps);
     if (atomic_load(&j.failed))
         return tl_fail(st, TL_ERUNTIME, "out of memory for the scratch of %s", tl_ops[op].name);
     return TL_OK;

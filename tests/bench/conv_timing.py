@@ -93,26 +93,28 @@ def time_tl(tl, graph, inputs, out, threads):
     return sum(ms) / 1e3, cpu
 
 
-def time_torch(name, arrays, threads, reps):
-    import torch
-    torch.set_num_threads(threads)
-    t = {k: torch.tensor(v, requires_grad=True) for k, v in arrays.items()}
+class TorchBlock:
+    """The block in PyTorch on the same inputs; run(threads) times one
+    forward and backward: (wall, CPU seconds)."""
 
-    def once():
-        y = torch_block(name, t)
-        y.backward(torch.ones_like(y))
-        for v in t.values():
+    def __init__(self, name, arrays):
+        import torch
+        self.torch, self.name = torch, name
+        self.t = {k: torch.tensor(v, requires_grad=True) for k, v in arrays.items()}
+
+    def once(self):
+        y = torch_block(self.name, self.t)
+        y.backward(self.torch.ones_like(y))
+        for v in self.t.values():
             v.grad = None
 
-    once()
-    best, best_cpu = float("inf"), float("inf")
-    for _ in range(reps):
+    def run(self, threads):
+        self.torch.set_num_threads(threads)
+        self.once()  # warm at this thread count
         c = cpu_seconds(resource.RUSAGE_SELF)
         s = time.perf_counter()
-        once()
-        best = min(best, time.perf_counter() - s)
-        best_cpu = min(best_cpu, cpu_seconds(resource.RUSAGE_SELF) - c)
-    return best, best_cpu
+        self.once()
+        return time.perf_counter() - s, cpu_seconds(resource.RUSAGE_SELF) - c
 
 
 def main():
@@ -141,17 +143,20 @@ def main():
                       for k, s in b["inputs"].items()}
             inputs = os.path.join(tmp, name + "_in.npz")
             np.savez(inputs, **arrays)
+            tb = TorchBlock(name, arrays) if have_torch else None
             outs, tl_best = {}, {}
             for threads in (1, 2):
                 out = os.path.join(tmp, f"{name}_{threads}.npz")
-                runs = [time_tl(args.tl, graph, inputs, out, threads) for _ in range(args.reps)]
-                runs3 = [time_tl(args.tl, graph3, inputs, os.path.join(tmp, "o3.npz"), threads)
-                         for _ in range(args.reps)]
+                runs, runs3, th = [], [], []
+                for _ in range(args.reps):  # alternated, so both meet the same load
+                    runs.append(time_tl(args.tl, graph, inputs, out, threads))
+                    runs3.append(time_tl(args.tl, graph3, inputs, os.path.join(tmp, "o3.npz"), threads))
+                    th.append(tb.run(threads) if tb else (float("nan"),) * 2)
                 cpu = (min(r[1] for r in runs3) - min(r[1] for r in runs)) / 2
                 tl_best[threads] = (min(r[0] for r in runs), cpu)
+                th = (min(r[0] for r in th), min(r[1] for r in th))
                 with open(out, "rb") as f:
                     outs[threads] = f.read()
-                th = time_torch(name, arrays, threads, args.reps) if have_torch else (float("nan"),) * 2
                 same = "same" if outs[threads] == outs[1] else "DIFFER"
                 print(f"{name:10} {threads:7d} {tl_best[threads][0]:8.3f} {th[0]:8.3f} "
                       f"{th[0] / tl_best[threads][0]:7.2f}x {tl_best[threads][1]:7.3f} {th[1]:9.3f}  {same}")
