@@ -11,15 +11,15 @@
 
 #define DESC(t) tl_tensor_desc((t), (char[96]){0}, 96)
 
-/* Argument i (named what) must be of x's dtype and have shape dims[0..n). */
+/* An argument (named what) must be of x's dtype and have shape dims[0..n). */
 static tl_code check_param(const tl_tensor *t, const char *what, const tl_tensor *x, int n,
-                           const int64_t *dims, const char *op, tl_status *st)
+                           const int64_t *dims, tl_status *st)
 {
     if (t->dtype == x->dtype && t->ndim == n && !memcmp(t->shape, dims, sizeof(int64_t) * (size_t)n))
         return TL_OK;
     char w[96];
     tl_shape_desc(x->dtype, n, dims, w, sizeof w);
-    return tl_fail(st, TL_EINPUT, "%s: %s is %s, expected %s (x %s)", op, what, DESC(t), w, DESC(x));
+    return tl_fail(st, TL_EINPUT, "%s is %s, expected %s (x %s)", what, DESC(t), w, DESC(x));
 }
 
 static void same_shape(tl_shape *out, const tl_tensor *x)
@@ -30,14 +30,14 @@ static void same_shape(tl_shape *out, const tl_tensor *x)
 }
 
 /* layer_norm's axis to [0, ndim): the default -1, negative from the end. */
-static tl_code norm_axis(const tl_tensor *x, tl_attrs *a, const char *op, tl_status *st)
+static tl_code norm_axis(const tl_tensor *x, tl_attrs *a, tl_status *st)
 {
     if (!a->has_axis)
         a->axis = -1, a->has_axis = true;
     if (x->ndim < 1)
-        return tl_fail(st, TL_EINPUT, "%s: x must have at least one axis, got %s", op, DESC(x));
+        return tl_fail(st, TL_EINPUT, "x must have at least one axis, got %s", DESC(x));
     if (a->axis < -x->ndim || a->axis >= x->ndim)
-        return tl_fail(st, TL_EINPUT, "%s: \"axis\" %lld is out of range for x %s", op, (long long)a->axis,
+        return tl_fail(st, TL_EINPUT, "\"axis\" %lld is out of range for x %s", (long long)a->axis,
                        DESC(x));
     if (a->axis < 0)
         a->axis += x->ndim;
@@ -51,39 +51,48 @@ tl_code tl_shape_norm(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs 
     const tl_tensor *x = in[0];
     static const char *const bn_args[] = {"x", "scale", "bias", "mean", "var"};
     if (!(a->epsilon > 0))
-        return tl_fail(st, TL_EINPUT, "%s: \"epsilon\" must be above 0, got %g", name, a->epsilon);
+        return tl_fail(st, TL_EINPUT, "\"epsilon\" must be above 0, got %g", a->epsilon);
     switch (op) {
     case TL_OP_BATCH_NORM: /* x [N, C, *S], the rest [C] */
         if (x->ndim < 2)
-            return tl_fail(st, TL_EINPUT, "%s: x must be [N, C, *spatial], got %s", name, DESC(x));
+            return tl_fail(st, TL_EINPUT, "x must be [N, C, *spatial], got %s", DESC(x));
         for (int i = 1; i < 5; i++)
-            if (check_param(in[i], bn_args[i], x, 1, &x->shape[1], name, st))
+            if (check_param(in[i], bn_args[i], x, 1, &x->shape[1], st))
                 return st->code;
         break;
     case TL_OP_LAYER_NORM:
     case TL_OP_LAYER_NORM_GRAD: { /* x [, g], [, scale [, bias]] of x.shape[axis:] */
-        if (norm_axis(x, a, name, st))
+        if (norm_axis(x, a, st))
             return st->code;
         int first = 1;
         if (op == TL_OP_LAYER_NORM_GRAD) {
             first = 2;
-            if (check_param(in[1], "g", x, x->ndim, x->shape, name, st))
+            if (check_param(in[1], "g", x, x->ndim, x->shape, st))
                 return st->code;
         }
         for (int i = first; i < n; i++)
-            if (check_param(in[i], i == first ? "scale" : "bias", x, x->ndim - (int)a->axis, x->shape + a->axis,
-                            name, st))
+            if (check_param(in[i], i == first ? "scale" : "bias", x, x->ndim - (int)a->axis, x->shape + a->axis, st))
                 return st->code;
         break;
     }
+    case TL_OP_LAYER_NORM_PARAMS_GRAD: /* x, g -> [2, x.shape[axis:]] */
+        if (norm_axis(x, a, st) || check_param(in[1], "g", x, x->ndim, x->shape, st))
+            return st->code;
+        if (x->ndim - a->axis + 1 > TL_MAXDIM)
+            return tl_fail(st, TL_EINPUT, "more than %d dimensions", TL_MAXDIM);
+        out->dtype = x->dtype;
+        out->ndim = x->ndim - (int)a->axis + 1;
+        out->dims[0] = 2;
+        memcpy(out->dims + 1, x->shape + a->axis, sizeof(int64_t) * (size_t)(x->ndim - a->axis));
+        return TL_OK;
     case TL_OP_GROUP_NORM: /* x [N, C, *S], scale and bias [C] */
         if (x->ndim < 2)
-            return tl_fail(st, TL_EINPUT, "%s: x must be [N, C, *spatial], got %s", name, DESC(x));
+            return tl_fail(st, TL_EINPUT, "x must be [N, C, *spatial], got %s", DESC(x));
         if (a->groups < 1 || x->shape[1] % a->groups)
-            return tl_fail(st, TL_EINPUT, "%s: \"groups\" %lld does not divide the %lld channels of x %s", name,
+            return tl_fail(st, TL_EINPUT, "\"groups\" %lld does not divide the %lld channels of x %s",
                            (long long)a->groups, (long long)x->shape[1], DESC(x));
         for (int i = 1; i < n; i++)
-            if (check_param(in[i], i == 1 ? "scale" : "bias", x, 1, &x->shape[1], name, st))
+            if (check_param(in[i], i == 1 ? "scale" : "bias", x, 1, &x->shape[1], st))
                 return st->code;
         break;
     default: return tl_fail(st, TL_ERUNTIME, "internal: %s is no normalization", name);
@@ -146,25 +155,24 @@ static void batch_norm_rule(bw *b, const tl_entry *e, const tl_attrs *a, const b
     }
 }
 
-/* layer_norm: dx from the fused kernel; with xhat = layer_norm(x) (no
- * scale, no bias), dscale = sum(g*xhat) and dbias = sum(g) over the
- * leading axes. */
+/* layer_norm: dx from one fused kernel; dscale = sum(g*xhat) and
+ * dbias = sum(g) over the leading axes from another, without a tensor of
+ * x's size in between. */
 static void layer_norm_rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, tl_tensor *g,
                             tl_tensor **out)
 {
     tl_tensor *x = e->in[0];
-    int64_t axes[TL_MAXDIM];
-    for (int d = 0; d < a->axis; d++)
-        axes[d] = d;
     if (want[0]) {
         tl_tensor *in[3] = {x, g, e->nin > 1 ? e->in[1] : NULL};
         out[0] = bw_call(b, TL_OP_LAYER_NORM_GRAD, e->nin > 1 ? 3 : 2, in, a);
     }
-    if (e->nin > 1 && want[1])
-        out[1] = bw_sum_axes(b, bw_op2(b, TL_OP_MUL, g, bw_call(b, TL_OP_LAYER_NORM, 1, &x, a)), (int)a->axis,
-                             axes, false);
-    if (e->nin > 2 && want[2])
-        out[2] = bw_sum_axes(b, g, (int)a->axis, axes, false);
+    if (e->nin < 2 || !(want[1] || (e->nin > 2 && want[2])))
+        return;
+    tl_tensor *in[2] = {x, g}, *p = bw_call(b, TL_OP_LAYER_NORM_PARAMS_GRAD, 2, in, a);
+    int nd = x->ndim - (int)a->axis;
+    for (int i = 1; i < e->nin; i++)
+        if (want[i])
+            out[i] = bw_reshape(b, bw_slice(b, p, 0, i - 1, i), nd, x->shape + a->axis);
 }
 
 /* group_norm is layer_norm over x viewed as [N*groups, rest], then a

@@ -16,25 +16,24 @@
  * the last window must start inside the input or its left padding.
  * Padding above half the kernel, and a kernel (dilated) longer than the
  * padded input, are errors. */
-static tl_code out_sizes(const tl_tensor *x, const tl_attrs *a, const char *op, int64_t *osz,
-                         tl_status *st)
+static tl_code out_sizes(const tl_tensor *x, const tl_attrs *a, int64_t *osz, tl_status *st)
 {
     for (int i = 0; i < a->nsp; i++) {
         int64_t S = x->shape[2 + i], K = a->kernel[i], s = a->stride[i], dl = a->dilation[i];
         int64_t lo = a->pad_lo[i], hi = a->pad_hi[i], padded, span;
         if (K < 1 || s < 1 || dl < 1)
-            return tl_fail(st, TL_EINPUT, "%s: \"%s\" must be at least 1 on every axis, got %lld (spatial axis %d)",
-                           op, K < 1 ? "kernel" : s < 1 ? "stride" : "dilation",
+            return tl_fail(st, TL_EINPUT, "\"%s\" must be at least 1 on every axis, got %lld (spatial axis %d)",
+                           K < 1 ? "kernel" : s < 1 ? "stride" : "dilation",
                            (long long)(K < 1 ? K : s < 1 ? s : dl), i);
         if (lo < 0 || hi < 0 || lo > K / 2 || hi > K / 2)
-            return tl_fail(st, TL_EINPUT, "%s: \"padding\" [%lld, %lld] on spatial axis %d must be at most half the "
-                           "kernel %lld", op, (long long)lo, (long long)hi, i, (long long)K);
+            return tl_fail(st, TL_EINPUT, "\"padding\" [%lld, %lld] on spatial axis %d must be at most half the "
+                           "kernel %lld", (long long)lo, (long long)hi, i, (long long)K);
         if (S < 1)
-            return tl_fail(st, TL_EINPUT, "%s: x %s has an empty spatial axis %d", op, DESC(x), i);
+            return tl_fail(st, TL_EINPUT, "x %s has an empty spatial axis %d", DESC(x), i);
         if (__builtin_add_overflow(S, lo + hi, &padded) || __builtin_mul_overflow(dl, K - 1, &span) ||
             span >= padded)
-            return tl_fail(st, TL_EINPUT, "%s: the kernel %lld (dilation %lld) is larger than spatial axis %d of x "
-                           "%s padded by [%lld, %lld]: the output would be empty", op, (long long)K, (long long)dl,
+            return tl_fail(st, TL_EINPUT, "the kernel %lld (dilation %lld) is larger than spatial axis %d of x "
+                           "%s padded by [%lld, %lld]: the output would be empty", (long long)K, (long long)dl,
                            i, DESC(x), (long long)lo, (long long)hi);
         int64_t num = padded - span - 1, o = num / s + 1;
         if (a->ceil_mode && num % s) {
@@ -49,11 +48,11 @@ static tl_code out_sizes(const tl_tensor *x, const tl_attrs *a, const char *op, 
 
 /* x (or a tensor of attrs.shape for avg_pool_grad) normalised with its
  * attributes, and the pooled shape into out. */
-static tl_code pooled(const tl_tensor *x, tl_attrs *a, const char *op, tl_shape *out, tl_status *st)
+static tl_code pooled(const tl_tensor *x, tl_attrs *a, tl_shape *out, tl_status *st)
 {
     if (!a->nkernel)
-        return tl_fail(st, TL_EINPUT, "%s: missing attribute \"kernel\"", op);
-    if (tl_nn_spatial(x, a, true, st) || out_sizes(x, a, op, out->dims + 2, st))
+        return tl_fail(st, TL_EINPUT, "missing attribute \"kernel\"");
+    if (tl_nn_spatial(x, a, true, st) || out_sizes(x, a, out->dims + 2, st))
         return st->code;
     out->dtype = x->dtype;
     out->ndim = x->ndim;
@@ -63,15 +62,14 @@ static tl_code pooled(const tl_tensor *x, tl_attrs *a, const char *op, tl_shape 
 }
 
 /* g must have the pooled shape of x. */
-static tl_code check_g(const tl_tensor *g, const tl_shape *want, const tl_tensor *x, const char *op,
-                       tl_status *st)
+static tl_code check_g(const tl_tensor *g, const tl_shape *want, const tl_tensor *x, tl_status *st)
 {
     char w[96];
     if (g->dtype == want->dtype && g->ndim == want->ndim &&
         !memcmp(g->shape, want->dims, sizeof(int64_t) * (size_t)g->ndim))
         return TL_OK;
     tl_shape_desc(want->dtype, want->ndim, want->dims, w, sizeof w);
-    return tl_fail(st, TL_EINPUT, "%s: g is %s, expected %s (x %s)", op, DESC(g), w, DESC(x));
+    return tl_fail(st, TL_EINPUT, "g is %s, expected %s (x %s)", DESC(g), w, DESC(x));
 }
 
 tl_code tl_shape_pool(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs *a, tl_shape *out,
@@ -81,9 +79,9 @@ tl_code tl_shape_pool(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs 
     const char *name = tl_ops[op].name;
     switch (op) {
     case TL_OP_MAX_POOL:
-    case TL_OP_AVG_POOL: return pooled(in[0], a, name, out, st);
+    case TL_OP_AVG_POOL: return pooled(in[0], a, out, st);
     case TL_OP_MAX_POOL_GRAD: { /* (x, g) -> x's shape */
-        if (pooled(in[0], a, name, out, st) || check_g(in[1], out, in[0], name, st))
+        if (pooled(in[0], a, out, st) || check_g(in[1], out, in[0], st))
             return st->code;
         out->ndim = in[0]->ndim;
         memcpy(out->dims, in[0]->shape, sizeof(int64_t) * (size_t)in[0]->ndim);
@@ -92,7 +90,7 @@ tl_code tl_shape_pool(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs 
     case TL_OP_AVG_POOL_GRAD: { /* (g) -> attrs.shape */
         tl_tensor x = {.dtype = in[0]->dtype, .ndim = a->nshape};
         memcpy(x.shape, a->shape, sizeof(int64_t) * (size_t)a->nshape);
-        if (pooled(&x, a, name, out, st) || check_g(in[0], out, &x, name, st))
+        if (pooled(&x, a, out, st) || check_g(in[0], out, &x, st))
             return st->code;
         out->ndim = x.ndim;
         memcpy(out->dims, x.shape, sizeof(int64_t) * (size_t)x.ndim);
@@ -128,7 +126,7 @@ uint64_t tl_nn_max_pool_print(const tl_tensor *x, const tl_attrs *attrs,
     tl_attrs a = *attrs;
     tl_shape sh;
     tl_status st = {0};
-    if (pooled(x, &a, "max_pool", &sh, &st))
+    if (pooled(x, &a, &sh, &st))
         return 0;
     int64_t in[3] = {1, 1, 1}, o[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, dl[3] = {1, 1, 1},
             lo[3] = {0, 0, 0};

@@ -30,11 +30,13 @@ typedef struct njob {
     int64_t cpr;         /* group_norm: channels per group */
     double eps;
     int64_t per_item;
+    void *part; /* layer_norm_params_grad: each item's partial sums [2, len] */
     atomic_int oom;
 } njob;
 
-static float leaf_f(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_f((const float *)ctx + lo, n); }
-static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d((const double *)ctx + lo, n); }
+/* psum.h's leaves, in the kernels' vector widths */
+CPU_KERNEL static float leaf_f(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_f((const float *)ctx + lo, n); }
+CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d((const double *)ctx + lo, n); }
 
 #define DEFINE_NORM(T, SUF)                                                                    \
     static T sum_##SUF(const T *x, int64_t n) { return cpu_psum_seq_##SUF(leaf_##SUF, (void *)x, 0, n); } \
@@ -83,14 +85,46 @@ static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d(
         T mean, var;                                                                           \
         stats_##SUF(x, n, hx, &mean, &var);                                                    \
         T r = sqrt(var + eps);                                                                 \
-        for (int64_t i = 0; i < n; i++) {                                                      \
+        for (int64_t i = 0; i < n; i++)                                                        \
             xh[i] = (x[i] - mean) / r;                                                         \
-            h[i] = sc ? g[i] * sc[i] : g[i];                                                   \
+        if (sc)                                                                                \
+            for (int64_t i = 0; i < n; i++)                                                    \
+                h[i] = g[i] * sc[i];                                                           \
+        else                                                                                   \
+            memcpy(h, g, sizeof(T) * (size_t)n);                                               \
+        for (int64_t i = 0; i < n; i++)                                                        \
             hx[i] = h[i] * xh[i];                                                              \
-        }                                                                                      \
         T m1 = sum_##SUF(h, n) / (T)n, m2 = sum_##SUF(hx, n) / (T)n;                           \
         for (int64_t i = 0; i < n; i++)                                                        \
             dx[i] = ((h[i] - m1) - xh[i] * m2) / r;                                            \
+    }                                                                                          \
+    /* layer_norm_params_grad over rows [r0, r1): sum(g*xhat) and sum(g) into                   \
+     * part[0..len) and part[len..2 len), row after row */                                     \
+    CPU_KERNEL static void params_##SUF(const njob *j, int64_t r0, int64_t r1, T *part, T *scratch) \
+    {                                                                                          \
+        int64_t n = j->len;                                                                    \
+        T *ps = part, *pb = part + n, eps = (T)j->eps;                                         \
+        for (int64_t i = 0; i < 2 * n; i++)                                                    \
+            part[i] = 0;                                                                       \
+        for (int64_t row = r0; row < r1; row++) {                                              \
+            const T *x = (const T *)j->x + row * n, *g = (const T *)j->g + row * n;            \
+            T mean, var;                                                                       \
+            stats_##SUF(x, n, scratch, &mean, &var);                                           \
+            T r = sqrt(var + eps);                                                             \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                ps[i] += g[i] * ((x[i] - mean) / r);                                           \
+                pb[i] += g[i];                                                                 \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    /* the chunks' partial sums added in chunk order */                                       \
+    static void params_join_##SUF(const T *part, int64_t chunks, int64_t n, T *out)            \
+    {                                                                                          \
+        for (int64_t i = 0; i < 2 * n; i++)                                                    \
+            out[i] = part[i];                                                                  \
+        for (int64_t c = 1; c < chunks; c++)                                                   \
+            for (int64_t i = 0; i < 2 * n; i++)                                                \
+                out[i] += part[c * 2 * n + i];                                                 \
     }                                                                                          \
     static void row_##SUF(const njob *j, int64_t row, T *scratch)                              \
     {                                                                                          \
@@ -136,6 +170,14 @@ static void norm_item(void *ctx, int64_t item)
         return;
     }
     int64_t r0 = item * j->per_item, r1 = r0 + j->per_item < j->rows ? r0 + j->per_item : j->rows;
+    if (j->op == TL_OP_LAYER_NORM_PARAMS_GRAD) { /* this chunk's partial sums */
+        if (j->f32)
+            params_f(j, r0, r1, (float *)j->part + item * 2 * j->len, scratch);
+        else
+            params_d(j, r0, r1, (double *)j->part + item * 2 * j->len, scratch);
+        free(scratch);
+        return;
+    }
     for (int64_t r = r0; r < r1; r++)
         if (j->f32)
             row_f(j, r, scratch);
@@ -158,9 +200,10 @@ tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
         j.rows = x->shape[0] * x->shape[1], j.len = S, j.groups = x->shape[1];
         break;
     case TL_OP_LAYER_NORM:
-    case TL_OP_LAYER_NORM_GRAD: {
+    case TL_OP_LAYER_NORM_GRAD:
+    case TL_OP_LAYER_NORM_PARAMS_GRAD: {
         int first = op == TL_OP_LAYER_NORM ? 1 : 2;
-        if (op == TL_OP_LAYER_NORM_GRAD)
+        if (op != TL_OP_LAYER_NORM)
             j.g = in[1]->data;
         j.scale = n > first ? in[first]->data : NULL;
         j.bias = n > first + 1 ? in[first + 1]->data : NULL;
@@ -176,11 +219,29 @@ tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
         j.rows = x->shape[0] * a->groups, j.len = j.cpr * S;
         break;
     }
+    bool params = op == TL_OP_LAYER_NORM_PARAMS_GRAD;
+    if (params && (j.rows == 0 || j.len == 0)) { /* sums of nothing */
+        memset(out->data, 0, tl_dtype_size(out->dtype) * (size_t)out->numel);
+        return TL_OK;
+    }
     if (j.rows == 0 || out->numel == 0)
         return TL_OK;
-    j.per_item = j.len >= 16384 ? 1 : 16384 / j.len;
+    /* items of whole rows, about 16K elements each (64K for the partial
+     * sums of the parameters' gradients, fewer partials to add) */
+    int64_t want = params ? 65536 : 16384;
+    j.per_item = j.len >= want ? 1 : want / j.len;
     int64_t items = (j.rows + j.per_item - 1) / j.per_item;
+    size_t es = tl_dtype_size(x->dtype);
+    if (params && !(j.part = malloc(es * 2 * (size_t)j.len * (size_t)items)))
+        return tl_fail(st, TL_ERUNTIME, "out of memory for %s's partial sums", tl_ops[op].name);
     cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, norm_item, &j);
+    if (params && !atomic_load(&j.oom)) {
+        if (j.f32)
+            params_join_f(j.part, items, j.len, out->data);
+        else
+            params_join_d(j.part, items, j.len, out->data);
+    }
+    free(j.part);
     if (atomic_load(&j.oom))
         return tl_fail(st, TL_ERUNTIME, "out of memory for %s's scratch", tl_ops[op].name);
     return TL_OK;

@@ -32,6 +32,7 @@ typedef struct pjob {
     const void *x, *g; /* max_pool_grad: x and g; avg_pool_grad: g in g */
     void *out;
     const int64_t *cnt[3]; /* avg: each output position's counted window length, per axis */
+    int64_t *wa, *wb, *woff; /* per kw: the outputs [wa, wb) it serves, its offset from ow*s */
     int64_t per_item;      /* planes per item */
     bool f32;
     atomic_int oom;
@@ -71,7 +72,7 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
 #define ALWAYS static inline __attribute__((always_inline))
 #define STRIDED(call, s) ((s) == 1 ? call(1) : (s) == 2 ? call(2) : call(s))
 
-#define DEFINE_POOL(T, SUF)                                                                    \
+#define DEFINE_POOL(T, SUF, I)                                                                    \
     ALWAYS void max_row_##SUF(T *restrict m, const T *restrict row, int64_t off, int64_t a, int64_t b, int64_t s) \
     {                                                                                          \
         for (int64_t ow = a; ow < b; ow++) {                                                   \
@@ -79,14 +80,14 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
             m[ow] = v > c || v != v ? v : c;                                                   \
         }                                                                                      \
     }                                                                                          \
-    ALWAYS void arg_row_##SUF(T *restrict m, int64_t *restrict at, const T *restrict row, int64_t base, \
+    ALWAYS void arg_row_##SUF(T *restrict m, I *restrict at, const T *restrict row, int64_t base, \
                               int64_t off, int64_t a, int64_t b, int64_t s)                                 \
     {                                                                                          \
         for (int64_t ow = a; ow < b; ow++) {                                                   \
             T v = row[ow * s + off], c = m[ow];                                                \
             bool take = v > c || v != v || at[ow] < 0;                                         \
             m[ow] = take ? v : c;                                                              \
-            at[ow] = take ? base + ow * s + off : at[ow];                                            \
+            at[ow] = take ? (I)(base + ow * s + off) : at[ow];                                            \
         }                                                                                      \
     }                                                                                          \
     ALWAYS void sum_row_##SUF(T *restrict acc, const T *restrict row, int64_t off, int64_t a, int64_t b, int64_t s) \
@@ -102,7 +103,7 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
     /* every window element (kd, kh, kw) of output row (od, oh) inside the \
      * input: BODY with `row` (its input row, offset by kw), `ri` (that  \
      * row's index in the plane), [a, b) the outputs it serves */          \
-    CPU_KERNEL static void plane_##SUF(const pjob *j, int64_t p, T *scratch, int64_t *at)      \
+    CPU_KERNEL static void plane_##SUF(const pjob *j, int64_t p, T *scratch, I *at)      \
     {                                                                                          \
         const geom *G = &j->G;                                                                 \
         int64_t OW = G->out[2], s = G->s[2];                                                   \
@@ -118,13 +119,15 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
             for (int64_t oh = 0; oh < G->out[1]; oh++) {                                       \
                 int64_t orow = (od * G->out[1] + oh) * OW;                                     \
                 T *m = fwd ? out + orow : scratch;                                             \
-                for (int64_t ow = 0; ow < OW; ow++) {                                          \
-                    if (j->op == TL_OP_AVG_POOL_GRAD)                                          \
+                if (j->op == TL_OP_AVG_POOL_GRAD)                                              \
+                    for (int64_t ow = 0; ow < OW; ow++)                                        \
                         m[ow] = g[orow + ow] / (T)(j->cnt[0][od] * j->cnt[1][oh] * j->cnt[2][ow]); \
-                    else                                                                       \
+                else                                                                           \
+                    for (int64_t ow = 0; ow < OW; ow++)                                        \
                         m[ow] = j->op == TL_OP_AVG_POOL ? 0 : (T)-INFINITY;                    \
-                    at[ow] = -1;                                                               \
-                }                                                                              \
+                if (j->op == TL_OP_MAX_POOL_GRAD)                                              \
+                    for (int64_t ow = 0; ow < OW; ow++)                                        \
+                        at[ow] = -1;                                                           \
                 for (int64_t kd = 0; kd < G->k[0]; kd++) {                                     \
                     int64_t id = od * G->s[0] - G->lo[0] + kd * G->dl[0];                      \
                     if (id < 0 || id >= G->in[0])                                              \
@@ -135,7 +138,7 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
                             continue;                                                          \
                         int64_t ri = (id * G->in[1] + ih) * G->in[2];                          \
                         for (int64_t kw = 0; kw < G->k[2]; kw++) {                             \
-                            int64_t a, b, off = w_range(G, kw, &a, &b);                        \
+                            int64_t a = j->wa[kw], b = j->wb[kw], off = j->woff[kw];           \
                             switch (j->op) {                                                   \
                             case TL_OP_MAX_POOL:                                               \
                                 STRIDED(MAXC_##SUF, s);                                        \
@@ -163,16 +166,23 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
     }
 
 #define MAXC_f(S) max_row_f(m, x + ri, off, a, b, S)
+#define MAXC_fl(S) max_row_fl(m, x + ri, off, a, b, S)
 #define MAXC_d(S) max_row_d(m, x + ri, off, a, b, S)
 #define SUMC_f(S) sum_row_f(m, x + ri, off, a, b, S)
+#define SUMC_fl(S) sum_row_fl(m, x + ri, off, a, b, S)
 #define SUMC_d(S) sum_row_d(m, x + ri, off, a, b, S)
 #define ARGC_f(S) arg_row_f(m, at, x + ri, ri, off, a, b, S)
+#define ARGC_fl(S) arg_row_fl(m, at, x + ri, ri, off, a, b, S)
 #define ARGC_d(S) arg_row_d(m, at, x + ri, ri, off, a, b, S)
 #define SPREADC_f(S) spread_row_f(out + ri, m, off, a, b, S)
+#define SPREADC_fl(S) spread_row_fl(out + ri, m, off, a, b, S)
 #define SPREADC_d(S) spread_row_d(out + ri, m, off, a, b, S)
 
-DEFINE_POOL(float, f)
-DEFINE_POOL(double, d)
+/* the argmax as a plane index: 32 bits where a plane has fewer than 2**31
+ * elements (they vectorise with the f32 comparisons), else 64 */
+DEFINE_POOL(float, f, int32_t)
+DEFINE_POOL(double, d, int64_t)
+DEFINE_POOL(float, fl, int64_t)
 
 static void pool_item(void *ctx, int64_t item)
 {
@@ -183,13 +193,15 @@ static void pool_item(void *ctx, int64_t item)
         atomic_store(&j->oom, 1);
         return;
     }
-    int64_t *at = mem;
-    int64_t p0 = item * j->per_item, p1 = p0 + j->per_item < j->G.planes ? p0 + j->per_item : j->G.planes;
+    int64_t *at = mem, p0 = item * j->per_item;
+    int64_t p1 = p0 + j->per_item < j->G.planes ? p0 + j->per_item : j->G.planes;
     for (int64_t p = p0; p < p1; p++)
-        if (j->f32)
-            plane_f(j, p, (float *)(at + OW), at);
-        else
+        if (!j->f32)
             plane_d(j, p, (double *)(at + OW), at);
+        else if (j->G.isz <= INT32_MAX)
+            plane_f(j, p, (float *)(at + OW), (int32_t *)at);
+        else
+            plane_fl(j, p, (float *)(at + OW), at);
     free(mem);
 }
 
@@ -218,12 +230,14 @@ tl_code cpu_pool(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     atomic_init(&j.oom, 0);
     const tl_tensor *src = grad ? out : x, *dst = grad ? g : out;
     geom_init(&j.G, src->shape, dst->shape, src->ndim, a);
-    int64_t *cnt = NULL;
+    int64_t K2 = j.G.k[2], *cnt = malloc(sizeof *cnt * (size_t)(j.G.out[0] + j.G.out[1] + j.G.out[2] + 3 * K2));
+    if (!cnt)
+        return tl_fail(st, TL_ERUNTIME, "out of memory for %s's windows", tl_ops[op].name);
+    j.wa = cnt + j.G.out[0] + j.G.out[1] + j.G.out[2], j.wb = j.wa + K2, j.woff = j.wb + K2;
+    for (int64_t kw = 0; kw < K2; kw++)
+        j.woff[kw] = w_range(&j.G, kw, &j.wa[kw], &j.wb[kw]);
     if (op == TL_OP_AVG_POOL || op == TL_OP_AVG_POOL_GRAD) {
-        cnt = malloc(sizeof *cnt * (size_t)(j.G.out[0] + j.G.out[1] + j.G.out[2]));
-        if (!cnt)
-            return tl_fail(st, TL_ERUNTIME, "out of memory for %s's window counts", tl_ops[op].name);
-        for (int k = 0, at = 0; k < 3; at += (int)j.G.out[k], k++) {
+        for (int64_t k = 0, at = 0; k < 3; at += j.G.out[k], k++) {
             j.cnt[k] = cnt + at;
             counts(cnt + at, j.G.out[k], j.G.in[k], j.G.k[k], j.G.s[k], j.G.lo[k], j.G.hi[k],
                    a->count_include_pad);
