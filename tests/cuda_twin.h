@@ -518,7 +518,8 @@ static tl_code twin_kernels(tl_opcode op, int n, const tl_tensor *const *in, con
     case TL_OP_BATCH_NORM:
     case TL_OP_LAYER_NORM:
     case TL_OP_GROUP_NORM:
-    case TL_OP_LAYER_NORM_GRAD: return twin_nn(op, n, in, a, out, st);
+    case TL_OP_LAYER_NORM_GRAD:
+    case TL_OP_LAYER_NORM_PARAMS_GRAD: return twin_nn(op, n, in, a, out, st);
     default: return twin_shape_op(op, n, in, a, out, st);
     }
 }

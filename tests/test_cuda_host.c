@@ -784,6 +784,12 @@ Test(cuda_host, norms_of_long_rows_have_the_cpu_bits)
         same_as_cpu(TL_OP_LAYER_NORM, 3, ln, &a, (tl_dtype)dt, 3, shape, "layer_norm");
         same_as_cpu(TL_OP_LAYER_NORM_GRAD, 3, lg, &a, (tl_dtype)dt, 3, shape, "layer_norm_grad");
         same_as_cpu(TL_OP_LAYER_NORM_GRAD, 2, lg, &a, (tl_dtype)dt, 3, shape, "layer_norm_grad, no scale");
+        int64_t ps[3] = {2, 6, shape[2]};
+        same_as_cpu(TL_OP_LAYER_NORM_PARAMS_GRAD, 2, lg, &a, (tl_dtype)dt, 3, ps, "layer_norm_params_grad");
+        a.axis = 2; /* rows of one axis: many rows to a chunk */
+        ps[1] = shape[2];
+        same_as_cpu(TL_OP_LAYER_NORM_PARAMS_GRAD, 2, lg, &a, (tl_dtype)dt, 2, ps + 1, "layer_norm_params_grad, axis 2");
+        a.axis = 1;
         tl_tensor *objs[] = {x, g, sc, bi, lsc, lbi};
         for (int i = 0; i < 6; i++)
             tl_tensor_unref(objs[i]);

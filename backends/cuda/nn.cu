@@ -45,6 +45,8 @@ template <typename T> static tl_code launch_typed(cu_state *s, const cu_nnk *k, 
         NN_CASE(CU_NN_SEP)
         NN_CASE(CU_NN_NSTATS)
         NN_CASE(CU_NN_NAPPLY)
+        NN_CASE(CU_NN_PPART)
+        NN_CASE(CU_NN_PJOIN)
     default: return tl_fail(st, TL_ERUNTIME, "internal: layer kernel %d", k->op);
     }
     return TL_OK;

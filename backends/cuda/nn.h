@@ -57,6 +57,8 @@ enum {
     CU_NN_SEP,      /* resize, resize_grad: the separable maps' nested sum */
     CU_NN_NSTATS,   /* layer_norm, group_norm, layer_norm_grad: one thread per row */
     CU_NN_NAPPLY,   /* the norms' elements, from the rows' statistics */
+    CU_NN_PPART,    /* layer_norm_params_grad: a chunk of rows' partial sums per column */
+    CU_NN_PJOIN,    /* and the chunks' partials added in chunk order */
 };
 
 /* One kernel launch: its geometry, the batch chunk and the operands. */
@@ -96,6 +98,8 @@ typedef struct cu_nnk {
     void *stats;
     int64_t rows, per, groups, cpr;
     double eps;
+    int64_t per_item, items; /* layer_norm_params_grad: rows per chunk, chunks */
+    void *part;
 } cu_nnk;
 
 /* Row-major coordinates of position p in a d-axis shape. */
@@ -341,8 +345,40 @@ enum { CU_SUM_X, CU_SUM_SQ, CU_SUM_H, CU_SUM_HX };
         int64_t c = k->sub == TL_OP_LAYER_NORM ? i : row % k->groups * k->cpr + i / k->per; \
         y[e] = bi ? (x[e] - m) / r * sc[c] + bi[c] : (x[e] - m) / r * sc[c];       \
     }
+
+/* layer_norm_params_grad, the CPU's chunks (cpu_norm.c): element e of
+ * [items, len] sums column i of its chunk's rows, row after row from 0,
+ * g xhat into part[item][0][i] and g into part[item][1][i]; then each of
+ * the 2 len results adds the chunks' partials in chunk order. */
+#define CU_DEFINE_PARAMS(T, SUF)                                                   \
+    TL_HD static inline void cu_params_part_##SUF(const cu_nnk *k, int64_t e)      \
+    {                                                                              \
+        int64_t n = k->len, item = e / n, i = e % n, r0 = item * k->per_item;      \
+        int64_t r1 = r0 + k->per_item < k->rows ? r0 + k->per_item : k->rows;      \
+        const T *x = (const T *)k->x, *g = (const T *)k->g2, *st = (const T *)k->stats; \
+        T ps = 0, pb = 0;                                                          \
+        for (int64_t row = r0; row < r1; row++) {                                  \
+            T m = st[4 * row], r = st[4 * row + 1], gv = g[row * n + i];           \
+            ps += gv * ((x[row * n + i] - m) / r);                                 \
+            pb += gv;                                                              \
+        }                                                                          \
+        T *part = (T *)k->part + item * 2 * n;                                     \
+        part[i] = ps;                                                              \
+        part[n + i] = pb;                                                          \
+    }                                                                              \
+    TL_HD static inline void cu_params_join_##SUF(const cu_nnk *k, int64_t j)      \
+    {                                                                              \
+        const T *part = (const T *)k->part;                                        \
+        T v = part[j];                                                             \
+        for (int64_t c = 1; c < k->items; c++)                                     \
+            v += part[c * 2 * k->len + j];                                         \
+        ((T *)k->y)[j] = v;                                                        \
+    }
+
 CU_DEFINE_NORM(float, f)
 CU_DEFINE_NORM(double, d)
+CU_DEFINE_PARAMS(float, f)
+CU_DEFINE_PARAMS(double, d)
 
 /* ---------- per-element kernels ---------- */
 
@@ -667,6 +703,8 @@ CU_DEFINE_NORM(double, d)
         case CU_NN_SEP: cu_sep_##SUF(k, e); break;                                 \
         case CU_NN_NSTATS: cu_norm_stats_##SUF(k, e); break;                       \
         case CU_NN_NAPPLY: cu_norm_apply_##SUF(k, e); break;                       \
+        case CU_NN_PPART: cu_params_part_##SUF(k, e); break;                       \
+        case CU_NN_PJOIN: cu_params_join_##SUF(k, e); break;                       \
         case CU_NN_LINE:                                                           \
             if (k->dt == TL_I32 || k->dt == TL_I64) {                              \
                 int64_t o_ = e / k->inner, px_ = o_ * k->len * k->inner + e % k->inner; \
@@ -1340,9 +1378,10 @@ static inline tl_code cu_resize_run(const cu_nn_dev *dev, tl_opcode op, const tl
     return rc;
 }
 
-/* batch_norm (inference: elementwise), layer_norm, group_norm and
- * layer_norm_grad: a row's statistics by one thread in psum.h's order,
- * then one thread per element; the CPU's bits (cpu_norm.c). */
+/* batch_norm (inference: elementwise), layer_norm, group_norm,
+ * layer_norm_grad and layer_norm_params_grad: a row's statistics by one
+ * thread in psum.h's order, then one thread per element (or per column
+ * of a chunk of rows); the CPU's bits (cpu_norm.c). */
 static inline tl_code cu_norm_run(const cu_nn_dev *dev, tl_opcode op, int n, const tl_tensor *const *in,
                                   const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
@@ -1363,9 +1402,10 @@ static inline tl_code cu_norm_run(const cu_nn_dev *dev, tl_opcode op, int n, con
         k.op = CU_NN_NAPPLY;
         return dev->launch(dev->ctx, x->dtype, &k, out->numel, st);
     case TL_OP_LAYER_NORM:
-    case TL_OP_LAYER_NORM_GRAD: {
+    case TL_OP_LAYER_NORM_GRAD:
+    case TL_OP_LAYER_NORM_PARAMS_GRAD: {
         int first = op == TL_OP_LAYER_NORM ? 1 : 2;
-        if (op == TL_OP_LAYER_NORM_GRAD)
+        if (op != TL_OP_LAYER_NORM)
             k.g2 = in[1]->data;
         k.scale = n > first ? in[first]->data : NULL;
         k.bias = n > first + 1 ? in[first + 1]->data : NULL;
@@ -1381,16 +1421,29 @@ static inline tl_code cu_norm_run(const cu_nn_dev *dev, tl_opcode op, int n, con
         k.rows = x->shape[0] * a->groups, k.len = k.cpr * S;
         break;
     }
+    bool params = op == TL_OP_LAYER_NORM_PARAMS_GRAD;
+    if (params && (k.rows == 0 || k.len == 0)) /* sums of nothing */
+        return dev->zero(dev->ctx, out->data, tl_tensor_bytes(out), st);
     if (k.rows == 0)
         return TL_OK;
-    k.stats = dev->alloc(dev->ctx, 4 * tl_dtype_size(x->dtype) * (size_t)k.rows, st);
-    if (!k.stats)
+    size_t es = tl_dtype_size(x->dtype);
+    if (params) { /* the CPU's chunks of rows, about 64K elements each */
+        k.per_item = k.len >= 65536 ? 1 : 65536 / k.len;
+        k.items = (k.rows + k.per_item - 1) / k.per_item;
+        k.sub = TL_OP_LAYER_NORM; /* the statistics only */
+    }
+    size_t bytes = 4 * es * (size_t)k.rows, pbytes = params ? 2 * es * (size_t)(k.len * k.items) : 0;
+    if (!(k.stats = dev->alloc(dev->ctx, bytes + pbytes, st)))
         return st->code;
+    k.part = (char *)k.stats + bytes;
     k.op = CU_NN_NSTATS;
     tl_code rc = dev->launch(dev->ctx, x->dtype, &k, k.rows, st);
-    k.op = CU_NN_NAPPLY;
+    k.op = params ? CU_NN_PPART : CU_NN_NAPPLY;
     if (!rc)
-        rc = dev->launch(dev->ctx, x->dtype, &k, out->numel, st);
+        rc = dev->launch(dev->ctx, x->dtype, &k, params ? k.items * k.len : out->numel, st);
+    k.op = CU_NN_PJOIN;
+    if (!rc && params)
+        rc = dev->launch(dev->ctx, x->dtype, &k, 2 * k.len, st);
     dev->release(dev->ctx, k.stats);
     return rc;
 }
@@ -1414,7 +1467,8 @@ static inline tl_code cu_nn_run(const cu_nn_dev *dev, tl_opcode op, int n, const
     case TL_OP_BATCH_NORM:
     case TL_OP_LAYER_NORM:
     case TL_OP_GROUP_NORM:
-    case TL_OP_LAYER_NORM_GRAD: return cu_norm_run(dev, op, n, in, a, out, st);
+    case TL_OP_LAYER_NORM_GRAD:
+    case TL_OP_LAYER_NORM_PARAMS_GRAD: return cu_norm_run(dev, op, n, in, a, out, st);
     case TL_OP_CONV: return cu_conv_run(dev, n, in, a, out, st);
     case TL_OP_CONV_TRANSPOSE: return cu_conv_transpose_run(dev, n, in, a, out, st);
     case TL_OP_CONV_GRAD_W: return cu_conv_grad_w_run(dev, in, a, out, st);

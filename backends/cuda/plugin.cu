@@ -216,7 +216,8 @@ static tl_code cu_run(const tl_backend *be, tl_opcode op, int n, const tl_tensor
     case TL_OP_BATCH_NORM:
     case TL_OP_LAYER_NORM:
     case TL_OP_GROUP_NORM:
-    case TL_OP_LAYER_NORM_GRAD: return cu_nn(s, op, n, in, a, out, st);
+    case TL_OP_LAYER_NORM_GRAD:
+    case TL_OP_LAYER_NORM_PARAMS_GRAD: return cu_nn(s, op, n, in, a, out, st);
     default: return cu_shape_op(s, op, n, in, a, out, st);
     }
 }
