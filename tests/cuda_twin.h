@@ -462,11 +462,15 @@ static tl_code twin_nn_first_bad(void *ctx, const cu_nnk *k, const tl_tensor *id
     return TL_OK;
 }
 
+/* The columns' scratch per chunk, the device's; a test may lower it to
+ * cut the batch into chunks. */
+static int64_t twin_nn_cap = CU_NN_SCRATCH;
+
 static tl_code twin_nn(tl_opcode op, int n, const tl_tensor *const *in, const tl_attrs *a,
                        tl_tensor *out, tl_status *st)
 {
-    cu_nn_dev dev = {NULL,         twin_nn_launch, twin_nn_gemm, twin_nn_alloc, twin_nn_release,
-                     twin_nn_zero, twin_nn_copy, twin_nn_copy, twin_nn_first_bad};
+    cu_nn_dev dev = {NULL,         twin_nn_launch, twin_nn_gemm,      twin_nn_alloc, twin_nn_release,
+                     twin_nn_zero, twin_nn_copy,   twin_nn_copy,      twin_nn_first_bad, twin_nn_cap};
     return cu_nn_run(&dev, op, n, in, a, out, st);
 }
 

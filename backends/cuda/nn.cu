@@ -136,7 +136,7 @@ static tl_code dev_first_bad(void *ctx, const cu_nnk *k, const tl_tensor *idx, i
 tl_code cu_nn(cu_state *s, tl_opcode op, int n, cu_ins in, const tl_attrs *a, tl_tensor *out,
               tl_status *st)
 {
-    cu_nn_dev dev = {s, dev_launch, dev_gemm, dev_alloc, dev_release, dev_zero, dev_copy, dev_put,
-                     dev_first_bad};
+    cu_nn_dev dev = {s,        dev_launch, dev_gemm, dev_alloc,     dev_release,
+                     dev_zero, dev_copy,   dev_put,  dev_first_bad, CU_NN_SCRATCH};
     return cu_nn_run(&dev, op, n, in, a, out, st);
 }

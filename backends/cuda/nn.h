@@ -765,6 +765,7 @@ typedef struct cu_nn_dev {
      * none) and its value (a host sync on the device) */
     tl_code (*first_bad)(void *ctx, const cu_nnk *k, const tl_tensor *idx, int64_t *bad,
                          int64_t *value, tl_status *st);
+    int64_t cap; /* bytes of columns per chunk of images (CU_NN_SCRATCH) */
 } cu_nn_dev;
 
 /* Scratch for columns, per chunk of the batch (at least one image). */
@@ -803,9 +804,9 @@ static inline void cu_nnk_init(cu_nnk *k, int op, const cu_sp *g)
 }
 
 /* Images per chunk: columns of `per_image` elements within the scratch. */
-static inline int64_t cu_nn_chunk(int64_t n, int64_t per_image, size_t es)
+static inline int64_t cu_nn_chunk(const cu_nn_dev *dev, int64_t n, int64_t per_image, size_t es)
 {
-    int64_t bytes = per_image * (int64_t)es, nb = bytes > 0 ? CU_NN_SCRATCH / bytes : n;
+    int64_t bytes = per_image * (int64_t)es, nb = bytes > 0 ? dev->cap / bytes : n;
     return nb < 1 ? 1 : nb > n ? n : nb;
 }
 
@@ -845,7 +846,7 @@ static inline tl_code cu_conv_run(const cu_nn_dev *dev, int n, const tl_tensor *
     bool direct = g.pk == 1;
     for (int ax = 0; ax < g.d; ax++)
         direct = direct && g.s[ax] == 1 && g.lo[ax] == 0 && g.hi[ax] == 0;
-    int64_t per = g.c * g.pk * P, nb = direct ? g.n : cu_nn_chunk(g.n, per, es);
+    int64_t per = g.c * g.pk * P, nb = direct ? g.n : cu_nn_chunk(dev, g.n, per, es);
     void *col = direct ? NULL : dev->alloc(dev->ctx, (size_t)(nb * per) * es, st);
     if (!direct && !col)
         return st->code;
@@ -918,7 +919,7 @@ static inline tl_code cu_conv_transpose_run(const cu_nn_dev *dev, int n, const t
     cu_sp_init(&g, a, x->shape[0], out->shape[1], x->shape[1], out->shape + 2, x->shape + 2,
                w->shape + 2);
     int64_t G = g.groups, cin_g = g.co / G, cout_g = g.c / G, M = cout_g * g.pk, P = g.pout;
-    int64_t per = g.c * g.pk * P, nb = cu_nn_chunk(g.n, per, es);
+    int64_t per = g.c * g.pk * P, nb = cu_nn_chunk(dev, g.n, per, es);
     void *col = dev->alloc(dev->ctx, (size_t)(nb * per) * es, st);
     if (!col)
         return st->code;
@@ -977,7 +978,7 @@ static inline tl_code cu_conv_grad_w_run(const cu_nn_dev *dev, const tl_tensor *
     int64_t G = g.groups, cin_g = g.c / G, cout_g = g.co / G, R = cin_g * g.pk, P = g.pout;
     if (g.n * P == 0)
         return dev->zero(dev->ctx, out->data, tl_tensor_bytes(out), st);
-    int64_t per = (g.c * g.pk + g.co) * P, nb = cu_nn_chunk(g.n, per, es);
+    int64_t per = (g.c * g.pk + g.co) * P, nb = cu_nn_chunk(dev, g.n, per, es);
     void *col = dev->alloc(dev->ctx, (size_t)(nb * per) * es, st);
     if (!col)
         return st->code;
