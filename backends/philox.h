@@ -60,8 +60,10 @@ TL_RNG_FN uint32_t tl_rng_step_word(uint32_t outer, int64_t t)
 TL_RNG_FN void tl_philox4x32_10(const uint32_t ctr[4], uint32_t k0, uint32_t k1, uint32_t out[4])
 {
     uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) /* nvcc: its device pass only (its host pass takes neither pragma) */
+#if defined(__CUDA_ARCH__)
 #pragma unroll
+#endif
 #elif defined(__GNUC__) && !defined(__clang__)
 #pragma GCC unroll 10 /* unrolled, a loop over elements vectorises */
 #endif

@@ -23,6 +23,7 @@
 #include "backends/cuda/reduce.h"
 #include "backends/cuda/shape.h"
 #include "backends/cuda/index.h"
+#include "backends/cuda/nn.h"
 #include "backends/cuda/support.h"
 #include "testdev.h"
 
@@ -437,6 +438,102 @@ static tl_code twin_map(tl_opcode op, int n, const tl_tensor *const *in, const t
     return TL_OK;
 }
 
+/* ---------- layer ops (nn.cu): nn.h's drivers on the host ---------- */
+
+static tl_code twin_nn_launch(void *ctx, tl_dtype dt, const cu_nnk *k, int64_t n, tl_status *st)
+{
+    (void)ctx, (void)st;
+    for (int64_t e = 0; e < n; e++) {
+        if (k->op == CU_NN_PAD)
+            cu_pad_element(k, e);
+        else if (dt == TL_F32)
+            cu_nn_element_f(k, k->op, e);
+        else
+            cu_nn_element_d(k, k->op, e);
+    }
+    return TL_OK;
+}
+
+/* cuBLAS's strided-batched gemm: the reference gemm, then beta 0 or 1. */
+#define TWIN_DEFINE_NN_GEMM(T, SUF)                                                \
+    static void twin_nn_gemm_##SUF(const cu_gemm *g)                               \
+    {                                                                              \
+        int64_t ld = g->ldc;                                                       \
+        T *tmp = (T *)malloc(sizeof(T) * (size_t)(ld * g->n));                     \
+        for (int64_t e = 0; e < g->count; e++) {                                   \
+            T *c = (T *)g->c + e * g->sc;                                          \
+            twin_gemm_##SUF(g->ta, g->tb, g->m, g->n, g->k, (const T *)g->a + e * g->sa, \
+                            g->lda, (const T *)g->b + e * g->sb, g->ldb, tmp, ld); \
+            for (int64_t j = 0; j < g->n; j++)                                     \
+                for (int64_t i = 0; i < g->m; i++)                                 \
+                    c[i + j * ld] = g->accumulate ? tmp[i + j * ld] + c[i + j * ld] \
+                                                  : tmp[i + j * ld];               \
+        }                                                                          \
+        free(tmp);                                                                 \
+    }
+TWIN_DEFINE_NN_GEMM(float, f)
+TWIN_DEFINE_NN_GEMM(double, d)
+
+static tl_code twin_nn_gemm(void *ctx, tl_dtype dt, const cu_gemm *g, tl_status *st)
+{
+    (void)ctx, (void)st;
+    dt == TL_F32 ? twin_nn_gemm_f(g) : twin_nn_gemm_d(g);
+    return TL_OK;
+}
+
+static void *twin_nn_alloc(void *ctx, size_t bytes, tl_status *st)
+{
+    (void)ctx;
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        tl_fail(st, TL_ERUNTIME, "twin: out of memory");
+    return p;
+}
+
+static void twin_nn_release(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+static tl_code twin_nn_zero(void *ctx, void *p, size_t bytes, tl_status *st)
+{
+    (void)ctx, (void)st;
+    memset(p, 0, bytes);
+    return TL_OK;
+}
+
+static tl_code twin_nn_copy(void *ctx, void *dst, const void *src, size_t bytes, tl_status *st)
+{
+    (void)ctx, (void)st;
+    memcpy(dst, src, bytes);
+    return TL_OK;
+}
+
+static tl_code twin_nn_first_bad(void *ctx, const cu_nnk *k, const tl_tensor *idx, int64_t *bad,
+                                 int64_t *value, tl_status *st)
+{
+    (void)ctx, (void)st;
+    *bad = -1; /* the device's atomicMin: the smallest bad position */
+    for (int64_t j = idx->numel - 1; j >= 0; j--)
+        if (cu_line_bad(k, j))
+            *bad = j;
+    *value = *bad >= 0 ? tl_tensor_get_int(idx, *bad) : 0;
+    return TL_OK;
+}
+
+/* The columns' scratch per chunk, the device's; a test may lower it to
+ * cut the batch into chunks. */
+static int64_t twin_nn_cap = CU_NN_SCRATCH;
+
+static tl_code twin_nn(tl_opcode op, int n, const tl_tensor *const *in, const tl_attrs *a,
+                       tl_tensor *out, tl_status *st)
+{
+    cu_nn_dev dev = {NULL,         twin_nn_launch, twin_nn_gemm,      twin_nn_alloc, twin_nn_release,
+                     twin_nn_zero, twin_nn_copy,   twin_nn_copy,      twin_nn_first_bad, twin_nn_cap};
+    return cu_nn_run(&dev, op, n, in, a, out, st);
+}
+
 /* ---------- the record (plugin.cu's cu_run) ---------- */
 
 static tl_code twin_kernels(tl_opcode op, int n, const tl_tensor *const *in, const tl_attrs *a,
@@ -465,6 +562,28 @@ static tl_code twin_kernels(tl_opcode op, int n, const tl_tensor *const *in, con
         if (out->numel)
             in[0]->dtype == TL_F32 ? twin_prod_grad_f(in[0], in[1], out) : twin_prod_grad_d(in[0], in[1], out);
         return TL_OK;
+    case TL_OP_CONV:
+    case TL_OP_CONV_TRANSPOSE:
+    case TL_OP_CONV_GRAD_W:
+    case TL_OP_MAX_POOL:
+    case TL_OP_AVG_POOL:
+    case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_AVG_POOL_GRAD:
+    case TL_OP_PAD:
+    case TL_OP_PAD_GRAD:
+    case TL_OP_SCATTER_ADD:
+    case TL_OP_ARGMAX:
+    case TL_OP_ARGMIN:
+    case TL_OP_CUMSUM:
+    case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_DROPOUT:
+    case TL_OP_RESIZE:
+    case TL_OP_RESIZE_GRAD:
+    case TL_OP_BATCH_NORM:
+    case TL_OP_LAYER_NORM:
+    case TL_OP_GROUP_NORM:
+    case TL_OP_LAYER_NORM_GRAD:
+    case TL_OP_LAYER_NORM_PARAMS_GRAD: return twin_nn(op, n, in, a, out, st);
     default: return twin_shape_op(op, n, in, a, out, st);
     }
 }

@@ -6,8 +6,11 @@
  * (tests/cuda_twin.h), each op checked against the CPU kernel as it runs:
  * bit for bit where the GPU computes in the CPU's order (elementwise, shape
  * and index ops, scatters, max and min, and the map interpreter, forward
- * and derivative), within a tolerance where the order is the tree's (sums,
- * products, softmax) or cuBLAS's (matmul, here a reference gemm). */
+ * and derivative; of the layer ops pools, norms, pad, resize, the line ops
+ * and the draws), within a tolerance where the order is the tree's (sums,
+ * products, softmax) or cuBLAS's (matmul and the convolutions, here a
+ * reference gemm).  The layer ops are also checked against their formulas
+ * on random geometries. */
 #define _DEFAULT_SOURCE
 #include <tgmath.h>
 
@@ -383,6 +386,433 @@ Test(cuda_host, index_and_cast_errors_in_the_cpu_words)
         tl_tensor_unref(objs[i]);
 }
 
+/* ---------- layer ops against their formulas ---------- */
+
+/* A random convolution geometry: x [n, cin, *S], w [cout, cin/groups, *K],
+ * y [n, cout, *O], wide position i = o s - lo + k dil. */
+typedef struct geo {
+    tl_attrs a;
+    int64_t n, cin, cout, xs[2 + TL_MAXSP], ws[2 + TL_MAXSP], ys[2 + TL_MAXSP];
+} geo;
+
+static void random_geo(geo *g, bool pool)
+{
+    tl_attrs_init(&g->a);
+    for (;;) {
+        int d = 1 + (int)below(3);
+        int64_t G = pool ? 1 : 1 + below(3);
+        g->a.nsp = d;
+        g->a.groups = G;
+        g->n = 1 + below(2);
+        g->cin = G * (1 + below(3));
+        g->cout = pool ? g->cin : G * (1 + below(3));
+        g->xs[0] = g->ys[0] = g->n;
+        g->xs[1] = g->ws[1 - pool] = g->cin;
+        g->ys[1] = g->ws[0] = g->cout;
+        g->ws[1] = g->cin / G;
+        bool ok = true;
+        for (int ax = 0; ax < d; ax++) {
+            int64_t S = 1 + below(d == 3 ? 4 : 7), K = 1 + below(3), s = 1 + below(3);
+            int64_t dil = 1 + below(2), lo = below(K), hi = below(K);
+            g->a.kernel[ax] = K;
+            g->a.stride[ax] = s;
+            g->a.dilation[ax] = dil;
+            g->a.pad_lo[ax] = lo;
+            g->a.pad_hi[ax] = hi;
+            g->xs[2 + ax] = S;
+            g->ws[2 + ax] = K;
+            int64_t span = S + lo + hi - dil * (K - 1) - 1;
+            ok = ok && span >= 0;
+            g->ys[2 + ax] = span >= 0 ? span / s + 1 : 0;
+        }
+        if (ok)
+            return;
+    }
+}
+
+/* The wide offset of (o, k) in x's spatial axes, or -1 outside. */
+static int64_t wide_at(const geo *g, int64_t o, int64_t k)
+{
+    int d = g->a.nsp;
+    int64_t oi[TL_MAXSP], ki[TL_MAXSP], off = 0;
+    cu_unravel(d, g->ys + 2, o, oi);
+    cu_unravel(d, g->ws + 2, k, ki);
+    for (int ax = 0; ax < d; ax++) {
+        int64_t i = oi[ax] * g->a.stride[ax] - g->a.pad_lo[ax] + ki[ax] * g->a.dilation[ax];
+        if (i < 0 || i >= g->xs[2 + ax])
+            return -1;
+        off = off * g->xs[2 + ax] + i;
+    }
+    return off;
+}
+
+static int64_t prod(const int64_t *v, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        p *= v[i];
+    return p;
+}
+
+/* The three products of the relation, in double: 0 conv (y from x, w),
+ * 1 conv_transpose (x from y, w), 2 conv_grad_w (w from x, y). */
+static void relation(const geo *g, int mode, double *x, double *w, double *y)
+{
+    int d = g->a.nsp;
+    int64_t G = g->a.groups, cin_g = g->cin / G, cout_g = g->cout / G;
+    int64_t S = prod(g->xs + 2, d), O = prod(g->ys + 2, d), K = prod(g->ws + 2, d);
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t co = 0; co < g->cout; co++)
+            for (int64_t cl = 0; cl < cin_g; cl++)
+                for (int64_t k = 0; k < K; k++)
+                    for (int64_t o = 0; o < O; o++) {
+                        int64_t i = wide_at(g, o, k), ci = co / cout_g * cin_g + cl;
+                        if (i < 0)
+                            continue;
+                        double *xv = &x[(n * g->cin + ci) * S + i], *wv = &w[(co * cin_g + cl) * K + k];
+                        double *yv = &y[(n * g->cout + co) * O + o];
+                        if (mode == 0)
+                            *yv += *wv * *xv;
+                        else if (mode == 1)
+                            *xv += *wv * *yv;
+                        else
+                            *wv += *yv * *xv;
+                    }
+}
+
+static tl_tensor *filled(tl_dtype dt, int nd, const int64_t *shape, double **vals)
+{
+    tl_tensor *t = random_tensor(dt, nd, shape, false);
+    *vals = calloc((size_t)t->numel + 1, sizeof **vals);
+    for (int64_t i = 0; i < t->numel; i++) {
+        tl_tensor_set(t, i, tl_tensor_get(t, i) + (double)below(1000) / 1000);
+        (*vals)[i] = tl_tensor_get(t, i);
+    }
+    return t;
+}
+
+static double worst_of(const tl_tensor *t, const double *want)
+{
+    double scale = 1, worst = 0;
+    for (int64_t i = 0; i < t->numel; i++)
+        scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
+    for (int64_t i = 0; i < t->numel; i++) {
+        double e = fabs(tl_tensor_get(t, i) - want[i]) / scale;
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    return worst;
+}
+
+Test(cuda_host, convolutions_match_their_formula)
+{
+    tl_status st = {0};
+    for (int round = 0; round < 300; round++) {
+        geo g;
+        random_geo(&g, false);
+        g.n = g.xs[0] = g.ys[0] = 1 + below(3);
+        twin_nn_cap = round % 3 ? CU_NN_SCRATCH : 1; /* every third round: one image a chunk */
+        tl_dtype dt = round % 2 ? TL_F64 : TL_F32;
+        double tol = dt == TL_F32 ? 1e-5 : 1e-12;
+        int nd = 2 + g.a.nsp;
+        double *xv, *wv, *yv, *bv;
+        tl_tensor *x = filled(dt, nd, g.xs, &xv), *w = filled(dt, nd, g.ws, &wv);
+        tl_tensor *y = filled(dt, nd, g.ys, &yv), *b = filled(dt, 1, &g.cout, &bv);
+        /* conv, with a bias every other round */
+        bool bias = round % 4 < 2;
+        int64_t S = prod(g.xs + 2, g.a.nsp), O = prod(g.ys + 2, g.a.nsp);
+        double *want = calloc((size_t)(x->numel + w->numel + y->numel) + 1, sizeof *want);
+        for (int64_t i = 0; i < y->numel; i++)
+            want[i] = bias ? bv[i / O % g.cout] : 0;
+        relation(&g, 0, xv, wv, want);
+        tl_tensor *got = tl_tensor_new(dt, nd, g.ys, &st);
+        const tl_tensor *in[3] = {x, w, b};
+        cr_assert(!twin_kernels(TL_OP_CONV, bias ? 3 : 2, in, &g.a, got, &st), "%s", st.msg);
+        cr_assert_leq(worst_of(got, want), tol, "conv, round %d", round);
+        tl_tensor_unref(got);
+        /* conv_transpose: y into x's shape; its w is [cout, cin/groups, *K] read as
+         * [cin_t, cout_t/groups, *K] with cin_t = cout */
+        double *btv;
+        tl_tensor *bt = filled(dt, 1, &g.cin, &btv);
+        for (int64_t i = 0; i < x->numel; i++)
+            want[i] = bias ? btv[i / S % g.cin] : 0;
+        double *xt = calloc((size_t)x->numel, sizeof *xt);
+        relation(&g, 1, xt, wv, yv);
+        for (int64_t i = 0; i < x->numel; i++)
+            want[i] += xt[i];
+        free(xt);
+        got = tl_tensor_new(dt, nd, g.xs, &st);
+        const tl_tensor *tin[3] = {y, w, bt};
+        cr_assert(!twin_kernels(TL_OP_CONV_TRANSPOSE, bias ? 3 : 2, tin, &g.a, got, &st), "%s", st.msg);
+        cr_assert_leq(worst_of(got, want), tol, "conv_transpose, round %d", round);
+        tl_tensor_unref(got);
+        /* conv_grad_w(x, g) */
+        memset(want, 0, sizeof *want * (size_t)w->numel);
+        relation(&g, 2, xv, want, yv);
+        got = tl_tensor_new(dt, nd, g.ws, &st);
+        const tl_tensor *gin[2] = {x, y};
+        cr_assert(!twin_kernels(TL_OP_CONV_GRAD_W, 2, gin, &g.a, got, &st), "%s", st.msg);
+        cr_assert_leq(worst_of(got, want), tol, "conv_grad_w, round %d", round);
+        tl_tensor_unref(got);
+        tl_tensor *objs[] = {x, w, y, b, bt};
+        for (int i = 0; i < 5; i++)
+            tl_tensor_unref(objs[i]);
+        free(xv), free(wv), free(yv), free(bv), free(btv), free(want);
+    }
+    twin_nn_cap = CU_NN_SCRATCH;
+}
+
+Test(cuda_host, pools_match_their_formula)
+{
+    tl_status st = {0};
+    for (int round = 0; round < 400; round++) {
+        geo g;
+        random_geo(&g, true);
+        bool avg = round % 2;
+        tl_dtype dt = round % 4 < 2 ? TL_F32 : TL_F64;
+        int d = g.a.nsp, nd = 2 + d;
+        if (avg) /* PyTorch's avg_pool: no dilation, padding at most half the kernel */
+            for (int ax = 0; ax < d; ax++) {
+                g.a.dilation[ax] = 1;
+                g.a.pad_lo[ax] = g.a.pad_hi[ax] = below(g.a.kernel[ax] / 2 + 1);
+                int64_t span = g.xs[2 + ax] + 2 * g.a.pad_lo[ax] - g.a.kernel[ax];
+                if (span < 0) {
+                    g.a.pad_lo[ax] = g.a.pad_hi[ax] = 0;
+                    g.a.kernel[ax] = g.ws[2 + ax] = 1;
+                    span = g.xs[2 + ax] - 1;
+                }
+                g.ys[2 + ax] = span / g.a.stride[ax] + 1;
+            }
+        g.a.count_include_pad = round % 8 < 4;
+        double *xv, *yv;
+        tl_tensor *x = filled(dt, nd, g.xs, &xv), *gr = filled(dt, nd, g.ys, &yv);
+        int64_t S = prod(g.xs + 2, d), O = prod(g.ys + 2, d), K = prod(g.a.kernel, d);
+        memcpy(g.ws + 2, g.a.kernel, sizeof(int64_t) * (size_t)d);
+        double *want = calloc((size_t)(gr->numel + x->numel), sizeof *want), *dx = want + gr->numel;
+        for (int64_t pl = 0; pl < g.n * g.cin; pl++)
+            for (int64_t o = 0; o < O; o++) {
+                double best = -INFINITY, sum = 0;
+                int64_t pick = -1, count = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t i = wide_at(&g, o, k);
+                    if (i < 0)
+                        continue;
+                    double v = xv[pl * S + i];
+                    sum += v;
+                    count++;
+                    if (pick < 0 || v > best)
+                        best = v, pick = i;
+                }
+                if (avg && g.a.count_include_pad) { /* the window clipped to the padded input */
+                    int64_t oi[TL_MAXSP];
+                    cu_unravel(d, g.ys + 2, o, oi);
+                    count = 1;
+                    for (int ax = 0; ax < d; ax++) {
+                        int64_t st0 = oi[ax] * g.a.stride[ax] - g.a.pad_lo[ax];
+                        int64_t end = st0 + g.a.kernel[ax];
+                        end = end < g.xs[2 + ax] + g.a.pad_hi[ax] ? end : g.xs[2 + ax] + g.a.pad_hi[ax];
+                        count *= end - st0;
+                    }
+                }
+                want[pl * O + o] = avg ? sum / (double)count : best;
+                double gv = yv[pl * O + o];
+                if (avg)
+                    for (int64_t k = 0; k < K; k++) {
+                        int64_t i = wide_at(&g, o, k);
+                        if (i >= 0)
+                            dx[pl * S + i] += gv / (double)count;
+                    }
+                else if (pick >= 0)
+                    dx[pl * S + pick] += gv;
+            }
+        tl_tensor *got = tl_tensor_new(dt, nd, g.ys, &st);
+        const tl_tensor *in[2] = {x, gr};
+        cr_assert(!twin_kernels(avg ? TL_OP_AVG_POOL : TL_OP_MAX_POOL, 1, in, &g.a, got, &st), "%s", st.msg);
+        cr_assert_leq(worst_of(got, want), avg ? 1e-6 : 0, "%s, round %d", avg ? "avg_pool" : "max_pool", round);
+        tl_tensor_unref(got);
+        got = tl_tensor_new(dt, nd, g.xs, &st);
+        if (avg) {
+            const tl_tensor *gin[1] = {gr};
+            cr_assert(!twin_kernels(TL_OP_AVG_POOL_GRAD, 1, gin, &g.a, got, &st), "%s", st.msg);
+        } else {
+            cr_assert(!twin_kernels(TL_OP_MAX_POOL_GRAD, 2, in, &g.a, got, &st), "%s", st.msg);
+        }
+        cr_assert_leq(worst_of(got, dx), 1e-6, "%s_grad, round %d", avg ? "avg_pool" : "max_pool", round);
+        tl_tensor_unref(got);
+        tl_tensor_unref(x);
+        tl_tensor_unref(gr);
+        free(xv), free(yv), free(want);
+    }
+}
+
+/* pad_grad is pad's adjoint: <pad(x), g> = <x, pad_grad(g)>, and pad
+ * itself is numpy.pad on a few cases. */
+Test(cuda_host, pad_grad_is_the_adjoint_of_pad)
+{
+    tl_status st = {0};
+    for (int round = 0; round < 300; round++) {
+        int nd = 1 + (int)below(3);
+        tl_attrs a;
+        tl_attrs_init(&a);
+        a.mode = (int)below(4);
+        a.npads = nd;
+        a.value = 0;
+        int64_t xs[TL_MAXDIM], ys[TL_MAXDIM];
+        for (int ax = 0; ax < nd; ax++) {
+            xs[ax] = 1 + below(5);
+            int64_t lo = below(7) - 2, hi = below(7) - 2;
+            if (xs[ax] + (lo < 0 ? lo : 0) + (hi < 0 ? hi : 0) < 1)
+                lo = hi = 0;
+            a.pads[2 * ax] = lo;
+            a.pads[2 * ax + 1] = hi;
+            ys[ax] = xs[ax] + lo + hi;
+        }
+        double *xv, *gv;
+        tl_tensor *x = filled(TL_F64, nd, xs, &xv), *g = filled(TL_F64, nd, ys, &gv);
+        tl_tensor *y = tl_tensor_new(TL_F64, nd, ys, &st), *dx = tl_tensor_new(TL_F64, nd, xs, &st);
+        const tl_tensor *in[1] = {x}, *gin[1] = {g};
+        cr_assert(!twin_kernels(TL_OP_PAD, 1, in, &a, y, &st), "%s", st.msg);
+        cr_assert(!twin_kernels(TL_OP_PAD_GRAD, 1, gin, &a, dx, &st), "%s", st.msg);
+        double l = 0, r = 0;
+        for (int64_t i = 0; i < y->numel; i++)
+            l += tl_tensor_get(y, i) * gv[i];
+        for (int64_t i = 0; i < x->numel; i++)
+            r += xv[i] * tl_tensor_get(dx, i);
+        cr_assert(fabs(l - r) <= 1e-9 * (fabs(l) + 1), "round %d mode %d: %g against %g", round, a.mode, l, r);
+        tl_tensor *objs[] = {x, g, y, dx};
+        for (int i = 0; i < 4; i++)
+            tl_tensor_unref(objs[i]);
+        free(xv), free(gv);
+    }
+    /* numpy.pad(np.arange(4), (6, 5), mode) */
+    static const double want[3][15] = {
+        {0, 1, 2, 3, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1, 2},
+        {0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3, 3, 3, 3},
+        {2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0},
+    };
+    int64_t xs = 4, ys = 15;
+    tl_tensor *x = tl_tensor_new(TL_I32, 1, &xs, &st), *y = tl_tensor_new(TL_I32, 1, &ys, &st);
+    for (int i = 0; i < 4; i++)
+        tl_tensor_set(x, i, i);
+    for (int m = 0; m < 3; m++) {
+        tl_attrs a;
+        tl_attrs_init(&a);
+        a.mode = m + 1;
+        a.npads = 1;
+        a.pads[0] = 6;
+        a.pads[1] = 5;
+        const tl_tensor *in[1] = {x};
+        cr_assert(!twin_kernels(TL_OP_PAD, 1, in, &a, y, &st), "%s", st.msg);
+        for (int i = 0; i < 15; i++)
+            cr_expect_eq(tl_tensor_get(y, i), want[m][i], "mode %d, element %d", m + 1, i);
+    }
+    tl_tensor_unref(x);
+    tl_tensor_unref(y);
+}
+
+/* op on the twin and on the CPU: the same bits (or the same error). */
+static void same_as_cpu(tl_opcode op, int n, const tl_tensor *const *in, const tl_attrs *a,
+                        tl_dtype dt, int ndim, const int64_t *shape, const char *what)
+{
+    tl_status s1 = {0}, s2 = {0};
+    tl_tensor *o1 = tl_tensor_new(dt, ndim, shape, &s1), *o2 = tl_tensor_new(dt, ndim, shape, &s2);
+    tl_code r1 = twin_kernels(op, n, in, a, o1, &s1);
+    tl_code r2 = tl_cpu_backend.run(&tl_cpu_backend, op, n, in, a, o2, &s2);
+    cr_assert_eq(r1, r2, "%s (%s): %s / %s", tl_ops[op].name, what, s1.msg, s2.msg);
+    if (r1)
+        cr_assert_str_eq(s1.msg, s2.msg, "%s (%s)", tl_ops[op].name, what);
+    else
+        cr_assert(same_bits(o1, o2), "%s (%s)", tl_ops[op].name, what);
+    tl_tensor_unref(o1);
+    tl_tensor_unref(o2);
+}
+
+Test(cuda_host, lines_and_draws_have_the_cpu_bits)
+{
+    tl_status st = {0};
+    for (int round = 0; round < 200; round++) {
+        int nd = 1 + (int)below(3), ax = (int)below(nd);
+        int64_t shape[3], rshape[3], ishape[3];
+        for (int d = 0; d < nd; d++)
+            shape[d] = ishape[d] = 1 + below(5);
+        ishape[ax] = below(6);
+        tl_dtype dt = round % 2 ? TL_F64 : TL_F32;
+        tl_tensor *x = random_tensor(dt, nd, shape, true), *src = random_tensor(dt, nd, ishape, false);
+        tl_tensor *idx = tl_tensor_new(round % 3 ? TL_I64 : TL_I32, nd, ishape, &st);
+        for (int64_t j = 0; j < idx->numel; j++) /* a bad one now and then */
+            tl_tensor_set(idx, j, (double)(below(2 * shape[ax] + (round % 10 == 0)) - shape[ax]));
+        tl_attrs a;
+        tl_attrs_init(&a);
+        a.axis = ax;
+        char what[32];
+        snprintf(what, sizeof what, "round %d", round);
+        const tl_tensor *sin[3] = {x, idx, src}, *xin[1] = {x};
+        same_as_cpu(TL_OP_SCATTER_ADD, 3, sin, &a, dt, nd, shape, what);
+        for (int last = 0; last < 2; last++) {
+            a.select_last = last;
+            int r = 0;
+            for (int d = 0; d < nd; d++)
+                if (d != ax)
+                    rshape[r++] = shape[d];
+            same_as_cpu(TL_OP_ARGMAX, 1, xin, &a, TL_I64, r, rshape, what);
+            same_as_cpu(TL_OP_ARGMIN, 1, xin, &a, TL_I64, r, rshape, what);
+        }
+        a.exclusive = round % 4 < 2;
+        a.reverse = round % 8 < 4;
+        tl_tensor *xi = random_tensor(round % 3 ? TL_I64 : TL_I32, nd, shape, false);
+        const tl_tensor *iin[1] = {xi};
+        same_as_cpu(TL_OP_CUMSUM, 1, xin, &a, dt, nd, shape, what);
+        same_as_cpu(TL_OP_CUMSUM, 1, iin, &a, xi->dtype, nd, shape, what);
+        a.seed = (int64_t)next();
+        a.rng_node = (uint64_t)below(100);
+        a.rng_step = (uint64_t)below(3);
+        a.low = -1.5;
+        a.high = 2.25;
+        a.p = (double)below(10) / 10;
+        a.training = 1;
+        same_as_cpu(TL_OP_RANDOM_UNIFORM, 0, xin, &a, dt, nd, shape, what);
+        same_as_cpu(TL_OP_DROPOUT, 1, xin, &a, dt, nd, shape, what);
+        a.training = 0;
+        same_as_cpu(TL_OP_DROPOUT, 1, xin, &a, dt, nd, shape, what);
+        tl_tensor *objs[] = {x, src, idx, xi};
+        for (int i = 0; i < 4; i++)
+            tl_tensor_unref(objs[i]);
+    }
+}
+
+/* Long rows: the norms' sums through psum.h's whole tree, the CPU's bits. */
+Test(cuda_host, norms_of_long_rows_have_the_cpu_bits)
+{
+    for (int dt = 0; dt < 2; dt++) {
+        int64_t shape[3] = {2, 6, 701 + 350 * dt}, cs[1] = {6}, ls[2] = {6, shape[2]};
+        tl_tensor *x = random_tensor((tl_dtype)dt, 3, shape, false);
+        tl_tensor *g = random_tensor((tl_dtype)dt, 3, shape, false);
+        tl_tensor *sc = random_tensor((tl_dtype)dt, 1, cs, false), *bi = random_tensor((tl_dtype)dt, 1, cs, false);
+        tl_tensor *lsc = random_tensor((tl_dtype)dt, 2, ls, false), *lbi = random_tensor((tl_dtype)dt, 2, ls, false);
+        for (int64_t i = 0; i < x->numel; i++)
+            tl_tensor_set(x, i, tl_tensor_get(x, i) * 0.37 + (double)(i % 11) / 3);
+        tl_attrs a;
+        tl_attrs_init(&a);
+        a.epsilon = 1e-5;
+        a.groups = 3;
+        a.axis = 1;
+        const tl_tensor *gn[3] = {x, sc, bi}, *ln[3] = {x, lsc, lbi}, *lg[3] = {x, g, lsc};
+        same_as_cpu(TL_OP_GROUP_NORM, 3, gn, &a, (tl_dtype)dt, 3, shape, "group_norm");
+        same_as_cpu(TL_OP_GROUP_NORM, 1, gn, &a, (tl_dtype)dt, 3, shape, "group_norm, no scale");
+        same_as_cpu(TL_OP_LAYER_NORM, 3, ln, &a, (tl_dtype)dt, 3, shape, "layer_norm");
+        same_as_cpu(TL_OP_LAYER_NORM_GRAD, 3, lg, &a, (tl_dtype)dt, 3, shape, "layer_norm_grad");
+        same_as_cpu(TL_OP_LAYER_NORM_GRAD, 2, lg, &a, (tl_dtype)dt, 3, shape, "layer_norm_grad, no scale");
+        int64_t ps[3] = {2, 6, shape[2]};
+        same_as_cpu(TL_OP_LAYER_NORM_PARAMS_GRAD, 2, lg, &a, (tl_dtype)dt, 3, ps, "layer_norm_params_grad");
+        a.axis = 2; /* rows of one axis: many rows to a chunk */
+        ps[1] = shape[2];
+        same_as_cpu(TL_OP_LAYER_NORM_PARAMS_GRAD, 2, lg, &a, (tl_dtype)dt, 2, ps + 1, "layer_norm_params_grad, axis 2");
+        a.axis = 1;
+        tl_tensor *objs[] = {x, g, sc, bi, lsc, lbi};
+        for (int i = 0; i < 6; i++)
+            tl_tensor_unref(objs[i]);
+    }
+}
+
 /* ---------- the caching allocator ---------- */
 
 typedef struct fake_mem {
@@ -472,7 +902,10 @@ static bool reordered(tl_opcode op)
     case TL_OP_SOFTMAX:
     case TL_OP_LOG_SOFTMAX:
     case TL_OP_PROD_GRAD:
-    case TL_OP_MATMUL: return true;
+    case TL_OP_MATMUL:
+    case TL_OP_CONV: /* gemms */
+    case TL_OP_CONV_TRANSPOSE:
+    case TL_OP_CONV_GRAD_W: return true;
     default: return false;
     }
 }
@@ -570,13 +1003,17 @@ static int on_twin_if_map(const char *dir, const char *name)
 
 static void run_fixtures(checker check, int *fails, int *count)
 {
-    const char *dirs[] = {"tests/fixtures/ops", "tests/fixtures/flow"};
+    const char *dirs[] = {"tests/fixtures/ops", "tests/fixtures/flow", "tests/fixtures/nn"};
     memset(&seen, 0, sizeof seen);
     twin = twin_open();
     twin_watch = observe;
     *fails = *count = 0;
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < 3; d++) {
         int f, c;
+        DIR *there = opendir(dirs[d]); /* the layer ops' fixtures come with their families */
+        if (!there)
+            continue;
+        closedir(there);
         each_case(dirs[d], check, false, &f, &c);
         *fails += f;
         *count += c;
@@ -596,7 +1033,7 @@ Test(cuda_host, every_fixture_on_the_twin)
         total += seen.ops[op];
         cr_expect_eq(seen.bad[op], 0, "%s: %lld of %lld calls differ from the CPU", tl_ops[op].name,
                      (long long)seen.bad[op], (long long)seen.ops[op]);
-        bool kernel = tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP;
+        bool kernel = cu_has_kernel((tl_opcode)op);
         cr_expect(!kernel || seen.ops[op] > 0, "%s never ran on the twin", tl_ops[op].name);
         if (reordered(op))
             cr_log_info("%-12s %6lld calls, largest scaled difference from the CPU %.3g", tl_ops[op].name,

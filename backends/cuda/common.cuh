@@ -118,5 +118,8 @@ tl_code cu_map(cu_state *s, tl_opcode op, int n, cu_ins in, const tl_attrs *a, t
                tl_status *st);
 tl_code cu_shape_op(cu_state *s, tl_opcode op, int n, cu_ins in, const tl_attrs *a,
                     tl_tensor *out, tl_status *st);
+// The layer ops of nn.md (nn.cu): convolutions, pools, pad.
+tl_code cu_nn(cu_state *s, tl_opcode op, int n, cu_ins in, const tl_attrs *a, tl_tensor *out,
+              tl_status *st);
 
 #endif

@@ -16,8 +16,9 @@ cp "$CHECK" "$OUT/gpu_check"
 cp "$PLUGIN" "$OUT/tl-cuda.so"
 strip --strip-debug "$OUT/tl" "$OUT/gpu_check" "$OUT/tl-cuda.so"
 cp -r tests/fixtures/ops tests/fixtures/flow "$OUT/fixtures/"
+if [ -d tests/fixtures/nn ]; then cp -r tests/fixtures/nn "$OUT/fixtures/"; fi
 cp examples/mlp.json examples/mlp_inputs.npz "$OUT/examples/"
-cp tests/gpu/run.sh tests/gpu/mlp.json tests/gpu/mlp_torch.py "$OUT/"
+cp tests/gpu/run.sh tests/gpu/mlp.json tests/gpu/mlp_torch.py tests/gpu/conv.json tests/gpu/conv_torch.py "$OUT/"
 chmod +x "$OUT/run.sh"
 
 # the libraries: whatever ldd resolves, but the C runtime and CUDA; and
@@ -59,7 +60,8 @@ It checks every op and control-flow fixture on the GPU against the
 references, runs the benchmarks, and ends with "gpu: N passed, M failed".
 Contents: tl, tl-cuda.so (the CUDA plugin), gpu_check (the checker),
 the libraries they need beside them, fixtures/, examples/, mlp.json and
-mlp_torch.py (the MLP benchmark), run.sh.
+mlp_torch.py (the MLP benchmark), conv.json and conv_torch.py (the
+convolution benchmark), run.sh.
 README
 size=$(du -sk "$OUT" | awk '{print $1}')
 echo "bundle: $OUT, $((size / 1024)) MiB:"

@@ -11,6 +11,10 @@
  *       that tests the checker and its tolerances on any machine.
  *   gpu_check bench-ew [--device D]   elementwise throughput as a fraction
  *       of the device's copy bandwidth, measured side by side.
+ *   --fallback: ops without a kernel on the device run on the CPU (the
+ *       layer ops' fixtures: not every one has a CUDA kernel).
+ *   gpu_check bench-conv GRAPH [--device D]   one 3x3 convolution layer's
+ *       training step (x, w, b and their gradients), timed.
  *   gpu_check bench-mlp GRAPH [--device D]   one MLP training step (inputs
  *       up, forward, backward, gradients down) timed.
  *   gpu_check compare GOT.npz WANT.npz   every tensor of WANT in GOT, within
@@ -64,7 +68,10 @@ static bool in_list(const char *group, const char *const *list)
 /* Reordered sums and products, and chains of ops. */
 static const char *const accumulating[] = {"sum", "mean", "prod", "logsumexp", "softmax",
                                            "log_softmax", "matmul", "graph", "xent", "if",
-                                           "iterate", "map", "kink", NULL};
+                                           "iterate", "map", "kink", "conv", "conv_transpose",
+                                           "max_pool", "avg_pool", "batch_norm", "layer_norm",
+                                           "group_norm", "pad", "resize", "scatter_add",
+                                           "cumsum", "dropout", NULL};
 /* Where one ulp of an input is amplified (tan near its poles, pow, long
  * recurrences), f64 gets more room. */
 static const char *const amplifying[] = {"pow", "tan", "iterate", "map", "kink", "graph", NULL};
@@ -139,6 +146,10 @@ static bool close_enough(const tl_tensor *got, const tl_tensor *want, stat *s, b
     return ok;
 }
 
+/* --fallback: ops without a device kernel run on the CPU (else
+ * --strict-device refuses them). */
+static bool fallback;
+
 /* ---------- one fixture ---------- */
 
 typedef struct run_out {
@@ -158,7 +169,7 @@ static void run_free(run_out *r)
 static bool run_once(const tl_backend *be, const tl_graph *g, tl_tensor *const *in,
                      tl_tensor *const *seed, run_out *r, tl_status *st)
 {
-    tl_run_opts o = {.record = true, .backend = be, .strict_device = true};
+    tl_run_opts o = {.record = true, .backend = be, .strict_device = !fallback};
     tl_result *res;
     memset(r, 0, sizeof *r);
     if (g->noutputs > 64 || g->ninputs > 64)
@@ -527,6 +538,62 @@ static int bench_mlp(const char *graph, const char *spec)
     return rc;
 }
 
+/* One convolution layer's training step, the graph's inputs x [N, C, H, W],
+ * w [C, C, 3, 3], b [C]: gradients for all three (a layer inside a
+ * network), timed; also the rate of its three convolutions. */
+static int bench_conv(const char *graph, const char *spec)
+{
+    const int64_t N = 32, C = 128, H = 56, W = 56;
+    tl_status st = {0};
+    tl_graph *g = tl_graph_load(graph, &st);
+    if (!g || g->ninputs != 3) {
+        printf("bench-conv: %s\n", g ? "the graph must have the inputs x, w, b" : st.msg);
+        return 1;
+    }
+    const tl_backend *be = open_device(spec);
+    if (!be) {
+        tl_graph_free(g);
+        return 2;
+    }
+    int64_t shapes[3][4] = {{N, C, H, W}, {C, C, 3, 3}, {C}};
+    int nd[3] = {4, 4, 1};
+    double scales[3] = {1, 0.03, 0.1};
+    tl_tensor *in[3];
+    for (int i = 0; i < 3; i++)
+        in[i] = filled(nd[i], shapes[i], scales[i], (uint64_t)i + 1, &st);
+    bool wrt[3] = {true, true, true};
+    tl_run_opts o = {.record = true, .backend = be, .wrt = wrt, .strict_device = strcmp(spec, "cpu") != 0};
+    double t[16], loss = 0;
+    int reps = 0, rc = 0;
+    for (int r = 0; r < 12; r++) { /* 2 warm-up steps, then 10 timed */
+        double t0 = now();
+        tl_result *res;
+        tl_tensor *grads[3] = {0};
+        if (tl_run(g, in, &o, &res, &st) || tl_result_backward(res, grads, &st)) {
+            printf("bench-conv: %s\n", st.msg);
+            rc = 1;
+            break;
+        }
+        loss = tl_tensor_get(tl_result_output(res, 0), 0);
+        for (int i = 0; i < 3; i++)
+            tl_tensor_unref(grads[i]);
+        tl_result_free(res);
+        if (r >= 2)
+            t[reps++] = now() - t0;
+    }
+    if (!rc) {
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        double flops = 3 * 2.0 * (double)(N * H * W) * (double)(C * C * 9);
+        printf("bench-conv: tl on %s: %.2f ms a step (median of %d; loss %.6g; %.1f TFLOP/s in the convolutions)\n",
+               be->name, t[reps / 2] * 1e3, reps, loss, flops / t[reps / 2] / 1e12);
+    }
+    for (int i = 0; i < 3; i++)
+        tl_tensor_unref(in[i]);
+    tl_graph_free(g);
+    tl_device_close(be);
+    return rc;
+}
+
 /* Every tensor of want.npz is in got.npz and close to it. */
 static int compare(const char *got_path, const char *want_path)
 {
@@ -562,15 +629,19 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             spec = argv[++i];
-        else if (!strcmp(argv[i], "bench-ew") || !strcmp(argv[i], "bench-mlp"))
+        else if (!strcmp(argv[i], "--fallback"))
+            fallback = true;
+        else if (!strcmp(argv[i], "bench-ew") || !strcmp(argv[i], "bench-mlp") ||
+                 !strcmp(argv[i], "bench-conv"))
             mode = argv[i];
-        else if (!strcmp(mode, "bench-mlp") && !graph)
+        else if ((!strcmp(mode, "bench-mlp") || !strcmp(mode, "bench-conv")) && !graph)
             graph = argv[i];
         else if (argv[i][0] != '-' && ndirs < 16)
             dirs[ndirs++] = argv[i];
         else {
-            fprintf(stderr, "usage: gpu_check [--device D] DIR... | bench-ew [--device D] | "
-                            "bench-mlp GRAPH [--device D] | compare GOT.npz WANT.npz\n");
+            fprintf(stderr, "usage: gpu_check [--device D] [--fallback] DIR... | bench-ew [--device D] | "
+                            "bench-mlp GRAPH [--device D] | bench-conv GRAPH [--device D] | "
+                            "compare GOT.npz WANT.npz\n");
             return 2;
         }
     }
@@ -580,5 +651,7 @@ int main(int argc, char **argv)
         return bench_ew(spec);
     if (!strcmp(mode, "bench-mlp"))
         return graph ? bench_mlp(graph, spec) : 2;
+    if (!strcmp(mode, "bench-conv"))
+        return graph ? bench_conv(graph, spec) : 2;
     return check(spec, ndirs, dirs);
 }

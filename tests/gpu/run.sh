@@ -12,11 +12,14 @@
 #      --strict-device), forward and backward, against the PyTorch
 #      references, each run twice for identical bits; max abs and rel
 #      error per op and dtype
+#   3b. every layer-op fixture (fixtures/nn) on the GPU the same way, ops
+#      without a CUDA kernel on the CPU (--fallback)
 #   4. a smoke test of the command line: tl grad on the GPU and the CPU
 #   5. benchmark: elementwise throughput as a fraction of the copy
 #      bandwidth measured in the same run
 #   6. benchmark: an MLP training step on tl, and in PyTorch on the same
 #      GPU when python3 can import torch with CUDA (else a note)
+#   7. benchmark: a 3x3 convolution layer's training step, likewise
 # The last line is always `gpu: N passed, M failed` (the fixtures of step
 # 3 and steps 4 to 6); the exit status is 0 when nothing failed.  On a
 # machine without a usable GPU, steps 1 and 2 run, the GPU steps say why
@@ -104,6 +107,19 @@ else
   count 0 "$nfixtures"
 fi
 
+# ---- 3b. every layer-op fixture on the GPU ----
+nnfix=$(ls fixtures/nn/*.json 2>/dev/null | wc -l)
+if [ "$nnfix" -gt 0 ]; then
+  step fixtures-nn-gpu 420 ./gpu_check --device cuda --fallback fixtures/nn
+  summary=$(grep -E '^gpu_check: [0-9]+ passed, [0-9]+ failed' "$tmp/fixtures-nn-gpu.log" | tail -1)
+  if [ -n "$summary" ]; then
+    count "$(echo "$summary" | awk '{print $2}')" "$(echo "$summary" | awk '{print $4}')"
+  else
+    echo "fixtures-nn-gpu: no summary (crashed or stopped): all $nnfix fixtures count as failed"
+    count 0 "$nnfix"
+  fi
+fi
+
 # ---- 4. the command line on the GPU ----
 smoke='./tl grad examples/mlp.json -i examples/mlp_inputs.npz -d cuda --strict-device -v -o "$1/gpu.npz" &&
   ./tl grad examples/mlp.json -i examples/mlp_inputs.npz -o "$1/cpu.npz" &&
@@ -127,6 +143,18 @@ else
   echo
   echo "== bench-torch"
   echo "note: no PyTorch comparison (python3 with torch and CUDA is not importable here)"
+fi
+
+# ---- 7. a convolution layer, tl and PyTorch ----
+if step bench-conv 240 ./gpu_check bench-conv conv.json --device cuda; then count 1 0; else count 0 1; fi
+if [ "$gpu" = yes ] && command -v python3 >/dev/null 2>&1 &&
+  timeout 120 python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+  step bench-conv-torch 300 python3 conv_torch.py || echo "bench-conv-torch: PyTorch did not finish (not counted)"
+  t_tl=$(sed -n 's/^bench-conv: tl on [^:]*: \([0-9.]*\) ms.*/\1/p' "$tmp/bench-conv.log")
+  t_torch=$(sed -n 's/^bench-conv: torch .*: \([0-9.]*\) ms a step.*/\1/p' "$tmp/bench-conv-torch.log" 2>/dev/null)
+  if [ -n "$t_tl" ] && [ -n "$t_torch" ]; then
+    awk -v a="$t_tl" -v b="$t_torch" 'BEGIN { printf "bench-conv: tl %.2f ms, PyTorch %.2f ms a step: tl takes %.2fx PyTorch'"'"'s time\n", a, b, a / b }'
+  fi
 fi
 
 echo
