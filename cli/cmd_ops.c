@@ -196,7 +196,7 @@ int cmd_ops(int argc, char **argv)
             int n = op_dtypes((tl_opcode)i, dts);
             arity_text((tl_opcode)i, arity, sizeof arity);
             devices_text(dev, (tl_opcode)i, where, sizeof where);
-            printf("%-13s %-8s %-16s %-16s %-5s %s\n", tl_ops[i].name, kinds[tl_ops[i].kind], arity,
+            printf("%-15s %-8s %-16s %-16s %-5s %s\n", tl_ops[i].name, kinds[tl_ops[i].kind], arity,
                    n == 4 ? "f32 f64 i32 i64" : "f32 f64", tl_op_differentiable((tl_opcode)i) ? "grad" : "-",
                    where);
         }
