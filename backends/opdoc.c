@@ -108,7 +108,29 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
     /* ---- end of elementwise additions and integer arithmetic ---- */
 
     /* ---- convolution ---- */
-
+    [TL_OP_CONV] = {"torch.nn.functional.conv1d/2d/3d (cross-correlation, zero padding): x [N, Cin, *S], "
+                    "w [Cout, Cin/groups, *K], optional b [Cout]; out [N, Cout, *O] with "
+                    "O = floor((S + pad_begin + pad_end - dilation*(K-1) - 1)/stride) + 1; groups split "
+                    "the channels (groups = Cin: depthwise)",
+                    "to x: the transposed convolution of g with w; to w: the convolution of x with g, "
+                    "summed over the batch; to b: g summed over N and the spatial axes",
+                    {{"stride", "int or list of d ints >= 1", "1"},
+                     {"padding", "int, list of d ints, or list of d [begin, end] pairs", "0"},
+                     {"dilation", "int or list of d ints >= 1", "1"},
+                     {"groups", "int >= 1 dividing Cin and Cout", "1"}}},
+    [TL_OP_CONV_TRANSPOSE] = {"torch.nn.functional.conv_transpose1d/2d/3d: x [N, Cin, *S], "
+                              "w [Cin, Cout/groups, *K], optional b [Cout]; out [N, Cout, *O] with "
+                              "O = (S-1)*stride - pad_begin - pad_end + dilation*(K-1) + output_padding + 1",
+                              "to x: the convolution of g with w; to w: the convolution of g with x, "
+                              "summed over the batch; to b: g summed over N and the spatial axes",
+                              {{"stride", "int or list of d ints >= 1", "1"},
+                               {"padding", "int, list of d ints, or list of d [begin, end] pairs", "0"},
+                               {"output_padding", "int or list of d ints, each below the stride or the dilation",
+                                "0"},
+                               {"dilation", "int or list of d ints >= 1", "1"},
+                               {"groups", "int >= 1 dividing Cin and Cout", "1"}}},
+    [TL_OP_CONV_GRAD_W] = {"internal: the weight gradient of conv (conv_grad_w(x, g)) and of "
+                           "conv_transpose (conv_grad_w(g, x))", "", NONE},
     /* ---- end of convolution ---- */
 
     /* ---- pooling ---- */

@@ -1,8 +1,290 @@
-/* CPU kernels of convolution (nn.md). */
+/* CPU kernels of convolution (nn.md): conv, conv_transpose and the weight
+ * gradient conv_grad_w, all three seen as one convolution of an in-side
+ * tensor A [N, groups*ca, *is] into an out-side tensor B [N, groups*cb,
+ * *os] with a weight W [groups*cb, ca, *k]:
+ *     B[n, g cb + o, p] = sum over c, tap of W[g cb + o, c, tap] A[n, g ca + c, p*stride - pad_lo + tap*dilation]
+ * conv computes B from A and W (A is x), conv_transpose A from B and W (B
+ * is its x, A its output: the transpose), conv_grad_w W from A and B.
+ * Spatial axes are taken as three, leading ones of size 1.
+ *
+ * The ways, as Caffe and ggml do them, around OpenBLAS gemm on the
+ * calling thread (blas.h):
+ *   conv:           B[n, g] = W[g] im2col(A[n, g]), by chunks of positions;
+ *   conv_transpose: A[n, g] = col2im(W[g]^T B[n, g]), by blocks of channels
+ *                   (chunks of positions inside); with stride 1, a conv of
+ *                   B with the kernel flipped (as_conv below);
+ *   conv_grad_w:    W[g] = sum over n, chunks of B[n, g] im2col(A[n, g])^T,
+ *                   by blocks of W, samples and chunks in order;
+ * a 1x1 kernel with stride 1 and no padding skips im2col (A is its own
+ * column matrix), and one in-side channel per group (depthwise) runs
+ * direct kernels instead, a row of taps at a time.
+ *
+ * Threads: the work is cut into items (chunks, blocks, planes) by the
+ * shapes alone; each item is computed by one thread in one order and
+ * writes its own part of the result, so the bits never depend on the
+ * number of threads (threads.h); OpenBLAS's f32 bits depend on the cut,
+ * which is why the cut never follows the threads. */
+#define _DEFAULT_SOURCE
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
 #include "cpu.h"
+#include "psum.h"
+#include "threads.h"
+
+typedef struct geom {
+    int64_t n, groups, ca, cb;                       /* channels per group */
+    int64_t is[3], os[3], k[3], st[3], dl[3], lo[3]; /* spatial, three axes */
+    int64_t isz, osz, ksz, rows;                     /* products; rows = ca ksz */
+} geom;
+
+/* A tap of the kernel: the input row it reads from output row (od, oh)
+ * is (od*stride0 + doff, oh*stride1 + hoff), element ow*stride2 + off of
+ * it, valid for ow in [a, b). */
+typedef struct tap {
+    int64_t doff, hoff, off, a, b;
+} tap;
+
+typedef struct job {
+    geom g;
+    const tap *taps;       /* the direct kernels': ksz of them */
+    const cpu_blas *blas;
+    void *ins, *outs, *w;  /* A, B, W: the one being computed is written */
+    const void *bias;      /* conv: per out-side channel; conv_transpose: in-side */
+    bool pointwise;        /* no im2col: 1x1, stride 1, no padding */
+    int64_t chunk, nchunks; /* conv: positions; conv_transpose: channels */
+    int64_t pchunk;         /* conv_transpose: positions */
+    int64_t cblk, nblk;    /* conv_grad_w: in-side channels per item, blocks per group */
+    int64_t oblk, noblk;   /* conv_grad_w: out-side channels per item, blocks per group */
+    atomic_bool failed;    /* scratch could not be had */
+} job;
+
+/* The ow of [0, out) whose index ow*st + off falls in [0, in): [*a, *b). */
+static void valid(int64_t off, int64_t st, int64_t in, int64_t out, int64_t *a, int64_t *b)
+{
+    int64_t lo = off >= 0 ? 0 : (-off + st - 1) / st;
+    int64_t hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / st + 1;
+    hi = hi < out ? hi : out;
+    *a = lo < hi ? lo : hi;
+    *b = hi;
+}
+
+static void *scratch(job *j, size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        atomic_store(&j->failed, true);
+    return p;
+}
+
+#define T float
+#define SUF f
+#define SUF_IS_F 1
+#include "cpu_conv_t.h"
+#undef T
+#undef SUF
+#undef SUF_IS_F
+#define T double
+#define SUF d
+#define SUF_IS_F 0
+#include "cpu_conv_t.h"
+#undef T
+#undef SUF
+#undef SUF_IS_F
+
+/* Scratch of about this many bytes per item (an im2col chunk stays in the
+ * second-level cache while gemm packs it). */
+#define CHUNK_BYTES (1 << 20)
+/* conv_grad_w's blocks: about this many items over the groups. */
+#define GRADW_ITEMS 8
+#define GRADW_COLS 64
+#define GRADW_ROWS 16
+/* the direct kernels keep ksz * ow partial sums */
+#define DIRECT_ACC (1 << 16)
+#define MIN_FLOPS_PER_THREAD (1 << 22)
+
+enum { K_CONV, K_CONVT, K_GRADW, K_DW = 3 };
+
+/* The geometry from the in-side and out-side shapes and the normalised
+ * attributes. */
+static geom make_geom(const int64_t *in_shape, const int64_t *out_shape, int ndim, int64_t ca_total,
+                      int64_t cb_total, const tl_attrs *a)
+{
+    geom G = {.n = in_shape[0], .groups = a->groups};
+    G.ca = ca_total / a->groups;
+    G.cb = cb_total / a->groups;
+    int d = ndim - 2, lead = 3 - d;
+    for (int i = 0; i < 3; i++) {
+        bool sp = i >= lead;
+        int s = i - lead;
+        G.is[i] = sp ? in_shape[2 + s] : 1;
+        G.os[i] = sp ? out_shape[2 + s] : 1;
+        G.k[i] = sp ? a->kernel[s] : 1;
+        G.st[i] = sp ? a->stride[s] : 1;
+        G.dl[i] = sp ? a->dilation[s] : 1;
+        G.lo[i] = sp ? a->pad_lo[s] : 0;
+    }
+    G.isz = G.is[0] * G.is[1] * G.is[2];
+    G.osz = G.os[0] * G.os[1] * G.os[2];
+    G.ksz = G.k[0] * G.k[1] * G.k[2];
+    G.rows = G.ca * G.ksz;
+    return G;
+}
+
+static bool is_pointwise(const tl_attrs *a)
+{
+    for (int i = 0; i < a->nsp; i++)
+        if (a->kernel[i] != 1 || a->stride[i] != 1 || a->pad_lo[i] || a->pad_hi[i])
+            return false;
+    return true;
+}
+
+/* A transposed convolution with stride 1 is a convolution of its input
+ * with the kernel flipped and its channel axes swapped, padded by
+ * dilation*(K-1) - pad_lo at the start: an im2col and one gemm with the
+ * long sum (the out-side channels times the taps) instead of a gemm with
+ * the short one and col2im. */
+static bool unit_stride(const geom *G) { return G->st[0] == 1 && G->st[1] == 1 && G->st[2] == 1; }
+
+static geom as_conv(const geom *G)
+{
+    geom c = *G;
+    c.ca = G->cb;
+    c.cb = G->ca;
+    for (int i = 0; i < 3; i++) {
+        c.is[i] = G->os[i];
+        c.os[i] = G->is[i];
+        c.lo[i] = G->dl[i] * (G->k[i] - 1) - G->lo[i];
+    }
+    c.isz = G->osz;
+    c.osz = G->isz;
+    c.rows = c.ca * c.ksz;
+    return c;
+}
+
+/* W'[g ca + c, o, K-1-tap] = W[g cb + o, c, tap] */
+static void *flip_weight(const geom *G, const void *w, size_t es, tl_status *st)
+{
+    int64_t n = G->groups * G->ca * G->cb * G->ksz;
+    char *f = tl_malloc((size_t)n, es, "a flipped convolution kernel", st);
+    if (!f)
+        return NULL;
+    for (int64_t g = 0; g < G->groups; g++)
+        for (int64_t o = 0; o < G->cb; o++)
+            for (int64_t c = 0; c < G->ca; c++)
+                for (int64_t k = 0; k < G->ksz; k++) {
+                    int64_t from = ((g * G->cb + o) * G->ca + c) * G->ksz + k;
+                    int64_t to = ((g * G->ca + c) * G->cb + o) * G->ksz + (G->ksz - 1 - k);
+                    memcpy(f + to * (int64_t)es, (const char *)w + from * (int64_t)es, es);
+                }
+    return f;
+}
+
+static int threads_for(double flops)
+{
+    double by_work = flops / MIN_FLOPS_PER_THREAD;
+    int n = cpu_nthreads();
+    return by_work < n ? (by_work < 1 ? 1 : (int)by_work) : n;
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
-    (void)n, (void)in, (void)a, (void)out;
-    return tl_fail(st, TL_EINPUT, "%s: not implemented yet", tl_ops[op].name);
+    if (out->numel == 0)
+        return TL_OK;
+    const tl_tensor *x = in[0];
+    int which = op == TL_OP_CONV ? K_CONV : op == TL_OP_CONV_TRANSPOSE ? K_CONVT : K_GRADW;
+    job j = {.bias = op != TL_OP_CONV_GRAD_W && n > 2 ? in[2]->data : NULL};
+    atomic_init(&j.failed, false);
+    switch (which) {
+    case K_CONV:
+        j.g = make_geom(x->shape, out->shape, x->ndim, x->shape[1], out->shape[1], a);
+        j.ins = x->data, j.outs = out->data, j.w = in[1]->data;
+        break;
+    case K_CONVT:
+        j.g = make_geom(out->shape, x->shape, x->ndim, out->shape[1], x->shape[1], a);
+        j.ins = out->data, j.outs = x->data, j.w = in[1]->data;
+        break;
+    default:
+        j.g = make_geom(x->shape, in[1]->shape, x->ndim, x->shape[1], in[1]->shape[1], a);
+        j.ins = x->data, j.outs = in[1]->data, j.w = out->data;
+        break;
+    }
+    geom *G = &j.g;
+    size_t es = tl_dtype_size(out->dtype);
+    double flops = 2.0 * (double)G->n * (double)G->groups * (double)G->cb * (double)G->rows * (double)G->osz;
+    int64_t nitems;
+    int kind = which;
+    void *w_flip = NULL;
+    if (G->ca == 1 && G->ksz * G->os[2] <= DIRECT_ACC) { /* depthwise: direct */
+        kind = K_DW + which;
+        tap *taps = tl_malloc((size_t)G->ksz, sizeof *taps, "convolution taps", st);
+        if (!taps)
+            return st->code;
+        for (int64_t k = 0; k < G->ksz; k++) {
+            int64_t kd = k / (G->k[1] * G->k[2]), kh = k / G->k[2] % G->k[1], kw = k % G->k[2];
+            taps[k].doff = kd * G->dl[0] - G->lo[0];
+            taps[k].hoff = kh * G->dl[1] - G->lo[1];
+            taps[k].off = kw * G->dl[2] - G->lo[2];
+            valid(taps[k].off, G->st[2], G->is[2], G->os[2], &taps[k].a, &taps[k].b);
+        }
+        j.taps = taps;
+        nitems = which == K_CONV ? G->n * G->groups * G->cb : which == K_CONVT ? G->n * G->groups : G->groups * G->cb;
+    } else {
+        j.pointwise = is_pointwise(a);
+        if (!(j.blas = cpu_blas_get(st)))
+            return st->code;
+        if (G->rows > INT32_MAX || G->cb * G->ksz > INT32_MAX || G->cb > INT32_MAX || G->osz > INT32_MAX || G->isz > INT32_MAX)
+            return tl_fail(st, TL_EINPUT, "%s too large for BLAS", tl_ops[op].name);
+        if (which == K_CONVT && !j.pointwise && unit_stride(G)) { /* as a conv: flipped kernel */
+            w_flip = flip_weight(G, in[1]->data, es, st);
+            if (!w_flip)
+                return st->code;
+            *G = as_conv(G);
+            j.w = w_flip;
+            which = kind = K_CONV;
+            j.ins = x->data, j.outs = out->data; /* in-side: x; out-side: the result */
+        }
+        if (which == K_CONV) { /* chunks of positions */
+            int64_t want = CHUNK_BYTES / (int64_t)es / G->rows;
+            j.chunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);
+            if (j.pointwise)
+                j.chunk = G->osz <= 4096 ? G->osz : 4096;
+            j.nchunks = (G->osz + j.chunk - 1) / j.chunk;
+            nitems = G->n * G->groups * j.nchunks;
+        } else if (which == K_CONVT) { /* blocks of in-side channels, chunks of positions inside */
+            int64_t want = CHUNK_BYTES / (int64_t)es / (G->ksz * (G->osz ? G->osz : 1));
+            j.chunk = j.pointwise ? G->ca : clamp64(want, 1, G->ca);
+            j.nchunks = (G->ca + j.chunk - 1) / j.chunk;
+            want = CHUNK_BYTES / (int64_t)es / (j.chunk * G->ksz);
+            j.pchunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);
+            nitems = G->n * G->groups * j.nchunks;
+        } else { /* blocks of in-side channels, chunks of positions inside */
+            /* blocks of at least GRADW_COLS columns of W (thinner products
+             * pack the whole of B once for very little), then blocks of at
+             * least GRADW_ROWS out-side channels while items are wanted */
+            int64_t per = G->groups >= GRADW_ITEMS ? 1 : GRADW_ITEMS / G->groups;
+            j.cblk = (G->ca + per - 1) / per;
+            j.cblk = clamp64((GRADW_COLS + G->ksz - 1) / G->ksz, j.cblk, G->ca);
+            j.nblk = (G->ca + j.cblk - 1) / j.cblk;
+            int64_t rest = per / j.nblk > 1 ? per / j.nblk : 1;
+            j.oblk = clamp64((G->cb + rest - 1) / rest, GRADW_ROWS, G->cb);
+            j.noblk = (G->cb + j.oblk - 1) / j.oblk;
+            int64_t want = CHUNK_BYTES / (int64_t)es / (j.cblk * G->ksz);
+            j.chunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);
+            if (j.chunk < 1)
+                j.chunk = 1;
+            nitems = G->groups * j.nblk * j.noblk;
+        }
+    }
+    const cpu_item_fn *fns = out->dtype == TL_F32 ? items_f : items_d;
+    cpu_parallel(nitems, threads_for(flops), fns[kind], &j);
+    free(w_flip);
+    free((void *)j.taps);
+    if (atomic_load(&j.failed))
+        return tl_fail(st, TL_ERUNTIME, "out of memory for the scratch of %s", tl_ops[op].name);
+    return TL_OK;
 }
