@@ -134,10 +134,52 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
     /* ---- end of convolution ---- */
 
     /* ---- pooling ---- */
+    [TL_OP_MAX_POOL] = {"torch.nn.functional.max_pool{1,2,3}d over x [N, C, *S]: the largest element of each "
+                        "window; padded positions never win (a window of padding alone gives -inf); a window "
+                        "holding a NaN gives NaN; output size (S + lo + hi - dilation*(kernel-1) - 1)/stride + 1, "
+                        "rounded down or, with ceil_mode, up (a last window that would start in the right "
+                        "padding is dropped)",
+                        "all of g to each window's first maximum in row-major window order; with a NaN in the "
+                        "window, to its last NaN (PyTorch's rule); ties are kinks",
+                        {{"kernel", "int or list of d ints >= 1", NULL},
+                         {"stride", "int or list of d ints >= 1", "the kernel"},
+                         {"padding", "int, list of d ints or of d [begin, end] pairs, each at most kernel/2", "0"},
+                         {"dilation", "int or list of d ints >= 1", "1"},
+                         {"ceil_mode", "bool", "false"}}},
+    [TL_OP_AVG_POOL] = {"torch.nn.functional.avg_pool{1,2,3}d over x [N, C, *S]: each window's sum in row-major "
+                        "order divided by its positions inside the padded input (count_include_pad) or inside "
+                        "the input; ceil-mode windows past the padded end are clipped; output size as max_pool's "
+                        "(no dilation)",
+                        "each output's g divided by that count, added to every input element of its window",
+                        {{"kernel", "int or list of d ints >= 1", NULL},
+                         {"stride", "int or list of d ints >= 1", "the kernel"},
+                         {"padding", "int, list of d ints or of d [begin, end] pairs, each at most kernel/2", "0"},
+                         {"ceil_mode", "bool", "false"},
+                         {"count_include_pad", "bool", "true"}}},
+    [TL_OP_MAX_POOL_GRAD] = {"internal: max_pool's backward (g to each window's argmax, recomputed from x)", "", NONE},
+    [TL_OP_AVG_POOL_GRAD] = {"internal: avg_pool's backward (g spread over each window)", "", NONE},
 
     /* ---- end of pooling ---- */
 
     /* ---- normalization ---- */
+    [TL_OP_BATCH_NORM] = {"x [N, C, *S], the rest [C]: (x - mean)/sqrt(var + epsilon)*scale + bias per channel "
+                          "(inference); training: the batch's own mean and biased variance over N and S instead "
+                          "(the mean and var arguments are not read), and then up to three ids: the value, the "
+                          "batch mean, the batch variance",
+                          "to every argument it reads: x, scale, bias, mean and var (inference); in training "
+                          "mode through the batch statistics (a recipe of ops on the tape)",
+                          {{"epsilon", "number > 0", "1e-5"}, {"training", "bool", "false"}}},
+    [TL_OP_LAYER_NORM] = {"torch.nn.functional.layer_norm: normalize over the axes axis.. (biased variance), then "
+                          "the optional scale and bias of shape x.shape[axis:]",
+                          "to x (one fused kernel), scale and bias",
+                          {{"axis", "int", "-1"}, {"epsilon", "number > 0", "1e-5"}}},
+    [TL_OP_GROUP_NORM] = {"torch.nn.functional.group_norm over x [N, C, *S]: each of groups consecutive channel "
+                          "groups normalized over its channels and S, then the optional scale and bias [C]; "
+                          "instance norm is groups = C",
+                          "to x, scale and bias",
+                          {{"groups", "int >= 1 dividing C", NULL}, {"epsilon", "number > 0", "1e-5"}}},
+    [TL_OP_LAYER_NORM_GRAD] = {"internal: layer_norm's backward to x (group_norm's too)", "", NONE},
+    [TL_OP_LAYER_NORM_PARAMS_GRAD] = {"internal: layer_norm's backward to scale and bias", "", NONE},
 
     /* ---- end of normalization ---- */
 

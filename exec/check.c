@@ -284,6 +284,8 @@ static tl_code check_op(checker *c, const tl_node *n, tl_type *out)
     if (!rc && !(rc = tl_shape_infer(n->op, n->nargs, ptr, &a, &sh, c->st))) {
         *out = (tl_type){sh.dtype, sh.ndim, {0}, false};
         memcpy(out->dims, sh.dims, sizeof(int64_t) * (size_t)sh.ndim);
+        if (n->op == TL_OP_BATCH_NORM && n->nout == 3) /* training: the batch mean and variance [C] */
+            out[1] = out[2] = (tl_type){sh.dtype, 1, {sh.dims[1]}, false};
     }
     if (fk != small)
         free(fk);
@@ -408,6 +410,8 @@ static tl_code check_map(checker *c, const tl_node *n, tl_type *out)
     if (!rc && !(rc = tl_shape_infer(TL_OP_MAP, nin, ptr, &a, &sh, c->st))) {
         *out = (tl_type){sh.dtype, sh.ndim, {0}, false};
         memcpy(out->dims, sh.dims, sizeof(int64_t) * (size_t)sh.ndim);
+        if (n->op == TL_OP_BATCH_NORM && n->nout == 3) /* training: the batch mean and variance [C] */
+            out[1] = out[2] = (tl_type){sh.dtype, 1, {sh.dims[1]}, false};
     }
     free(fk);
     return rc;

@@ -8,10 +8,12 @@
 #include "check.h"
 #include "fuse.h"
 #include "loop.h"
+#include "shape.h"
 #include "backends/cpu/blas.h"
 #include "backends/opdoc.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +169,94 @@ static tl_dtype weak_dtype(tl_eval *ev, const tl_node *n, int i)
     return tl_weak_dtype(n->op, i, have, first, ev->call_dtype);
 }
 
+/* One op of a node's recipe, recorded on the tape like a node of its own
+ * when an input is differentiated: the result into *out (a new
+ * reference) and its variable into *var. */
+static tl_code recipe_op(tl_eval *ev, const tl_node *n, tl_opcode op, int nin, tl_tensor **in,
+                         const int *vars, const tl_attrs *a, tl_tensor **out, int *var)
+{
+    bool any = false;
+    for (int i = 0; i < nin; i++)
+        any = any || vars[i] >= 0;
+    *var = -1;
+    if (!(*out = tl_op(ev->cx, op, nin, in, a, ev->st)))
+        return ev->st->code;
+    if (ev->tape && any && differentiable(op, *out) &&
+        (*var = tl_tape_record(ev->tape, op, nin, in, vars, *out, a, n, ev->st)) < 0) {
+        tl_tensor_unref(*out);
+        *out = NULL;
+        return ev->st->code;
+    }
+    return TL_OK;
+}
+
+/* mean over every axis but the channels (1) of an ndim-axis x, keeping
+ * them, and the squeeze of those axes: the attributes of batch_norm's
+ * statistics, which tape entries point at (so static). */
+static tl_attrs bn_mean[TL_MAXDIM + 1], bn_squeeze[TL_MAXDIM + 1];
+static pthread_once_t bn_once = PTHREAD_ONCE_INIT;
+
+static void bn_attrs_init(void)
+{
+    for (int d = 2; d <= TL_MAXDIM; d++) {
+        tl_attrs_init(&bn_mean[d]);
+        bn_mean[d].has_axes = bn_mean[d].keepdims = true;
+        for (int k = 0; k < d; k++)
+            if (k != 1)
+                bn_mean[d].axes[bn_mean[d].naxes++] = k;
+        bn_squeeze[d] = bn_mean[d];
+        bn_squeeze[d].keepdims = false;
+    }
+}
+
+/* batch_norm in training mode: the recipe of ops that normalises x with
+ * its batch's statistics, each op on the tape, so that the chain rule
+ * gives the gradient through them:
+ *   m1 = mean(x) and v1 = mean(square(x - m1)) over N and S (keepdims),
+ *   mean = squeeze(m1), var = squeeze(v1),
+ *   y = batch_norm(x, scale, bias, mean, var) in its inference form.
+ * The node's mean and var arguments are not read.  Its values: y, and
+ * with three ids mean and var (biased). */
+static tl_code batch_norm_training(tl_eval *ev, const tl_node *n, tl_tensor **in, const int *vars)
+{
+    tl_attrs a = *n->attrs;
+    tl_shape sh;
+    if (tl_shape_infer(TL_OP_BATCH_NORM, n->nargs, (const tl_tensor *const *)in, &a, &sh, ev->st))
+        return ev->st->code;
+    pthread_once(&bn_once, bn_attrs_init);
+    int d = in[0]->ndim, v[6] = {-1, -1, -1, -1, -1, -1};
+    tl_tensor *t[6] = {NULL}, *y = NULL;
+    const tl_attrs *am = &bn_mean[d], *as = &bn_squeeze[d];
+    tl_code rc = recipe_op(ev, n, TL_OP_MEAN, 1, in, vars, am, &t[0], &v[0]);
+    if (!rc)
+        rc = recipe_op(ev, n, TL_OP_SUB, 2, (tl_tensor *[]){in[0], t[0]}, (int[]){vars[0], v[0]}, NULL, &t[1], &v[1]);
+    if (!rc)
+        rc = recipe_op(ev, n, TL_OP_SQUARE, 1, &t[1], &v[1], NULL, &t[2], &v[2]);
+    if (!rc)
+        rc = recipe_op(ev, n, TL_OP_MEAN, 1, &t[2], &v[2], am, &t[3], &v[3]);
+    if (!rc)
+        rc = recipe_op(ev, n, TL_OP_SQUEEZE, 1, &t[0], &v[0], as, &t[4], &v[4]);
+    if (!rc)
+        rc = recipe_op(ev, n, TL_OP_SQUEEZE, 1, &t[3], &v[3], as, &t[5], &v[5]);
+    tl_tensor *bn[5] = {in[0], in[1], in[2], t[4], t[5]};
+    int bv[5] = {vars[0], vars[1], vars[2], v[4], v[5]}, yv = -1;
+    if (!rc)
+        rc = recipe_op(ev, n, TL_OP_BATCH_NORM, 5, bn, bv, n->attrs, &y, &yv);
+    if (!rc && ev->opts->observe)
+        ev->opts->observe(ev->opts->observe_ctx, n, 5, bn, y);
+    if (!rc) {
+        tl_eval_set(ev, n->out[0], y, yv);
+        if (n->nout == 3) {
+            tl_eval_set(ev, n->out[1], t[4], v[4]);
+            tl_eval_set(ev, n->out[2], t[5], v[5]);
+            t[4] = t[5] = NULL;
+        }
+    }
+    for (int i = 0; i < 6; i++)
+        tl_tensor_unref(t[i]);
+    return rc;
+}
+
 static tl_code eval_op(tl_eval *ev, const tl_node *n)
 {
     tl_tensor *small[8], **in = small;
@@ -200,6 +290,14 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
         typed = *n->attrs;
         typed.dtype = ev->call_dtype;
         attrs = &typed;
+    }
+    if (!rc && n->op == TL_OP_BATCH_NORM && n->attrs->training == 1) {
+        rc = batch_norm_training(ev, n, in, vars);
+        for (int i = 0; i < made; i++)
+            tl_tensor_unref(in[i]);
+        if (in != small)
+            free(in);
+        return rc;
     }
     tl_tensor *out = rc ? NULL : tl_op(ev->cx, n->op, n->nargs, in, attrs, ev->st);
     if (out && ev->opts->observe)

@@ -4,7 +4,8 @@
  * each `map` node's per-element branch paths, and for every op with a kink
  * which side of it each element lies on (relu, abs, sign: the sign of the
  * input; clamp: below, inside or above; maximum, minimum: which operand
- * wins or a tie; max, min: which elements are the extreme; comparisons,
+ * wins or a tie; max, min: which elements are the extreme; max_pool:
+ * each window's argmax, its first maximum (or last NaN); comparisons,
  * where and casts to an integer: the value they decide).  Every perturbed
  * run compares its fingerprints with the base's as it goes: the first `if`
  * or `map` path that differs puts the element on a branch boundary (after
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "backends/cuda/mexec.h"
+#include "nn.h"
 
 void tl_gradcheck_defaults(tl_gradcheck_opts *o)
 {
@@ -119,6 +121,7 @@ static bool kink_print(const tl_node *n, tl_tensor *const *in, const tl_tensor *
         break;
     case TL_OP_MAX:
     case TL_OP_MIN: z = extremes(a, in[0], out); break;
+    case TL_OP_MAX_POOL: z = tl_nn_max_pool_print(in[0], a, mix); break;
     case TL_OP_CAST:
         if (!tl_dtype_is_int(out->dtype))
             return false;

@@ -48,4 +48,9 @@ void tl_rule_scatter(bw *b, const tl_entry *e, const tl_attrs *a, const bool *wa
 void tl_rule_random(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, tl_tensor *g,
                     tl_tensor **out);
 
+/* tl gradcheck's fingerprint of the decisions of a max_pool call on the
+ * host tensor x (its node's attributes a): each window's argmax, mixed in
+ * window order (exec/nn_pool.c). */
+uint64_t tl_nn_max_pool_print(const tl_tensor *x, const tl_attrs *a, uint64_t (*mix)(uint64_t, uint64_t));
+
 #endif

@@ -1,8 +1,259 @@
-/* CPU kernels of pooling (nn.md). */
+/* CPU kernels of pooling (nn.md): max_pool, avg_pool and their backward
+ * kernels max_pool_grad(x, g) and avg_pool_grad(g).  Every shape is seen
+ * as 3 spatial axes (leading ones of size 1).  The work is cut into items
+ * of whole [N*C] planes, a number that depends on the shapes alone; each
+ * plane is computed by one thread in one order, so the bits never depend
+ * on the thread count.
+ *
+ * Within a plane, one output row (od, oh) at a time: for every element of
+ * the window in row-major order (kd, kh, kw), an inner loop over the
+ * output positions ow updates each output, so each output sees its
+ * window's elements in row-major order (the order PyTorch's kernels use):
+ * max keeps the first maximum (a later element replaces it only when
+ * greater, or NaN: so a NaN wins, the last of several), avg adds in that
+ * order from 0.  Padded positions are skipped: they never win a max and
+ * add nothing to a sum. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cpu.h"
+#include "threads.h"
+
+typedef struct geom {
+    int64_t in[3], out[3], k[3], s[3], dl[3], lo[3], hi[3];
+    int64_t planes, isz, osz; /* N*C; elements of an input and an output plane */
+} geom;
+
+typedef struct pjob {
+    tl_opcode op;
+    geom G;
+    const void *x, *g; /* max_pool_grad: x and g; avg_pool_grad: g in g */
+    void *out;
+    const int64_t *cnt[3]; /* avg: each output position's counted window length, per axis */
+    int64_t *wa, *wb, *woff; /* per kw: the outputs [wa, wb) it serves, its offset from ow*s */
+    int64_t per_item;      /* planes per item */
+    bool f32;
+    atomic_int oom;
+} pjob;
+
+/* x's (for the *_grad kernels: the input's) spatial axes and the output's,
+ * as 3 axes. */
+static void geom_init(geom *G, const int64_t *ishape, const int64_t *oshape, int ndim,
+                      const tl_attrs *a)
+{
+    int d = ndim - 2;
+    for (int j = 0; j < 3; j++) {
+        G->in[j] = G->out[j] = G->k[j] = G->s[j] = G->dl[j] = 1;
+        G->lo[j] = G->hi[j] = 0;
+    }
+    for (int i = 0, j = 3 - d; i < d; i++, j++) {
+        G->in[j] = ishape[2 + i], G->out[j] = oshape[2 + i], G->k[j] = a->kernel[i];
+        G->s[j] = a->stride[i], G->dl[j] = a->dilation[i], G->lo[j] = a->pad_lo[i], G->hi[j] = a->pad_hi[i];
+    }
+    G->planes = ishape[0] * ishape[1];
+    G->isz = G->in[0] * G->in[1] * G->in[2];
+    G->osz = G->out[0] * G->out[1] * G->out[2];
+}
+
+/* The outputs ow in [*a, *b) whose window element kw lies inside the
+ * input along the last axis; returns its offset from ow*s. */
+static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
+{
+    int64_t off = kw * G->dl[2] - G->lo[2], s = G->s[2], last = G->in[2] - 1 - off;
+    *a = off < 0 ? (-off + s - 1) / s : 0;
+    *b = last < 0 ? 0 : last / s + 1 < G->out[2] ? last / s + 1 : G->out[2];
+    return off;
+}
+
+/* The inner loops, with the stride along the last axis a constant where
+ * it is 1 or 2 (so that they vectorise). */
+#define ALWAYS static inline __attribute__((always_inline))
+#define STRIDED(call, s) ((s) == 1 ? call(1) : (s) == 2 ? call(2) : call(s))
+
+#define DEFINE_POOL(T, SUF, I)                                                                    \
+    ALWAYS void max_row_##SUF(T *restrict m, const T *restrict row, int64_t off, int64_t a, int64_t b, int64_t s) \
+    {                                                                                          \
+        for (int64_t ow = a; ow < b; ow++) {                                                   \
+            T v = row[ow * s + off], c = m[ow];                                                \
+            m[ow] = v > c || v != v ? v : c;                                                   \
+        }                                                                                      \
+    }                                                                                          \
+    ALWAYS void arg_row_##SUF(T *restrict m, I *restrict at, const T *restrict row, int64_t base, \
+                              int64_t off, int64_t a, int64_t b, int64_t s)                                 \
+    {                                                                                          \
+        for (int64_t ow = a; ow < b; ow++) {                                                   \
+            T v = row[ow * s + off], c = m[ow];                                                \
+            bool take = v > c || v != v || at[ow] < 0;                                         \
+            m[ow] = take ? v : c;                                                              \
+            at[ow] = take ? (I)(base + ow * s + off) : at[ow];                                            \
+        }                                                                                      \
+    }                                                                                          \
+    ALWAYS void sum_row_##SUF(T *restrict acc, const T *restrict row, int64_t off, int64_t a, int64_t b, int64_t s) \
+    {                                                                                          \
+        for (int64_t ow = a; ow < b; ow++)                                                     \
+            acc[ow] += row[ow * s + off];                                                          \
+    }                                                                                          \
+    ALWAYS void spread_row_##SUF(T *restrict row, const T *restrict q, int64_t off, int64_t a, int64_t b, int64_t s) \
+    {                                                                                          \
+        for (int64_t ow = a; ow < b; ow++)                                                     \
+            row[ow * s + off] += q[ow];                                                            \
+    }                                                                                          \
+    /* every window element (kd, kh, kw) of output row (od, oh) inside the \
+     * input: BODY with `row` (its input row, offset by kw), `ri` (that  \
+     * row's index in the plane), [a, b) the outputs it serves */          \
+    CPU_KERNEL static void plane_##SUF(const pjob *j, int64_t p, T *scratch, I *at)      \
+    {                                                                                          \
+        const geom *G = &j->G;                                                                 \
+        int64_t OW = G->out[2], s = G->s[2];                                                   \
+        const T *x = j->x ? (const T *)j->x + p * G->isz : NULL;                               \
+        const T *g = j->g ? (const T *)j->g + p * G->osz : NULL;                               \
+        T *out = (T *)j->out;                                                                  \
+        bool fwd = j->op == TL_OP_MAX_POOL || j->op == TL_OP_AVG_POOL;                         \
+        if (fwd)                                                                               \
+            out += p * G->osz;                                                                 \
+        else                                                                                   \
+            out += p * G->isz, memset(out, 0, sizeof(T) * (size_t)G->isz);                     \
+        for (int64_t od = 0; od < G->out[0]; od++)                                             \
+            for (int64_t oh = 0; oh < G->out[1]; oh++) {                                       \
+                int64_t orow = (od * G->out[1] + oh) * OW;                                     \
+                T *m = fwd ? out + orow : scratch;                                             \
+                if (j->op == TL_OP_AVG_POOL_GRAD)                                              \
+                    for (int64_t ow = 0; ow < OW; ow++)                                        \
+                        m[ow] = g[orow + ow] / (T)(j->cnt[0][od] * j->cnt[1][oh] * j->cnt[2][ow]); \
+                else                                                                           \
+                    for (int64_t ow = 0; ow < OW; ow++)                                        \
+                        m[ow] = j->op == TL_OP_AVG_POOL ? 0 : (T)-INFINITY;                    \
+                if (j->op == TL_OP_MAX_POOL_GRAD)                                              \
+                    for (int64_t ow = 0; ow < OW; ow++)                                        \
+                        at[ow] = -1;                                                           \
+                for (int64_t kd = 0; kd < G->k[0]; kd++) {                                     \
+                    int64_t id = od * G->s[0] - G->lo[0] + kd * G->dl[0];                      \
+                    if (id < 0 || id >= G->in[0])                                              \
+                        continue;                                                              \
+                    for (int64_t kh = 0; kh < G->k[1]; kh++) {                                 \
+                        int64_t ih = oh * G->s[1] - G->lo[1] + kh * G->dl[1];                  \
+                        if (ih < 0 || ih >= G->in[1])                                          \
+                            continue;                                                          \
+                        int64_t ri = (id * G->in[1] + ih) * G->in[2];                          \
+                        for (int64_t kw = 0; kw < G->k[2]; kw++) {                             \
+                            int64_t a = j->wa[kw], b = j->wb[kw], off = j->woff[kw];           \
+                            switch (j->op) {                                                   \
+                            case TL_OP_MAX_POOL:                                               \
+                                STRIDED(MAXC_##SUF, s);                                        \
+                                break;                                                         \
+                            case TL_OP_AVG_POOL:                                               \
+                                STRIDED(SUMC_##SUF, s);                                        \
+                                break;                                                         \
+                            case TL_OP_MAX_POOL_GRAD:                                          \
+                                STRIDED(ARGC_##SUF, s);                                        \
+                                break;                                                         \
+                            default:                                                           \
+                                STRIDED(SPREADC_##SUF, s);                                     \
+                            }                                                                  \
+                        }                                                                      \
+                    }                                                                          \
+                }                                                                              \
+                if (j->op == TL_OP_AVG_POOL)                                                   \
+                    for (int64_t ow = 0; ow < OW; ow++)                                        \
+                        m[ow] /= (T)(j->cnt[0][od] * j->cnt[1][oh] * j->cnt[2][ow]);           \
+                if (j->op == TL_OP_MAX_POOL_GRAD)                                              \
+                    for (int64_t ow = 0; ow < OW; ow++)                                        \
+                        if (at[ow] >= 0)                                                       \
+                            out[at[ow]] += g[orow + ow];                                       \
+            }                                                                                  \
+    }
+
+#define MAXC_f(S) max_row_f(m, x + ri, off, a, b, S)
+#define MAXC_fl(S) max_row_fl(m, x + ri, off, a, b, S)
+#define MAXC_d(S) max_row_d(m, x + ri, off, a, b, S)
+#define SUMC_f(S) sum_row_f(m, x + ri, off, a, b, S)
+#define SUMC_fl(S) sum_row_fl(m, x + ri, off, a, b, S)
+#define SUMC_d(S) sum_row_d(m, x + ri, off, a, b, S)
+#define ARGC_f(S) arg_row_f(m, at, x + ri, ri, off, a, b, S)
+#define ARGC_fl(S) arg_row_fl(m, at, x + ri, ri, off, a, b, S)
+#define ARGC_d(S) arg_row_d(m, at, x + ri, ri, off, a, b, S)
+#define SPREADC_f(S) spread_row_f(out + ri, m, off, a, b, S)
+#define SPREADC_fl(S) spread_row_fl(out + ri, m, off, a, b, S)
+#define SPREADC_d(S) spread_row_d(out + ri, m, off, a, b, S)
+
+/* the argmax as a plane index: 32 bits where a plane has fewer than 2**31
+ * elements (they vectorise with the f32 comparisons), else 64 */
+DEFINE_POOL(float, f, int32_t)
+DEFINE_POOL(double, d, int64_t)
+DEFINE_POOL(float, fl, int64_t)
+
+static void pool_item(void *ctx, int64_t item)
+{
+    pjob *j = ctx;
+    int64_t OW = j->G.out[2];
+    void *mem = malloc((size_t)OW * (sizeof(double) + sizeof(int64_t)) + 1);
+    if (!mem) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    int64_t *at = mem, p0 = item * j->per_item;
+    int64_t p1 = p0 + j->per_item < j->G.planes ? p0 + j->per_item : j->G.planes;
+    for (int64_t p = p0; p < p1; p++)
+        if (!j->f32)
+            plane_d(j, p, (double *)(at + OW), at);
+        else if (j->G.isz <= INT32_MAX)
+            plane_f(j, p, (float *)(at + OW), (int32_t *)at);
+        else
+            plane_fl(j, p, (float *)(at + OW), at);
+    free(mem);
+}
+
+/* avg: the window length each output position counts along one axis:
+ * clipped to the padded input with count_include_pad, else to the input. */
+static void counts(int64_t *c, int64_t n, int64_t S, int64_t K, int64_t s, int64_t lo, int64_t hi, bool pad)
+{
+    for (int64_t o = 0; o < n; o++) {
+        int64_t a = o * s - lo, b = a + K < S + hi ? a + K : S + hi;
+        if (!pad) {
+            a = a < 0 ? 0 : a;
+            b = b < S ? b : S;
+        }
+        c[o] = b - a;
+    }
+}
 
 tl_code cpu_pool(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
-    (void)n, (void)in, (void)a, (void)out;
-    return tl_fail(st, TL_EINPUT, "%s: not implemented yet", tl_ops[op].name);
+    (void)n;
+    bool grad = op == TL_OP_MAX_POOL_GRAD || op == TL_OP_AVG_POOL_GRAD;
+    const tl_tensor *x = op == TL_OP_AVG_POOL_GRAD ? NULL : in[0];
+    const tl_tensor *g = op == TL_OP_MAX_POOL_GRAD ? in[1] : op == TL_OP_AVG_POOL_GRAD ? in[0] : NULL;
+    pjob j = {.op = op, .x = x ? x->data : NULL, .g = g ? g->data : NULL, .out = out->data,
+              .f32 = out->dtype == TL_F32};
+    atomic_init(&j.oom, 0);
+    const tl_tensor *src = grad ? out : x, *dst = grad ? g : out;
+    geom_init(&j.G, src->shape, dst->shape, src->ndim, a);
+    int64_t K2 = j.G.k[2], *cnt = malloc(sizeof *cnt * (size_t)(j.G.out[0] + j.G.out[1] + j.G.out[2] + 3 * K2));
+    if (!cnt)
+        return tl_fail(st, TL_ERUNTIME, "out of memory for %s's windows", tl_ops[op].name);
+    j.wa = cnt + j.G.out[0] + j.G.out[1] + j.G.out[2], j.wb = j.wa + K2, j.woff = j.wb + K2;
+    for (int64_t kw = 0; kw < K2; kw++)
+        j.woff[kw] = w_range(&j.G, kw, &j.wa[kw], &j.wb[kw]);
+    if (op == TL_OP_AVG_POOL || op == TL_OP_AVG_POOL_GRAD) {
+        for (int64_t k = 0, at = 0; k < 3; at += j.G.out[k], k++) {
+            j.cnt[k] = cnt + at;
+            counts(cnt + at, j.G.out[k], j.G.in[k], j.G.k[k], j.G.s[k], j.G.lo[k], j.G.hi[k],
+                   a->count_include_pad);
+        }
+    }
+    if (j.G.planes > 0 && j.G.osz > 0) {
+        /* items of whole planes, about 64K window elements each */
+        int64_t work = j.G.osz * j.G.k[0] * j.G.k[1] * j.G.k[2] + (grad ? j.G.isz : 0);
+        j.per_item = work >= 65536 ? 1 : 65536 / (work > 0 ? work : 1);
+        int64_t items = (j.G.planes + j.per_item - 1) / j.per_item;
+        cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, pool_item, &j);
+    } else if (grad) {
+        memset(out->data, 0, tl_dtype_size(out->dtype) * (size_t)out->numel);
+    }
+    free(cnt);
+    if (atomic_load(&j.oom))
+        return tl_fail(st, TL_ERUNTIME, "out of memory for %s's scratch", tl_ops[op].name);
+    return TL_OK;
 }

@@ -40,6 +40,8 @@ static inline bool cu_has_kernel(tl_opcode op)
     case TL_OP_BATCH_NORM:
     case TL_OP_LAYER_NORM:
     case TL_OP_GROUP_NORM:
+    case TL_OP_LAYER_NORM_GRAD:
+    case TL_OP_LAYER_NORM_PARAMS_GRAD:
     case TL_OP_PAD:
     case TL_OP_RESIZE:
     case TL_OP_PAD_GRAD:
