@@ -188,11 +188,44 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
     /* ---- end of padding and resampling ---- */
 
     /* ---- scatter, arg-reductions and scans ---- */
-
+    [TL_OP_SCATTER_ADD] = {"torch.Tensor.scatter_add: x with src[j] added at x[..., idx[j], ...] along axis; idx has "
+                           "x's rank and sizes except on axis, src idx's shape; negative indices count from the end, "
+                           "out of range is an error; repeated indices add up in index order",
+                           "g to x, gather(g, idx) to src; none to idx", {{"axis", "int", NULL}}},
+    [TL_OP_ARGMAX] = {"the i64 index of the largest element along axis (ties: the first, or the last with "
+                      "select_last_index; a NaN is the largest: the first NaN, or the last)",
+                      "none: an index",
+                      {{"axis", "int", NULL}, KEEPDIMS, {"select_last_index", "true or false", "false"}}},
+    [TL_OP_ARGMIN] = {"the i64 index of the smallest element along axis (ties: the first, or the last with "
+                      "select_last_index; a NaN is the smallest: the first NaN, or the last)",
+                      "none: an index",
+                      {{"axis", "int", NULL}, KEEPDIMS, {"select_last_index", "true or false", "false"}}},
+    [TL_OP_CUMSUM] = {"ONNX CumSum: running sums along axis in index order (from the end when reverse; "
+                      "exclusive: each element's sum leaves it out, the first is 0)",
+                      "the cumsum of g the other way: the same exclusive, reverse flipped",
+                      {{"axis", "int", NULL}, {"exclusive", "true or false", "false"},
+                       {"reverse", "true or false", "false"}}},
     /* ---- end of scatter, arg-reductions and scans ---- */
 
     /* ---- seeded randomness ---- */
-
+    [TL_OP_RANDOM_UNIFORM] = {"a tensor of shape drawn uniformly from [low, high) by the counter-based generator "
+                              "(Philox4x32-10, keyed by seed, the node's place and the iterate step): the same "
+                              "bits every run, thread count and device",
+                              "none: a constant of the run",
+                              {{"shape", "list of ints", NULL}, {"seed", "int", NULL}, {"low", "number", "0"},
+                               {"high", "number > low", "1"},
+                               {"dtype", "\"f32\" or \"f64\"", "the element type of the call"}}},
+    [TL_OP_RANDOM_NORMAL] = {"a tensor of shape drawn from the normal distribution (Box-Muller over the same "
+                             "generator), mean + std*z",
+                             "none: a constant of the run",
+                             {{"shape", "list of ints", NULL}, {"seed", "int", NULL}, {"mean", "number", "0"},
+                              {"std", "number > 0", "1"},
+                              {"dtype", "\"f32\" or \"f64\"", "the element type of the call"}}},
+    [TL_OP_DROPOUT] = {"x * mask / (1 - p), mask 1 where the element's uniform draw is below 1 - p (kept with "
+                       "probability 1 - p); training false: x",
+                       "g through the same mask, times 1/(1 - p) (drawn again from the same key); training "
+                       "false: g",
+                       {{"p", "number in [0, 1)", NULL}, {"seed", "int", "0"}, {"training", "true or false", "true"}}},
     /* ---- end of seeded randomness ---- */
 
     [TL_OP_SLICE_GRAD] = {"internal: slice's backward (scatter into zeros)", "", NONE},

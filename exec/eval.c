@@ -11,6 +11,7 @@
 #include "shape.h"
 #include "backends/cpu/blas.h"
 #include "backends/opdoc.h"
+#include "backends/philox.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -257,6 +258,12 @@ static tl_code batch_norm_training(tl_eval *ev, const tl_node *n, tl_tensor **in
     return rc;
 }
 
+/* The seeded draws: their key takes the node's place in the recipe. */
+static bool draws(tl_opcode op)
+{
+    return op == TL_OP_RANDOM_UNIFORM || op == TL_OP_RANDOM_NORMAL || op == TL_OP_DROPOUT;
+}
+
 static tl_code eval_op(tl_eval *ev, const tl_node *n)
 {
     tl_tensor *small[8], **in = small;
@@ -299,12 +306,20 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
             free(in);
         return rc;
     }
+    if (draws(n->op)) { /* the key: the node's place; a draw's default dtype: the call's */
+        typed = *n->attrs;
+        typed.rng_node = (uint64_t)n->index;
+        typed.rng_step = ev->rng_step;
+        if (!typed.has_dtype && n->op != TL_OP_DROPOUT)
+            typed.dtype = ev->call_dtype;
+        attrs = &typed;
+    }
     tl_tensor *out = rc ? NULL : tl_op(ev->cx, n->op, n->nargs, in, attrs, ev->st);
     if (out && ev->opts->observe)
         ev->opts->observe(ev->opts->observe_ctx, n, n->nargs, in, out);
     int var = -1;
     if (out && ev->tape && any && differentiable(n->op, out)) {
-        var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, n->attrs, n, ev->st);
+        var = tl_tape_record(ev->tape, n->op, n->nargs, in, vars, out, attrs, n, ev->st);
         if (var < 0) {
             tl_tensor_unref(out);
             out = NULL;
@@ -396,10 +411,14 @@ static tl_code eval_iterate(tl_eval *ev, const tl_node *n)
         tl_eval_set(ev, n->flow->state[i], t, v.var);
     }
     tl_value next[256];
+    uint32_t outer = ev->rng_step;
     for (int64_t step = 0; step < n->flow->count; step++) {
         if (n->flow->index_slot >= 0)
             ev->env[n->flow->index_slot] = (tl_value){NULL, -1, true, (double)step};
-        if (eval_block(ev, body))
+        ev->rng_step = tl_rng_step_word(outer, step);
+        tl_code brc = eval_block(ev, body);
+        ev->rng_step = outer;
+        if (brc)
             return tl_wrap(ev->st, "step %lld", (long long)step);
         for (int i = 0; i < n->nargs; i++) {
             if (tl_eval_get(ev, body->result[i], &next[i]))
@@ -603,7 +622,7 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
     if (o->profile)
         r->log = tl_calloc((size_t)g->nnodes + 1, sizeof *r->log, "a node log", st);
     tl_eval ev = {g, &r->cx, o->record ? &r->tape : NULL, NULL, tl_call_dtype(g, inputs),
-                  &r->stats, st, {NULL}, {NULL}, NULL, r->log, o};
+                  &r->stats, st, {NULL}, {NULL}, NULL, r->log, o, 0};
     bool *keep = NULL;
     if (o->outputs && (keep = tl_calloc((size_t)g->nslots + 1, sizeof *keep, "kept values", st)))
         for (int i = 0; i < o->noutputs; i++)

@@ -28,6 +28,9 @@ typedef struct tl_eval {
     const bool *keep;    /* per slot: never freed early (asked-for results); NULL: none */
     tl_node_log *log;    /* per node (profile); NULL: no log */
     const tl_run_opts *opts;
+    /* the step word of the iterates around the node running (0 at the top;
+     * backends/philox.h): seeded draws take it into their key */
+    uint32_t rng_step;
 } tl_eval;
 
 /* The value of a slot (loading a file constant on first use). */

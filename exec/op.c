@@ -292,8 +292,8 @@ tl_tensor *tl_op(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl
             return tl_fail(st, TL_ERUNTIME, "internal: %s was given a shape without data (argument %d)",
                            tl_ops[op].name, i + 1), NULL;
     const tl_backend *be = cx->backend;
-    if (!tl_backend_is_device(be) && tl_tensor_on_host(in[0]) &&
-        (op == TL_OP_RESHAPE || op == TL_OP_EXPAND_DIMS || op == TL_OP_SQUEEZE)) {
+    if (!tl_backend_is_device(be) && (op == TL_OP_RESHAPE || op == TL_OP_EXPAND_DIMS || op == TL_OP_SQUEEZE) &&
+        tl_tensor_on_host(in[0])) { /* (in[0] only when there is one: draws take no arguments) */
         cx->ops++; /* the same data in another shape: no copy */
         cx->dev.ops_cpu++;
         return tl_tensor_view(in[0], sh.ndim, sh.dims, st);

@@ -16,6 +16,8 @@ static void release(tl_entry *e)
     for (int i = 0; i < e->nin; i++)
         tl_tensor_unref(e->in[i]);
     tl_tensor_unref(e->out);
+    free(e->own_attrs);
+    e->own_attrs = NULL;
     if (e->in != e->small_in)
         free(e->in); /* a heap block holds both in and in_var */
     e->in_var = NULL;
@@ -78,13 +80,23 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
         return -1;
     tl_entry *e = &t->e[t->n];
     void *block = NULL;
+    tl_attrs *own = NULL;
     if (nin > TL_ENTRY_SMALL &&
         !(block = tl_malloc((size_t)nin, sizeof(int) + sizeof(tl_tensor *), "a tape entry", st)))
         return -1;
+    /* dropout's backward draws its mask again: it needs the key the
+     * executor put in a copy of the node's attributes */
+    if (op == TL_OP_DROPOUT && attrs && !(own = tl_malloc(1, sizeof *own, "a tape entry", st))) {
+        free(block);
+        return -1;
+    }
+    if (own)
+        *own = *attrs;
     t->n++;
     e->op = op;
     e->nin = nin;
-    e->attrs = attrs;
+    e->attrs = own ? own : attrs;
+    e->own_attrs = own;
     e->node = node;
     e->custom = NULL;
     e->in = block ? block : e->small_in; /* nin pointers, then nin variable ids */

@@ -24,7 +24,8 @@ typedef struct tl_entry {
     tl_opcode op;
     int nin;
     int out_var;
-    const tl_attrs *attrs; /* owned by the graph; NULL: defaults */
+    const tl_attrs *attrs; /* owned by the graph (or own_attrs); NULL: defaults */
+    tl_attrs *own_attrs;   /* dropout's: a copy with the node's place (its key), owned */
     const struct tl_node *node; /* the graph node recorded, for messages */
     tl_custom *custom;          /* in place of one op: a fast path's entry; owned */
     tl_tensor *out;
