@@ -77,6 +77,7 @@ enum { TL_NEAREST_ROUND_PREFER_FLOOR, TL_NEAREST_ROUND_PREFER_CEIL, TL_NEAREST_F
 /* Which dtypes an op's value arguments take (ops.def). */
 typedef enum tl_opdtypes {
     TL_DT_FLOAT, /* f32, f64 */
+    TL_DT_NUM,   /* f32, f64, i32, i64: the integer arithmetic (one dtype per call) */
     TL_DT_ANY,   /* index tensors too */
 } tl_opdtypes;
 

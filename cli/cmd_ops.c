@@ -24,7 +24,8 @@ static int op_dtypes(tl_opcode op, tl_dtype *dts)
     int n = 0;
     dts[n++] = TL_F32;
     dts[n++] = TL_F64;
-    if (tl_ops[op].dtypes == TL_DT_ANY && tl_ops[op].kind != TL_KIND_FLOW) {
+    if ((tl_ops[op].dtypes == TL_DT_ANY || tl_ops[op].dtypes == TL_DT_NUM) &&
+        tl_ops[op].kind != TL_KIND_FLOW) {
         dts[n++] = TL_I32;
         dts[n++] = TL_I64;
     }

@@ -47,7 +47,7 @@ tl_code tl_weak_fits(double v, tl_dtype dt, tl_status *st)
         return TL_OK;
     char num[32];
     snprintf(num, sizeof num, "%.17g", v);
-    return tl_fail(st, TL_EINPUT, "the number %s meets an %s index tensor and is not an integer of it",
+    return tl_fail(st, TL_EINPUT, "the number %s meets an %s tensor and is not an integer of that dtype",
                    num, tl_dtype_name(dt));
 }
 

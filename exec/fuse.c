@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
+#include "backends/opdoc.h"
 #include "check.h"
 #include "eval.h"
 #include "prog.h"
@@ -67,10 +68,7 @@ static void tl_fused_free(tl_fused *f)
 
 /* ---------- planning ---------- */
 
-static bool differentiable(tl_opcode op)
-{
-    return tl_ops[op].kind != TL_KIND_CMP && op != TL_OP_SIGN && op != TL_OP_DETACH;
-}
+static bool differentiable(tl_opcode op) { return tl_op_differentiable(op); }
 
 static int new_val(tl_fused *f, vkind k, int index, bool full)
 {

@@ -334,6 +334,29 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
                  op2(b, TL_OP_MUL, s, op2(b, TL_OP_ADD, one, op2(b, TL_OP_MUL, x, op2(b, TL_OP_SUB, one, s)))));
         break;
     }
+    case TL_OP_FMOD: /* a - trunc(a/b)*b: g to a, -g*trunc(a/b) to b, as torch.fmod */
+    case TL_OP_MOD:  /* a - floor(a/b)*b: g to a, -g*floor(a/b) to b, as torch.remainder */
+        ga = g;
+        if (want[1])
+            gb = op2(b, TL_OP_MUL, op1(b, TL_OP_NEG, g),
+                     op1(b, e->op == TL_OP_FMOD ? TL_OP_TRUNC : TL_OP_FLOOR, op2(b, TL_OP_DIV, x, w)));
+        break;
+    case TL_OP_SINH: ga = op2(b, TL_OP_MUL, g, op1(b, TL_OP_COSH, x)); break;
+    case TL_OP_COSH: ga = op2(b, TL_OP_MUL, g, op1(b, TL_OP_SINH, x)); break;
+    case TL_OP_ASIN: /* g/sqrt(1 - x^2) */
+    case TL_OP_ACOS: { /* -g/sqrt(1 - x^2) */
+        tl_tensor *d = op1(b, TL_OP_SQRT, op2(b, TL_OP_SUB, num(b, x, 1), op1(b, TL_OP_SQUARE, x)));
+        ga = op2(b, TL_OP_DIV, e->op == TL_OP_ASIN ? g : op1(b, TL_OP_NEG, g), d);
+        break;
+    }
+    case TL_OP_ATAN: ga = op2(b, TL_OP_DIV, g, op2(b, TL_OP_ADD, op1(b, TL_OP_SQUARE, x), num(b, x, 1))); break;
+    case TL_OP_ASINH: /* g/sqrt(x^2 + 1) */
+    case TL_OP_ACOSH: /* g/sqrt(x^2 - 1) */
+        ga = op2(b, TL_OP_DIV, g,
+                 op1(b, TL_OP_SQRT, op2(b, e->op == TL_OP_ASINH ? TL_OP_ADD : TL_OP_SUB,
+                                        op1(b, TL_OP_SQUARE, x), num(b, x, 1))));
+        break;
+    case TL_OP_ATANH: ga = op2(b, TL_OP_DIV, g, op2(b, TL_OP_SUB, num(b, x, 1), op1(b, TL_OP_SQUARE, x))); break;
     case TL_OP_CLAMP: { /* g where min <= x <= max */
         tl_tensor *in = op2(b, TL_OP_EQ, x, x); /* 1 except at NaN */
         if (a->has_min)
@@ -459,7 +482,8 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
     case TL_OP_SCATTER_ADD:
     case TL_OP_CUMSUM: tl_rule_scatter(b, e, a, want, g, out); return;
     case TL_OP_DROPOUT: tl_rule_random(b, e, a, want, g, out); return;
-    default: /* comparisons, sign, detach, argmax, draws: no gradient */
+    default: /* comparisons, sign, detach, floor, ceil, round, trunc, isnan, isinf,
+              * argmax, draws: no gradient */
         return;
     }
     if (want[0])
@@ -493,6 +517,16 @@ unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var)
     case TL_OP_POW: return IN0 | IN1 | (w1 ? OUT : 0);
     case TL_OP_MAXIMUM:
     case TL_OP_MINIMUM: return IN0 | IN1;
+    case TL_OP_FMOD:
+    case TL_OP_MOD: return w1 ? IN0 | IN1 : 0;
+    case TL_OP_SINH:
+    case TL_OP_COSH:
+    case TL_OP_ASIN:
+    case TL_OP_ACOS:
+    case TL_OP_ATAN:
+    case TL_OP_ASINH:
+    case TL_OP_ACOSH:
+    case TL_OP_ATANH:
     case TL_OP_ABS:
     case TL_OP_LOG:
     case TL_OP_LOG1P:

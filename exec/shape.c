@@ -426,7 +426,10 @@ static tl_code misc(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs *a
     }
 }
 
-/* Index tensors go where the op table lets them, and only there. */
+/* Index tensors go where the op table lets them, and only there: index
+ * arguments, the ops that move data (ANY), and the integer arithmetic
+ * (NUM), whose operands then share one integer dtype (same_dtype says so
+ * for a mix, suggesting cast). */
 static tl_code check_dtypes(const tl_opinfo *info, int n, const tl_tensor *const *in,
                             tl_status *st)
 {
@@ -435,7 +438,7 @@ static tl_code check_dtypes(const tl_opinfo *info, int n, const tl_tensor *const
         if (i == info->index_arg && !is_int)
             return tl_fail(st, TL_EINPUT, "indices must be an index tensor (i32 or i64), got %s",
                            DESC(in[i]));
-        if (i != info->index_arg && is_int && info->dtypes != TL_DT_ANY)
+        if (i != info->index_arg && is_int && info->dtypes == TL_DT_FLOAT)
             return tl_fail(st, TL_EINPUT, "argument %d is an index tensor %s: %s takes f32 or f64 "
                            "values (cast it first)", i + 1, DESC(in[i]), info->name);
     }

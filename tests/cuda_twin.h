@@ -57,6 +57,22 @@ static tl_code twin_elementwise(tl_opcode op, int n, const tl_tensor *const *in,
         memcpy(out->data, in[0]->data, tl_tensor_bytes(out));
         return TL_OK;
     }
+    if (tl_dtype_is_int(out->dtype)) { /* the integer arithmetic */
+        bool i32 = out->dtype == TL_I32;
+        int64_t bad = -1; /* zero_kernel's atomicMin */
+        for (int64_t i = k.nb - 1; TL_INT_DIVIDES(op) && i >= 0; i--)
+            if (i32 ? cu_ew_zero_i32(&k, i) : cu_ew_zero_i64(&k, i))
+                bad = i;
+        if (bad >= 0)
+            return cu_int_divisor_error(st, op, k.nb, bad);
+        for (int64_t i = 0; i < k.n; i++) {
+            if (n == 2)
+                i32 ? cu_ew_binary_i32(&k, op, i) : cu_ew_binary_i64(&k, op, i);
+            else
+                i32 ? cu_ew_unary_i32(&k, op, i) : cu_ew_unary_i64(&k, op, i);
+        }
+        return TL_OK;
+    }
     bool f = out->dtype == TL_F32;
     for (int64_t i = 0; i < k.n; i++) {
         if (op == TL_OP_WHERE)
@@ -176,6 +192,46 @@ static tl_code twin_elementwise(tl_opcode op, int n, const tl_tensor *const *in,
 TWIN_DEFINE_RED(float, f)
 TWIN_DEFINE_RED(double, d)
 
+/* int_reduce: sum and prod of integers through the same passes */
+#define TWIN_DEFINE_IRED(T, SUF)                                                   \
+    static void twin_kernel_##SUF(const cu_red *p)                                 \
+    {                                                                              \
+        cu_acc_##SUF part[CU_THREADS];                                             \
+        int g = p->sh.group;                                                       \
+        for (int64_t gi = 0; gi < p->nout * p->sh.nchunks; gi++) {                 \
+            int64_t o = gi / p->sh.nchunks, c = gi % p->sh.nchunks;                \
+            for (int t = 0; t < g; t++)                                            \
+                part[t] = cu_red_thread_##SUF(p, o, c, t);                         \
+            for (int half = g / 2; half > 0; half /= 2)                            \
+                for (int t = 0; t < half; t++)                                     \
+                    part[t] = cu_acc_combine_##SUF(p->mode, part[t], part[t + half]); \
+            cu_red_store_##SUF(p, o, c, part[0]);                                  \
+        }                                                                          \
+    }                                                                              \
+    static void twin_reduce_##SUF(tl_opcode op, const tl_tensor *x, const bool *mask, \
+                                  tl_tensor *out)                                  \
+    {                                                                              \
+        cu_red p;                                                                  \
+        void *prev = NULL;                                                         \
+        cu_red_plan(&p, op == TL_OP_PROD ? CU_R_PROD : CU_R_SUM, x->ndim, x->shape, mask); \
+        p.x = x->data;                                                             \
+        for (;;) {                                                                 \
+            bool last = p.sh.nchunks == 1;                                         \
+            void *mine = last ? NULL                                               \
+                              : malloc(sizeof(cu_acc_##SUF) * (size_t)(p.nout * p.sh.nchunks)); \
+            p.y = last ? out->data : NULL;                                         \
+            p.acc_out = mine;                                                      \
+            twin_kernel_##SUF(&p);                                                 \
+            free(prev);                                                            \
+            if (last)                                                              \
+                return;                                                            \
+            prev = mine;                                                           \
+            cu_red_next(&p, prev);                                                 \
+        }                                                                          \
+    }
+TWIN_DEFINE_IRED(int32_t, i32)
+TWIN_DEFINE_IRED(int64_t, i64)
+
 static tl_code twin_reduce(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out)
 {
     bool mask[TL_MAXDIM] = {false};
@@ -186,6 +242,10 @@ static tl_code twin_reduce(tl_opcode op, const tl_tensor *x, const tl_attrs *a, 
     }
     if (a->naxes == 0 && op != TL_OP_LOGSUMEXP)
         memcpy(out->data, x->data, tl_tensor_bytes(out));
+    else if (x->dtype == TL_I32)
+        twin_reduce_i32(op, x, mask, out);
+    else if (x->dtype == TL_I64)
+        twin_reduce_i64(op, x, mask, out);
     else if (x->dtype == TL_F32)
         twin_reduce_f(op, x, mask, count, out);
     else

@@ -364,8 +364,22 @@ Test(cuda_host, index_and_cast_errors_in_the_cpu_words)
     tl_tensor_set(f, 2, 1);
     c.dtype = TL_I64;
     fails_alike(TL_OP_CAST, 1, cf, &c, TL_I64, 1, cs); /* the NaN */
-    tl_tensor *objs[] = {x, idx, cot, f, big};
-    for (int i = 0; i < 5; i++)
+    /* integer division and remainders by zero (the divisor broadcast) */
+    int64_t ns[2] = {2, 3}, ds[1] = {3};
+    tl_tensor *num = tl_tensor_new(TL_I64, 2, ns, &st), *den = tl_tensor_new(TL_I64, 1, ds, &st);
+    for (int64_t j = 0; j < 6; j++)
+        tl_tensor_set(num, j, (double)j - 2);
+    tl_tensor_set(den, 0, -3);
+    tl_tensor_set(den, 1, 0);
+    tl_tensor_set(den, 2, 0);
+    tl_attrs none;
+    tl_attrs_init(&none);
+    const tl_tensor *nd[2] = {num, den};
+    fails_alike(TL_OP_DIV, 2, nd, &none, TL_I64, 2, ns);
+    fails_alike(TL_OP_MOD, 2, nd, &none, TL_I64, 2, ns);
+    fails_alike(TL_OP_FMOD, 2, nd, &none, TL_I64, 2, ns);
+    tl_tensor *objs[] = {x, idx, cot, f, big, num, den};
+    for (int i = 0; i < 7; i++)
         tl_tensor_unref(objs[i]);
 }
 

@@ -551,9 +551,12 @@ Test(index, weak_scalar_index_and_errors)
     cr_expect(strstr(error_of(take, "[1,2]"), "node \"y\" (take): argument 2: 0.5 is not an integer index"), "%s",
               error_of(take, "[1,2]"));
     const char *arith = "{\"version\":1,\"inputs\":[\"k\"],\"nodes\":["
-                        "{\"id\":\"y\",\"op\":\"mul\",\"args\":[\"k\",2]}],\"outputs\":\"y\"}";
-    cr_expect(strstr(error_of(arith, "i32:[1,2]"), "argument 1 is an index tensor i32[2]: mul takes f32 or f64 "
+                        "{\"id\":\"y\",\"op\":\"exp\",\"args\":[\"k\"]}],\"outputs\":\"y\"}";
+    cr_expect(strstr(error_of(arith, "i32:[1,2]"), "argument 1 is an index tensor i32[2]: exp takes f32 or f64 "
                                                    "values (cast it first)"), "%s", error_of(arith, "i32:[1,2]"));
+    const char *imul = "{\"version\":1,\"inputs\":[\"k\"],\"nodes\":["
+                       "{\"id\":\"y\",\"op\":\"mul\",\"args\":[\"k\",2]}],\"outputs\":\"y\"}";
+    cr_expect_str_eq(error_of(imul, "i32:[1,2]"), "", "integer arithmetic (nn.md)");
     const char *gather = "{\"version\":1,\"inputs\":[\"k\"],\"nodes\":["
                          "{\"id\":\"y\",\"op\":\"gather\",\"args\":[\"k\",\"k\"],\"axis\":0}],\"outputs\":\"y\"}";
     cr_expect_str_eq(error_of(gather, "i64:[1,0,1]"), "", "gather moves an index tensor");

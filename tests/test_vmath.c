@@ -53,6 +53,14 @@ static const unary_fn unary[] = {
     {"tan", tl_tanf, tl_tan, tanl, -20, 20},
     {"tanh", tl_tanhf, tl_tanh, tanhl, -12, 12},
     {"erf", tl_erff, tl_erf, erfl, -6, 6},
+    {"sinh", tl_sinhf, tl_sinh, sinhl, -12, 12},
+    {"cosh", tl_coshf, tl_cosh, coshl, -12, 12},
+    {"asin", tl_asinf, tl_asin, asinl, -1, 1},
+    {"acos", tl_acosf, tl_acos, acosl, -1, 1},
+    {"atan", tl_atanf, tl_atan, atanl, -20, 20},
+    {"asinh", tl_asinhf, tl_asinh, asinhl, -20, 20},
+    {"acosh", tl_acoshf, tl_acosh, acoshl, 1, 20},
+    {"atanh", tl_atanhf, tl_atanh, atanhl, -1, 1},
 };
 
 /* ---- ulp distance from the exact result ---- */
@@ -116,6 +124,9 @@ static const double specials[] = {
     3.141592653589793, 1.5707963267948966, -1.5707963267948966, 6.283185307179586, 0.7853981633974483,
     1e-8, -1e-8, 1e-20, 0.9999999, -0.9999999, -1.0000001, 4.0, 9.0, 10.0, 20.0, -20.0, 30.0, 1e5,
     FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, DBL_MIN, DBL_TRUE_MIN,
+    /* the edges of sinh, cosh (overflow), asinh, acosh (huge arguments) */
+    88.4, 88.6, 89.2, 89.41, -89.41, 89.42, 709.5, 710.0, 710.47, -710.47, 710.48, 1e18, 1.8e19,
+    1.9e19, -1.9e19, 1e150, 1.3e154, 1.4e154, -1.4e154, 1e300, 1.0000001, 1.00000001,
 };
 #define NSPECIALS (sizeof specials / sizeof specials[0])
 
@@ -182,6 +193,14 @@ Test(vmath, cos) { check_unary(&unary[5]); }
 Test(vmath, tan) { check_unary(&unary[6]); }
 Test(vmath, tanh) { check_unary(&unary[7]); }
 Test(vmath, erf) { check_unary(&unary[8]); }
+Test(vmath, sinh) { check_unary(&unary[9]); }
+Test(vmath, cosh) { check_unary(&unary[10]); }
+Test(vmath, asin) { check_unary(&unary[11]); }
+Test(vmath, acos) { check_unary(&unary[12]); }
+Test(vmath, atan) { check_unary(&unary[13]); }
+Test(vmath, asinh) { check_unary(&unary[14]); }
+Test(vmath, acosh) { check_unary(&unary[15]); }
+Test(vmath, atanh) { check_unary(&unary[16]); }
 
 /* pow: positive bases over the whole range with exponents that keep the
  * result near the representable range, negative bases with integer
@@ -271,13 +290,21 @@ VT __m512d _ZGVeN8vv_tl_pow(__m512d, __m512d);
      : (k) == 2 ? _ZGV##ISA##N##L##v_tl_logf(v) : (k) == 3 ? _ZGV##ISA##N##L##v_tl_log1pf(v) \
      : (k) == 4 ? _ZGV##ISA##N##L##v_tl_sinf(v) : (k) == 5 ? _ZGV##ISA##N##L##v_tl_cosf(v) \
      : (k) == 6 ? _ZGV##ISA##N##L##v_tl_tanf(v) : (k) == 7 ? _ZGV##ISA##N##L##v_tl_tanhf(v) \
-                : _ZGV##ISA##N##L##v_tl_erff(v))
+     : (k) == 8 ? _ZGV##ISA##N##L##v_tl_erff(v) : (k) == 9 ? _ZGV##ISA##N##L##v_tl_sinhf(v) \
+     : (k) == 10 ? _ZGV##ISA##N##L##v_tl_coshf(v) : (k) == 11 ? _ZGV##ISA##N##L##v_tl_asinf(v) \
+     : (k) == 12 ? _ZGV##ISA##N##L##v_tl_acosf(v) : (k) == 13 ? _ZGV##ISA##N##L##v_tl_atanf(v) \
+     : (k) == 14 ? _ZGV##ISA##N##L##v_tl_asinhf(v) : (k) == 15 ? _ZGV##ISA##N##L##v_tl_acoshf(v) \
+                 : _ZGV##ISA##N##L##v_tl_atanhf(v))
 #define VEC_UNARY_D(ISA, L, k, v)                                                  \
     ((k) == 0 ? _ZGV##ISA##N##L##v_tl_exp(v) : (k) == 1 ? _ZGV##ISA##N##L##v_tl_expm1(v) \
      : (k) == 2 ? _ZGV##ISA##N##L##v_tl_log(v) : (k) == 3 ? _ZGV##ISA##N##L##v_tl_log1p(v) \
      : (k) == 4 ? _ZGV##ISA##N##L##v_tl_sin(v) : (k) == 5 ? _ZGV##ISA##N##L##v_tl_cos(v) \
      : (k) == 6 ? _ZGV##ISA##N##L##v_tl_tan(v) : (k) == 7 ? _ZGV##ISA##N##L##v_tl_tanh(v) \
-                : _ZGV##ISA##N##L##v_tl_erf(v))
+     : (k) == 8 ? _ZGV##ISA##N##L##v_tl_erf(v) : (k) == 9 ? _ZGV##ISA##N##L##v_tl_sinh(v) \
+     : (k) == 10 ? _ZGV##ISA##N##L##v_tl_cosh(v) : (k) == 11 ? _ZGV##ISA##N##L##v_tl_asin(v) \
+     : (k) == 12 ? _ZGV##ISA##N##L##v_tl_acos(v) : (k) == 13 ? _ZGV##ISA##N##L##v_tl_atan(v) \
+     : (k) == 14 ? _ZGV##ISA##N##L##v_tl_asinh(v) : (k) == 15 ? _ZGV##ISA##N##L##v_tl_acosh(v) \
+                 : _ZGV##ISA##N##L##v_tl_atanh(v))
 
 RUNNERS(b, "sse2", __m128, __m128d, 4, 2, _mm_loadu_ps, _mm_storeu_ps, _mm_loadu_pd, _mm_storeu_pd)
 RUNNERS(c, "avx", __m256, __m256d, 8, 4, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_loadu_pd,
@@ -353,6 +380,14 @@ Test(vmath_vector, cos) { check_vectors(5); }
 Test(vmath_vector, tan) { check_vectors(6); }
 Test(vmath_vector, tanh) { check_vectors(7); }
 Test(vmath_vector, erf) { check_vectors(8); }
+Test(vmath_vector, sinh) { check_vectors(9); }
+Test(vmath_vector, cosh) { check_vectors(10); }
+Test(vmath_vector, asin) { check_vectors(11); }
+Test(vmath_vector, acos) { check_vectors(12); }
+Test(vmath_vector, atan) { check_vectors(13); }
+Test(vmath_vector, asinh) { check_vectors(14); }
+Test(vmath_vector, acosh) { check_vectors(15); }
+Test(vmath_vector, atanh) { check_vectors(16); }
 Test(vmath_vector, pow) { check_vectors(-1); }
 
 /* The family this process bound: the one its CPU selects. */

@@ -112,6 +112,23 @@
             KERNEL(double, EXPR);                                                  \
     } while (0)
 
+/* The integer arithmetic: T and U (its unsigned twin) named for the
+ * formulas of scalar.h. */
+#define BY_INT_DTYPE(KERNEL, EXPR)                                                 \
+    do {                                                                           \
+        if (out->dtype == TL_I32) {                                                \
+            typedef int32_t T;                                                     \
+            typedef uint32_t U;                                                    \
+            (void)(U)0;                                                            \
+            KERNEL(T, EXPR);                                                       \
+        } else {                                                                   \
+            typedef int64_t T;                                                     \
+            typedef uint64_t U;                                                    \
+            (void)(U)0;                                                            \
+            KERNEL(T, EXPR);                                                       \
+        }                                                                          \
+    } while (0)
+
 #define CLAMP_KERNEL(T, UNUSED)                                                    \
     do {                                                                           \
         const T *X_ = in[0]->data;                                                 \
@@ -216,11 +233,59 @@ CPU_KERNEL static void ew_range(const ew_job *j, int64_t e0, int64_t e1)
     }
 }
 
+/* The same over i32 and i64 operands (the ops of TL_DT_NUM). */
+CPU_KERNEL static void int_range(const ew_job *j, int64_t e0, int64_t e1)
+{
+    cpu_ins in = j->in;
+    tl_tensor *out = j->out;
+    switch (j->op) {
+#define BIN_CASE(E, EXPR) case TL_OP_##E: BY_INT_DTYPE(BIN_KERNEL, EXPR); break;
+    TL_INT_BINARY_EXPRS(BIN_CASE)
+#undef BIN_CASE
+#define UN_CASE(E, EXPR) case TL_OP_##E: BY_INT_DTYPE(UN_KERNEL, EXPR); break;
+    TL_INT_UNARY_EXPRS(UN_CASE)
+#undef UN_CASE
+    default: break;
+    }
+}
+
 static void ew_item(void *ctx, int64_t item)
 {
     const ew_job *j = ctx;
     int64_t e0 = item * EW_CHUNK, e1 = e0 + EW_CHUNK < j->out->numel ? e0 + EW_CHUNK : j->out->numel;
-    ew_range(j, e0, e1);
+    if (tl_dtype_is_int(j->out->dtype))
+        int_range(j, e0, e1);
+    else
+        ew_range(j, e0, e1);
+}
+
+/* An integer division or remainder by zero is an error: the first zero
+ * of the divisor (every one of its elements is read when the output has
+ * any). */
+static tl_code int_divisor(tl_opcode op, const tl_tensor *b, tl_status *st)
+{
+    for (int64_t i = 0; i < b->numel; i++)
+        if (tl_tensor_get_int(b, i) == 0) {
+            char pos[48] = "";
+            if (b->numel > 1)
+                snprintf(pos, sizeof pos, " (element %lld of the divisor)", (long long)i);
+            return tl_fail(st, TL_EINPUT, "integer %s by zero%s", op == TL_OP_DIV ? "division" : "remainder",
+                           pos);
+        }
+    return TL_OK;
+}
+
+/* Whether op has an integer kernel (the TL_DT_NUM ops but the reductions). */
+static bool int_known(tl_opcode op)
+{
+    switch (op) {
+#define CASE(E, EXPR) case TL_OP_##E:
+        TL_INT_BINARY_EXPRS(CASE)
+        TL_INT_UNARY_EXPRS(CASE)
+#undef CASE
+        return true;
+    default: return false;
+    }
 }
 
 tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
@@ -235,6 +300,12 @@ tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_t
                  op == TL_OP_WHERE || op == TL_OP_GELU_GRAD;
     if (!known || (n != 2 && n != 1 && op != TL_OP_WHERE))
         return tl_fail(st, TL_ERUNTIME, "internal: %s is not elementwise", tl_ops[op].name);
+    if (tl_dtype_is_int(out->dtype)) {
+        if (!int_known(op) || !tl_dtype_is_int(in[0]->dtype))
+            return tl_fail(st, TL_ERUNTIME, "internal: %s has no integer kernel", tl_ops[op].name);
+        if (TL_INT_DIVIDES(op) && int_divisor(op, in[1], st))
+            return st->code;
+    }
     ew_job j = {op, in, a, out, {0}};
     if (n >= 2) {
         int nd[3] = {in[0]->ndim, in[1]->ndim, n > 2 ? in[2]->ndim : 0};

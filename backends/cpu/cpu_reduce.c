@@ -1,7 +1,8 @@
 /* Reductions, softmax and the product's derivative.  Every reduction runs
  * in one fixed order (reduced axes are taken in groups from the last, and
  * contiguous sums are pairwise over fixed blocks), so the bits of a result
- * never depend on the run or on threads. */
+ * never depend on the run or on threads.  sum and prod also take i32 and
+ * i64 (exact, wrapping). */
 #include <stdlib.h>
 #include <string.h>
 #include <tgmath.h>
@@ -50,10 +51,28 @@ static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d(
 #define NANMAX(acc, v) ((v) != (v) || (v) > (acc) ? (v) : (acc))
 #define NANMIN(acc, v) ((v) != (v) || (v) < (acc) ? (v) : (acc))
 
+/* Integer sums and products (i32, i64) wrap: unsigned arithmetic, exact,
+ * so any order gives the same result. */
+#define INT_STEP(T, U)                                                             \
+    do {                                                                           \
+        if (op == TL_OP_PROD)                                                      \
+            REDUCE_STEP(T, 1, (T)((U)acc * (U)v));                                 \
+        else                                                                       \
+            REDUCE_STEP(T, 0, (T)((U)acc + (U)v));                                 \
+    } while (0)
+
 static void reduce_step(tl_opcode op, tl_dtype dt, const void *xin, void *yout, int64_t outer,
                         int64_t r, int64_t inner)
 {
     bool f = dt == TL_F32;
+    if (dt == TL_I32) {
+        INT_STEP(int32_t, uint32_t);
+        return;
+    }
+    if (dt == TL_I64) {
+        INT_STEP(int64_t, uint64_t);
+        return;
+    }
     switch (op) {
     case TL_OP_MAX:
         if (f) REDUCE_STEP(float, -INFINITY, NANMAX(acc, v));

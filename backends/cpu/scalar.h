@@ -23,6 +23,14 @@
 #define TL_TAN(x) tan(x)
 #define TL_TANH(x) tanh(x)
 #define TL_ERF(x) erf(x)
+#define TL_SINH(x) sinh(x)
+#define TL_COSH(x) cosh(x)
+#define TL_ASIN(x) asin(x)
+#define TL_ACOS(x) acos(x)
+#define TL_ATAN(x) atan(x)
+#define TL_ASINH(x) asinh(x)
+#define TL_ACOSH(x) acosh(x)
+#define TL_ATANH(x) atanh(x)
 #define TL_POW(a, b) pow((a), (b))
 #else
 #include "backends/cpu/vmath.h"
@@ -73,6 +81,26 @@ TL_HD static inline double tl_gelu_grad(double x, int ap) { return tl_gelu_grad_
 #define TL_GELU_GRAD(x, ap) _Generic((x), float: tl_gelu_grad_f, double: tl_gelu_grad_d)((x), (ap))
 #endif
 
+/* Python's remainder (torch.remainder): the sign of the divisor, a zero
+ * result too (copysign), from C's exact fmod. */
+#define TL_DEFINE_MOD(T, SUF)                                                      \
+    TL_HD static inline T tl_mod_##SUF(T a, T b)                                   \
+    {                                                                              \
+        T r = fmod(a, b);                                                          \
+        if (r != 0)                                                                \
+            return (r < 0) != (b < 0) ? r + b : r;                                 \
+        return copysign((T)0, b);                                                  \
+    }
+TL_DEFINE_MOD(float, f)
+TL_DEFINE_MOD(double, d)
+#ifdef __cplusplus
+TL_HD static inline float tl_mod(float a, float b) { return tl_mod_f(a, b); }
+TL_HD static inline double tl_mod(double a, double b) { return tl_mod_d(a, b); }
+#define TL_MOD(a, b) tl_mod((a), (b))
+#else
+#define TL_MOD(a, b) _Generic((a), float: tl_mod_f, double: tl_mod_d)((a), (b))
+#endif
+
 #define TL_BINARY_EXPRS(X)                                                         \
     X(ADD, a + b)                                                                  \
     X(SUB, a - b)                                                                  \
@@ -86,7 +114,9 @@ TL_HD static inline double tl_gelu_grad(double x, int ap) { return tl_gelu_grad_
     X(LT, a < b)                                                                   \
     X(LE, a <= b)                                                                  \
     X(GT, a > b)                                                                   \
-    X(GE, a >= b)
+    X(GE, a >= b)                                                                  \
+    X(FMOD, fmod(a, b))                                                            \
+    X(MOD, TL_MOD(a, b))
 
 #define TL_UNARY_EXPRS(X)                                                          \
     X(NEG, -v)                                                                     \
@@ -111,7 +141,56 @@ TL_HD static inline double tl_gelu_grad(double x, int ap) { return tl_gelu_grad_
     X(SOFTPLUS, (v > 0 ? v : 0) + TL_LOG1P(TL_EXP(-fabs(v))))                      \
     X(GELU, TL_GELU(v, approx))                                                    \
     X(SILU, v / (1 + TL_EXP(-v)))                                                  \
-    X(DETACH, v)
+    X(DETACH, v)                                                                   \
+    X(FLOOR, floor(v))                                                             \
+    X(CEIL, ceil(v))                                                               \
+    /* half to even: the default rounding mode, which tl never changes */         \
+    X(ROUND, rint(v))                                                              \
+    X(TRUNC, trunc(v))                                                             \
+    X(SINH, TL_SINH(v))                                                            \
+    X(COSH, TL_COSH(v))                                                            \
+    X(ASIN, TL_ASIN(v))                                                            \
+    X(ACOS, TL_ACOS(v))                                                            \
+    X(ATAN, TL_ATAN(v))                                                            \
+    X(ASINH, TL_ASINH(v))                                                          \
+    X(ACOSH, TL_ACOSH(v))                                                          \
+    X(ATANH, TL_ATANH(v))                                                          \
+    X(ISNAN, v != v)                                                               \
+    X(ISINF, fabs(v) == INFINITY)
+
+/* The integer arithmetic (nn.md), for T int32_t or int64_t and U its
+ * unsigned twin: exact, wrapping on overflow (two's complement through
+ * unsigned arithmetic, never undefined behaviour).  div truncates toward
+ * zero and fmod has the dividend's sign, as C; mod has the divisor's, as
+ * Python.  The kernels refuse a zero divisor before they run; b == -1 is
+ * taken apart, so INT_MIN / -1 wraps to INT_MIN and INT_MIN % -1 is 0.
+ * Comparisons give 0 or 1 in T; `a`, `b` and `v` as above. */
+#define TL_INEG(v) ((T)((U)0 - (U)(v)))
+#define TL_IMOD(a, b)                                                              \
+    ((b) == -1 ? (T)0                                                              \
+     : (a) % (b) != 0 && ((a) % (b) < 0) != ((b) < 0) ? (T)((a) % (b) + (b))      \
+                                                      : (T)((a) % (b)))
+#define TL_INT_BINARY_EXPRS(X)                                                     \
+    X(ADD, (T)((U)a + (U)b))                                                       \
+    X(SUB, (T)((U)a - (U)b))                                                       \
+    X(MUL, (T)((U)a * (U)b))                                                       \
+    X(DIV, b == -1 ? TL_INEG(a) : (T)(a / b))                                      \
+    X(FMOD, b == -1 ? (T)0 : (T)(a % b))                                           \
+    X(MOD, TL_IMOD(a, b))                                                          \
+    X(MAXIMUM, a > b ? a : b)                                                      \
+    X(MINIMUM, a < b ? a : b)                                                      \
+    X(EQ, a == b)                                                                  \
+    X(NE, a != b)                                                                  \
+    X(LT, a < b)                                                                   \
+    X(LE, a <= b)                                                                  \
+    X(GT, a > b)                                                                   \
+    X(GE, a >= b)
+#define TL_INT_UNARY_EXPRS(X)                                                      \
+    X(NEG, TL_INEG(v))                                                             \
+    X(ABS, v < 0 ? TL_INEG(v) : v)                                                 \
+    X(SIGN, (T)((v > 0) - (v < 0)))
+/* the ops of the lists: whether a divisor of 0 is refused */
+#define TL_INT_DIVIDES(op) ((op) == TL_OP_DIV || (op) == TL_OP_FMOD || (op) == TL_OP_MOD)
 
 /* clamp with optional bounds; NaN stays NaN */
 #define TL_CLAMP(v, lo, hi, has_lo, has_hi)                                        \

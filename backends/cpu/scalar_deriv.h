@@ -27,7 +27,8 @@ TL_HD static inline double tl_silu_grad(double v) { return tl_silu_grad_d(v); }
 #endif
 
 /* d op(v)/dv in terms of the operand v, the value y = op(v) and gelu's
- * `approx`; ops not listed (sign, detach) have derivative 0. */
+ * `approx`; ops not listed (sign, detach, floor, ceil, round, trunc,
+ * isnan, isinf) have derivative 0. */
 #define TL_UNARY_DERIVS(X)                                                         \
     X(NEG, -1)                                                                     \
     X(ABS, v > 0 ? 1 : v < 0 ? -1 : v == 0 ? 0 : v)                                \
@@ -48,7 +49,15 @@ TL_HD static inline double tl_silu_grad(double v) { return tl_silu_grad_d(v); }
     X(RELU, v > 0 ? 1 : 0)                                                         \
     X(SOFTPLUS, 1 / (1 + TL_EXP(-v)))                                              \
     X(GELU, TL_GELU_GRAD(v, approx))                                               \
-    X(SILU, TL_SILU_GRAD(v))
+    X(SILU, TL_SILU_GRAD(v))                                                       \
+    X(SINH, TL_COSH(v))                                                            \
+    X(COSH, TL_SINH(v))                                                            \
+    X(ASIN, 1 / sqrt(1 - v * v))                                                   \
+    X(ACOS, -(1 / sqrt(1 - v * v)))                                                \
+    X(ATAN, 1 / (1 + v * v))                                                       \
+    X(ASINH, 1 / sqrt(v * v + 1))                                                  \
+    X(ACOSH, 1 / sqrt(v * v - 1))                                                  \
+    X(ATANH, 1 / (1 - v * v))
 
 /* both partials of a binary op, from a, b and y = op(a, b); comparisons
  * have none (0) */
@@ -59,7 +68,9 @@ TL_HD static inline double tl_silu_grad(double v) { return tl_silu_grad_d(v); }
     X(DIV, 1 / b, -(y / b))                                                        \
     X(POW, b == 0 ? 0 : b * TL_POW(a, b - 1), a == 0 && b >= 0 ? 0 : y * TL_LOG(a)) \
     X(MAXIMUM, a == b ? (T)0.5 : a < b ? 0 : 1, a == b ? (T)0.5 : a > b ? 0 : 1)   \
-    X(MINIMUM, a == b ? (T)0.5 : a > b ? 0 : 1, a == b ? (T)0.5 : a < b ? 0 : 1)
+    X(MINIMUM, a == b ? (T)0.5 : a > b ? 0 : 1, a == b ? (T)0.5 : a < b ? 0 : 1)   \
+    X(FMOD, 1, -trunc(a / b))                                                      \
+    X(MOD, 1, -floor(a / b))
 
 #define TL_DUN_CASE(E, EXPR)                                                       \
     case TL_OP_##E: return (T)(EXPR);
@@ -75,7 +86,7 @@ TL_HD static inline double tl_silu_grad(double v) { return tl_silu_grad_d(v); }
         (void)approx;                                                              \
         switch (op) {                                                              \
             TL_UNARY_DERIVS(TL_DUN_CASE)                                           \
-        default: return 0; /* sign, detach */                                      \
+        default: return 0; /* sign, detach, rounding, isnan, isinf */                                      \
         }                                                                          \
     }                                                                              \
     TL_HD static inline void dbin_##SUF(int op, T a, T b, T y, T *da, T *db)       \

@@ -5,10 +5,14 @@
  * entry points, whose calling convention is the vector ABI's, so a call
  * costs what a call to SLEEF costs.
  *
- * Three functions leave SLEEF's 1-ulp bound at the edge of their range
+ * Some functions leave SLEEF's 1-ulp bound at the edge of their range
  * (tests/test_vmath.c finds them): exp in double just below the overflow
  * threshold (SLEEF says inf), log1p of huge arguments (inf), erf in float
- * near the least normal number (up to 1.09 ulp).  Those are wrapped: the
+ * near the least normal number (up to 1.09 ulp), sinh and cosh just below
+ * their overflow thresholds (inf from |x| > 709 in double, 88.5 in float,
+ * where the results are finite up to 710.47 and 89.41), asinh and acosh
+ * beyond the square root of the largest number (inf, for about 710 and
+ * 89).  Those are wrapped: the
  * wrapper calls SLEEF, and where a lane is in the edge range, which is
  * rare, recomputes that lane by a formula that is exact there.  The scalar
  * wrapper does the same, so vector and scalar still agree bit for bit.
@@ -97,6 +101,14 @@ typedef void (*tl_vmath_fn)(void);
 #define SLEEF_tanh_f(FAM, W) SLEEF(FAM, tanh, f, W)
 #define SLEEF_tanh_d(FAM, W) SLEEF(FAM, tanh, d, W)
 #define SLEEF_erf_d(FAM, W) SLEEF(FAM, erf, d, W)
+#define SLEEF_asin_f(FAM, W) SLEEF(FAM, asin, f, W)
+#define SLEEF_asin_d(FAM, W) SLEEF(FAM, asin, d, W)
+#define SLEEF_acos_f(FAM, W) SLEEF(FAM, acos, f, W)
+#define SLEEF_acos_d(FAM, W) SLEEF(FAM, acos, d, W)
+#define SLEEF_atan_f(FAM, W) SLEEF(FAM, atan, f, W)
+#define SLEEF_atan_d(FAM, W) SLEEF(FAM, atan, d, W)
+#define SLEEF_atanh_f(FAM, W) SLEEF(FAM, atanh, f, W)
+#define SLEEF_atanh_d(FAM, W) SLEEF(FAM, atanh, d, W)
 #define SLEEF_pow_f(FAM, W) SLEEF(FAM, pow, f, W)
 #define SLEEF_pow_d(FAM, W) SLEEF(FAM, pow, d, W)
 
@@ -108,6 +120,14 @@ typedef void (*tl_vmath_fn)(void);
 #define EDGE_log1p_f(x, y) ((x) > 1e30f)
 #define EDGE_log1p_d(x, y) ((x) > 1e300)
 #define EDGE_erf_f(x, y) (((x) < 0x1p-100f) & ((x) > -0x1p-100f))
+#define EDGE_sinh_d(x, y) (((x) > 709.0) | ((x) < -709.0))
+#define EDGE_sinh_f(x, y) (((x) > 88.0f) | ((x) < -88.0f))
+#define EDGE_cosh_d(x, y) EDGE_sinh_d(x, y)
+#define EDGE_cosh_f(x, y) EDGE_sinh_f(x, y)
+#define EDGE_asinh_d(x, y) (((x) > 1e150) | ((x) < -1e150))
+#define EDGE_asinh_f(x, y) (((x) > 1e18f) | ((x) < -1e18f))
+#define EDGE_acosh_d(x, y) ((x) > 1e150)
+#define EDGE_acosh_f(x, y) ((x) > 1e18f)
 
 /* The fixes.  exp: long double's exp, rounded once (its error is 2^-11 of
  * a double's ulp).  log1p(x) = log(x) + log1p(1/x), the second term below
@@ -115,6 +135,24 @@ typedef void (*tl_vmath_fn)(void);
  * with x^2 below 2^-200: the product in double, rounded once. */
 static double fix_exp_d(double x) { return (double)expl(x); }
 static float fix_erf_f(float x) { return (float)((double)x * 0x1.20dd750429b6dp+0); }
+/* sinh, cosh, asinh, acosh there: long double's, rounded once (their
+ * arguments and results are in its range) */
+static double fix_sinh_d(double x) { return (double)sinhl(x); }
+static float fix_sinh_f(float x) { return (float)sinhl(x); }
+static double fix_cosh_d(double x) { return (double)coshl(x); }
+static float fix_cosh_f(float x) { return (float)coshl(x); }
+static double fix_asinh_d(double x) { return (double)asinhl(x); }
+static float fix_asinh_f(float x) { return (float)asinhl(x); }
+static double fix_acosh_d(double x) { return (double)acoshl(x); }
+static float fix_acosh_f(float x) { return (float)acoshl(x); }
+#define FIX_sinh_d(FAM, x) fix_sinh_d(x)
+#define FIX_sinh_f(FAM, x) fix_sinh_f(x)
+#define FIX_cosh_d(FAM, x) fix_cosh_d(x)
+#define FIX_cosh_f(FAM, x) fix_cosh_f(x)
+#define FIX_asinh_d(FAM, x) fix_asinh_d(x)
+#define FIX_asinh_f(FAM, x) fix_asinh_f(x)
+#define FIX_acosh_d(FAM, x) fix_acosh_d(x)
+#define FIX_acosh_f(FAM, x) fix_acosh_f(x)
 #define FIX_exp_d(FAM, x) fix_exp_d(x)
 #define FIX_erf_f(FAM, x) fix_erf_f(x)
 #define FIX_log1p_f(FAM, x) SLEEF(FAM, log, f, 1)(x)
@@ -158,10 +196,26 @@ WRAP(exp, d, double)
 WRAP(log1p, f, float)
 WRAP(log1p, d, double)
 WRAP(erf, f, float)
+WRAP(sinh, f, float)
+WRAP(sinh, d, double)
+WRAP(cosh, f, float)
+WRAP(cosh, d, double)
+WRAP(asinh, f, float)
+WRAP(asinh, d, double)
+WRAP(acosh, f, float)
+WRAP(acosh, d, double)
 #define WRAPPED_exp_d(FAM, W) wrap_##FAM##_exp_d##W
 #define WRAPPED_log1p_f(FAM, W) wrap_##FAM##_log1p_f##W
 #define WRAPPED_log1p_d(FAM, W) wrap_##FAM##_log1p_d##W
 #define WRAPPED_erf_f(FAM, W) wrap_##FAM##_erf_f##W
+#define WRAPPED_sinh_f(FAM, W) wrap_##FAM##_sinh_f##W
+#define WRAPPED_sinh_d(FAM, W) wrap_##FAM##_sinh_d##W
+#define WRAPPED_cosh_f(FAM, W) wrap_##FAM##_cosh_f##W
+#define WRAPPED_cosh_d(FAM, W) wrap_##FAM##_cosh_d##W
+#define WRAPPED_asinh_f(FAM, W) wrap_##FAM##_asinh_f##W
+#define WRAPPED_asinh_d(FAM, W) wrap_##FAM##_asinh_d##W
+#define WRAPPED_acosh_f(FAM, W) wrap_##FAM##_acosh_f##W
+#define WRAPPED_acosh_d(FAM, W) wrap_##FAM##_acosh_d##W
 
 /* ---- every entry point ---- */
 #define BIND_F(F, IMPL) BIND_TYPE(F, f, v, 4, 8, 16, IMPL)
@@ -184,5 +238,21 @@ BIND_F(tanh, SLEEF_tanh_f)
 BIND_D(tanh, SLEEF_tanh_d)
 BIND_F(erf, WRAPPED_erf_f)
 BIND_D(erf, SLEEF_erf_d)
+BIND_F(sinh, WRAPPED_sinh_f)
+BIND_D(sinh, WRAPPED_sinh_d)
+BIND_F(cosh, WRAPPED_cosh_f)
+BIND_D(cosh, WRAPPED_cosh_d)
+BIND_F(asin, SLEEF_asin_f)
+BIND_D(asin, SLEEF_asin_d)
+BIND_F(acos, SLEEF_acos_f)
+BIND_D(acos, SLEEF_acos_d)
+BIND_F(atan, SLEEF_atan_f)
+BIND_D(atan, SLEEF_atan_d)
+BIND_F(asinh, WRAPPED_asinh_f)
+BIND_D(asinh, WRAPPED_asinh_d)
+BIND_F(acosh, WRAPPED_acosh_f)
+BIND_D(acosh, WRAPPED_acosh_d)
+BIND_F(atanh, SLEEF_atanh_f)
+BIND_D(atanh, SLEEF_atanh_d)
 BIND_TYPE(pow, f, vv, 4, 8, 16, SLEEF_pow_f)
 BIND_TYPE(pow, , vv, 2, 4, 8, SLEEF_pow_d)

@@ -23,7 +23,9 @@
 #define TL_VMATH_SIMD _Pragma("omp declare simd notinbranch")
 
 /* name, the one-argument functions */
-#define TL_VMATH_UNARY(X) X(exp) X(expm1) X(log) X(log1p) X(sin) X(cos) X(tan) X(tanh) X(erf)
+#define TL_VMATH_UNARY(X)                                                          \
+    X(exp) X(expm1) X(log) X(log1p) X(sin) X(cos) X(tan) X(tanh) X(erf) X(sinh) X(cosh) \
+    X(asin) X(acos) X(atan) X(asinh) X(acosh) X(atanh)
 
 #define TL_VMATH_DECLARE(F)                                                        \
     TL_VMATH_SIMD TL_VMATH_ATTR float tl_##F##f(float);                            \
@@ -46,6 +48,14 @@ const char *tl_vmath_family(void);
 #define TL_TAN(x) TL_VMATH_GENERIC(tan, x)
 #define TL_TANH(x) TL_VMATH_GENERIC(tanh, x)
 #define TL_ERF(x) TL_VMATH_GENERIC(erf, x)
+#define TL_SINH(x) TL_VMATH_GENERIC(sinh, x)
+#define TL_COSH(x) TL_VMATH_GENERIC(cosh, x)
+#define TL_ASIN(x) TL_VMATH_GENERIC(asin, x)
+#define TL_ACOS(x) TL_VMATH_GENERIC(acos, x)
+#define TL_ATAN(x) TL_VMATH_GENERIC(atan, x)
+#define TL_ASINH(x) TL_VMATH_GENERIC(asinh, x)
+#define TL_ACOSH(x) TL_VMATH_GENERIC(acosh, x)
+#define TL_ATANH(x) TL_VMATH_GENERIC(atanh, x)
 #define TL_POW(a, b) _Generic((a), float: tl_powf, double: tl_pow)((a), (b))
 
 #endif

@@ -7,7 +7,9 @@
 
 #include <immintrin.h>
 
-#define TL_VMATH_SLEEF_UNARY(X) X(exp) X(expm1) X(log) X(log1p) X(sin) X(cos) X(tan) X(tanh) X(erf)
+#define TL_VMATH_SLEEF_UNARY(X)                                                    \
+    X(exp) X(expm1) X(log) X(log1p) X(sin) X(cos) X(tan) X(tanh) X(erf) X(sinh) X(cosh) \
+    X(asin) X(acos) X(atan) X(asinh) X(acosh) X(atanh)
 
 /* the target attribute lets the vector types pass in vector registers */
 #define TL_SLEEF_DECLARE(RET, NAME, ...)                                           \

@@ -6,15 +6,19 @@
 #ifndef TL_CUDA_EW_H
 #define TL_CUDA_EW_H
 
+#include <stdio.h>
+
 #include "plan.h"
 #include "backends/cpu/scalar.h"
 
 /* One elementwise call: binary and comparison ops, gelu_grad (x, g),
- * where (c, a, b), unary ops, clamp and cast. */
+ * where (c, a, b), unary ops, clamp and cast; the integer arithmetic
+ * over i32 and i64 (nb: the divisor's elements, for div, mod, fmod). */
 typedef struct cu_ew {
     int op, approx; /* tl_opcode; gelu's attribute */
     cpu_bcast plan; /* output element -> operand offsets */
     int64_t n;      /* output elements */
+    int64_t nb;     /* the second operand's elements */
     const void *x[3];
     void *y;
     tl_dtype src, dst;   /* cast */
@@ -39,6 +43,7 @@ static inline void cu_ew_prepare(cu_ew *k, tl_opcode op, int n, const tl_tensor 
     k->hi = a->max;
     for (int i = 0; i < n && i < 3; i++)
         k->x[i] = in[i]->data;
+    k->nb = n > 1 ? in[1]->numel : 0;
     cu_plan_broadcast(&k->plan, out, n, in);
 }
 
@@ -95,6 +100,58 @@ static inline void cu_ew_prepare(cu_ew *k, tl_opcode op, int n, const tl_tensor 
 
 CU_DEFINE_EW(float, f)
 CU_DEFINE_EW(double, d)
+
+/* The integer arithmetic (scalar.h's TL_INT_* formulas) for TT int32_t or
+ * int64_t; a divisor of 0 never reaches these (cu_int_divisor_error). */
+#define CU_DEFINE_IEW(TT, UU, SUF)                                                 \
+    TL_HD static inline TT cu_iunary_##SUF(int op, TT v)                           \
+    {                                                                              \
+        typedef TT T;                                                              \
+        typedef UU U;                                                              \
+        switch (op) {                                                              \
+            TL_INT_UNARY_EXPRS(CU_UN_CASE)                                         \
+        default: return v;                                                         \
+        }                                                                          \
+    }                                                                              \
+    TL_HD static inline TT cu_ibinary_##SUF(int op, TT a, TT b)                    \
+    {                                                                              \
+        typedef TT T;                                                              \
+        typedef UU U;                                                              \
+        switch (op) {                                                              \
+            TL_INT_BINARY_EXPRS(CU_BIN_CASE)                                       \
+        default: return a;                                                         \
+        }                                                                          \
+    }                                                                              \
+    TL_HD static inline void cu_ew_binary_##SUF(const cu_ew *k, int op, int64_t i) \
+    {                                                                              \
+        int64_t off[3];                                                            \
+        cu_plan_offsets(&k->plan, i, off);                                         \
+        const TT *a = (const TT *)k->x[0], *b = (const TT *)k->x[1];               \
+        ((TT *)k->y)[i] = cu_ibinary_##SUF(op, a[off[0]], b[off[1]]);              \
+    }                                                                              \
+    TL_HD static inline void cu_ew_unary_##SUF(const cu_ew *k, int op, int64_t i)  \
+    {                                                                              \
+        ((TT *)k->y)[i] = cu_iunary_##SUF(op, ((const TT *)k->x[0])[i]);           \
+    }                                                                              \
+    /* the divisor's element i is 0 (a thread per element of the divisor) */      \
+    TL_HD static inline bool cu_ew_zero_##SUF(const cu_ew *k, int64_t i)           \
+    {                                                                              \
+        return ((const TT *)k->x[1])[i] == 0;                                      \
+    }
+
+CU_DEFINE_IEW(int32_t, uint32_t, i32)
+CU_DEFINE_IEW(int64_t, uint64_t, i64)
+
+/* An integer div, mod or fmod whose divisor (nb elements) has a 0 at
+ * element i: the CPU's error (cpu_elementwise.c). */
+static inline tl_code cu_int_divisor_error(tl_status *st, tl_opcode op, int64_t nb, int64_t i)
+{
+    char pos[48] = "";
+    if (nb > 1)
+        snprintf(pos, sizeof pos, " (element %lld of the divisor)", (long long)i);
+    return tl_fail(st, TL_EINPUT, "integer %s by zero%s", op == TL_OP_DIV ? "division" : "remainder",
+                   pos);
+}
 
 /* cast element i from k->src to k->dst; into an integer dtype only values
  * in [LO, HI) convert, as on the CPU (cpu_elementwise.c): false, and

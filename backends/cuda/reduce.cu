@@ -1,5 +1,5 @@
-// Reductions (sum, mean, max, min, prod, logsumexp), softmax, log_softmax
-// and prod_grad, in the fixed tree of launch.h (cu_red_shape) with no
+// Reductions (sum, mean, max, min, prod, logsumexp; sum and prod of
+// integers too), softmax, log_softmax and prod_grad, in the fixed tree of launch.h (cu_red_shape) with no
 // atomics: the bits depend on the shapes only.  reduce.h holds what each
 // thread computes; here are the kernels, the passes and the finishing
 // elementwise steps.
@@ -122,6 +122,16 @@ template <typename T> static tl_code reduce(cu_state *s, tl_opcode op, const tl_
     return TL_OK;
 }
 
+// sum and prod of integers: exact, so the tree's order does not matter.
+template <typename T> static tl_code int_reduce(cu_state *s, tl_opcode op, const tl_tensor *x,
+                                                const bool *mask, tl_tensor *out, tl_status *st)
+{
+    cu_red p;
+    cu_red_plan(&p, op == TL_OP_PROD ? CU_R_PROD : CU_R_SUM, x->ndim, x->shape, mask);
+    p.x = x->data;
+    return passes<T>(s, p, out->data, NULL, st);
+}
+
 tl_code cu_reduce(cu_state *s, tl_opcode op, const tl_tensor *x, const tl_attrs *a,
                   tl_tensor *out, tl_status *st)
 {
@@ -134,6 +144,8 @@ tl_code cu_reduce(cu_state *s, tl_opcode op, const tl_tensor *x, const tl_attrs 
     if (a->naxes == 0 && op != TL_OP_LOGSUMEXP) // nothing reduced: the CPU copies
         return CU_CHECK(cudaMemcpyAsync(out->data, x->data, tl_tensor_bytes(out),
                                         cudaMemcpyDeviceToDevice, s->stream));
+    if (tl_dtype_is_int(x->dtype))
+        return CU_BY_INT_DTYPE(x->dtype, int_reduce, s, op, x, mask, out, st);
     return CU_BY_DTYPE(x->dtype, reduce, s, op, x, mask, count, out, st);
 }
 

@@ -104,8 +104,11 @@ typedef struct cu_red {
             return cu_acc_combine_##SUF(p->mode, a, e);                            \
         default: e = a; e.v = v; return cu_acc_combine_##SUF(p->mode, a, e);      \
         }                                                                          \
-    }                                                                              \
-                                                                                   \
+    }
+
+/* What a thread folds and what a group stores, for any accumulator type
+ * cu_acc_SUF (cu_acc_init, cu_acc_fold, cu_acc_combine of SUF). */
+#define CU_DEFINE_RED_PASS(T, SUF)                                                 \
     /* What thread t of the group of (output o, chunk c) folds, in order. */       \
     TL_HD static inline cu_acc_##SUF cu_red_thread_##SUF(const cu_red *p, int64_t o, \
                                                          int64_t c, int t)         \
@@ -138,6 +141,39 @@ typedef struct cu_red {
 
 CU_DEFINE_RED(float, f)
 CU_DEFINE_RED(double, d)
+CU_DEFINE_RED_PASS(float, f)
+CU_DEFINE_RED_PASS(double, d)
+
+/* sum and prod of i32 and i64 (TT, its unsigned twin UU): exact and
+ * wrapping, so the tree's order does not matter. */
+#define CU_DEFINE_IRED(TT, UU, SUF)                                                \
+    typedef struct cu_acc_##SUF {                                                  \
+        TT v;                                                                      \
+    } cu_acc_##SUF;                                                                \
+    TL_HD static inline cu_acc_##SUF cu_acc_init_##SUF(int mode)                   \
+    {                                                                              \
+        cu_acc_##SUF a;                                                            \
+        a.v = mode == CU_R_PROD ? 1 : 0;                                           \
+        return a;                                                                  \
+    }                                                                              \
+    TL_HD static inline cu_acc_##SUF cu_acc_combine_##SUF(int mode, cu_acc_##SUF a, \
+                                                          cu_acc_##SUF b)          \
+    {                                                                              \
+        a.v = mode == CU_R_PROD ? (TT)((UU)a.v * (UU)b.v) : (TT)((UU)a.v + (UU)b.v); \
+        return a;                                                                  \
+    }                                                                              \
+    TL_HD static inline cu_acc_##SUF cu_acc_fold_##SUF(const cu_red *p, cu_acc_##SUF a, \
+                                                       TT v, int64_t k, int64_t o) \
+    {                                                                              \
+        cu_acc_##SUF e;                                                            \
+        (void)k, (void)o;                                                          \
+        e.v = v;                                                                   \
+        return cu_acc_combine_##SUF(p->mode, a, e);                                \
+    }
+CU_DEFINE_IRED(int32_t, uint32_t, i32)
+CU_DEFINE_IRED(int64_t, uint64_t, i64)
+CU_DEFINE_RED_PASS(int32_t, i32)
+CU_DEFINE_RED_PASS(int64_t, i64)
 
 /* The plans of pass 1: x (ndim, shape) reduced over the axes set in
  * mask; keep walks the kept axes, red the reduced ones. */

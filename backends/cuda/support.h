@@ -12,7 +12,7 @@
 static inline bool cu_has_kernel(tl_opcode op)
 {
     switch (op) {
-    /* elementwise additions (nn.md) */
+    /* elementwise additions (nn.md): elementwise.cu, integers too */
     case TL_OP_FLOOR:
     case TL_OP_CEIL:
     case TL_OP_ROUND:
@@ -28,7 +28,7 @@ static inline bool cu_has_kernel(tl_opcode op)
     case TL_OP_ISNAN:
     case TL_OP_ISINF:
     case TL_OP_FMOD:
-    case TL_OP_MOD:
+    case TL_OP_MOD: return true;
     /* the layer ops */
     case TL_OP_CONV:
     case TL_OP_CONV_TRANSPOSE:

@@ -55,6 +55,39 @@ template <typename T> struct cu_t;
 CU_TYPED(float, f)
 CU_TYPED(double, d)
 
+// The integer arithmetic's instances (ew.h, reduce.h: sum and prod).
+#define CU_TYPED_INT(T, SUF)                                                            \
+    template <> struct cu_t<T> {                                                        \
+        typedef cu_acc_##SUF acc;                                                       \
+        __device__ static void binary(const cu_ew *k, int op, int64_t i)                \
+        {                                                                               \
+            cu_ew_binary_##SUF(k, op, i);                                               \
+        }                                                                               \
+        __device__ static void unary(const cu_ew *k, int op, int64_t i)                 \
+        {                                                                               \
+            cu_ew_unary_##SUF(k, op, i);                                                \
+        }                                                                               \
+        __device__ static bool zero(const cu_ew *k, int64_t i) { return cu_ew_zero_##SUF(k, i); } \
+        __device__ static acc red_init(int mode) { return cu_acc_init_##SUF(mode); }    \
+        __device__ static acc red_thread(const cu_red *p, int64_t o, int64_t c, int t)  \
+        {                                                                               \
+            return cu_red_thread_##SUF(p, o, c, t);                                     \
+        }                                                                               \
+        __device__ static acc red_combine(int mode, acc a, acc b)                       \
+        {                                                                               \
+            return cu_acc_combine_##SUF(mode, a, b);                                    \
+        }                                                                               \
+        __device__ static void red_store(const cu_red *p, int64_t o, int64_t c, acc a)  \
+        {                                                                               \
+            cu_red_store_##SUF(p, o, c, a);                                             \
+        }                                                                               \
+    };
+CU_TYPED_INT(int32_t, i32)
+CU_TYPED_INT(int64_t, i64)
+
+// Runs F<int32_t> or F<int64_t>'s launcher by the (integer) dtype.
+#define CU_BY_INT_DTYPE(dt, FN, ...) ((dt) == TL_I32 ? FN<int32_t>(__VA_ARGS__) : FN<int64_t>(__VA_ARGS__))
+
 // Runs F<float> or F<double>'s launcher by the dtype.
 #define CU_BY_DTYPE(dt, FN, ...) ((dt) == TL_F32 ? FN<float>(__VA_ARGS__) : FN<double>(__VA_ARGS__))
 

@@ -5,7 +5,8 @@ Regenerate (needs torch 1.13 and numpy; the Debian interpreter has both):
 
     /usr/bin/python3 tests/gen/gen_op_fixtures.py
 
-Writes tests/fixtures/ops/ (every op of spec/ops.md except control flow) and
+Writes tests/fixtures/ops/ (every op of spec/ops.md except control flow, and
+the elementwise additions and integer arithmetic of spec/nn.md) and
 tests/fixtures/flow/ (if / iterate / map of spec/graph.md). Per case CASE:
   CASE.json  a tl graph, version 1, inputs declared with their dtype;
   CASE.npz   np.savez layout (stored, not compressed), keys
@@ -62,16 +63,24 @@ DTYPES = FLOATS + INTS
 # ----------------------------------------------------------------------------
 # Op tables (spec/ops.md) shared by the validator and the interpreter
 # ----------------------------------------------------------------------------
-BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum"]
+BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "fmod", "mod"]
 COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
 UNARY = ["neg", "abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt",
          "reciprocal", "square", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
-         "relu", "softplus", "gelu", "silu", "clamp", "detach", "cast"]
+         "relu", "softplus", "gelu", "silu", "clamp", "detach", "cast",
+         "floor", "ceil", "round", "trunc", "sinh", "cosh", "asin", "acos", "atan",
+         "asinh", "acosh", "atanh", "isnan", "isinf"]
 REDUCE = ["sum", "mean", "max", "min", "prod", "logsumexp"]
 SHAPE = ["reshape", "transpose", "broadcast_to", "expand_dims", "squeeze",
          "concat", "stack", "slice", "take"]
 # ops that move index tensors unchanged (spec/ops.md "Index tensors")
 MOVES = set(SHAPE) | {"gather"}
+# the integer arithmetic (nn.md): operands of one integer dtype, exact,
+# wrapping on overflow; comparisons give 0/1 in that dtype
+INT_ARITH = {"add", "sub", "mul", "div", "mod", "fmod", "neg", "abs", "sign", "maximum",
+             "minimum", "sum", "prod"} | set(COMPARE)
+# no gradient (a piecewise constant value): torch's zero
+NO_GRAD = {"floor", "ceil", "round", "trunc", "isnan", "isinf"}
 MAP_OK = set(BINARY + COMPARE + UNARY + ["where", "if", "iterate"]) - {"cast"}
 
 
@@ -467,6 +476,34 @@ def apply_index(op, args, nd, call_dtype):
     return Val(y, x.dtype)
 
 
+class PyMod(torch.autograd.Function):
+    """Python's % (the divisor's sign, a zero result too, as numpy.remainder)
+    with torch.remainder's gradient: torch's value differs only in the sign
+    of a zero result (it keeps the dividend's)."""
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        y = torch.remainder(a, b)
+        z = torch.where(y == 0, torch.copysign(torch.zeros_like(y), b.expand_as(y)), y)
+        with np.errstate(all="ignore"):
+            want = np.remainder(a.numpy(), b.numpy())
+        if not (np.array_equal(z.numpy(), want, equal_nan=True) and
+                np.array_equal(np.signbit(z.numpy()), np.signbit(want))):
+            raise AssertionError(f"mod: torch.remainder {z} differs from numpy {want}")
+        return z
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        with torch.enable_grad():
+            a2, b2 = a.detach().requires_grad_(), b.detach().requires_grad_()
+            return torch.autograd.grad(torch.remainder(a2, b2), [a2, b2], g)
+
+
+def py_mod(a, b):
+    return PyMod.apply(a, b)
+
+
 def apply_cast(x, nd):
     """cast between f32, f64, i32, i64; float -> int truncates toward zero; no
     gradient through a cast from or to an integer dtype."""
@@ -484,6 +521,69 @@ def apply_cast(x, nd):
     return Val(t.float().to(F64) if to == "f32" and D == "f64" else t, to)
 
 
+def wrap_int(v, dtype):
+    """A Python integer wrapped into dtype (two's complement)."""
+    bits = 32 if dtype == "i32" else 64
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def int_binary(op, a, b, nd):
+    """The integer arithmetic on Python integers, exact (before wrapping)."""
+    if op in ("div", "mod", "fmod") and b == 0:
+        raise GraphError(f"node {nd['id']}: integer division by zero")
+    if op == "div":  # toward zero, as C
+        q = abs(a) // abs(b)
+        return q if (a < 0) == (b < 0) else -q
+    if op == "fmod":  # the dividend's sign, as C
+        r = abs(a) % abs(b)
+        return -r if a < 0 else r
+    return {"add": a + b, "sub": a - b, "mul": a * b, "mod": a % b if b else 0,
+            "maximum": max(a, b), "minimum": min(a, b), "eq": int(a == b),
+            "ne": int(a != b), "lt": int(a < b), "le": int(a <= b), "gt": int(a > b),
+            "ge": int(a >= b)}[op]
+
+
+def apply_int(op, args, nd, D):
+    """The integer arithmetic of nn.md in Python integers (exact), each result
+    wrapped to D; numpy's int64 arithmetic (C's, for div / fmod, and Python's
+    % for mod) cross-checks what does not overflow.  Weak numbers must be
+    integers of D."""
+    arrs = []
+    for a in args:
+        if isinstance(a, Weak):
+            if a.v != math.floor(a.v) or wrap_int(int(a.v), D) != int(a.v):
+                raise GraphError(f"node {nd['id']}: {a.v} is not an integer of {D}")
+            arrs.append(np.array(int(a.v), dtype=object))
+        else:
+            arrs.append(np.array(a.t.numpy().astype(np.int64), dtype=object))
+    if op in ("sum", "prod"):
+        x = arrs[0]
+        axes = norm_axes(nd.get("axes"), x.ndim)
+        keep = nd.get("keepdims", False)
+        if not axes:
+            y = x.copy()
+        else:
+            y = (np.sum if op == "sum" else np.prod)(x, axis=tuple(axes), keepdims=keep)
+        y = np.vectorize(lambda v: wrap_int(int(v), D), otypes=[object])(np.array(y, dtype=object))
+    elif len(arrs) == 1:
+        fn = {"neg": lambda v: -v, "abs": abs, "sign": lambda v: (v > 0) - (v < 0)}[op]
+        y = np.vectorize(lambda v: wrap_int(fn(int(v)), D), otypes=[object])(arrs[0])
+    else:
+        a, b = np.broadcast_arrays(arrs[0], arrs[1])
+        y = np.empty(a.shape, dtype=object)
+        for i in np.ndindex(a.shape):
+            y[i] = wrap_int(int_binary(op, int(a[i]), int(b[i]), nd), D)
+        if op in ("fmod", "mod"):  # numpy's (C's %, Python's %), where nothing wraps
+            an, bn = a.astype(np.int64), b.astype(np.int64)
+            ok = (bn != 0) & (bn != -1)
+            want = (np.fmod if op == "fmod" else np.remainder)(an[ok], bn[ok])
+            if not np.array_equal(np.array(list(y[ok]), dtype=np.int64), want):
+                raise AssertionError(f"node {nd['id']}: integer {op} differs from numpy")
+    y = np.array(y, dtype=object)
+    return Val(torch.tensor(np.array(y.astype(np.int64).reshape(y.shape)), dtype=I64), D)
+
+
 def apply(op, args, nd, call_dtype):
     if op in ("gather", "one_hot") or (op == "take" and len(args) == 2):
         return apply_index(op, args, nd, call_dtype)
@@ -493,14 +593,25 @@ def apply(op, args, nd, call_dtype):
     D = vals[0].dtype if vals else call_dtype
     if any(v.dtype != D for v in vals):
         raise GraphError(f"node {nd['id']}: operand dtypes differ")
+    if D in INTS and op in INT_ARITH:
+        return apply_int(op, args, nd, D)
     if D in INTS and (op not in MOVES or len(vals) != len(args)):
         raise GraphError(f"node {nd['id']}: {op} of an index tensor (cast it first)")
     ts = [as_tensor(a, D) for a in args]
     x = ts[0]
     if op in BINARY:
         fn = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-              "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum}[op]
+              "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum,
+              "fmod": torch.fmod, "mod": py_mod}[op]
         return Val(fn(ts[0], ts[1]), D)
+    if op in NO_GRAD:
+        fn = {"floor": torch.floor, "ceil": torch.ceil, "round": torch.round,
+              "trunc": torch.trunc, "isnan": torch.isnan, "isinf": torch.isinf}[op]
+        y = fn(x.detach()).to(F64)
+        if op == "round" and not np.array_equal(y.numpy(), np.round(x.detach().numpy()),
+                                                 equal_nan=True):
+            raise AssertionError(f"node {nd['id']}: round is not numpy's half to even")
+        return Val(y, D)
     if op in COMPARE:
         fn = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
               "gt": torch.gt, "ge": torch.ge}[op]
@@ -516,6 +627,8 @@ def apply(op, args, nd, call_dtype):
         "square": torch.square, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan,
         "tanh": torch.tanh, "sigmoid": torch.sigmoid, "erf": torch.erf,
         "relu": torch.relu, "silu": F.silu, "detach": torch.detach,
+        "sinh": torch.sinh, "cosh": torch.cosh, "asin": torch.asin, "acos": torch.acos,
+        "atan": torch.atan, "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
         # exact log(1+e^x): torch's default threshold=20 switches to x
         "softplus": lambda t: F.softplus(t, beta=1, threshold=float("inf")),
         "gelu": lambda t: F.gelu(t, approximate=nd.get("approximate", "none")),
@@ -948,6 +1061,8 @@ WEAK_K = {"add": 2, "sub": 0.5, "mul": -3, "div": 4, "pow": 3, "maximum": 0.25,
 
 def ops_binary():
     for op in BINARY + COMPARE:
+        if op in ("fmod", "mod"):  # ops_additions: data away from their jumps
+            continue
         gen = binary_gen(op)
         for variant, sa, sb in (("same", (2, 3), (2, 3)), ("bcast", (3, 1), (4,)),
                                 ("scalar", (), (2, 3)), ("bcast2", (2, 1, 3), (4, 1))):
@@ -1456,6 +1571,243 @@ def ops_index():
 
 
 # ----------------------------------------------------------------------------
+# The elementwise additions of nn.md: rounding, fmod and mod, the hyperbolic
+# and inverse trigonometric functions, isnan and isinf; integer arithmetic
+# ----------------------------------------------------------------------------
+def off_grid(rng, shape, lo, hi, step, margin=0.05):
+    """Uniform values at least margin from every multiple of step."""
+    kinks = [k * step for k in range(int(math.floor(lo / step)) - 1, int(math.ceil(hi / step)) + 2)]
+    return away(rng, shape, lo, hi, kinks=kinks, margin=margin)
+
+
+def quotient_away(rng, b, lo=-4, hi=4):
+    """Dividends a = (k + f) * b, f in [0.1, 0.9]: a/b at least 0.1 from an
+    integer, where fmod and mod jump."""
+    k = rng.integers(lo, hi, np.shape(b))
+    return (k + rng.uniform(0.1, 0.9, np.shape(b))) * b
+
+
+def ops_additions():
+    U = {  # op: generator
+        "floor": lambda r: off_grid(r, (2, 3), -3, 3, 1.0),
+        "ceil": lambda r: off_grid(r, (2, 3), -3, 3, 1.0),
+        "round": lambda r: off_grid(r, (2, 3), -3, 3, 0.5),
+        "trunc": lambda r: off_grid(r, (2, 3), -3, 3, 1.0),
+        "sinh": lambda r: uni(r, (2, 3), -3, 3),
+        "cosh": lambda r: uni(r, (2, 3), -3, 3),
+        "asin": lambda r: uni(r, (2, 3), -0.9, 0.9),
+        "acos": lambda r: uni(r, (2, 3), -0.9, 0.9),
+        "atan": lambda r: uni(r, (2, 3), -3, 3),
+        "asinh": lambda r: uni(r, (2, 3), -3, 3),
+        "acosh": lambda r: uni(r, (2, 3), 1.1, 4),
+        "atanh": lambda r: uni(r, (2, 3), -0.9, 0.9),
+        "isnan": lambda r: uni(r, (2, 3), -3, 3),
+        "isinf": lambda r: uni(r, (2, 3), -3, 3),
+    }
+    for op, gen in U.items():
+        simple("ops", f"{op}_basic", ["x"], lambda op=op: [N("y", op, "x")],
+               lambda rng, gen=gen: {"x": gen(rng)}, doc=f"{op} of [2,3]")
+    # through a product, so the zero gradient meets a nonzero one
+    for op in ("floor", "round", "isnan"):
+        simple("ops", f"{op}_mul", ["x"], lambda op=op: [N("r", op, "x"), N("y", "mul", "r", "x")],
+               lambda rng: {"x": off_grid(rng, (5,), -3, 3, 0.5)},
+               doc=f"{op}(x) * x: the gradient is {op}(x) * g")
+    for op in ("sinh", "cosh", "asinh", "atan"):
+        simple("ops", f"{op}_large", ["x"], lambda op=op: [N("y", op, "x")],
+               lambda rng: {"x": np.array([-20.5, -12.0, 9.5, 15.0, 20.0])},
+               doc=f"{op} of large arguments")
+    for op in ("sinh", "cosh"):
+        # kink_: the sums of finite differences would overflow
+        simple("ops", f"kink_{op}_edge", ["x"], lambda op=op: [N("y", op, "x")],
+               lambda rng: {"x": np.array([88.2, 88.7, 89.2, -89.2])}, dtypes=("f32",),
+               doc=f"{op} just below float's overflow", seed_ones=True)
+        simple("ops", f"kink_{op}_edge", ["x"], lambda op=op: [N("y", op, "x")],
+               lambda rng: {"x": np.array([708.5, 709.5, 710.0, -710.0])}, dtypes=("f64",),
+               doc=f"{op} just below double's overflow", seed_ones=True)
+    for op in ("asinh", "acosh"):
+        simple("ops", f"{op}_huge", ["x"], lambda op=op: [N("y", op, "x")],
+               lambda rng: {"x": np.array([2e19, 1e25, 3e38])}, dtypes=("f32",),
+               doc=f"{op} beyond the square root of float's largest number")
+        simple("ops", f"{op}_huge", ["x"], lambda op=op: [N("y", op, "x")],
+               lambda rng: {"x": np.array([2e154, 1e200, 1.7e308])}, dtypes=("f64",),
+               doc=f"{op} beyond the square root of double's largest number")
+    simple("ops", "asinh_hugeneg", ["x"], lambda: [N("y", "asinh", "x")],
+           lambda rng: {"x": np.array([-2e19, -1e25, -3e38])}, doc="asinh of huge negatives")
+    for op in ("asin", "acos", "atan", "atanh"):
+        simple("ops", f"{op}_small", ["x"], lambda op=op: [N("y", op, "x")],
+               lambda rng: {"x": signed(rng, (6,), 1e-7, 1e-3)}, doc=f"{op} of tiny values")
+    # fmod and mod: same shape, a scalar divisor, weak divisors, negative operands
+    for op in ("fmod", "mod"):
+        def same(rng):
+            b = signed(rng, (2, 3), 0.7, 2.5)
+            return {"a": quotient_away(rng, b), "b": b}
+        simple("ops", f"{op}_same", ["a", "b"], lambda op=op: [N("y", op, "a", "b")], same,
+               doc=f"{op} of [2,3] and [2,3], both signs")
+
+        def scalar_b(rng):
+            b = np.array(-1.25)
+            return {"a": quotient_away(rng, np.full((2, 3), -1.25)), "b": b}
+        simple("ops", f"{op}_scalar", ["a", "b"], lambda op=op: [N("y", op, "a", "b")], scalar_b,
+               doc=f"{op} of [2,3] by a negative 0-d divisor")
+
+        def bcast(rng):
+            b = np.array([0.75, -1.5])
+            return {"a": quotient_away(rng, np.broadcast_to(b, (3, 2))), "b": b}
+        simple("ops", f"{op}_bcast", ["a", "b"], lambda op=op: [N("y", op, "a", "b")], bcast,
+               doc=f"{op} of [3,2] by [2]: the divisor's gradient summed over rows")
+        for k in (1.5, -1.5):
+            simple("ops", f"{op}_weak{'neg' if k < 0 else ''}", ["x"],
+                   lambda op=op, k=k: [N("y", op, "x", k)],
+                   lambda rng: {"x": quotient_away(rng, np.full((2, 3), 1.5))},
+                   doc=f"{op}(x, {k}) with a weak divisor")
+        simple("ops", f"{op}_weakleft", ["x"], lambda op=op: [N("y", op, 5, "x")],
+               lambda rng: {"x": np.array([1.5, -1.5, 2.25, -2.25, 3.5, -3.5])},
+               doc=f"{op}(5, x): a weak dividend")
+        signs = {"a": [6.0, 6.0, -6.0, -6.0, 5.0, -5.0, 5.0, -5.0, 0.0, -0.0, 0.0, -0.0, 1.0, -1.0],
+                 "b": [3.0, -3.0, 3.0, -3.0, 3.0, 3.0, -3.0, -3.0, 2.0, 2.0, -2.0, -2.0, 0.0, 0.0]}
+        simple("ops", f"kink_{op}_neg_zero", ["a", "b"], lambda op=op: [N("y", op, "a", "b")],
+               lambda rng: signs,
+               doc=f"{op} at exact multiples (the sign of a zero result), both signs, "
+                   "and by zero (nan)")
+        # (mod's divisor gradient: -g*floor(a/b), where torch's floor_divide
+        # says -1 for a/b = -0 with a, b of opposite signs and nan for an
+        # infinite a; those stay out)
+        inf = {"fmod": {"a": [1.0, -1.0, 1.0, -1.0, np.inf, np.nan, 2.0],
+                        "b": [np.inf, np.inf, -np.inf, -np.inf, 2.0, 2.0, np.nan]},
+               "mod": {"a": [1.0, -1.0, np.nan, 2.0], "b": [np.inf, -np.inf, 2.0, np.nan]}}[op]
+        simple("ops", f"kink_{op}_inf", ["a", "b"], lambda op=op: [N("y", op, "a", "b")],
+               lambda rng, inf=inf: inf, doc=f"{op} with infinite and NaN operands")
+    # kinks of the rounding ops
+    edges = [-2.5, -1.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 3.5, 0.49999997, -0.49999997,
+             np.inf, -np.inf, np.nan]
+    simple("ops", "kink_rounding_neg_zero", ["x"],
+           lambda: [N("y" + op, op, "x") for op in ("floor", "ceil", "round", "trunc")],
+           lambda rng: {"x": edges}, outputs=["y" + op for op in ("floor", "ceil", "round", "trunc")],
+           doc="floor, ceil, round (half to even) and trunc at halves, integers, signed "
+               "zeros, infinities and NaN")
+    simple("ops", "kink_round_half", ["x"], lambda: [N("y", "round", "x")],
+           lambda rng: {"x": [0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 4.5, 1e6 + 0.5, 2.4999999]},
+           doc="round: ties go to the even neighbour")
+    simple("ops", "kink_isnan_special", ["x"],
+           lambda: [N("yn", "isnan", "x"), N("yi", "isinf", "x")],
+           lambda rng: {"x": [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, 3e38]}, outputs=["yn", "yi"],
+           doc="isnan and isinf: 0 or 1 in the operand's dtype, no gradient")
+    for op, xs in (("asin", [-1.0, 1.0, 1.5, -1.5, 0.0]), ("acos", [-1.0, 1.0, 1.5, -1.5, 0.0]),
+                   ("atanh", [-1.0, 1.0, 1.5, -1.5, 0.0]), ("acosh", [1.0, 0.5, -1.0, np.inf, 2.0])):
+        simple("ops", f"kink_{op}_domain", ["x"], lambda op=op: [N("y", op, "x")],
+               lambda rng, xs=xs: {"x": xs},
+               doc=f"{op} at the edges of its domain (infinite gradients) and outside (nan)")
+    simple("ops", "kink_sinh_inf", ["x"], lambda: [N("ys", "sinh", "x"), N("yc", "cosh", "x")],
+           lambda rng: {"x": [np.inf, -np.inf, np.nan, 0.0, -0.0]}, outputs=["ys", "yc"],
+           doc="sinh and cosh at the infinities")
+    simple("ops", "sinh_odd_neg_zero", ["x"],
+           lambda: [N("y" + op, op, "x") for op in ("sinh", "asin", "atan", "asinh", "atanh")],
+           lambda rng: {"x": [-0.25, 0.0, -0.0, 0.5]},
+           outputs=["y" + op for op in ("sinh", "asin", "atan", "asinh", "atanh")],
+           doc="the odd functions keep the sign of a zero")
+    # where with a mod condition, in a graph: a periodic mask
+    simple("ops", "mod_mask", ["x"],
+           lambda: [N("m", "mod", "x", 2), N("c", "lt", "m", 1), N("y", "where", "c", "x", 0)],
+           lambda rng: {"x": off_grid(rng, (6,), -4, 4, 1.0)},
+           doc="where(mod(x, 2) < 1, x, 0)")
+
+
+I32_MIN, I32_MAX = -2 ** 31, 2 ** 31 - 1
+I64_MIN, I64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
+def intcase(base, inputs, make_nodes, gen, outputs=("y",), doc=None, dtypes=("f64",),
+            floats=()):
+    """Register base_<i32|i64>_<dtype>: every input but those in floats has
+    the integer dtype it; gen(it, rng) -> {input: values} (the ends of it's
+    range differ)."""
+    for it in INTS:
+        def build(dt, _rng, it=it):
+            rng = np.random.default_rng(zlib.crc32(base.encode()))
+            its = {n: it for n in inputs if n not in floats}
+            g = graph(f"{doc or base} ({it})", dt, inputs, make_nodes(it, dt), list(outputs),
+                      dtypes=its)
+            return g, cast_inputs(dt, gen(it, rng), its), {}
+        case("ops", f"{base}_{it}", dtypes)(build)
+
+
+def int_range(it):
+    return (I32_MIN, I32_MAX) if it == "i32" else (I64_MIN, I64_MAX)
+
+
+def ops_integers():
+    ARITH = ["add", "sub", "mul", "div", "mod", "fmod", "maximum", "minimum"]
+
+    def arith_gen(it, rng):
+        lo, hi = int_range(it)
+        a = [-7, 7, -7, 7, 0, 9, lo, lo, hi, hi, lo, 3, -1, hi // 2 + 1, 6, -6]
+        b = [2, 2, -2, -2, 5, 9, -1, 1, 1, -1, lo, lo, hi, 3, -3, 3]
+        return {"a": np.array(a, dtype=object), "b": np.array(b, dtype=object)}
+    intcase("int_arith", ["a", "b"],
+            lambda it, dt: [N("y" + op, op, "a", "b") for op in ARITH], arith_gen,
+            outputs=["y" + op for op in ARITH],
+            doc="add sub mul div mod fmod maximum minimum of integers: negative division "
+                "(toward zero), INT_MIN / -1 and INT_MIN % -1, overflow that wraps")
+
+    def cmp_gen(it, rng):
+        lo, hi = int_range(it)
+        return {"a": np.array([[lo], [0], [5]], dtype=object),
+                "b": np.array([lo, 0, 5, hi], dtype=object)}
+    intcase("int_cmp", ["a", "b"], lambda it, dt: [N("y" + op, op, "a", "b") for op in COMPARE],
+            cmp_gen, outputs=["y" + op for op in COMPARE],
+            doc="the six comparisons of integers, broadcasting [3,1] with [4]: 0/1 in the dtype")
+
+    def un_gen(it, rng):
+        lo, hi = int_range(it)
+        return {"x": np.array([lo, lo + 1, -5, -1, 0, 1, 5, hi], dtype=object)}
+    intcase("int_unary", ["x"],
+            lambda it, dt: [N("y" + op, op, "x") for op in ("neg", "abs", "sign")], un_gen,
+            outputs=["y" + op for op in ("neg", "abs", "sign")],
+            doc="neg, abs, sign of integers; neg and abs of INT_MIN wrap to INT_MIN")
+
+    def red_gen(it, rng):
+        lo, hi = int_range(it)
+        return {"x": np.array([[hi, 1, 2], [lo, -1, 3]], dtype=object),
+                "p": np.array([[hi, 2, 3, 1], [-1, lo, 5, 0], [7, -3, 2, 11]], dtype=object)}
+    intcase("int_reduce", ["x", "p"],
+            lambda it, dt: [N("s", "sum", "x"), N("s0", "sum", "x", axes=0),
+                            N("s1", "sum", "x", axes=-1, keepdims=True),
+                            N("q", "prod", "p", axes=1), N("q0", "prod", "p", axes=0),
+                            N("qa", "prod", "p"), N("sk", "sum", "p", keepdims=True)],
+            red_gen, outputs=["s", "s0", "s1", "q", "q0", "qa", "sk"],
+            doc="sum and prod of integers over axes; overflow wraps")
+
+    def weak_gen(it, rng):
+        return {"k": np.array([-7, -3, 0, 4, 9], dtype=object)}
+    intcase("int_weak", ["k"],
+            lambda it, dt: [N("ya", "add", "k", 3), N("ys", "sub", 10, "k"),
+                            N("ym", "mul", "k", -2), N("yd", "div", "k", 2),
+                            N("yr", "mod", "k", -3), N("yf", "fmod", "k", -3),
+                            N("yl", "lt", "k", 0), N("yx", "maximum", "k", 1)],
+            weak_gen, outputs=["ya", "ys", "ym", "yd", "yr", "yf", "yl", "yx"],
+            doc="integer tensors with weak numbers (integers of their dtype)")
+
+    def bcast_gen(it, rng):
+        return {"a": np.array([[[-9, 8, 7]], [[5, -4, 0]]], dtype=object),
+                "b": np.array([[2], [-3], [4], [-1]], dtype=object)}
+    intcase("int_bcast", ["a", "b"],
+            lambda it, dt: [N("yd", "div", "a", "b"), N("yr", "mod", "a", "b"),
+                            N("ym", "mul", "a", "b")],
+            bcast_gen, outputs=["yd", "yr", "ym"],
+            doc="integer div, mod and mul broadcasting [2,1,3] with [4,1]")
+
+    def mixed_gen(it, rng):
+        return {"x": uni(rng, (2, 3), -2, 2), "k": np.array([3, -2, 5], dtype=object)}
+    intcase("int_mixed", ["x", "k"],
+            lambda it, dt: [N("k1", "mul", "k", 2), N("k2", "sub", "k1", 1),
+                            N("c", "cast", "k2", dtype=dt), N("y", "mul", "x", "c"),
+                            N("ks", "sum", "k2")],
+            mixed_gen, outputs=["y", "ks"], floats=("x",), dtypes=("f32", "f64"),
+            doc="y = x * cast(2k - 1): integer arithmetic feeding a float value; no "
+                "gradient flows into k")
+
+
+# ----------------------------------------------------------------------------
 # Control flow cases
 # ----------------------------------------------------------------------------
 def B(nodes, result):
@@ -1660,7 +2012,8 @@ differentiated; finite differences skip it); an index output keeps its
 integer dtype in out/OUT and its seed/OUT is all zeros of that dtype (not
 seeded). xent_* references come from torch.nn.functional.cross_entropy;
 xent_example_f32 is examples/xent.json verbatim with the inputs of
-examples/xent_inputs.npz.
+examples/xent_inputs.npz. int_* cases are the integer arithmetic of nn.md
+(exact, wrapping): their integer outputs are compared exactly.
 """
     with open(os.path.join(OUT_DIRS[folder], "README.md"), "w") as f:
         f.write(text)
@@ -1675,6 +2028,8 @@ def main():
     ops_shape()
     ops_graphs()
     ops_index()
+    ops_additions()
+    ops_integers()
     flow_cases()
     for d in OUT_DIRS.values():
         os.makedirs(d, exist_ok=True)

@@ -120,7 +120,8 @@ static bool close_enough(const tl_tensor *got, const tl_tensor *want, stat *s, b
         double x = tl_tensor_get(got, i), y = tl_tensor_get(want, i), d = fabs(x - y);
         bool fine;
         if (exact || isnan(y) || isinf(y))
-            fine = exact ? tl_tensor_get_int(got, i) == (int64_t)y : isnan(y) ? isnan(x) : x == y;
+            fine = exact ? tl_dtype_is_int(want->dtype) && tl_tensor_get_int(got, i) == tl_tensor_get_int(want, i)
+                         : isnan(y) ? isnan(x) : x == y;
         else {
             fine = d <= tol * fabs(y) + tol * scale;
             if (d > s->max_abs)

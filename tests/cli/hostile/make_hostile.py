@@ -507,8 +507,9 @@ GRAPHS = {
     'i_onehot_huge.json': nodes({'id': 'y', 'op': 'one_hot', 'args': ['k'], 'depth': 1 << 40}, inputs=('x', 'k')),
     'i_onehot_overflow.json': nodes({'id': 'y', 'op': 'one_hot', 'args': ['k'], 'depth': 1 << 62}, inputs=('x', 'k')),
     # an index tensor given to arithmetic, a reduction, where, an if, a map
-    'i_arith.json': nodes({'id': 'y', 'op': 'add', 'args': ['k', 1]}, inputs=('x', 'k')),
-    'i_sum.json': nodes({'id': 'y', 'op': 'sum', 'args': ['k']}, inputs=('x', 'k')),
+    # (integer add and sum are integer arithmetic: pow and mean are not)
+    'i_arith.json': nodes({'id': 'y', 'op': 'pow', 'args': ['k', 1]}, inputs=('x', 'k')),
+    'i_sum.json': nodes({'id': 'y', 'op': 'mean', 'args': ['k']}, inputs=('x', 'k')),
     'i_where.json': nodes({'id': 'y', 'op': 'where', 'args': ['x', 'k', 'k']}, inputs=('x', 'k')),
     'i_if.json': nodes(iff(cond='k'), inputs=('x', 'k'), outputs='r'),
     'i_map.json': nodes({'id': 'y', 'op': 'map', 'args': ['k'], 'params': ['e'],
