@@ -919,6 +919,7 @@ Test(pairs, every_example)
         {"branch", {"[3, 4]"}},
         {"mlp", {NULL}},
         {"xent", {NULL}},
+        {"cnn", {NULL}},
         {"const_file", {NULL}},
     };
     for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
@@ -928,12 +929,15 @@ Test(pairs, every_example)
         tl_status st = {0};
         tl_graph *g = tl_graph_load(json_path, &st);
         cr_assert(g, "%s", st.msg);
-        tl_tensor *in[8] = {0};
+        tl_tensor *in[16] = {0};
         tl_npz *z = NULL;
         if (!strcmp(ex[i].name, "const_file"))
             in[0] = tl_npy_read_file("examples/const_file_x.npy", &st);
-        else if (!ex[i].inputs[0])
-            z = tl_npz_open(!strcmp(ex[i].name, "mlp") ? "examples/mlp_inputs.npz" : "examples/xent_inputs.npz", &st);
+        else if (!ex[i].inputs[0]) {
+            char npz[128];
+            snprintf(npz, sizeof npz, "examples/%s_inputs.npz", ex[i].name);
+            z = tl_npz_open(npz, &st);
+        }
         for (int k = 0; k < g->ninputs; k++) {
             if (z)
                 in[k] = tl_npz_get(z, g->inputs[k].name, &st);
@@ -942,7 +946,7 @@ Test(pairs, every_example)
             cr_assert(in[k], "%s: input %d: %s", ex[i].name, k, st.msg);
         }
         check_pair(tl_path, json_path, in, NULL);
-        for (int k = 0; k < 8; k++)
+        for (int k = 0; k < 16; k++)
             tl_tensor_unref(in[k]);
         tl_npz_close(z);
         tl_graph_free(g);
