@@ -5,7 +5,8 @@ noisy: nothing is asserted, figures are medians of alternating runs).
 
 tl's time is its whole process (start, reading the inputs, the run and the
 backward pass, writing the gradients); PyTorch's is its compute alone, the
-import and the reading of the inputs excluded.  Peak RSS is each process's
+import and the reading of the inputs excluded.  For the layer ops a second
+line gives tl's compute alone too (the run and backward times of its -v).  Peak RSS is each process's
 own (ru_maxrss).  Needs /usr/bin/python3 with NumPy; PyTorch (the Debian
 package python3-torch) is optional: without it the PyTorch columns say so.
 
@@ -41,9 +42,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 def run_measured(cmd, env=None):
     """Wall, user and system seconds of one process, spawned straight from
-    here (its CPU times from wait4), as hyperfine does.  Through
-    /usr/bin/time the wall time would also count time's own start and its
-    wait: 3.5 ms more on a 12 ms run of tl, 0.8 ms on /bin/true."""
+    here (its CPU times from wait4), as hyperfine does, and its stderr.
+    Through /usr/bin/time the wall time would also count time's own start
+    and its wait: 3.5 ms more on a 12 ms run of tl, 0.8 ms on /bin/true."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     err = p.stderr.read()
@@ -53,7 +54,13 @@ def run_measured(cmd, env=None):
     p.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit("bench: %s failed: %s" % (" ".join(cmd), err.decode(errors="replace")))
-    return wall, ru.ru_utime, ru.ru_stime
+    return wall, ru.ru_utime, ru.ru_stime, err.decode(errors="replace")
+
+
+def tl_compute_ms(err):
+    """tl's run and backward pass alone, from its -v line ("run X ms, backward Y ms")"""
+    line = [l for l in err.splitlines() if "run " in l and "backward " in l][0]
+    return float(line.split("run ")[1].split(" ms")[0]) + float(line.split("backward ")[1].split(" ms")[0])
 
 
 def peak_rss(cmd, env=None):
@@ -362,15 +369,15 @@ def bench(tl, tmp, reps, only=None):
          tl_cmd(tl, "grad", g("recurrence.json"), "x=0.5", "-o", tmp + "/g.npz"), 60.0),
         # the layer ops: forward and backward, gradients of every input written
         ("ResNet basic block, 8x64x56x56 f32", "resnet",
-         tl_cmd(tl, "grad", g("resnet_block.json"), "-i", tmp + "/resnet.npz", "-o", tmp + "/g.npz"), 1.0),
+         tl_cmd(tl, "grad", g("resnet_block.json"), "-i", tmp + "/resnet.npz", "-o", tmp + "/g.npz", "-v"), 1.0),
         ("depthwise-separable, 8x32x112x112 f32", "dwsep",
-         tl_cmd(tl, "grad", g("dwsep_block.json"), "-i", tmp + "/dwsep.npz", "-o", tmp + "/g.npz"), 1.0),
+         tl_cmd(tl, "grad", g("dwsep_block.json"), "-i", tmp + "/dwsep.npz", "-o", tmp + "/g.npz", "-v"), 1.0),
         ("max pool 3x3/2, 8x64x112x112 f32", "max_pool",
-         tl_cmd(tl, "grad", g("max_pool.json"), "-i", tmp + "/pool.npz", "-o", tmp + "/g.npz"), 1.5),
+         tl_cmd(tl, "grad", g("max_pool.json"), "-i", tmp + "/pool.npz", "-o", tmp + "/g.npz", "-v"), 1.5),
         ("avg pool 3x3/2, 8x64x112x112 f32", "avg_pool",
-         tl_cmd(tl, "grad", g("avg_pool.json"), "-i", tmp + "/pool.npz", "-o", tmp + "/g.npz"), 1.5),
+         tl_cmd(tl, "grad", g("avg_pool.json"), "-i", tmp + "/pool.npz", "-o", tmp + "/g.npz", "-v"), 1.5),
         ("layer norm, 4096 rows of 1024 f32", "layer_norm",
-         tl_cmd(tl, "grad", g("layer_norm.json"), "-i", tmp + "/ln.npz", "-o", tmp + "/g.npz"), 1.5),
+         tl_cmd(tl, "grad", g("layer_norm.json"), "-i", tmp + "/ln.npz", "-o", tmp + "/g.npz", "-v"), 1.5),
     ]
     print("tl %s vs PyTorch%s, %d processors; medians of %d alternating runs" %
           (subprocess.run([tl, "--version"], capture_output=True, text=True).stdout.split()[-1],
@@ -413,6 +420,10 @@ def bench(tl, tmp, reps, only=None):
             print("%-38s %10.1f %10s %8s %6.1fx %9.1f %9s" % (title, wall * 1e3, "-", "-", target, rss, "-"))
         if key == "chain":
             print("%-38s %10.1f ms of system time in tl's process" % ("", sysm * 1e3))
+        if key in NN_ROWS:
+            comp = median([tl_compute_ms(r[3]) for r in tl_runs])
+            print("%-38s tl's run and backward pass alone (-v): %.1f ms%s" % (
+                "", comp, "; against PyTorch's compute: %.2fx" % (tt["s"] * 1e3 / comp) if tt else ""))
         if key in NN_ROWS and tt:
             print("%-38s PyTorch's best of 1 and %d threads: %d (ms: %s)" % (
                 "", os.cpu_count(), tt["threads"], ", ".join("%s threads %.1f" % (th, v * 1e3) for th, v in
