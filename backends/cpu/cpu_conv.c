@@ -234,7 +234,7 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
         j.taps = taps;
         nitems = which == K_CONV ? G->n * G->groups * G->cb : which == K_CONVT ? G->n * G->groups : G->groups * G->cb;
     } else {
-        j.pointwise = is_pointwise(a);
+        j.pointwise = is_pointwise(a) && G->isz == G->osz; /* not with output_padding */
         if (!(j.blas = cpu_blas_get(st)))
             return st->code;
         if (G->rows > INT32_MAX || G->cb * G->ksz > INT32_MAX || G->cb > INT32_MAX || G->osz > INT32_MAX || G->isz > INT32_MAX)
@@ -271,7 +271,8 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
             j.cblk = clamp64((GRADW_COLS + G->ksz - 1) / G->ksz, j.cblk, G->ca);
             j.nblk = (G->ca + j.cblk - 1) / j.cblk;
             int64_t rest = per / j.nblk > 1 ? per / j.nblk : 1;
-            j.oblk = clamp64((G->cb + rest - 1) / rest, GRADW_ROWS, G->cb);
+            j.oblk = (G->cb + rest - 1) / rest;
+            j.oblk = j.oblk < GRADW_ROWS ? (GRADW_ROWS < G->cb ? GRADW_ROWS : G->cb) : j.oblk;
             j.noblk = (G->cb + j.oblk - 1) / j.oblk;
             int64_t want = CHUNK_BYTES / (int64_t)es / (j.cblk * G->ksz);
             j.chunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);

@@ -106,6 +106,9 @@ def main():
         case("conv_transpose_2d_depthwise", dt, [1, 3, 4, 4], [3, 1, 3, 3], True, groups=3, stride=2, padding=1,
              output_padding=1)
         case("conv_transpose_2d_pointwise", dt, [2, 3, 3, 2], [3, 2, 1, 1], True)
+        # a 1x1 kernel whose output_padding makes the output larger
+        case("conv_transpose_2d_pointwise_outpad", dt, [1, 2, 3, 2], [2, 2, 1, 1], True, dilation=2,
+             output_padding=[0, 1])
         case("conv_transpose_3d", dt, [1, 2, 2, 3, 2], [2, 2, 2, 2, 3], True, stride=2, padding=[1, 0, 1])
 
 
