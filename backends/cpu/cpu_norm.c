@@ -40,16 +40,65 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
 
 #define DEFINE_NORM(T, SUF)                                                                    \
     static T sum_##SUF(const T *x, int64_t n) { return cpu_psum_seq_##SUF(leaf_##SUF, (void *)x, 0, n); } \
+    /* the sums of a[0..na) and b[0..nb) at once, each in psum.h's order: two               \
+     * independent chains of additions keep the adder busy where one waits */              \
+    CPU_KERNEL static void sum2_##SUF(const T *a, int64_t na, const T *b, int64_t nb, T *sa, T *sb) \
+    {                                                                                          \
+        if (na > CPU_PSUM_LEAF && nb > CPU_PSUM_LEAF) {                                        \
+            int64_t ha = cpu_psum_half(na), hb = cpu_psum_half(nb);                            \
+            T la, lb, ra, rb;                                                                  \
+            sum2_##SUF(a, ha, b, hb, &la, &lb);                                                \
+            sum2_##SUF(a + ha, na - ha, b + hb, nb - hb, &ra, &rb);                            \
+            *sa = la + ra;                                                                     \
+            *sb = lb + rb;                                                                     \
+            return;                                                                            \
+        }                                                                                      \
+        if (na > CPU_PSUM_LEAF || nb > CPU_PSUM_LEAF) {                                        \
+            *sa = sum_##SUF(a, na);                                                            \
+            *sb = sum_##SUF(b, nb);                                                            \
+            return;                                                                            \
+        }                                                                                      \
+        /* two leaves: each accumulator takes its array's elements in order */                \
+        T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, bcc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, ra = 0, rb = 0; \
+        int64_t fa = na & ~(int64_t)7, fb = nb & ~(int64_t)7, both = fa < fb ? fa : fb, i = 0; \
+        for (; i < both; i += 8)                                                               \
+            for (int k = 0; k < 8; k++) {                                                      \
+                acc[k] += a[i + k];                                                            \
+                bcc[k] += b[i + k];                                                            \
+            }                                                                                  \
+        for (int64_t j = i; j < fa; j += 8)                                                    \
+            for (int k = 0; k < 8; k++)                                                        \
+                acc[k] += a[j + k];                                                            \
+        for (int64_t j = i; j < fb; j += 8)                                                    \
+            for (int k = 0; k < 8; k++)                                                        \
+                bcc[k] += b[j + k];                                                            \
+        for (int64_t j = fa; j < na; j++)                                                      \
+            ra += a[j];                                                                        \
+        for (int64_t j = fb; j < nb; j++)                                                      \
+            rb += b[j];                                                                        \
+        *sa = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + ra; \
+        *sb = ((bcc[0] + bcc[1]) + (bcc[2] + bcc[3])) + ((bcc[4] + bcc[5]) + (bcc[6] + bcc[7])) + rb; \
+    }                                                                                          \
+    /* psum(x, n), its two halves summed at once */                                            \
+    static T fsum_##SUF(const T *x, int64_t n)                                                 \
+    {                                                                                          \
+        if (n <= CPU_PSUM_LEAF)                                                                \
+            return sum_##SUF(x, n);                                                            \
+        int64_t h = cpu_psum_half(n);                                                          \
+        T l, r;                                                                                \
+        sum2_##SUF(x, h, x + h, n - h, &l, &r);                                                \
+        return l + r;                                                                          \
+    }                                                                                          \
     /* the mean and the biased variance of x[0..n), d the scratch for x - mean */                \
     CPU_KERNEL static void stats_##SUF(const T *x, int64_t n, T *d, T *mean, T *var)           \
     {                                                                                          \
-        T m = sum_##SUF(x, n) / (T)n;                                                          \
+        T m = fsum_##SUF(x, n) / (T)n;                                                         \
         for (int64_t i = 0; i < n; i++) {                                                      \
             T c = x[i] - m;                                                                    \
             d[i] = c * c;                                                                      \
         }                                                                                      \
         *mean = m;                                                                             \
-        *var = sum_##SUF(d, n) / (T)n;                                                         \
+        *var = fsum_##SUF(d, n) / (T)n;                                                        \
     }                                                                                          \
     /* y = (x - mean)/r * scale + bias over n elements, scale and bias one value (or none) */  \
     CPU_KERNEL static void apply_##SUF(const T *x, T *y, int64_t n, T mean, T r, const T *sc, const T *bi) \
@@ -94,7 +143,9 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
             memcpy(h, g, sizeof(T) * (size_t)n);                                               \
         for (int64_t i = 0; i < n; i++)                                                        \
             hx[i] = h[i] * xh[i];                                                              \
-        T m1 = sum_##SUF(h, n) / (T)n, m2 = sum_##SUF(hx, n) / (T)n;                           \
+        T s1, s2;                                                                              \
+        sum2_##SUF(h, n, hx, n, &s1, &s2);                                                     \
+        T m1 = s1 / (T)n, m2 = s2 / (T)n;                                                      \
         for (int64_t i = 0; i < n; i++)                                                        \
             dx[i] = ((h[i] - m1) - xh[i] * m2) / r;                                            \
     }                                                                                          \

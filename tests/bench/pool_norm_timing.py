@@ -6,6 +6,10 @@ layer op forward and its backward kernels and recipe; the seed's
 broadcast and the final sum are left out); PyTorch's is the op's forward
 plus `backward` with a ready cotangent.  Figures are medians of runs that
 alternate between the two (the machines here are shared and noisy).
+tl's figures include the first touch of its fresh result tensors (each
+tl run is one process), while PyTorch's loop gets memory back from its
+allocator warm: on a virtual machine where a fresh page costs ~1 us,
+that is a few ms per 16 MiB tensor in tl's column alone.
 
     /usr/bin/python3 tests/bench/pool_norm_timing.py [--tl ./tl] [--runs 7]
 """
