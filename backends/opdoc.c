@@ -205,6 +205,34 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
     /* ---- end of normalization ---- */
 
     /* ---- padding and resampling ---- */
+    [TL_OP_PAD] = {"numpy.pad / ONNX Pad: per axis, crop -begin (-end) elements where a pad is negative, "
+                   "then add begin (end) elements: the constant value, a reflection without repeating the "
+                   "edge (\"reflect\", each pad below the cropped size), copies of the edge (\"edge\") or "
+                   "the axis periodically (\"wrap\", x[c mod n]); any dtype, index tensors too",
+                   "constant: pad(g) with the pads negated (the slice of g that holds x, zeros where x was "
+                   "cropped); reflect, edge, wrap: every copy of an element adds its g (pad_grad); none for "
+                   "an index tensor",
+                   {{"pads", "list of one [begin, end] pair of ints per axis (negative: crop)", NULL},
+                    {"mode", "\"constant\", \"reflect\", \"edge\" or \"wrap\"", "\"constant\""},
+                    {"value", "number (an integer of x's dtype for an index tensor)", "0"}}},
+    [TL_OP_RESIZE] = {"ONNX Resize (opset 13/18) of x [N, C, *S] (1 to 3 spatial axes) to the sizes given, "
+                      "or floor(S*scale): each output coordinate o maps to a source coordinate (half_pixel "
+                      "(o+0.5)/s-0.5, pytorch_half_pixel the same but 0 for one output, align_corners "
+                      "o*(S-1)/(out-1), asymmetric o/s; s the scale given, else out/S), then nearest takes "
+                      "one element (by the rounding), linear 2 and cubic 4 (Keys' kernel with cubic_coeff) "
+                      "per axis, separably, indices clamped into the axis",
+                      "to x: each output's g added to the inputs it read, with its weights (resize_grad)",
+                      {{"size", "list of d ints >= 1", "none: give size or scale (one is required)"},
+                       {"scale", "list of d numbers > 0", "none: give size or scale"},
+                       {"mode", "\"nearest\", \"linear\" or \"cubic\"", "\"nearest\""},
+                       {"coordinate", "\"half_pixel\", \"pytorch_half_pixel\", \"align_corners\" or "
+                                      "\"asymmetric\"", "\"half_pixel\""},
+                       {"nearest", "\"round_prefer_floor\", \"round_prefer_ceil\", \"floor\" or \"ceil\"",
+                        "\"round_prefer_floor\""},
+                       {"cubic_coeff", "number", "-0.75"}}},
+    [TL_OP_PAD_GRAD] = {"internal: pad's backward for reflect, edge and wrap (every copy added up)", "", NONE},
+    [TL_OP_RESIZE_GRAD] = {"internal: resize's backward (each output's g to the inputs it read, weighted)", "",
+                           NONE},
 
     /* ---- end of padding and resampling ---- */
 
