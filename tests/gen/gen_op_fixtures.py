@@ -1929,6 +1929,18 @@ def flow_cases():
                     B([N("c", "gt", "p", 0),
                        IF("r", "c", B([N("pp", "mul", "p", "p")], "pp"),
                           B([N("np_", "neg", "p")], "np_"))], "r"))]
+    # the elementwise additions in a map body (forward-mode derivatives)
+    def map_additions(rng):
+        b = signed(rng, (2, 3), 1.1, 1.8)  # trunc(b) = +-1, away from its jumps
+        return {"x": quotient_away(rng, b, -2, 2), "y": b}
+    simple("flow", "map_additions", ["x", "y"],
+           lambda: [MAP("z", ["x", "y"], ["a", "b"],
+                        B([N("m", "mod", "a", "b"), N("f", "fmod", "a", "b"),
+                           N("s", "sinh", "m"), N("t", "atan", "f"), N("u", "add", "s", "t"),
+                           N("h", "asinh", "u"), N("c", "cosh", "b"), N("v", "mul", "h", "c"),
+                           N("w", "trunc", "b"), N("q", "mul", "v", "w")], "q"))],
+           map_additions, outputs=["z"],
+           doc="map: asinh(sinh(mod(a, b)) + atan(fmod(a, b))) * cosh(b) * trunc(b)")
     simple("flow", "map_piecewise", ["x"], piecewise,
            lambda rng: {"x": away(rng, (2, 3), -2, 2)}, outputs=["y"],
            doc="map: if x > 0 then x*x else -x")
