@@ -32,7 +32,7 @@ def save_npz(name, arrays):
             info.compress_type = zipfile.ZIP_STORED
             info.external_attr = 0o644 << 16
             member = io.BytesIO()
-            np.lib.format.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
+            np.lib.format.write_array(member, np.require(arr, requirements="C"), allow_pickle=False)
             zf.writestr(info, member.getvalue())
     with open(os.path.join(HERE, name), "wb") as f:
         f.write(buf.getvalue())

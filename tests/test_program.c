@@ -357,6 +357,138 @@ Test(calls, file_constants)
     expect_errors(errors, sizeof errors / sizeof errors[0]);
 }
 
+/* ---------- the layer ops: nested lists, zero-argument calls ---------- */
+
+Test(layer_ops, nested_list_attributes)
+{
+    EXPECT_NODES("conv(x, w, b, stride=2, padding=[[1, 0], [0, 1]])",
+                 "\"out\"=conv(x,w,b) stride=2 padding=[[1,0],[0,1]]");
+    EXPECT_NODES("conv(x, w, padding=[1, 2], dilation=[2, 1], groups=4)",
+                 "\"out\"=conv(x,w) padding=[1,2] dilation=[2,1] groups=4");
+    EXPECT_NODES("conv_transpose(x, w, stride=2, padding=[[0, 1]], output_padding=1)",
+                 "\"out\"=conv_transpose(x,w) stride=2 padding=[[0,1]] output_padding=1");
+    EXPECT_NODES("max_pool(x, kernel=[3, 3], stride=2, padding=1, ceil_mode=true)",
+                 "\"out\"=max_pool(x) kernel=[3,3] stride=2 padding=1 ceil_mode=true");
+    EXPECT_NODES("avg_pool(x, kernel=2, padding=[[1, 0], [0, 1]], count_include_pad=false)",
+                 "\"out\"=avg_pool(x) kernel=2 padding=[[1,0],[0,1]] count_include_pad=false");
+    EXPECT_NODES("pad(x, pads=[[0, 0], [0, 0], [1, 2], [-1, 0]], mode=\"reflect\")",
+                 "\"out\"=pad(x) pads=[[0,0],[0,0],[1,2],[-1,0]] mode=\"reflect\"");
+    EXPECT_NODES("pad(x, pads=[[1, 1]], value=-inf)", "\"out\"=pad(x) pads=[[1,1]] value=\"-inf\"");
+    EXPECT_NODES("batch_norm(x, s, b, m, v, training=true, epsilon=0.001)",
+                 "\"out\"=batch_norm(x,s,b,m,v) training=true epsilon=0.001");
+    EXPECT_NODES("resize(x, scale=[2, 1.5], mode=\"linear\", coordinate=\"align_corners\")",
+                 "\"out\"=resize(x) scale=[2,1.5] mode=\"linear\" coordinate=\"align_corners\"");
+    /* an empty inner list parses (the loader then rejects it, below) */
+    EXPECT_NODES("pad(x, pads=[])", "\"out\"=pad(x) pads=[]");
+}
+
+Test(layer_ops, zero_argument_calls)
+{
+    EXPECT_ALL("random_uniform(shape=[2, 3], seed=1)",
+               "in [] consts {} out [\"out\"]: \"out\"=random_uniform() shape=[2,3] seed=1");
+    EXPECT_ALL("r = random_normal(shape=[4], seed=7, mean=1, std=0.5, dtype=\"f32\")",
+               "in [] consts {} out [\"r\"]: \"r\"=random_normal() shape=[4] seed=7 mean=1 std=0.5 dtype=\"f32\"");
+    /* a draw in an expression, and one with no attributes but the required */
+    EXPECT_NODES("input x\ny = x + random_uniform(shape=[2], seed=3, low=-1)",
+                 "\"_2_9\"=random_uniform() shape=[2] seed=3 low=-1; \"y\"=add(x,_2_9)");
+    EXPECT_NODES("y = dropout(x, p=0.25, seed=9)", "\"y\"=dropout(x) p=0.25 seed=9");
+    static const err_case errors[] = {
+        {"random_uniform(x, shape=[2, 3], seed=1)", "1:1", "takes 0 arguments, got 1"},
+        {"random_uniform(shape=[2, 3])", "1:1", "missing attribute \"seed\""},
+        {"random_uniform()", "1:1", "missing attribute"},
+        {"random_uniform(shape=[2, 3], seed=1,)", "1:37", "after the attributes"},
+        {"random_uniform(, seed=1)", "1:16", "expected"},
+        {"random_normal(shape=[2], seed=1, std=0)", "1:34", "attribute \"std\""},
+        {"dropout(x, p=1, seed=1)", "1:12", "attribute \"p\""},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
+}
+
+/* The program and the JSON graph text: the same recipe. */
+static void expect_same_as_json(const char *src, const char *json)
+{
+    tl_status st = {0};
+    tl_graph *p = program(src), *g = tl_graph_parse(json, strlen(json), "g.json", &st);
+    cr_assert(g, "%s: %s", json, st.msg);
+    tl_recipe_diff d;
+    cr_assert(!tl_recipe_compare(p, g, &d, &st), "%s", st.msg);
+    cr_expect(d.equal, "%s\n  vs %s\n  A: %s\n  B: %s", src, json, d.a, d.b);
+    tl_recipe_diff_free(&d);
+    tl_graph_free(p);
+    tl_graph_free(g);
+}
+
+#define GRAPH_OF(inputs, node) "{\"version\": 1, \"inputs\": [" inputs "], \"nodes\": [" node "], \"outputs\": [\"y\"]}"
+
+Test(layer_ops, the_same_graph_as_json)
+{
+    expect_same_as_json("input x, w, b\ny = conv(x, w, b, stride=2, padding=[[1, 0], [0, 1]])",
+                        GRAPH_OF("\"x\", \"w\", \"b\"", "{\"id\": \"y\", \"op\": \"conv\", \"args\": [\"x\", \"w\", "
+                                 "\"b\"], \"stride\": 2, \"padding\": [[1, 0], [0, 1]]}"));
+    expect_same_as_json("input x, w\ny = conv(x, w, padding=[1, 2], dilation=[2, 1], groups=4)",
+                        GRAPH_OF("\"x\", \"w\"", "{\"id\": \"y\", \"op\": \"conv\", \"args\": [\"x\", \"w\"], "
+                                 "\"groups\": 4, \"dilation\": [2, 1], \"padding\": [1, 2]}"));
+    expect_same_as_json("input x\ny = max_pool(x, kernel=3, stride=2, padding=1)",
+                        GRAPH_OF("\"x\"", "{\"id\": \"y\", \"op\": \"max_pool\", \"args\": [\"x\"], \"kernel\": 3, "
+                                 "\"stride\": 2, \"padding\": 1}"));
+    expect_same_as_json("input x\ny = avg_pool(x, kernel=[2, 2], count_include_pad=false, ceil_mode=true)",
+                        GRAPH_OF("\"x\"", "{\"id\": \"y\", \"op\": \"avg_pool\", \"args\": [\"x\"], \"kernel\": "
+                                 "[2, 2], \"ceil_mode\": true, \"count_include_pad\": false}"));
+    expect_same_as_json("input x\ny = pad(x, pads=[[0, 0], [1, -1]], mode=\"wrap\")",
+                        GRAPH_OF("\"x\"", "{\"id\": \"y\", \"op\": \"pad\", \"args\": [\"x\"], \"pads\": [[0, 0], "
+                                 "[1, -1]], \"mode\": \"wrap\"}"));
+    expect_same_as_json("input x, s, b, m, v\ny = batch_norm(x, s, b, m, v, training=true)",
+                        GRAPH_OF("\"x\", \"s\", \"b\", \"m\", \"v\"", "{\"id\": \"y\", \"op\": \"batch_norm\", "
+                                 "\"args\": [\"x\", \"s\", \"b\", \"m\", \"v\"], \"training\": true}"));
+    expect_same_as_json("input x\ny = resize(x, size=[4, 6], mode=\"cubic\", cubic_coeff=-0.5)",
+                        GRAPH_OF("\"x\"", "{\"id\": \"y\", \"op\": \"resize\", \"args\": [\"x\"], \"size\": [4, 6], "
+                                 "\"mode\": \"cubic\", \"cubic_coeff\": -0.5}"));
+    expect_same_as_json("y = random_uniform(shape=[2, 3], seed=1)",
+                        GRAPH_OF("", "{\"id\": \"y\", \"op\": \"random_uniform\", \"args\": [], \"shape\": [2, 3], "
+                                 "\"seed\": 1}"));
+    /* the attributes are compared as written, pairs and all */
+    expect_differ("conv(x, w, padding=[[1, 0], [0, 1]])", "conv(x, w, padding=[[1, 0], [1, 0]])",
+                  "padding=[[1, 0], [0, 1]]", "padding=[[1, 0], [1, 0]]");
+    expect_differ("max_pool(x, kernel=2)", "max_pool(x, kernel=3)", "(max_pool) kernel=[2]", "(max_pool) kernel=[3]");
+    expect_differ("random_uniform(shape=[2], seed=1)", "random_uniform(shape=[2], seed=2)", "seed=1", "seed=2");
+    expect_differ("pad(x, pads=[[1, 0]], mode=\"edge\")", "pad(x, pads=[[1, 0]], mode=\"reflect\")", "(pad) mode=",
+                  "(pad) mode=");
+}
+
+Test(layer_ops, bad_nested_lists)
+{
+    static const err_case errors[] = {
+        /* the syntax of the list: at the offending token */
+        {"conv(x, w, padding=[[[1]]])", "1:22", "expected a number, found '['"},
+        {"conv(x, w, padding=[[1, 0] [0, 1]])", "1:28", "expected ',' between list entries"},
+        {"conv(x, w, padding=[[1, 0], [0, 1])", "1:20", "unclosed '['"},
+        {"y = conv(x, w, padding=[[1, 0],\n    [0, 1]]])", "2:12", "unmatched ']'"},
+        {"conv(x, w, padding=[[1, x], [0, 1]])", "1:25", "expected a number, found 'x'"},
+        {"conv(x, w, padding=[[1, 0], [true, 1]])", "1:30", "expected a number, found 'true'"},
+        {"conv(x, w, padding=[[1, 0], [0, 1], ])", "1:37", "expected a number or a list, found ']'"},
+        {"conv(x, w, padding=[, [1, 0]])", "1:21", "expected a number or a list, found ','"},
+        {"conv(x, w, padding=[[1, 0], \"a\"])", "1:29", "expected a number or a list"},
+        /* what the list says: at the attribute's name */
+        {"conv(x, w, padding=[[1, 0], [0]])", "1:12", "attribute \"padding\" must be"},
+        {"y = conv(x, w, padding=[[1, 0],\n    [0, -1]])", "1:16", "attribute \"padding\" must be"},
+        {"conv(x, w, padding=[[1, 0], 2])", "1:12", "attribute \"padding\" must be"},
+        {"conv(x, w, padding=[[1.5, 0]])", "1:12", "attribute \"padding\" must be"},
+        {"conv(x, w, padding=[[]])", "1:12", "attribute \"padding\" must be"},
+        {"conv(x, w, padding=\"same\")", "1:12", "attribute \"padding\" must be"},
+        {"conv(x, w, stride=[[1, 1]])", "1:12", "attribute \"stride\" must be"},
+        {"conv(x, w, stride=[2, 0])", "1:12", "attribute \"stride\" must be a positive integer"},
+        {"pad(x, pads=[1, 0])", "1:8", "attribute \"pads\" must be a list of [begin, end] pairs"},
+        {"pad(x, pads=[[1, 0, 2]])", "1:8", "attribute \"pads\" must be"},
+        {"pad(x, pads=[[1, 0]], mode=\"mirror\")", "1:23", "attribute \"mode\" must be"},
+        {"max_pool(x, kernel=[2, 2], ceil_mode=1)", "1:28", "attribute \"ceil_mode\" must be true or false"},
+        {"max_pool(x)", "1:1", "missing attribute \"kernel\""},
+        {"max_pool(x, kernel=[[2, 2]])", "1:13", "attribute \"kernel\" must be"},
+        {"resize(x, scale=[[2]])", "1:11", "attribute \"scale\" must be"},
+        {"batch_norm(x, s, b, m, v, training=1)", "1:27", "attribute \"training\" must be true or false"},
+    };
+    expect_errors(errors, sizeof errors / sizeof errors[0]);
+}
+
 /* ---------- statements ---------- */
 
 Test(statements, every_form)
@@ -788,6 +920,7 @@ Test(pairs, every_example)
         {"branch", {"[3, 4]"}},
         {"mlp", {NULL}},
         {"xent", {NULL}},
+        {"cnn", {NULL}},
         {"const_file", {NULL}},
     };
     for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
@@ -797,12 +930,15 @@ Test(pairs, every_example)
         tl_status st = {0};
         tl_graph *g = tl_graph_load(json_path, &st);
         cr_assert(g, "%s", st.msg);
-        tl_tensor *in[8] = {0};
+        tl_tensor *in[16] = {0};
         tl_npz *z = NULL;
         if (!strcmp(ex[i].name, "const_file"))
             in[0] = tl_npy_read_file("examples/const_file_x.npy", &st);
-        else if (!ex[i].inputs[0])
-            z = tl_npz_open(!strcmp(ex[i].name, "mlp") ? "examples/mlp_inputs.npz" : "examples/xent_inputs.npz", &st);
+        else if (!ex[i].inputs[0]) {
+            char npz[128];
+            snprintf(npz, sizeof npz, "examples/%s_inputs.npz", ex[i].name);
+            z = tl_npz_open(npz, &st);
+        }
         for (int k = 0; k < g->ninputs; k++) {
             if (z)
                 in[k] = tl_npz_get(z, g->inputs[k].name, &st);
@@ -811,7 +947,7 @@ Test(pairs, every_example)
             cr_assert(in[k], "%s: input %d: %s", ex[i].name, k, st.msg);
         }
         check_pair(tl_path, json_path, in, NULL);
-        for (int k = 0; k < 8; k++)
+        for (int k = 0; k < 16; k++)
             tl_tensor_unref(in[k]);
         tl_npz_close(z);
         tl_graph_free(g);

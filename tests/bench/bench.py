@@ -5,15 +5,22 @@ noisy: nothing is asserted, figures are medians of alternating runs).
 
 tl's time is its whole process (start, reading the inputs, the run and the
 backward pass, writing the gradients); PyTorch's is its compute alone, the
-import and the reading of the inputs excluded.  Peak RSS is each process's
+import and the reading of the inputs excluded.  For the layer ops a second
+line gives tl's compute alone too (the run and backward times of its -v).  Peak RSS is each process's
 own (ru_maxrss).  Needs /usr/bin/python3 with NumPy; PyTorch (the Debian
 package python3-torch) is optional: without it the PyTorch columns say so.
 
+The layer ops (a ResNet basic block, a depthwise-separable block, max and
+average pooling, layer norm; forward and backward) are timed the same way,
+PyTorch at its best of one thread and all (torch.set_num_threads), and the
+ResNet block once more with TL_NUM_THREADS 1 and all: the speed-up and
+whether every output and gradient has the same bytes.
+
 tl runs with no OpenBLAS variable set: the kernels it gets are its own
-choice.  NumPy's matrix products and PyTorch's MLP, whose BLAS is the same
-OpenBLAS, are timed with OPENBLAS_CORETYPE unset and set to each kernel
-family this CPU can run (from /proc/cpuinfo's flags; a family it cannot run
-dies of SIGILL, so those are never named), and their best counts.  The
+choice.  NumPy's matrix products and PyTorch's MLP and convolutions, whose
+BLAS is the same OpenBLAS, are timed with OPENBLAS_CORETYPE unset and set to
+each kernel family this CPU can run (from /proc/cpuinfo's flags; a family it
+cannot run dies of SIGILL, so those are never named), and their best counts.  The
 table names the kernels each line ran (OPENBLAS_VERBOSE=2's "Core: X").
 
     /usr/bin/python3 tests/bench/bench.py [--quick] [--tl ./tl] [--only WORKLOAD]
@@ -35,9 +42,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 def run_measured(cmd, env=None):
     """Wall, user and system seconds of one process, spawned straight from
-    here (its CPU times from wait4), as hyperfine does.  Through
-    /usr/bin/time the wall time would also count time's own start and its
-    wait: 3.5 ms more on a 12 ms run of tl, 0.8 ms on /bin/true."""
+    here (its CPU times from wait4), as hyperfine does, and its stderr.
+    Through /usr/bin/time the wall time would also count time's own start
+    and its wait: 3.5 ms more on a 12 ms run of tl, 0.8 ms on /bin/true."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     err = p.stderr.read()
@@ -47,7 +54,13 @@ def run_measured(cmd, env=None):
     p.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit("bench: %s failed: %s" % (" ".join(cmd), err.decode(errors="replace")))
-    return wall, ru.ru_utime, ru.ru_stime
+    return wall, ru.ru_utime, ru.ru_stime, err.decode(errors="replace")
+
+
+def tl_compute_ms(err):
+    """tl's run and backward pass alone, from its -v line ("run X ms, backward Y ms")"""
+    line = [l for l in err.splitlines() if "run " in l and "backward " in l][0]
+    return float(line.split("run ")[1].split(" ms")[0]) + float(line.split("backward ")[1].split(" ms")[0])
 
 
 def peak_rss(cmd, env=None):
@@ -67,11 +80,14 @@ def median(xs):
 
 
 TORCH_CHILD = r'''
-import json, resource, sys, time
+import json, os, resource, sys, time
 import numpy as np
 import torch
 torch.manual_seed(0)
 work, tmp, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# the layer-op workloads and their inputs (gen_inputs)
+NN = {"resnet": "resnet.npz", "dwsep": "dwsep.npz", "max_pool": "pool.npz", "avg_pool": "pool.npz",
+      "layer_norm": "ln.npz"}
 def load(name):
     return torch.from_numpy(np.load(tmp + "/" + name))
 if work == "chain":
@@ -103,17 +119,53 @@ elif work == "recurrence":
             s = s * 0.999 + torch.sin(s) * 0.001
         s.backward()
         return x.grad
+elif work in NN:
+    import torch.nn.functional as F
+    z = np.load(tmp + "/" + NN[work])
+    ps0 = [torch.from_numpy(z[k]) for k in z.files]
+    def step():
+        ps = [p.detach().requires_grad_() for p in ps0]
+        if work == "resnet":
+            x, w1, s1, c1, w2, s2, c2 = ps
+            h = F.relu(F.batch_norm(F.conv2d(x, w1, padding=1), None, None, s1, c1, training=True))
+            h = F.batch_norm(F.conv2d(h, w2, padding=1), None, None, s2, c2, training=True)
+            y = F.relu(h + x)
+        elif work == "dwsep":
+            x, dw, pw = ps
+            y = F.conv2d(F.relu(F.conv2d(x, dw, padding=1, groups=dw.shape[0])), pw)
+        elif work == "max_pool":
+            y = F.max_pool2d(ps[0], 3, 2, 1)
+        elif work == "avg_pool":
+            y = F.avg_pool2d(ps[0], 3, 2, 1)
+        elif work == "layer_norm":
+            x, scale, bias = ps
+            y = F.layer_norm(x, scale.shape, scale, bias)
+        y.sum().backward()
+        return ps[0].grad
 elif work == "import":
     def step():
         return None
-step()  # warm up
-ts = []
-for _ in range(reps):
-    t0 = time.perf_counter()
-    step()
-    ts.append(time.perf_counter() - t0)
-ts.sort()
-print(json.dumps({"s": ts[len(ts) // 2], "threads": torch.get_num_threads(),
+def timed():
+    step()  # warm up
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        step()
+        ts.append(time.perf_counter() - t0)
+    ts.sort()
+    return ts[len(ts) // 2]
+# the layer ops at PyTorch's best of one thread and all (its default here may be either), or at the
+# thread counts given
+if len(sys.argv) > 4:
+    counts = [int(t) for t in sys.argv[4].split(",")]
+else:
+    counts = [1, os.cpu_count()] if work in NN and os.cpu_count() > 1 else [torch.get_num_threads()]
+by = {}
+for th in counts:
+    torch.set_num_threads(th)
+    by[th] = timed()
+best = min(by, key=by.get)
+print(json.dumps({"s": by[best], "threads": best, "by_threads": by,
                   "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 '''
 
@@ -141,10 +193,12 @@ print(sorted(ts)[1])
 '''
 
 
-def torch_time(work, tmp, reps, env):
-    """PyTorch's compute (median of reps steps after a warm-up), its peak RSS and the OpenBLAS kernels it ran"""
+def torch_time(work, tmp, reps, env, threads=None):
+    """PyTorch's compute (median of reps steps after a warm-up; for the layer ops the best of one thread and
+    all, or of the thread counts given), its peak RSS and the OpenBLAS kernels it ran"""
     p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", TORCH_CHILD, work, tmp,
-                        str(reps)], capture_output=True, text=True, env=dict(env, OPENBLAS_VERBOSE="2"))
+                        str(reps)] + ([",".join(map(str, threads))] if threads else []), capture_output=True,
+                       text=True, env=dict(env, OPENBLAS_VERBOSE="2"))
     if p.returncode != 0:
         if "No module named 'torch'" in p.stderr:
             return None
@@ -168,6 +222,16 @@ def gen_inputs(tmp):
              w1=w(1024, 1024), b1=w(1024), w2=w(1024, 1024), b2=w(1024), w3=w(1024, 1024), b3=w(1024))
     for dt, name in [(np.float32, "a32.npy"), (np.float64, "a64.npy")]:
         np.save(tmp + "/" + name, rng.standard_normal((1024, 1024)).astype(dt))
+    # the layer ops (f32): He-scaled weights, batch-norm scales near 1
+    f32 = lambda a: a.astype(np.float32)
+    he = lambda *s: f32(rng.standard_normal(s) * np.sqrt(2.0 / np.prod(s[1:])))
+    near = lambda c, m: f32(m + 0.1 * rng.standard_normal(c))
+    np.savez(tmp + "/resnet.npz", x=f32(rng.standard_normal((8, 64, 56, 56))), w1=he(64, 64, 3, 3),
+             s1=near(64, 1), c1=near(64, 0), w2=he(64, 64, 3, 3), s2=near(64, 1), c2=near(64, 0))
+    np.savez(tmp + "/dwsep.npz", x=f32(rng.standard_normal((8, 32, 112, 112))), dw=he(32, 1, 3, 3),
+             pw=he(32, 32, 1, 1))
+    np.savez(tmp + "/pool.npz", x=f32(rng.standard_normal((8, 64, 112, 112))))
+    np.savez(tmp + "/ln.npz", x=f32(rng.standard_normal((4096, 1024))), scale=near(1024, 1), bias=near(1024, 0))
 
 
 def big_graph(path, n=200000):
@@ -185,6 +249,11 @@ def big_graph(path, n=200000):
 def tl_cmd(tl, *args):
     return [tl] + list(args)
 
+
+# The rows whose PyTorch side is timed at each OpenBLAS kernel family (its matrix products and convolutions may
+# go through the BLAS), and the layer-op rows (PyTorch at its best of one thread and all).
+NN_ROWS = ("resnet", "dwsep", "max_pool", "avg_pool", "layer_norm")
+BLAS_ROWS = ("mlp", "resnet", "dwsep")
 
 # Some machines here set OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) for every process, because older OpenBLAS
 # builds computed wrong results or crashed on their processors.  tl is timed with neither set (its kernels are
@@ -270,7 +339,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tl", default=os.path.join(ROOT, "tl"))
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
-    ap.add_argument("--only", choices=["chain", "map", "mlp", "recurrence", "tiny", "matmul", "load"],
+    ap.add_argument("--only", choices=["chain", "map", "mlp", "recurrence", "resnet", "dwsep", "max_pool", "avg_pool",
+                                       "layer_norm", "resnet_threads", "tiny", "matmul", "load"],
                     help="one workload")
     a = ap.parse_args()
     reps = 3 if a.quick else 7
@@ -297,6 +367,17 @@ def bench(tl, tmp, reps, only=None):
          tl_cmd(tl, "grad", g("mlp3.json"), "-i", tmp + "/mlp.npz", "-o", tmp + "/g.npz"), 1.0),
         ("scalar recurrence, 100k x 4 ops f64", "recurrence",
          tl_cmd(tl, "grad", g("recurrence.json"), "x=0.5", "-o", tmp + "/g.npz"), 60.0),
+        # the layer ops: forward and backward, gradients of every input written
+        ("ResNet basic block, 8x64x56x56 f32", "resnet",
+         tl_cmd(tl, "grad", g("resnet_block.json"), "-i", tmp + "/resnet.npz", "-o", tmp + "/g.npz", "-v"), 1.0),
+        ("depthwise-separable, 8x32x112x112 f32", "dwsep",
+         tl_cmd(tl, "grad", g("dwsep_block.json"), "-i", tmp + "/dwsep.npz", "-o", tmp + "/g.npz", "-v"), 1.0),
+        ("max pool 3x3/2, 8x64x112x112 f32", "max_pool",
+         tl_cmd(tl, "grad", g("max_pool.json"), "-i", tmp + "/pool.npz", "-o", tmp + "/g.npz", "-v"), 1.5),
+        ("avg pool 3x3/2, 8x64x112x112 f32", "avg_pool",
+         tl_cmd(tl, "grad", g("avg_pool.json"), "-i", tmp + "/pool.npz", "-o", tmp + "/g.npz", "-v"), 1.5),
+        ("layer norm, 4096 rows of 1024 f32", "layer_norm",
+         tl_cmd(tl, "grad", g("layer_norm.json"), "-i", tmp + "/ln.npz", "-o", tmp + "/g.npz", "-v"), 1.5),
     ]
     print("tl %s vs PyTorch%s, %d processors; medians of %d alternating runs" %
           (subprocess.run([tl, "--version"], capture_output=True, text=True).stdout.split()[-1],
@@ -311,18 +392,23 @@ def bench(tl, tmp, reps, only=None):
     for title, key, cmd, target in rows:
         tl_runs = []
         tt = None
-        if key == "mlp" and torch_ok:
+        if key in BLAS_ROWS and torch_ok:
             # PyTorch at its BLAS kernels' best: a child per kernel family, tl's runs between them
-            tts = {}
+            # (the layer ops: the best thread count found under the first, then that one alone)
+            tts, threads = {}, None
             for label, env in envs:
                 tl_runs += [run_measured(cmd, tl_env) for _ in range(-(-reps // len(envs)))]
-                tts[label] = torch_time(key, tmp, reps, env)
+                tts[label] = torch_time(key, tmp, 3 if key in NN_ROWS else reps, env, threads)
+                if key in NN_ROWS and not threads:
+                    threads, by_threads = [tts[label]["threads"]], tts[label]["by_threads"]
             tt = min(tts.values(), key=lambda r: r["s"])
+            if key in NN_ROWS:
+                tt = dict(tt, by_threads=by_threads)
         else:
             for _ in range(reps if key != "recurrence" else max(3, reps // 2)):
                 tl_runs.append(run_measured(cmd, tl_env))
             if torch_ok:
-                tt = torch_time(key, tmp, 3 if key == "recurrence" else reps, tl_env)
+                tt = torch_time(key, tmp, 3 if key in ("recurrence",) + NN_ROWS else reps, tl_env)
         wall = median([r[0] for r in tl_runs])
         rss = max(peak_rss(cmd, tl_env) for _ in range(3))
         sysm = median([r[2] for r in tl_runs])
@@ -334,7 +420,15 @@ def bench(tl, tmp, reps, only=None):
             print("%-38s %10.1f %10s %8s %6.1fx %9.1f %9s" % (title, wall * 1e3, "-", "-", target, rss, "-"))
         if key == "chain":
             print("%-38s %10.1f ms of system time in tl's process" % ("", sysm * 1e3))
-        if key == "mlp" and tt:
+        if key in NN_ROWS:
+            comp = median([tl_compute_ms(r[3]) for r in tl_runs])
+            print("%-38s tl's run and backward pass alone (-v): %.1f ms%s" % (
+                "", comp, "; against PyTorch's compute: %.2fx" % (tt["s"] * 1e3 / comp) if tt else ""))
+        if key in NN_ROWS and tt:
+            print("%-38s PyTorch's best of 1 and %d threads: %d (ms: %s)" % (
+                "", os.cpu_count(), tt["threads"], ", ".join("%s threads %.1f" % (th, v * 1e3) for th, v in
+                                                             tt["by_threads"].items())))
+        if key in BLAS_ROWS and tt:
             best = min(tts, key=lambda k: tts[k]["s"])
             print("%-38s PyTorch's best: OPENBLAS_CORETYPE %s (Core: %s); ms by OPENBLAS_CORETYPE (Core):" %
                   ("", best, tts[best]["core"]))
@@ -342,6 +436,8 @@ def bench(tl, tmp, reps, only=None):
             for i in range(0, len(cells), 4):
                 print("%-38s   %s" % ("", ", ".join(cells[i:i + 4])))
 
+    if (not only or only == "resnet_threads") and os.cpu_count() > 1:
+        resnet_threads(tl, tmp, g, reps, tl_env)
     if only and only not in ("tiny", "matmul", "load"):
         return
     tiny_cmd = tl_cmd(tl, "grad", os.path.join(ROOT, "examples", "poly.json"), "x=2")
@@ -361,6 +457,24 @@ def bench(tl, tmp, reps, only=None):
         matmul(tl, tmp, g, reps, tl_env, envs)
     if not only or only == "load":
         load(tl, tmp, tl_env)
+
+
+def resnet_threads(tl, tmp, g, reps, tl_env):
+    """The ResNet block with one thread and with all: the speed-up (target 1.8x on two) and the same bits,
+    every output and gradient compared byte for byte; runs alternate between the two."""
+    n = str(os.cpu_count())
+    walls, outs = {"1": [], n: []}, {}
+    for r in range(reps):
+        for th in (["1", n] if r % 2 == 0 else [n, "1"]):
+            outs[th] = "%s/t%s.npz" % (tmp, th)
+            cmd = tl_cmd(tl, "grad", g("resnet_block.json"), "-i", tmp + "/resnet.npz", "-o", outs[th])
+            walls[th].append(run_measured(cmd, dict(tl_env, TL_NUM_THREADS=th))[0])
+    a, b = np.load(outs["1"]), np.load(outs[n])
+    same = a.files == b.files and all(a[k].dtype == b[k].dtype and a[k].tobytes() == b[k].tobytes() for k in a.files)
+    w1, wn = median(walls["1"]), median(walls[n])
+    print("%-38s %10.1f ms on 1 thread, %.1f on %s: x%.2f (target >= %.1fx); %s" % (
+        "ResNet block, TL_NUM_THREADS 1 vs " + n, w1 * 1e3, wn * 1e3, n, w1 / wn, 1.8,
+        "the same bits (%d tensors)" % len(a.files) if same else "DIFFERENT BITS"))
 
 
 def numpy_product(f, grad, env):

@@ -7,8 +7,11 @@
  * When it loads, the graph is
  * run only if its work is bounded: no file constants (they would read the
  * disk), nested iterate counts whose product is at most FUZZ_MAX_STEPS,
- * reshape/broadcast_to/take results of at most FUZZ_MAX_ELEMS elements,
- * and inputs whose declared shapes give at most FUZZ_MAX_ELEMS elements.
+ * reshape/broadcast_to/take/random_* results of at most FUZZ_MAX_ELEMS
+ * elements, the layer ops' padding, dilation, transposed strides and
+ * resize factors within bounds (their outputs grow by at most about
+ * FUZZ_MAX_ELEMS times), and inputs whose declared shapes give at most
+ * FUZZ_MAX_ELEMS elements.
  * Each input is bound to a host tensor of its declared dtype (f64 when
  * none; index inputs get small integers, some of them valid indices) and shape (free and variable sizes are 2; no declaration gives
  * shape [2]) filled with a fixed pattern of small values.  A failed run
@@ -64,6 +67,24 @@ static bool shape_small(int n, const int64_t *shape)
     return true;
 }
 
+/* The growth a spatial attribute allows (the layer ops): the product over
+ * its axes of 1 + the entries (one entry n == -1 counts for 3 axes), at
+ * most FUZZ_MAX_ELEMS; with hi, begin and end both count. */
+static bool spatial_small(int n, const int64_t *lo, const int64_t *hi)
+{
+    int64_t p = 1;
+    for (int i = 0; i < (n < 0 ? 3 : n); i++) {
+        int64_t l = lo[n < 0 ? 0 : i], h = hi ? hi[n < 0 ? 0 : i] : 0;
+        if (l < 0 || l > FUZZ_MAX_ELEMS || h < 0 || h > FUZZ_MAX_ELEMS)
+            return false;
+        int64_t v = l + h;
+        p *= 1 + v;
+        if (p > FUZZ_MAX_ELEMS)
+            return false;
+    }
+    return true;
+}
+
 static bool block_small(const tl_block *b, int64_t steps);
 
 static bool node_small(const tl_node *n, int64_t steps)
@@ -82,6 +103,42 @@ static bool node_small(const tl_node *n, int64_t steps)
         if (n->attrs->depth > FUZZ_MAX_ELEMS)
             return false;
         break;
+    case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_RANDOM_NORMAL:
+        if (!shape_small(n->attrs->nshape, n->attrs->shape))
+            return false;
+        break;
+    case TL_OP_CONV:
+    case TL_OP_CONV_TRANSPOSE:
+    case TL_OP_MAX_POOL:
+    case TL_OP_AVG_POOL: {
+        /* padding, dilation and (transposed) stride and output padding make outputs grow */
+        const tl_attrs *a = n->attrs;
+        if (!spatial_small(a->npadding, a->pad_lo, a->pad_hi) || !spatial_small(a->ndilation, a->dilation, NULL) ||
+            (n->op == TL_OP_CONV_TRANSPOSE &&
+             (!spatial_small(a->nstride, a->stride, NULL) || !spatial_small(a->nout_pad, a->out_pad, NULL))))
+            return false;
+        break;
+    }
+    case TL_OP_PAD: {
+        int64_t p = 1;
+        for (int i = 0; i < n->attrs->npads; i++) {
+            int64_t b = n->attrs->pads[2 * i], e = n->attrs->pads[2 * i + 1];
+            if (b > FUZZ_MAX_ELEMS || e > FUZZ_MAX_ELEMS)
+                return false;
+            if ((p *= 1 + (b > 0 ? b : 0) + (e > 0 ? e : 0)) > FUZZ_MAX_ELEMS)
+                return false;
+        }
+        break;
+    }
+    case TL_OP_RESIZE: {
+        double p = 1;
+        for (int i = 0; i < n->attrs->nscale; i++)
+            p *= n->attrs->scale[i] > 1 ? n->attrs->scale[i] : 1;
+        if (p > 64 || !shape_small(n->attrs->nsize, n->attrs->size))
+            return false;
+        break;
+    }
     case TL_OP_ITERATE:
         if (n->flow->count > FUZZ_MAX_STEPS)
             return false;
