@@ -156,6 +156,46 @@ typedef struct words {
     int64_t nmore;
 } words;
 
+/* A spatial attribute in its canonical form, so that a call equals the
+ * same call written out: absent is its default (a pool's stride is its
+ * kernel), a list of equal entries is that one int (n -1).  padding: the
+ * begin entries in v, the end entries in hi (NULL for the others). */
+static void spatial_canon(const tl_node *nd, uint64_t bit, int *n, int64_t *v, int64_t *hi)
+{
+    const tl_attrs *a = nd->attrs;
+    bool pool = nd->op == TL_OP_MAX_POOL || nd->op == TL_OP_AVG_POOL;
+    int cnt = 0;
+    const int64_t *src = NULL, *src_hi = NULL;
+    int64_t dflt = bit == A_PADDING || bit == A_OUT_PAD ? 0 : 1;
+    switch (bit) {
+    case A_KERNEL: cnt = a->nkernel, src = a->kernel; break;
+    case A_STRIDE:
+        cnt = a->nstride, src = a->stride;
+        if (!cnt && pool)
+            cnt = a->nkernel, src = a->kernel;
+        break;
+    case A_DILATION: cnt = a->ndilation, src = a->dilation; break;
+    case A_OUT_PAD: cnt = a->nout_pad, src = a->out_pad; break;
+    case A_PADDING: cnt = a->npadding, src = a->pad_lo, src_hi = a->pad_hi; break;
+    }
+    if (!cnt) {
+        *n = -1;
+        v[0] = dflt;
+        if (hi)
+            hi[0] = dflt;
+        return;
+    }
+    int k = cnt < 0 ? 1 : cnt;
+    bool same = true;
+    for (int i = 0; i < k; i++) {
+        v[i] = src[i];
+        if (hi)
+            hi[i] = src_hi ? src_hi[i] : src[i];
+        same = same && src[i] == src[0] && (!hi || hi[i] == src[0]);
+    }
+    *n = same ? -1 : cnt;
+}
+
 static void attr_words(const tl_node *nd, uint64_t bit, words *w)
 {
     const tl_attrs *a = nd->attrs;
@@ -176,7 +216,8 @@ static void attr_words(const tl_node *nd, uint64_t bit, words *w)
         break;
     case A_KEEPDIMS: w->w[w->n++] = a->keepdims; break;
     case A_AXIS:
-        w->w[w->n++] = a->has_axis ? a->axis : nd->op == TL_OP_SOFTMAX || nd->op == TL_OP_LOG_SOFTMAX ? -1 : 0;
+        w->w[w->n++] = a->has_axis ? a->axis
+                       : nd->op == TL_OP_SOFTMAX || nd->op == TL_OP_LOG_SOFTMAX || nd->op == TL_OP_LAYER_NORM ? -1 : 0;
         break;
     case A_APPROX: w->w[w->n++] = a->approximate; break;
     case A_MIN:
@@ -201,19 +242,26 @@ static void attr_words(const tl_node *nd, uint64_t bit, words *w)
             w->w[w->n++] = (arr)[i_];                                     \
     } while (0)
 #define DWORD(x) (memcpy(&w->w[w->n], &(double){(x)}, sizeof(double)), w->n++)
-    case A_KERNEL: WORDS(a->nkernel, a->kernel); break;
-    case A_STRIDE: WORDS(a->nstride, a->stride); break;
-    case A_DILATION: WORDS(a->ndilation, a->dilation); break;
-    case A_OUT_PAD: WORDS(a->nout_pad, a->out_pad); break;
-    case A_PADDING:
-        w->w[w->n++] = a->padding_pairs;
-        WORDS(a->npadding, a->pad_lo);
-        WORDS(a->npadding, a->pad_hi);
+    case A_KERNEL:
+    case A_STRIDE:
+    case A_DILATION:
+    case A_OUT_PAD:
+    case A_PADDING: {
+        int cnt;
+        int64_t v[TL_MAXSP], hi[TL_MAXSP];
+        spatial_canon(nd, bit, &cnt, v, bit == A_PADDING ? hi : NULL);
+        WORDS(cnt, v);
+        if (bit == A_PADDING && cnt > 0)
+            for (int i = 0; i < cnt; i++)
+                w->w[w->n++] = hi[i];
         break;
+    }
     case A_GROUPS: w->w[w->n++] = a->groups; break;
     case A_CEIL: w->w[w->n++] = a->ceil_mode; break;
     case A_COUNT_PAD: w->w[w->n++] = a->count_include_pad; break;
-    case A_TRAINING: w->w[w->n++] = a->training; break;
+    case A_TRAINING: /* left out: batch_norm's false, dropout's true */
+        w->w[w->n++] = a->training >= 0 ? a->training : nd->op == TL_OP_DROPOUT;
+        break;
     case A_LAST: w->w[w->n++] = a->select_last; break;
     case A_EXCLUSIVE: w->w[w->n++] = a->exclusive; break;
     case A_REVERSE: w->w[w->n++] = a->reverse; break;
@@ -305,18 +353,36 @@ static void write_attr(FILE *f, const tl_node *n, uint64_t bit)
     case A_MEANV: write_num(f, a->mean); break;
     case A_STD: write_num(f, a->std); break;
     case A_P: write_num(f, a->p); break;
-    case A_KERNEL: write_ints(f, a->kernel, a->nkernel < 0 ? 1 : a->nkernel); break;
-    case A_STRIDE: write_ints(f, a->stride, a->nstride < 0 ? 1 : a->nstride); break;
-    case A_DILATION: write_ints(f, a->dilation, a->ndilation < 0 ? 1 : a->ndilation); break;
-    case A_OUT_PAD: write_ints(f, a->out_pad, a->nout_pad < 0 ? 1 : a->nout_pad); break;
+    case A_KERNEL:
+    case A_STRIDE:
+    case A_DILATION:
+    case A_OUT_PAD: {
+        int cnt;
+        int64_t v[TL_MAXSP];
+        spatial_canon(n, bit, &cnt, v, NULL);
+        cnt < 0 ? (void)fprintf(f, "%lld", (long long)v[0]) : write_ints(f, v, cnt);
+        break;
+    }
     case A_SIZE: write_ints(f, a->size, a->nsize); break;
-    case A_PADDING:
+    case A_PADDING: {
+        int cnt;
+        int64_t v[TL_MAXSP], hi[TL_MAXSP];
+        spatial_canon(n, bit, &cnt, v, hi);
+        if (cnt < 0) {
+            fprintf(f, "%lld", (long long)v[0]);
+            break;
+        }
+        fputc('[', f);
+        for (int i = 0; i < cnt; i++)
+            fprintf(f, "%s[%lld, %lld]", i ? ", " : "", (long long)v[i], (long long)hi[i]);
+        fputc(']', f);
+        break;
+    }
     case A_PADS: {
-        int np = bit == A_PADS ? a->npads : a->npadding < 0 ? 1 : a->npadding;
+        int np = a->npads;
         fputc('[', f);
         for (int i = 0; i < np; i++)
-            fprintf(f, "%s[%lld, %lld]", i ? ", " : "", (long long)(bit == A_PADS ? a->pads[2 * i] : a->pad_lo[i]),
-                    (long long)(bit == A_PADS ? a->pads[2 * i + 1] : a->pad_hi[i]));
+            fprintf(f, "%s[%lld, %lld]", i ? ", " : "", (long long)a->pads[2 * i], (long long)a->pads[2 * i + 1]);
         fputc(']', f);
         break;
     }
@@ -330,7 +396,7 @@ static void write_attr(FILE *f, const tl_node *n, uint64_t bit)
         break;
     case A_CEIL: fputs(a->ceil_mode ? "true" : "false", f); break;
     case A_COUNT_PAD: fputs(a->count_include_pad ? "true" : "false", f); break;
-    case A_TRAINING: fputs(a->training < 0 ? "(left out)" : a->training ? "true" : "false", f); break;
+    case A_TRAINING: fputs(a->training > 0 || (a->training < 0 && n->op == TL_OP_DROPOUT) ? "true" : "false", f); break;
     case A_LAST: fputs(a->select_last ? "true" : "false", f); break;
     case A_EXCLUSIVE: fputs(a->exclusive ? "true" : "false", f); break;
     case A_REVERSE: fputs(a->reverse ? "true" : "false", f); break;
