@@ -484,6 +484,35 @@ static tl_tensor *filled(int ndim, const int64_t *shape, double scale, uint64_t 
     return t;
 }
 
+/* Training steps of g on in[0..n-1] (gradients for every input o->wrt
+ * asks): 2 warm-up steps, then 10 timed; their median, how many, and the
+ * last step's loss (its first output).  1 after printing "WHAT: error". */
+static int time_steps(const char *what, tl_graph *g, tl_tensor **in, int n, const tl_run_opts *o,
+                      double *median, int *reps, double *loss)
+{
+    tl_status st = {0};
+    double t[16];
+    *reps = 0;
+    for (int r = 0; r < 12; r++) {
+        double t0 = now();
+        tl_result *res;
+        tl_tensor *grads[8] = {0};
+        if (tl_run(g, in, o, &res, &st) || tl_result_backward(res, grads, &st)) {
+            printf("%s: %s\n", what, st.msg);
+            return 1;
+        }
+        *loss = tl_tensor_get(tl_result_output(res, 0), 0);
+        for (int i = 0; i < n; i++)
+            tl_tensor_unref(grads[i]);
+        tl_result_free(res);
+        if (r >= 2)
+            t[(*reps)++] = now() - t0;
+    }
+    qsort(t, (size_t)*reps, sizeof *t, cmp_double);
+    *median = t[*reps / 2];
+    return 0;
+}
+
 /* The graph's inputs x [B, D], w1 [D, H], b1 [H], w2 [H, O], b2 [O],
  * y [B, O]; gradients for the weights and biases. */
 static int bench_mlp(const char *graph, const char *spec)
@@ -507,29 +536,12 @@ static int bench_mlp(const char *graph, const char *spec)
         in[i] = filled(shapes[i][1] ? 2 : 1, shapes[i], scales[i], (uint64_t)i + 1, &st);
     bool wrt[6] = {false, true, true, true, true, false};
     tl_run_opts o = {.record = true, .backend = be, .wrt = wrt, .strict_device = strcmp(spec, "cpu") != 0};
-    double t[16], loss = 0;
-    int reps = 0, rc = 0;
-    for (int r = 0; r < 12; r++) { /* 2 warm-up steps, then 10 timed */
-        double t0 = now();
-        tl_result *res;
-        tl_tensor *grads[6] = {0};
-        if (tl_run(g, in, &o, &res, &st) || tl_result_backward(res, grads, &st)) {
-            printf("bench-mlp: %s\n", st.msg);
-            rc = 1;
-            break;
-        }
-        loss = tl_tensor_get(tl_result_output(res, 0), 0);
-        for (int i = 0; i < 6; i++)
-            tl_tensor_unref(grads[i]);
-        tl_result_free(res);
-        if (r >= 2)
-            t[reps++] = now() - t0;
-    }
+    double med, loss;
+    int reps, rc = time_steps("bench-mlp", g, in, 6, &o, &med, &reps, &loss);
     if (!rc) {
-        qsort(t, (size_t)reps, sizeof *t, cmp_double);
         double flops = 3 * 2.0 * (double)B * (double)H * (double)(D + O);
         printf("bench-mlp: tl on %s: %.2f ms a step (median of %d; loss %.6g; %.1f TFLOP/s in the products)\n",
-               be->name, t[reps / 2] * 1e3, reps, loss, flops / t[reps / 2] / 1e12);
+               be->name, med * 1e3, reps, loss, flops / med / 1e12);
     }
     for (int i = 0; i < 6; i++)
         tl_tensor_unref(in[i]);
@@ -563,29 +575,12 @@ static int bench_conv(const char *graph, const char *spec)
         in[i] = filled(nd[i], shapes[i], scales[i], (uint64_t)i + 1, &st);
     bool wrt[3] = {true, true, true};
     tl_run_opts o = {.record = true, .backend = be, .wrt = wrt, .strict_device = strcmp(spec, "cpu") != 0};
-    double t[16], loss = 0;
-    int reps = 0, rc = 0;
-    for (int r = 0; r < 12; r++) { /* 2 warm-up steps, then 10 timed */
-        double t0 = now();
-        tl_result *res;
-        tl_tensor *grads[3] = {0};
-        if (tl_run(g, in, &o, &res, &st) || tl_result_backward(res, grads, &st)) {
-            printf("bench-conv: %s\n", st.msg);
-            rc = 1;
-            break;
-        }
-        loss = tl_tensor_get(tl_result_output(res, 0), 0);
-        for (int i = 0; i < 3; i++)
-            tl_tensor_unref(grads[i]);
-        tl_result_free(res);
-        if (r >= 2)
-            t[reps++] = now() - t0;
-    }
+    double med, loss;
+    int reps, rc = time_steps("bench-conv", g, in, 3, &o, &med, &reps, &loss);
     if (!rc) {
-        qsort(t, (size_t)reps, sizeof *t, cmp_double);
         double flops = 3 * 2.0 * (double)(N * H * W) * (double)(C * C * 9);
         printf("bench-conv: tl on %s: %.2f ms a step (median of %d; loss %.6g; %.1f TFLOP/s in the convolutions)\n",
-               be->name, t[reps / 2] * 1e3, reps, loss, flops / t[reps / 2] / 1e12);
+               be->name, med * 1e3, reps, loss, flops / med / 1e12);
     }
     for (int i = 0; i < 3; i++)
         tl_tensor_unref(in[i]);
