@@ -249,16 +249,22 @@ clang-check:
 	    clang $(STRICT) $(CPPFLAGS) -fsyntax-only $$f || exit 1; done; \
 	  echo "clang: warning-free"; fi
 
-# Every end-to-end case once more, the release tl under valgrind memcheck:
-# any leak or memory error fails the case (exit 97).  A copy of the binary,
-# so a rebuild during the run cannot pull it away; absolute paths, so cases
-# that run tl from another folder find it.
+# End-to-end cases once more, the release tl under valgrind memcheck: any
+# leak or memory error fails the case (exit 97).  Valgrind costs about a
+# second a process whatever the process does, so `make check` takes the
+# first case of every file and every 4th after it (MEMCHECK_EVERY; the
+# sanitized tl, ASan + LSan + UBSan, has run every case just before);
+# `make memcheck MEMCHECK_EVERY=1` runs them all (about 18 minutes on 2
+# cores).  A copy of the binary, so a rebuild during the run cannot pull it
+# away; absolute paths, so cases that run tl from another folder find it.
+MEMCHECK_EVERY ?= 4
 VALGRIND := valgrind -q --suppressions=$(CURDIR)/tests/valgrind.supp --leak-check=full --show-leak-kinds=definite,indirect \
             --errors-for-leak-kinds=definite,indirect --error-exitcode=97
 memcheck: tl build/tests/test_cli
 	@cp tl build/tl-memcheck
 	@echo "== build/tests/test_cli under valgrind memcheck"
-	@TL="$(VALGRIND) $(CURDIR)/build/tl-memcheck" TL_MEMCHECK=1 TL_CLI_TIMEOUT=300 build/tests/test_cli --jobs 2
+	@TL="$(VALGRIND) $(CURDIR)/build/tl-memcheck" TL_MEMCHECK=1 TL_CLI_TIMEOUT=300 TL_CLI_EVERY=$(MEMCHECK_EVERY) \
+	  build/tests/test_cli --jobs 2
 
 check: deps
 	$(MAKE) clang-check

@@ -23,6 +23,9 @@
  *                  at most 8); each has its own scratch folder, so any
  *                  number is safe; failures are reported in file order
  *   TL_CLI_EXCERPT bytes of stdout/stderr quoted per failure (default 600)
+ *   TL_CLI_EVERY   N: only the first case of each file and every Nth after it
+ *                  (default 1, all); `make check` runs valgrind over every
+ *                  4th case, the sanitized and release binaries over all
  * Each case also gets W, the path of a fresh empty scratch folder that is
  * removed afterwards.
  *
@@ -315,16 +318,20 @@ static tcase *parse_cases(const char *path, int *ncases, buf *errs)
     return cs;
 }
 
+static void free_case(tcase *c)
+{
+    free(c->cmd);
+    free(c->show);
+    free(c->skip_if);
+    for (int k = 0; k < c->nex; k++)
+        free(c->ex[k].value);
+    free(c->ex);
+}
+
 static void free_cases(tcase *cs, int n)
 {
-    for (int i = 0; i < n; i++) {
-        free(cs[i].cmd);
-        free(cs[i].show);
-        free(cs[i].skip_if);
-        for (int k = 0; k < cs[i].nex; k++)
-            free(cs[i].ex[k].value);
-        free(cs[i].ex);
-    }
+    for (int i = 0; i < n; i++)
+        free_case(&cs[i]);
     free(cs);
 }
 
@@ -868,6 +875,24 @@ Test(cli, cases, .timeout = 0)
         total += nper[i];
     }
     cr_assert_null(errs.s, "errors in the cases files:\n%s", errs.s ? errs.s : "");
+
+    /* TL_CLI_EVERY=N keeps case 0, N, 2N, ... of each file, so every file
+     * is sampled; the others are dropped from the run and the counts. */
+    int every = env_int("TL_CLI_EVERY", 1, 1, 1000000), dropped = 0;
+    for (int i = 0; every > 1 && i < nfiles; i++) {
+        int kept = 0;
+        for (int c = 0; c < nper[i]; c++) {
+            if (c % every == 0)
+                per[i][kept++] = per[i][c];
+            else
+                free_case(&per[i][c]);
+        }
+        dropped += nper[i] - kept;
+        total -= nper[i] - kept;
+        nper[i] = kept;
+    }
+    if (dropped)
+        cr_log_info("TL_CLI_EVERY=%d: %d cases left out of this run", every, dropped);
 
     flat *all = calloc((size_t)total + 1, sizeof *all);
     cr_assert_not_null(all, "out of memory");
