@@ -116,15 +116,97 @@ TL_RNG_FN double tl_rng_uniform_d(const uint32_t x[4], double lo, double hi)
     return r < hi ? r : nextafter(hi, lo);
 }
 
-/* A standard normal by Box-Muller, in double: u1 = (top 53 bits of x0:x1
- * + 1) * 2^-53 and u2 likewise from x2:x3, both in (0, 1];
- * z = sqrt(-2 log u1) * cos(2 pi u2), 2 pi as the double 6.283185307179586.
- * An f32 draw is z rounded to f32. */
+/* The logarithm and the cosine that random_normal needs, in tl's own
+ * formulas: only + - * / of doubles, each rounded on its own (no FMA), so
+ * the bits are the same on every CPU, libm and device (libm's log and cos
+ * differ in their last bit between libraries and from CUDA's).  Both are
+ * within about 1 ulp.  tl-graph(5) gives them in full. */
+
+/* log(k * 2^-53) for an integer k in [1, 2^53]: k = m * 2^(e + 53) with m
+ * in [sqrt(1/2), sqrt(2)] (exact), s = (m - 1)/(m + 1), and
+ *   log(m) = 2s + 2s * s^2 * P(s^2),  P = 1/3 + s^2/5 + ... + s^18/21,
+ *   log    = e * ln2_hi + (e * ln2_lo + log(m)),
+ * ln2 split as fdlibm splits it (e * ln2_hi is exact). */
+TL_RNG_FN double tl_rng_log_unit(uint64_t k)
+{
+    int b = 0; /* the bit length of k */
+    for (int sh = 32; sh; sh >>= 1)
+        if (k >> (b + sh))
+            b += sh;
+    b++;
+    double m = (double)k / (double)((uint64_t)1 << (b - 1)); /* in [1, 2) */
+    int e = b - 1 - 53;
+    if (m > 1.4142135623730951) {
+        m = m * 0.5;
+        e = e + 1;
+    }
+    double s = (m - 1.0) / (m + 1.0), z = s * s;
+    double p = 1.0 / 21.0;
+    p = p * z + 1.0 / 19.0;
+    p = p * z + 1.0 / 17.0;
+    p = p * z + 1.0 / 15.0;
+    p = p * z + 1.0 / 13.0;
+    p = p * z + 1.0 / 11.0;
+    p = p * z + 1.0 / 9.0;
+    p = p * z + 1.0 / 7.0;
+    p = p * z + 1.0 / 5.0;
+    p = p * z + 1.0 / 3.0;
+    double lm = 2.0 * s + 2.0 * s * (z * p);
+    return (double)e * 0x1.62e42feep-1 + ((double)e * 0x1.a39ef35793c76p-33 + lm);
+}
+
+/* sin and cos of x in [0, pi/4] by their Taylor polynomials to x^17 and
+ * x^16, each in Horner's form over x^2. */
+TL_RNG_FN double tl_rng_sin_q(double x)
+{
+    double z = x * x, p = -1.0 / 355687428096000.0;
+    p = p * z + 1.0 / 1307674368000.0;
+    p = p * z - 1.0 / 6227020800.0;
+    p = p * z + 1.0 / 39916800.0;
+    p = p * z - 1.0 / 362880.0;
+    p = p * z + 1.0 / 5040.0;
+    p = p * z - 1.0 / 120.0;
+    p = p * z + 1.0 / 6.0;
+    return x - x * (z * p);
+}
+
+TL_RNG_FN double tl_rng_cos_q(double x)
+{
+    double z = x * x, p = 1.0 / 20922789888000.0;
+    p = p * z - 1.0 / 87178291200.0;
+    p = p * z + 1.0 / 479001600.0;
+    p = p * z - 1.0 / 3628800.0;
+    p = p * z + 1.0 / 40320.0;
+    p = p * z - 1.0 / 720.0;
+    p = p * z + 1.0 / 24.0;
+    p = p * z - 1.0 / 2.0;
+    return 1.0 + z * p;
+}
+
+/* cos(2 pi k 2^-53) for an integer k in [1, 2^53]: the quarter turn
+ * q = (k >> 51) mod 4 and the fraction r = k mod 2^51 of it are exact;
+ * beyond half a quarter, cos and sin swap over 2^51 - r; then
+ * x = g * (pi/2 * 2^-51) in [0, pi/4] and the quarter's sign. */
+TL_RNG_FN double tl_rng_cos_turn(uint64_t k)
+{
+    const uint64_t quarter = (uint64_t)1 << 51;
+    uint64_t q = (k >> 51) & 3, r = k & (quarter - 1);
+    int flip = r > quarter / 2;
+    double x = (double)(flip ? quarter - r : r) * (1.5707963267948966 * 0x1p-51);
+    double c = tl_rng_cos_q(x), s = tl_rng_sin_q(x);
+    double cf = flip ? s : c, sf = flip ? c : s; /* cos and sin of (pi/2) r 2^-51 */
+    return q == 0 ? cf : q == 1 ? -sf : q == 2 ? -cf : sf;
+}
+
+/* A standard normal by Box-Muller, in double: k1 = (x0:x1 >> 11) + 1 and
+ * k2 the same from x2:x3, both in [1, 2^53], u1 = k1 2^-53, u2 = k2 2^-53;
+ * z = sqrt(-2 log u1) * cos(2 pi u2), with the two functions above.  An
+ * f32 draw is z rounded to f32. */
 TL_RNG_FN double tl_rng_normal(const uint32_t x[4])
 {
-    double u1 = (double)(((((uint64_t)x[0] << 32) | x[1]) >> 11) + 1) * 0x1p-53;
-    double u2 = (double)(((((uint64_t)x[2] << 32) | x[3]) >> 11) + 1) * 0x1p-53;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    uint64_t k1 = ((((uint64_t)x[0] << 32) | x[1]) >> 11) + 1;
+    uint64_t k2 = ((((uint64_t)x[2] << 32) | x[3]) >> 11) + 1;
+    return sqrt(-2.0 * tl_rng_log_unit(k1)) * tl_rng_cos_turn(k2);
 }
 
 #endif

@@ -576,6 +576,7 @@ static tl_code twin_kernels(tl_opcode op, int n, const tl_tensor *const *in, con
     case TL_OP_ARGMIN:
     case TL_OP_CUMSUM:
     case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_RANDOM_NORMAL:
     case TL_OP_DROPOUT:
     case TL_OP_RESIZE:
     case TL_OP_RESIZE_GRAD:

@@ -770,6 +770,9 @@ Test(cuda_host, lines_and_draws_have_the_cpu_bits)
         a.p = (double)below(10) / 10;
         a.training = 1;
         same_as_cpu(TL_OP_RANDOM_UNIFORM, 0, xin, &a, dt, nd, shape, what);
+        a.mean = -0.75;
+        a.std = 1.5;
+        same_as_cpu(TL_OP_RANDOM_NORMAL, 0, xin, &a, dt, nd, shape, what);
         same_as_cpu(TL_OP_DROPOUT, 1, xin, &a, dt, nd, shape, what);
         a.training = 0;
         same_as_cpu(TL_OP_DROPOUT, 1, xin, &a, dt, nd, shape, what);

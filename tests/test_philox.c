@@ -50,6 +50,14 @@ Test(philox, key_layout)
     cr_expect(tl_rng_unit_f(lo) == 0.0f && tl_rng_unit_f(hi) == 1.0f - 0x1p-24f);
     cr_expect(tl_rng_unit_d(lo) == 0.0 && tl_rng_unit_d(hi) == 1.0 - 0x1p-53);
     cr_expect(isfinite(tl_rng_normal(lo)) && tl_rng_normal(hi) == 0.0);
+    /* tl's own log and cos at exact points: log 1, log 1/2 (the double
+     * nearest -ln 2), log 2^-53; whole and quarter turns */
+    const uint64_t one = (uint64_t)1 << 53;
+    cr_expect(tl_rng_log_unit(one) == 0.0 && tl_rng_log_unit(one / 2) == -0.6931471805599453);
+    cr_expect(tl_rng_log_unit(1) == -36.7368005696771); /* tests/gen/gen_nn_random.py's bits */
+    cr_expect(tl_rng_cos_turn(one) == 1.0 && tl_rng_cos_turn(one / 2) == -1.0);
+    cr_expect(tl_rng_cos_turn(one / 4) == 0.0 && tl_rng_cos_turn(3 * (one / 4)) == 0.0);
+    cr_expect(tl_rng_cos_turn(one / 8) == 0.7071067811865476);
     /* a draw whose sum rounds up to high is clamped below it */
     cr_expect(tl_rng_uniform_f(hi, 1.0f, 1.0f + 0x1p-23f) == 1.0f);
     cr_expect(tl_rng_uniform_d(hi, 1e16, 1e16 + 2) < 1e16 + 2);

@@ -1,9 +1,10 @@
 // The layer ops of nn.md: convolutions (im2col and col2im around cuBLAS
 // gemms), pools and their gradients, batch_norm, layer_norm, group_norm
 // and layer_norm_grad, pad and pad_grad, resize and resize_grad,
-// scatter_add, argmax, argmin, cumsum, random_uniform and dropout.  nn.h holds what
-// each thread computes and the drivers that order the kernels and gemms;
-// here are the kernels and the device those drivers run on.  The handle
+// scatter_add, argmax, argmin, cumsum, random_uniform, random_normal and
+// dropout.  nn.h holds what each thread computes and the drivers that
+// order the kernels and gemms; here are the kernels and the device those
+// drivers run on.  The handle
 // runs cuBLAS in pedantic math without atomics (plugin.cu) and no kernel
 // here uses atomics, so every result has the same bits on every run.
 #include "common.cuh"

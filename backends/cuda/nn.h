@@ -85,7 +85,7 @@ typedef struct cu_nnk {
     bool last, exclusive, reverse;
     /* random */
     tl_rng_key key;
-    double lo, hi, q;      /* uniform's range; dropout's keep probability */
+    double lo, hi, q;      /* uniform's range (normal's mean and std); dropout's keep probability */
     /* resize: per spatial axis a map (result coordinate i reads source
      * coordinates midx[mstart[i] .. mstart[i+1]) with weights mw) */
     int nsp;
@@ -653,14 +653,16 @@ CU_DEFINE_PARAMS(double, d)
         }                                                                          \
     }                                                                              \
                                                                                    \
-    /* random_uniform and dropout: element e's Philox block (backends/philox.h),   \
-     * the CPU's formula. */                                                       \
+    /* random_uniform, random_normal and dropout: element e's Philox block      \
+     * (backends/philox.h), the CPU's formula. */                                  \
     TL_HD static inline void cu_random_##SUF(const cu_nnk *k, int64_t e)           \
     {                                                                              \
         uint32_t w[4];                                                             \
         tl_rng_block(&k->key, (uint64_t)e, w);                                     \
         if (k->sub == TL_OP_RANDOM_UNIFORM) {                                      \
             ((T *)k->y)[e] = tl_rng_uniform_##SUF(w, (T)k->lo, (T)k->hi);          \
+        } else if (k->sub == TL_OP_RANDOM_NORMAL) {                                \
+            ((T *)k->y)[e] = (T)k->lo + (T)k->hi * (T)tl_rng_normal(w);            \
         } else {                                                                   \
             T q = (T)k->q, s = (T)1 / q;                                           \
             ((T *)k->y)[e] = ((const T *)k->x)[e] * (tl_rng_unit_##SUF(w) < q ? s : (T)0); \
@@ -1162,9 +1164,9 @@ static inline tl_code cu_lines_run(const cu_nn_dev *dev, tl_opcode op, const tl_
     return dev->launch(dev->ctx, x->dtype, &k, npos, st);
 }
 
-/* random_uniform and dropout: element e's draw from the node's key, the
- * CPU's bits (random_normal stays on the CPU: its log and cos in the
- * device's libm would not give the CPU's bits). */
+/* random_uniform, random_normal and dropout: element e's draw from the
+ * node's key, the CPU's bits (random_normal's log and cos are tl's own
+ * formulas, the same on both). */
 static inline tl_code cu_random_run(const cu_nn_dev *dev, tl_opcode op, const tl_tensor *const *in,
                                     const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
@@ -1175,8 +1177,8 @@ static inline tl_code cu_random_run(const cu_nn_dev *dev, tl_opcode op, const tl
     k.op = CU_NN_RANDOM;
     k.sub = (int)op;
     k.key = tl_rng_key_make(a->seed, a->rng_node, a->rng_step);
-    k.lo = a->low;
-    k.hi = a->high;
+    k.lo = op == TL_OP_RANDOM_NORMAL ? a->mean : a->low;
+    k.hi = op == TL_OP_RANDOM_NORMAL ? a->std : a->high;
     k.q = 1.0 - a->p;
     k.x = op == TL_OP_DROPOUT ? in[0]->data : NULL;
     k.y = out->data;
@@ -1462,6 +1464,7 @@ static inline tl_code cu_nn_run(const cu_nn_dev *dev, tl_opcode op, int n, const
     case TL_OP_ARGMIN:
     case TL_OP_CUMSUM: return cu_lines_run(dev, op, in, a, out, st);
     case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_RANDOM_NORMAL:
     case TL_OP_DROPOUT: return cu_random_run(dev, op, in, a, out, st);
     case TL_OP_RESIZE:
     case TL_OP_RESIZE_GRAD: return cu_resize_run(dev, op, in[0], a, out, st);

@@ -210,6 +210,7 @@ static tl_code cu_run(const tl_backend *be, tl_opcode op, int n, const tl_tensor
     case TL_OP_ARGMIN:
     case TL_OP_CUMSUM:
     case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_RANDOM_NORMAL:
     case TL_OP_DROPOUT:
     case TL_OP_RESIZE:
     case TL_OP_RESIZE_GRAD:

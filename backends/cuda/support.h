@@ -29,9 +29,6 @@ static inline bool cu_has_kernel(tl_opcode op)
     case TL_OP_ISINF:
     case TL_OP_FMOD:
     case TL_OP_MOD: return true;
-    /* the layer op without a CUDA kernel (the others: nn.cu) */
-    case TL_OP_RANDOM_NORMAL: /* its log and cos: the CPU's libm, for the CPU's bits */
-        return false;
     default: return op < TL_OP_COUNT && (tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP);
     }
 }

@@ -16,7 +16,9 @@ cases), so tests/test_philox.c can compare the outputs bit for bit.
   draw     low + (high - low)*v in the dtype, below high
   normal   sqrt(-2 log u1) cos(2 pi u2) in double, u1 = (x0:x1 >> 11 + 1)
            2^-53, u2 likewise from x2:x3, rounded to the dtype; then
-           mean + std*z in the dtype
+           mean + std*z in the dtype; log and cos by tl's own formulas
+           (log_unit, cos_turn below, as tl-graph(5) gives them), checked
+           here against math.log and math.cos
   dropout  q = 1 - p in the dtype, s = 1/q in the dtype; y = x*s where the
            element's uniform is below q, else x*0
 
@@ -109,12 +111,76 @@ def uniform(shape, seed, node, step, dt, low=0.0, high=1.0):
     return r.reshape(shape)
 
 
+def log_unit(k):
+    """log(k 2^-53), k in [1, 2^53]: tl's formula, operation by operation."""
+    b = k.bit_length()
+    m = float(k) / float(1 << (b - 1))
+    e = b - 1 - 53
+    if m > 1.4142135623730951:
+        m = m * 0.5
+        e = e + 1
+    s = (m - 1.0) / (m + 1.0)
+    z = s * s
+    p = 1.0 / 21.0
+    for d in (19.0, 17.0, 15.0, 13.0, 11.0, 9.0, 7.0, 5.0, 3.0):
+        p = p * z + 1.0 / d
+    lm = 2.0 * s + 2.0 * s * (z * p)
+    return float(e) * float.fromhex("0x1.62e42feep-1") + (float(e) * float.fromhex("0x1.a39ef35793c76p-33") + lm)
+
+
+def sin_q(x):
+    z = x * x
+    p = -1.0 / 355687428096000.0
+    for c in (1.0 / 1307674368000.0, -1.0 / 6227020800.0, 1.0 / 39916800.0, -1.0 / 362880.0,
+              1.0 / 5040.0, -1.0 / 120.0, 1.0 / 6.0):
+        p = p * z + c
+    return x - x * (z * p)
+
+
+def cos_q(x):
+    z = x * x
+    p = 1.0 / 20922789888000.0
+    for c in (-1.0 / 87178291200.0, 1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0,
+              -1.0 / 720.0, 1.0 / 24.0, -1.0 / 2.0):
+        p = p * z + c
+    return 1.0 + z * p
+
+
+def cos_turn(k):
+    """cos(2 pi k 2^-53), k in [1, 2^53]: tl's formula."""
+    quarter = 1 << 51
+    q, r = (k >> 51) & 3, k & (quarter - 1)
+    flip = r > quarter // 2
+    x = float(quarter - r if flip else r) * (1.5707963267948966 * 2.0 ** -51)
+    c, s = cos_q(x), sin_q(x)
+    cf, sf = (s, c) if flip else (c, s)
+    return (cf, -sf, -cf, sf)[q]
+
+
+def check_formulas():
+    """tl's log and cos within 2 ulp of the exact values (mpmath, 200 bits)
+    at the ends, the quarter turns and random points."""
+    import mpmath
+    mpmath.mp.prec = 200
+    rng = np.random.default_rng(5)
+    q = 1 << 51
+    ks = [1, 2, 3, (1 << 52) - 1, 1 << 52, (1 << 52) + 1, (1 << 53) - 1, 1 << 53]
+    ks += [m * q // 2 + d for m in range(1, 8) for d in (-1, 0, 1)]
+    ks += [int(v) for v in rng.integers(1, 1 << 53, 5000)]
+    for k in ks:
+        u = mpmath.mpf(k) / 2 ** 53
+        for got, exact in ((log_unit(k), mpmath.log(u)), (cos_turn(k), mpmath.cos(2 * mpmath.pi * u))):
+            if abs(exact) < 1e-40:  # cos of a quarter turn: 0 exactly
+                exact = mpmath.mpf(0)
+            ulp = math.ulp(float(exact)) if exact != 0 else 2.0 ** -1074
+            assert float(abs(mpmath.mpf(got) - exact)) <= 2 * ulp, (k, got, exact)
+
+
 def normal(shape, seed, node, step, dt, mean=0.0, std=1.0):
     T = NP[dt]
     w = words(int(np.prod(shape)), seed, node, step)
     m1, m2 = top53(w[0], w[1]), top53(w[2], w[3])
-    z = np.array([math.sqrt(-2.0 * math.log(float(a + 1) * 2.0 ** -53)) *
-                  math.cos(6.283185307179586 * (float(b + 1) * 2.0 ** -53)) for a, b in zip(m1, m2)])
+    z = np.array([math.sqrt(-2.0 * log_unit(int(a) + 1)) * cos_turn(int(b) + 1) for a, b in zip(m1, m2)])
     return (T(mean) + T(std) * z.astype(T)).astype(T).reshape(shape)
 
 
@@ -253,6 +319,7 @@ def iterate_cases(rng):
 
 def main():
     check_kat()
+    check_formulas()
     clean(["random_uniform", "random_normal", "dropout"])
     rng = np.random.default_rng(2011)
     uniform_cases(rng)
