@@ -929,7 +929,7 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
     if (!have_args)
         return tl_fail(L->st, TL_EINPUT, "missing \"args\""), false;
     uint64_t missing = required_attrs(n->op) & ~seen;
-    for (int i = 0; i < NATTR_KEYS; i++)
+    for (int i = 0; missing && i < NATTR_KEYS; i++)
         if (missing & attr_keys[i].bit)
             return tl_fail(L->st, TL_EINPUT, "missing attribute \"%s\"", attr_keys[i].key), false;
     if (tl_op_check_arity(n->op, n->nargs, L->st))
@@ -1682,6 +1682,7 @@ struct stream {
     size_t pos;    /* where the next is read */
     const char *map; /* a mapped file whose pages read can be dropped, or NULL */
     size_t dropped;  /* dropped below this offset */
+    size_t page;     /* the page size */
 };
 
 /* cJSON's whitespace: any byte up to a space, but a NUL (json_hazard's)
@@ -1786,7 +1787,7 @@ static void drop_pages(stream *s, size_t upto, bool all)
 {
     if (!s->map)
         return;
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t pg = s->page;
     if (all) {
         madvise((void *)s->map, s->len, MADV_DONTNEED);
         s->dropped = 0;
@@ -1851,7 +1852,7 @@ static bool stream_nodes(loader *L, const cJSON *arr, tl_block *b)
     if (!reserve(L, L->g->nslots + s->count + 1) ||
         !(b->nodes = tl_calloc((size_t)s->count, sizeof(tl_node), "graph nodes", L->st)))
         return false;
-    s->dropped = s->lb & ~((size_t)sysconf(_SC_PAGESIZE) - 1);
+    s->dropped = s->lb & ~(s->page - 1);
     s->pos = s->lb + 1;
     cJSON *cur, *next = NULL;
     const char *name = NULL, *next_name = NULL;
@@ -1981,7 +1982,7 @@ static tl_graph *finish(loader *L, bool ok)
 static tl_graph *parse_stream(const char *text, size_t len, const char *path, const tl_graph_options *o,
                               const char *map, tl_status *st)
 {
-    stream s = {.text = text, .len = len, .map = map};
+    stream s = {.text = text, .len = len, .map = map, .page = (size_t)sysconf(_SC_PAGESIZE)};
     size_t bad;
     if (!utf8_ok((const unsigned char *)text, len, &bad) || !prescan(&s))
         return NULL;
