@@ -546,6 +546,8 @@ static tl_code twin_kernels(tl_opcode op, int n, const tl_tensor *const *in, con
     case TL_KIND_RED: return out->numel ? twin_reduce(op, in[0], a, out) : TL_OK;
     default: break;
     }
+    if (cu_is_nn_op(op))
+        return twin_nn(op, n, in, a, out, st);
     switch (op) {
     case TL_OP_CAST:
     case TL_OP_WHERE:
@@ -562,29 +564,6 @@ static tl_code twin_kernels(tl_opcode op, int n, const tl_tensor *const *in, con
         if (out->numel)
             in[0]->dtype == TL_F32 ? twin_prod_grad_f(in[0], in[1], out) : twin_prod_grad_d(in[0], in[1], out);
         return TL_OK;
-    case TL_OP_CONV:
-    case TL_OP_CONV_TRANSPOSE:
-    case TL_OP_CONV_GRAD_W:
-    case TL_OP_MAX_POOL:
-    case TL_OP_AVG_POOL:
-    case TL_OP_MAX_POOL_GRAD:
-    case TL_OP_AVG_POOL_GRAD:
-    case TL_OP_PAD:
-    case TL_OP_PAD_GRAD:
-    case TL_OP_SCATTER_ADD:
-    case TL_OP_ARGMAX:
-    case TL_OP_ARGMIN:
-    case TL_OP_CUMSUM:
-    case TL_OP_RANDOM_UNIFORM:
-    case TL_OP_RANDOM_NORMAL:
-    case TL_OP_DROPOUT:
-    case TL_OP_RESIZE:
-    case TL_OP_RESIZE_GRAD:
-    case TL_OP_BATCH_NORM:
-    case TL_OP_LAYER_NORM:
-    case TL_OP_GROUP_NORM:
-    case TL_OP_LAYER_NORM_GRAD:
-    case TL_OP_LAYER_NORM_PARAMS_GRAD: return twin_nn(op, n, in, a, out, st);
     default: return twin_shape_op(op, n, in, a, out, st);
     }
 }

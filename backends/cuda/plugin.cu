@@ -186,6 +186,8 @@ static tl_code cu_run(const tl_backend *be, tl_opcode op, int n, const tl_tensor
     case TL_KIND_RED: return out->numel ? cu_reduce(s, op, in[0], a, out, st) : TL_OK;
     default: break;
     }
+    if (cu_is_nn_op(op))
+        return cu_nn(s, op, n, in, a, out, st);
     switch (op) {
     case TL_OP_CAST:
     case TL_OP_WHERE:
@@ -196,29 +198,6 @@ static tl_code cu_run(const tl_backend *be, tl_opcode op, int n, const tl_tensor
     case TL_OP_MAP:
     case TL_OP_MAP_GRAD: return cu_map(s, op, n, in, a, out, st);
     case TL_OP_PROD_GRAD: return out->numel ? cu_prod_grad(s, in[0], in[1], out, st) : TL_OK;
-    case TL_OP_CONV:
-    case TL_OP_CONV_TRANSPOSE:
-    case TL_OP_CONV_GRAD_W:
-    case TL_OP_MAX_POOL:
-    case TL_OP_AVG_POOL:
-    case TL_OP_MAX_POOL_GRAD:
-    case TL_OP_AVG_POOL_GRAD:
-    case TL_OP_PAD:
-    case TL_OP_PAD_GRAD:
-    case TL_OP_SCATTER_ADD:
-    case TL_OP_ARGMAX:
-    case TL_OP_ARGMIN:
-    case TL_OP_CUMSUM:
-    case TL_OP_RANDOM_UNIFORM:
-    case TL_OP_RANDOM_NORMAL:
-    case TL_OP_DROPOUT:
-    case TL_OP_RESIZE:
-    case TL_OP_RESIZE_GRAD:
-    case TL_OP_BATCH_NORM:
-    case TL_OP_LAYER_NORM:
-    case TL_OP_GROUP_NORM:
-    case TL_OP_LAYER_NORM_GRAD:
-    case TL_OP_LAYER_NORM_PARAMS_GRAD: return cu_nn(s, op, n, in, a, out, st);
     default: return cu_shape_op(s, op, n, in, a, out, st);
     }
 }

@@ -9,6 +9,38 @@
 
 #include "backends/ops.h"
 
+/* The layer ops of nn.md and their backward kernels, run by nn.h's
+ * drivers (the plugin's cu_nn, the twin's twin_nn). */
+static inline bool cu_is_nn_op(tl_opcode op)
+{
+    switch (op) {
+    case TL_OP_CONV:
+    case TL_OP_CONV_TRANSPOSE:
+    case TL_OP_CONV_GRAD_W:
+    case TL_OP_MAX_POOL:
+    case TL_OP_AVG_POOL:
+    case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_AVG_POOL_GRAD:
+    case TL_OP_PAD:
+    case TL_OP_PAD_GRAD:
+    case TL_OP_SCATTER_ADD:
+    case TL_OP_ARGMAX:
+    case TL_OP_ARGMIN:
+    case TL_OP_CUMSUM:
+    case TL_OP_RANDOM_UNIFORM:
+    case TL_OP_RANDOM_NORMAL:
+    case TL_OP_DROPOUT:
+    case TL_OP_RESIZE:
+    case TL_OP_RESIZE_GRAD:
+    case TL_OP_BATCH_NORM:
+    case TL_OP_LAYER_NORM:
+    case TL_OP_GROUP_NORM:
+    case TL_OP_LAYER_NORM_GRAD:
+    case TL_OP_LAYER_NORM_PARAMS_GRAD: return true;
+    default: return false;
+    }
+}
+
 static inline bool cu_has_kernel(tl_opcode op)
 {
     switch (op) {
