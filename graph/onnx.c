@@ -687,6 +687,8 @@ static val *fold_binary(tx *t, int op, val *a, val *b, int oty)
     return r;
 }
 
+static val *known_reshape(tx *t, val *x, int nd, const int64_t *shape);
+
 /* ---------- translators ---------- */
 
 typedef bool (*xlate)(tx *t, val **in, int nin, val **out, int nout);
@@ -789,15 +791,40 @@ static bool x_binary(tx *t, val **in, int nin, val **out, int nout)
     while (strcmp(binary_ops[i].onnx, t->node->op_type))
         i++;
     val *a = in[0], *b = in[1];
+    if (opset(t) < 7 && attr_i(t, "broadcast", 0) && attr(t, "axis") && b->ndim < a->ndim) {
+        bool ok;
+        int ax = norm_axis(t, attr_i(t, "axis", 0), a->ndim, &ok);
+        int64_t sh[TL_MAXDIM];
+        if (!ok || ax + b->ndim > a->ndim)
+            return ok ? fail(t, "B does not fit A at axis %d", ax) : false;
+        for (int i = 0; i < a->ndim - ax; i++)
+            sh[i] = i < b->ndim ? b->dims[i] : 1;
+        if (foldable(b) ? !(b = known_reshape(t, b, a->ndim - ax, sh)) : !(b = reshape(t, b, a->ndim - ax, sh)))
+            return false;
+    }
     if (foldable(a) && foldable(b)) {
         int oty = binary_ops[i].cmp ? TL_ONNX_BOOL : a->oty;
         return (out[0] = fold_binary(t, binary_ops[i].fold, a, b, oty)) != NULL;
     }
-    if (!strcmp(binary_ops[i].tl, "pow") && a->dt != b->dt) { /* the exponent cast to the base's type */
+    if (!strcmp(binary_ops[i].tl, "pow") && a->dt != b->dt) {
+        /* the result has the base's type: an integer base is raised in the
+         * exponent's float type and the power truncated back (ONNX's
+         * reference: power(x, y).astype(x.dtype)) */
+        bool int_base = tl_dtype_is_int(a->dt) && !tl_dtype_is_int(b->dt);
+        val *base = a;
         cJSON *c = cJSON_CreateObject();
-        put_str(c, "dtype", tl_dtype_name(a->dt));
-        if (!(b = call1(t, "cast", b, c)))
+        put_str(c, "dtype", tl_dtype_name(int_base ? b->dt : a->dt));
+        if (!(int_base ? (base = call1(t, "cast", a, c)) : (b = call1(t, "cast", b, c))))
             return false;
+        val *r = call2(t, "pow", base, b);
+        if (r && int_base) {
+            cJSON *d = cJSON_CreateObject();
+            put_str(d, "dtype", tl_dtype_name(a->dt));
+            r = call1(t, "cast", r, d);
+        }
+        if (r)
+            r->oty = a->oty;
+        return (out[0] = r) != NULL;
     }
     val *r = call2(t, binary_ops[i].tl, a, b);
     return (out[0] = binary_ops[i].cmp ? as_bool(t, r) : r) != NULL;
@@ -903,8 +930,16 @@ static bool x_act(tx *t, val **in, int nin, val **out, int nout)
         val *a3[3] = {neg, ax, x};
         r = neg && ax ? call(t, "where", 3, a3, NULL) : NULL;
     } else if (!strcmp(op, "PRelu")) {
+        val *slope = in[1];
+        if (opset(t) < 7 && slope->ndim == 1 && x->ndim > 2 && slope->dims[0] == x->dims[1] && slope->dims[0] != 1) {
+            int64_t sh[TL_MAXDIM]; /* before opset 7: one slope per channel */
+            for (int i = 0; i < x->ndim - 1; i++)
+                sh[i] = i ? 1 : slope->dims[0];
+            if (!(slope = reshape(t, slope, x->ndim - 1, sh)))
+                return false;
+        }
         val *neg = call2(t, "lt", x, zero);
-        val *ax = call2(t, "mul", x, in[1]);
+        val *ax = call2(t, "mul", x, slope);
         val *a3[3] = {neg, ax, x};
         r = neg && ax ? call(t, "where", 3, a3, NULL) : NULL;
     } else if (!strcmp(op, "Elu") || !strcmp(op, "Celu") || !strcmp(op, "Selu")) {
@@ -1211,6 +1246,22 @@ static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
     if (!spatial_attr(t, "strides", d, 1, s) || !spatial_attr(t, "dilations", d, 1, dil) ||
         !spatial_pads(t, x, d, k, s, dil, lo, hi, false))
         return false;
+    bool wide = false, include = attr_i(t, "count_include_pad", 0) != 0;
+    for (int i = 0; i < d; i++)
+        wide = wide || 2 * lo[i] > k[i] || 2 * hi[i] > k[i];
+    if (wide && (max || include)) { /* pads past half the kernel: padded first (max: with the lowest value) */
+        cJSON *p = cJSON_CreateObject(), *pairs = cJSON_CreateArray();
+        for (int i = 0; i < x->ndim; i++) {
+            int64_t pr[2] = {i < 2 ? 0 : lo[i - 2], i < 2 ? 0 : hi[i - 2]};
+            cJSON_AddItemToArray(pairs, ints_json(pr, 2));
+        }
+        cJSON_AddItemToObject(p, "pads", pairs);
+        put_num(p, "value", max ? -1.7976931348623157e308 : 0);
+        if (!(x = call1(t, "pad", x, p)))
+            return false;
+        for (int i = 0; i < d; i++)
+            lo[i] = hi[i] = 0;
+    }
     cJSON *a = cJSON_CreateObject();
     put_ints(a, "kernel", k, d);
     put_ints(a, "stride", s, d);
@@ -1314,8 +1365,6 @@ static bool x_layernorm(tx *t, val **in, int nin, val **out, int nout)
 {
     if (!need(t, in, nin, 2))
         return false;
-    if (nout > 1)
-        return fail(t, "its Mean and InvStdDev outputs are not translated");
     bool ok;
     int ax = norm_axis(t, attr_i(t, "axis", -1), in[0]->ndim, &ok);
     if (!ok)
@@ -1328,7 +1377,24 @@ static bool x_layernorm(tx *t, val **in, int nin, val **out, int nout)
     put_num(a, "axis", ax);
     put_num(a, "epsilon", attr_f(t, "epsilon", 1e-5));
     val *args[3] = {in[0], s, b};
-    return (out[0] = call(t, "layer_norm", b ? 3 : 2, args, a)) != NULL;
+    if (!(out[0] = call(t, "layer_norm", b ? 3 : 2, args, a)))
+        return false;
+    if (nout > 1) { /* Mean and InvStdDev: over the axes normalized, kept */
+        int64_t axes[TL_MAXDIM];
+        for (int i = ax; i < in[0]->ndim; i++)
+            axes[i - ax] = i;
+        cJSON *m1 = cJSON_CreateObject(), *m2 = cJSON_CreateObject();
+        put_ints(m1, "axes", axes, nd);
+        put_bool(m1, "keepdims", true);
+        put_ints(m2, "axes", axes, nd);
+        put_bool(m2, "keepdims", true);
+        val *mean = call1(t, "mean", in[0], m1), *d = mean ? call2(t, "sub", in[0], mean) : NULL;
+        val *var = d ? call1(t, "mean", call1(t, "square", d, NULL), m2) : (cJSON_Delete(m2), NULL);
+        val *e = var ? call2(t, "add", var, scalar(t, var->dt, attr_f(t, "epsilon", 1e-5))) : NULL;
+        if (!e || !(out[1] = mean) || (nout > 2 && !(out[2] = call1(t, "rsqrt", e, NULL))))
+            return false;
+    }
+    return true;
 }
 
 /* Softmax, LogSoftmax: from opset 13 along one axis; before, over the
@@ -2259,39 +2325,39 @@ static const struct op_entry {
     int lo, hi; /* opsets */
     xlate fn;
 } op_table[] = {
-    {"Abs", 6, 18, x_unary}, {"Acos", 7, 18, x_unary}, {"Acosh", 9, 18, x_unary}, {"Add", 7, 18, x_binary},
-    {"And", 7, 18, x_binary}, {"ArgMax", 6, 18, x_argmax}, {"ArgMin", 6, 18, x_argmax}, {"Asin", 7, 18, x_unary},
-    {"Asinh", 9, 18, x_unary}, {"Atan", 7, 18, x_unary}, {"Atanh", 9, 18, x_unary},
-    {"AveragePool", 7, 18, x_pool}, {"BatchNormalization", 6, 18, x_batchnorm}, {"Cast", 6, 18, x_cast},
-    {"CastLike", 15, 18, x_castlike}, {"Ceil", 6, 18, x_unary}, {"Celu", 12, 18, x_act}, {"Clip", 6, 18, x_clip},
+    {"Abs", 1, 18, x_unary}, {"Acos", 1, 18, x_unary}, {"Acosh", 1, 18, x_unary}, {"Add", 1, 18, x_binary},
+    {"And", 1, 18, x_binary}, {"ArgMax", 1, 18, x_argmax}, {"ArgMin", 1, 18, x_argmax}, {"Asin", 1, 18, x_unary},
+    {"Asinh", 1, 18, x_unary}, {"Atan", 1, 18, x_unary}, {"Atanh", 1, 18, x_unary},
+    {"AveragePool", 1, 18, x_pool}, {"BatchNormalization", 1, 18, x_batchnorm}, {"Cast", 1, 18, x_cast},
+    {"CastLike", 15, 18, x_castlike}, {"Ceil", 1, 18, x_unary}, {"Celu", 12, 18, x_act}, {"Clip", 1, 18, x_clip},
     {"Concat", 4, 18, x_concat}, {"Constant", 1, 18, x_constant}, {"ConstantOfShape", 9, 18, x_constant_of_shape},
-    {"Conv", 1, 18, x_conv}, {"ConvTranspose", 1, 18, x_conv}, {"Cos", 7, 18, x_unary}, {"Cosh", 9, 18, x_unary},
-    {"CumSum", 11, 18, x_cumsum}, {"DepthToSpace", 1, 18, x_depth_space}, {"Div", 7, 18, x_binary},
-    {"Dropout", 6, 18, x_dropout}, {"Elu", 6, 18, x_act}, {"Equal", 7, 18, x_binary}, {"Erf", 9, 18, x_unary},
-    {"Exp", 6, 18, x_unary}, {"Expand", 8, 18, x_expand}, {"Flatten", 1, 18, x_flatten}, {"Floor", 6, 18, x_unary},
-    {"Gather", 1, 18, x_gather}, {"GatherElements", 11, 18, x_gather_elements}, {"Gemm", 7, 18, x_gemm},
+    {"Conv", 1, 18, x_conv}, {"ConvTranspose", 1, 18, x_conv}, {"Cos", 1, 18, x_unary}, {"Cosh", 1, 18, x_unary},
+    {"CumSum", 11, 18, x_cumsum}, {"DepthToSpace", 1, 18, x_depth_space}, {"Div", 1, 18, x_binary},
+    {"Dropout", 1, 18, x_dropout}, {"Elu", 1, 18, x_act}, {"Equal", 1, 18, x_binary}, {"Erf", 1, 18, x_unary},
+    {"Exp", 1, 18, x_unary}, {"Expand", 8, 18, x_expand}, {"Flatten", 1, 18, x_flatten}, {"Floor", 1, 18, x_unary},
+    {"Gather", 1, 18, x_gather}, {"GatherElements", 11, 18, x_gather_elements}, {"Gemm", 1, 18, x_gemm},
     {"GlobalAveragePool", 1, 18, x_global_pool}, {"GlobalMaxPool", 1, 18, x_global_pool},
-    {"Greater", 7, 18, x_binary}, {"GreaterOrEqual", 12, 18, x_binary}, {"HardSigmoid", 6, 18, x_act},
-    {"HardSwish", 14, 18, x_act}, {"Identity", 1, 18, x_identity}, {"InstanceNormalization", 6, 18, x_instnorm},
-    {"IsInf", 10, 18, x_act}, {"IsNaN", 9, 18, x_act}, {"LayerNormalization", 17, 18, x_layernorm},
-    {"LeakyRelu", 6, 18, x_act}, {"Less", 7, 18, x_binary}, {"LessOrEqual", 12, 18, x_binary},
-    {"Log", 6, 18, x_unary}, {"LogSoftmax", 1, 18, x_softmax}, {"MatMul", 1, 18, x_matmul},
-    {"Max", 6, 18, x_variadic}, {"MaxPool", 1, 18, x_pool}, {"Mean", 6, 18, x_variadic},
-    {"Min", 6, 18, x_variadic}, {"Mod", 10, 18, x_mod}, {"Mul", 7, 18, x_binary}, {"Neg", 6, 18, x_unary},
-    {"Not", 1, 18, x_not}, {"Or", 7, 18, x_binary}, {"Pad", 2, 18, x_pad}, {"Pow", 7, 18, x_binary},
-    {"PRelu", 7, 18, x_act}, {"Range", 11, 18, x_range}, {"Reciprocal", 6, 18, x_unary},
+    {"Greater", 1, 18, x_binary}, {"GreaterOrEqual", 12, 18, x_binary}, {"HardSigmoid", 1, 18, x_act},
+    {"HardSwish", 14, 18, x_act}, {"Identity", 1, 18, x_identity}, {"InstanceNormalization", 1, 18, x_instnorm},
+    {"IsInf", 10, 18, x_act}, {"IsNaN", 1, 18, x_act}, {"LayerNormalization", 17, 18, x_layernorm},
+    {"LeakyRelu", 1, 18, x_act}, {"Less", 1, 18, x_binary}, {"LessOrEqual", 12, 18, x_binary},
+    {"Log", 1, 18, x_unary}, {"LogSoftmax", 1, 18, x_softmax}, {"MatMul", 1, 18, x_matmul},
+    {"Max", 1, 18, x_variadic}, {"MaxPool", 1, 18, x_pool}, {"Mean", 1, 18, x_variadic},
+    {"Min", 1, 18, x_variadic}, {"Mod", 10, 18, x_mod}, {"Mul", 1, 18, x_binary}, {"Neg", 1, 18, x_unary},
+    {"Not", 1, 18, x_not}, {"Or", 1, 18, x_binary}, {"Pad", 2, 18, x_pad}, {"Pow", 1, 18, x_binary},
+    {"PRelu", 1, 18, x_act}, {"Range", 11, 18, x_range}, {"Reciprocal", 1, 18, x_unary},
     {"ReduceL1", 1, 18, x_reduce}, {"ReduceL2", 1, 18, x_reduce}, {"ReduceLogSum", 1, 18, x_reduce},
     {"ReduceLogSumExp", 1, 18, x_reduce}, {"ReduceMax", 1, 18, x_reduce}, {"ReduceMean", 1, 18, x_reduce},
     {"ReduceMin", 1, 18, x_reduce}, {"ReduceProd", 1, 18, x_reduce}, {"ReduceSum", 1, 18, x_reduce},
-    {"ReduceSumSquare", 1, 18, x_reduce}, {"Relu", 6, 18, x_unary}, {"Reshape", 5, 18, x_reshape},
-    {"Round", 11, 18, x_unary}, {"Selu", 6, 18, x_act}, {"Shape", 1, 18, x_shape}, {"Shrink", 9, 18, x_act},
-    {"Sigmoid", 6, 18, x_unary}, {"Sign", 9, 18, x_unary}, {"Sin", 7, 18, x_unary}, {"Sinh", 9, 18, x_unary},
+    {"ReduceSumSquare", 1, 18, x_reduce}, {"Relu", 1, 18, x_unary}, {"Reshape", 5, 18, x_reshape},
+    {"Round", 11, 18, x_unary}, {"Selu", 1, 18, x_act}, {"Shape", 1, 18, x_shape}, {"Shrink", 1, 18, x_act},
+    {"Sigmoid", 1, 18, x_unary}, {"Sign", 1, 18, x_unary}, {"Sin", 1, 18, x_unary}, {"Sinh", 1, 18, x_unary},
     {"Size", 1, 18, x_size}, {"Slice", 1, 18, x_slice}, {"Softmax", 1, 18, x_softmax},
     {"Softplus", 1, 18, x_unary}, {"Softsign", 1, 18, x_act}, {"SpaceToDepth", 1, 18, x_depth_space},
-    {"Split", 2, 18, x_split}, {"Sqrt", 6, 18, x_unary}, {"Squeeze", 1, 18, x_squeeze}, {"Sub", 7, 18, x_binary},
-    {"Sum", 6, 18, x_variadic}, {"Tan", 7, 18, x_unary}, {"Tanh", 6, 18, x_unary},
-    {"ThresholdedRelu", 10, 18, x_act}, {"Tile", 6, 18, x_tile}, {"Transpose", 1, 18, x_transpose},
-    {"Unsqueeze", 1, 18, x_unsqueeze}, {"Where", 9, 18, x_where}, {"Xor", 7, 18, x_binary},
+    {"Split", 2, 18, x_split}, {"Sqrt", 1, 18, x_unary}, {"Squeeze", 1, 18, x_squeeze}, {"Sub", 1, 18, x_binary},
+    {"Sum", 1, 18, x_variadic}, {"Tan", 1, 18, x_unary}, {"Tanh", 1, 18, x_unary},
+    {"ThresholdedRelu", 10, 18, x_act}, {"Tile", 1, 18, x_tile}, {"Transpose", 1, 18, x_transpose},
+    {"Unsqueeze", 1, 18, x_unsqueeze}, {"Where", 1, 18, x_where}, {"Xor", 1, 18, x_binary},
 };
 
 const char *tl_onnx_op_name(int i, int *lo, int *hi)
