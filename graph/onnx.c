@@ -2325,21 +2325,21 @@ static const struct op_entry {
     int lo, hi; /* opsets */
     xlate fn;
 } op_table[] = {
-    {"Abs", 1, 18, x_unary}, {"Acos", 1, 18, x_unary}, {"Acosh", 1, 18, x_unary}, {"Add", 1, 18, x_binary},
-    {"And", 1, 18, x_binary}, {"ArgMax", 1, 18, x_argmax}, {"ArgMin", 1, 18, x_argmax}, {"Asin", 1, 18, x_unary},
-    {"Asinh", 1, 18, x_unary}, {"Atan", 1, 18, x_unary}, {"Atanh", 1, 18, x_unary},
+    {"Abs", 1, 18, x_unary}, {"Acos", 7, 18, x_unary}, {"Acosh", 9, 18, x_unary}, {"Add", 1, 18, x_binary},
+    {"And", 1, 18, x_binary}, {"ArgMax", 1, 18, x_argmax}, {"ArgMin", 1, 18, x_argmax}, {"Asin", 7, 18, x_unary},
+    {"Asinh", 9, 18, x_unary}, {"Atan", 7, 18, x_unary}, {"Atanh", 9, 18, x_unary},
     {"AveragePool", 1, 18, x_pool}, {"BatchNormalization", 1, 18, x_batchnorm}, {"Cast", 1, 18, x_cast},
     {"CastLike", 15, 18, x_castlike}, {"Ceil", 1, 18, x_unary}, {"Celu", 12, 18, x_act}, {"Clip", 1, 18, x_clip},
     {"Concat", 4, 18, x_concat}, {"Constant", 1, 18, x_constant}, {"ConstantOfShape", 9, 18, x_constant_of_shape},
-    {"Conv", 1, 18, x_conv}, {"ConvTranspose", 1, 18, x_conv}, {"Cos", 1, 18, x_unary}, {"Cosh", 1, 18, x_unary},
+    {"Conv", 1, 18, x_conv}, {"ConvTranspose", 1, 18, x_conv}, {"Cos", 7, 18, x_unary}, {"Cosh", 9, 18, x_unary},
     {"CumSum", 11, 18, x_cumsum}, {"DepthToSpace", 1, 18, x_depth_space}, {"Div", 1, 18, x_binary},
-    {"Dropout", 1, 18, x_dropout}, {"Elu", 1, 18, x_act}, {"Equal", 1, 18, x_binary}, {"Erf", 1, 18, x_unary},
+    {"Dropout", 1, 18, x_dropout}, {"Elu", 1, 18, x_act}, {"Equal", 1, 18, x_binary}, {"Erf", 9, 18, x_unary},
     {"Exp", 1, 18, x_unary}, {"Expand", 8, 18, x_expand}, {"Flatten", 1, 18, x_flatten}, {"Floor", 1, 18, x_unary},
     {"Gather", 1, 18, x_gather}, {"GatherElements", 11, 18, x_gather_elements}, {"Gemm", 1, 18, x_gemm},
     {"GlobalAveragePool", 1, 18, x_global_pool}, {"GlobalMaxPool", 1, 18, x_global_pool},
     {"Greater", 1, 18, x_binary}, {"GreaterOrEqual", 12, 18, x_binary}, {"HardSigmoid", 1, 18, x_act},
     {"HardSwish", 14, 18, x_act}, {"Identity", 1, 18, x_identity}, {"InstanceNormalization", 1, 18, x_instnorm},
-    {"IsInf", 10, 18, x_act}, {"IsNaN", 1, 18, x_act}, {"LayerNormalization", 17, 18, x_layernorm},
+    {"IsInf", 10, 18, x_act}, {"IsNaN", 9, 18, x_act}, {"LayerNormalization", 17, 18, x_layernorm},
     {"LeakyRelu", 1, 18, x_act}, {"Less", 1, 18, x_binary}, {"LessOrEqual", 12, 18, x_binary},
     {"Log", 1, 18, x_unary}, {"LogSoftmax", 1, 18, x_softmax}, {"MatMul", 1, 18, x_matmul},
     {"Max", 1, 18, x_variadic}, {"MaxPool", 1, 18, x_pool}, {"Mean", 1, 18, x_variadic},
@@ -2350,14 +2350,14 @@ static const struct op_entry {
     {"ReduceLogSumExp", 1, 18, x_reduce}, {"ReduceMax", 1, 18, x_reduce}, {"ReduceMean", 1, 18, x_reduce},
     {"ReduceMin", 1, 18, x_reduce}, {"ReduceProd", 1, 18, x_reduce}, {"ReduceSum", 1, 18, x_reduce},
     {"ReduceSumSquare", 1, 18, x_reduce}, {"Relu", 1, 18, x_unary}, {"Reshape", 5, 18, x_reshape},
-    {"Round", 11, 18, x_unary}, {"Selu", 1, 18, x_act}, {"Shape", 1, 18, x_shape}, {"Shrink", 1, 18, x_act},
-    {"Sigmoid", 1, 18, x_unary}, {"Sign", 1, 18, x_unary}, {"Sin", 1, 18, x_unary}, {"Sinh", 1, 18, x_unary},
+    {"Round", 11, 18, x_unary}, {"Selu", 1, 18, x_act}, {"Shape", 1, 18, x_shape}, {"Shrink", 9, 18, x_act},
+    {"Sigmoid", 1, 18, x_unary}, {"Sign", 9, 18, x_unary}, {"Sin", 7, 18, x_unary}, {"Sinh", 9, 18, x_unary},
     {"Size", 1, 18, x_size}, {"Slice", 1, 18, x_slice}, {"Softmax", 1, 18, x_softmax},
     {"Softplus", 1, 18, x_unary}, {"Softsign", 1, 18, x_act}, {"SpaceToDepth", 1, 18, x_depth_space},
     {"Split", 2, 18, x_split}, {"Sqrt", 1, 18, x_unary}, {"Squeeze", 1, 18, x_squeeze}, {"Sub", 1, 18, x_binary},
-    {"Sum", 1, 18, x_variadic}, {"Tan", 1, 18, x_unary}, {"Tanh", 1, 18, x_unary},
+    {"Sum", 1, 18, x_variadic}, {"Tan", 7, 18, x_unary}, {"Tanh", 1, 18, x_unary},
     {"ThresholdedRelu", 10, 18, x_act}, {"Tile", 1, 18, x_tile}, {"Transpose", 1, 18, x_transpose},
-    {"Unsqueeze", 1, 18, x_unsqueeze}, {"Where", 1, 18, x_where}, {"Xor", 1, 18, x_binary},
+    {"Unsqueeze", 1, 18, x_unsqueeze}, {"Where", 9, 18, x_where}, {"Xor", 1, 18, x_binary},
 };
 
 const char *tl_onnx_op_name(int i, int *lo, int *hi)
@@ -2645,3 +2645,59 @@ tl_graph *tl_onnx_signature(tl_onnx_model *m, tl_status *st)
     return g;
 }
 
+
+/* ---------- without a call site: the shapes the model declares ---------- */
+
+static tl_tensor *declared(const tl_onnx_model *m, int i, tl_status *st)
+{
+    const Onnx__GraphProto *g = m->f->model->graph;
+    const Onnx__ValueInfoProto *v = NULL;
+    for (size_t k = 0; k < g->n_input && !v; k++)
+        if (!strcmp(g->input[k]->name, m->in_name[i]))
+            v = g->input[k];
+    const Onnx__TypeProto *tp = v ? v->type : NULL;
+    const Onnx__TensorShapeProto *sh = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type
+                                           ? tp->tensor_type->shape : NULL;
+    if (!sh)
+        return tl_fail(st, TL_EINPUT, "input \"%.200s\" declares no shape: give it (NAME=TENSOR) to fix the "
+                       "shapes", m->in_name[i]), NULL;
+    if (sh->n_dim > TL_MAXDIM)
+        return tl_fail(st, TL_EINPUT, "input \"%.200s\" has %zu dims (at most %d)", m->in_name[i], sh->n_dim, TL_MAXDIM), NULL;
+    int64_t dims[TL_MAXDIM];
+    for (size_t d = 0; d < sh->n_dim; d++) {
+        if (sh->dim[d]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            return tl_fail(st, TL_EINPUT, "input \"%.200s\" has a dynamic dim %zu%s%.100s: give the input "
+                           "(NAME=TENSOR) to fix the shapes", m->in_name[i], d,
+                           sh->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? " " : "",
+                           sh->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? sh->dim[d]->dim_param : ""), NULL;
+        dims[d] = sh->dim[d]->dim_value;
+    }
+    tl_dtype dt = TL_F32;
+    if (!onnx_dtype(m->in_type[i] ? m->in_type[i] : TL_ONNX_FLOAT, TL_F32, &dt))
+        return tl_fail(st, TL_EINPUT, "input \"%.200s\" is %s, which tl does not compute in", m->in_name[i],
+                       tl_onnx_type_name(m->in_type[i])), NULL;
+    int64_t n;
+    if (tl_shape_numel((int)sh->n_dim, dims, &n, st))
+        return tl_wrap(st, "input \"%.200s\"", m->in_name[i]), NULL;
+    return tl_tensor_zeros(dt, (int)sh->n_dim, dims, st);
+}
+
+tl_graph *tl_onnx_load_declared(const char *path, const tl_onnx_options *o, tl_status *st)
+{
+    tl_onnx_model *m = tl_onnx_open(path, o, st);
+    if (!m)
+        return NULL;
+    tl_tensor **in = tl_calloc((size_t)m->nin + 1, sizeof *in, "the inputs", st);
+    tl_graph *g = NULL;
+    bool ok = in != NULL;
+    for (int i = 0; ok && i < m->nin; i++)
+        if (!(in[i] = tl_onnx_default(m, i)) && !(in[i] = declared(m, i, st)))
+            ok = (tl_wrap(st, "%s", path), false);
+    if (ok)
+        g = tl_onnx_translate(m, in, st);
+    for (int i = 0; in && i < m->nin; i++)
+        tl_tensor_unref(in[i]);
+    free(in);
+    tl_onnx_free(m);
+    return g;
+}

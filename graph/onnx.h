@@ -50,6 +50,12 @@ tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i);
  * translation). */
 tl_graph *tl_onnx_translate(tl_onnx_model *m, tl_tensor *const *in, tl_status *st);
 
+/* A model translated for the inputs it declares (their fixed shapes, zeros
+ * as values, the defaults of inputs with one), for commands given no
+ * tensors (tl check, dot, diff...).  A dynamic dim is an error asking for
+ * the input. */
+tl_graph *tl_onnx_load_declared(const char *path, const tl_onnx_options *o, tl_status *st);
+
 /* The same recipe as graph-file JSON for `tl compile`: weights of more
  * than 16 elements as members of the .npz `npz_name` (beside the JSON),
  * given back in *keys / *tensors (*n of them; the caller frees the arrays
