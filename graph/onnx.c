@@ -542,6 +542,10 @@ static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attr
     if (nargs > MAXIO)
         return cJSON_Delete(node), fail(t, "%d arguments (at most %d)", nargs, MAXIO), NULL;
     for (int i = 0; i < nargs; i++) {
+        if (!args[i]) { /* an input left out, or a call before that failed */
+            cJSON_Delete(node);
+            return t->st->code ? NULL : (fail(t, "input %d is missing", i + 1), NULL);
+        }
         const char *nm = name_of(t, args[i]);
         if (!nm)
             return cJSON_Delete(node), NULL;
@@ -1501,6 +1505,8 @@ static bool x_reshape(tx *t, val **in, int nin, val **out, int nout)
         } else if (sh[i] < 0) {
             return fail(t, "shape entry %lld is negative", (long long)sh[i]);
         } else {
+            if (sh[i] && known_p > INT64_MAX / sh[i])
+                return fail(t, "shape entry %lld makes too many elements", (long long)sh[i]);
             known_p *= sh[i];
         }
     }
@@ -1902,6 +1908,8 @@ static bool x_tile(tx *t, val **in, int nin, val **out, int nout)
     if (n != x->ndim || 2 * n > TL_MAXDIM)
         return fail(t, "repeats has %d entries for %d dims", n, x->ndim);
     for (int i = 0; i < n; i++) {
+        if (rep[i] < 0 || (x->dims[i] && rep[i] > INT64_MAX / x->dims[i] / 2))
+            return fail(t, "repeats entry %lld is negative or too large", (long long)rep[i]);
         s1[2 * i] = 1;
         s1[2 * i + 1] = x->dims[i];
         s2[2 * i] = rep[i];
