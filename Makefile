@@ -38,7 +38,7 @@ BLAS_LIB := $(wildcard $(BLAS_DIR)/libopenblas.so.0)
 CPPFLAGS += $(if $(BLAS_LIB),-DTL_BLAS_LIB='"$(BLAS_LIB)"')
 BLAS_STATIC := $(wildcard $(BLAS_DIR)/libopenblas.a)
 BLAS_LINK := $(if $(BLAS_STATIC),-Wl$(comma)-u$(comma)cblas_sgemm$(comma)-u$(comma)cblas_dgemm$(comma)-u$(comma)openblas_set_num_threads$(comma)-u$(comma)openblas_get_config$(comma)-u$(comma)openblas_get_corename $(BLAS_STATIC))
-LDLIBS  := -lcjson -ldeflate -lz -lsleef -lm -ldl -lpthread
+LDLIBS  := -lcjson -lprotobuf-c -ldeflate -lz -lsleef -lm -ldl -lpthread
 # How OpenBLAS is reached is decided from what is installed when make
 # parses this file, so the decision is kept in build/blas.flags: a binary
 # or object built under another decision (libopenblas.a installed since,
@@ -48,12 +48,18 @@ BLAS_FLAGS := $(BLAS_LINK) $(filter -DTL_BLAS_LIB%,$(CPPFLAGS))
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 LIB_SRC := $(wildcard backends/*.c backends/cpu/*.c formats/*.c graph/*.c exec/*.c)
+# ONNX models are read with protobuf-c over the onnx.proto Debian ships
+# (libonnx-dev): the C code is generated into build/gen at build time and
+# compiled into the library like its sources (never committed).
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+PB_SRC  := build/gen/onnx.pb-c.c
+CPPFLAGS += -Ibuild/gen
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
-OBJ      := $(LIB_SRC:%.c=build/obj/%.o)
+OBJ      := $(LIB_SRC:%.c=build/obj/%.o) build/obj/$(PB_SRC:.c=.o)
 CLI_OBJ  := $(CLI_SRC:%.c=build/obj/%.o)
-SAN_OBJ  := $(LIB_SRC:%.c=build/san/%.o)
+SAN_OBJ  := $(LIB_SRC:%.c=build/san/%.o) build/san/$(PB_SRC:.c=.o)
 TESTS    := $(TEST_SRC:tests/%.c=build/tests/%)
 
 # ---- the CUDA plugin: ./tl-cuda.so, loaded by tl at run time (backends/cuda) ----
@@ -94,6 +100,32 @@ build/blas.flags: FORCE
 	@echo '$(BLAS_FLAGS)' | cmp -s - $@ || echo '$(BLAS_FLAGS)' > $@
 
 build/obj/backends/cpu/blas.o build/san/backends/cpu/blas.o: build/blas.flags
+
+build/gen/onnx.pb-c.c build/gen/onnx.pb-c.h &: $(ONNX_PROTO)
+	@mkdir -p build/gen
+	@echo "  PROTOC  $<"
+	@protoc-c --proto_path=$(dir $<) --c_out=build/gen $<
+	@touch build/gen/onnx.pb-c.h
+
+# generated code: compiled without -Werror (its style is protobuf-c's)
+build/obj/build/gen/%.o: build/gen/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) -std=c11 $(CFLAGS) $(CPPFLAGS) -c $< -o $@
+
+build/san/build/gen/%.o: build/gen/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC san  $<"
+	@$(CC) -std=c11 -O1 -g $(SAN) $(CPPFLAGS) -c $< -o $@
+
+build/fuzz/obj/build/gen/%.o: build/gen/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=c11 -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(CPPFLAGS) -c $< -o $@
+
+# the sources that include the generated header wait for it
+$(patsubst %.c,build/obj/%.o,$(wildcard formats/onnx*.c graph/onnx*.c)) \
+$(patsubst %.c,build/san/%.o,$(wildcard formats/onnx*.c graph/onnx*.c)) \
+$(patsubst %.c,build/fuzz/obj/%.o,$(wildcard formats/onnx*.c graph/onnx*.c)): build/gen/onnx.pb-c.h
 
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -160,7 +192,7 @@ build/tests/test_cuda_host: tests/test_cuda_host.c $(wildcard tests/*.h backends
 # ---- make gpu-bundle: the GPU check for a bare GPU machine (tests/gpu) ----
 # tl and the checker are linked to find their libraries beside them, and
 # those libraries theirs (an old-style RPATH applies to all of them).
-BUNDLE_LDLIBS := -lcjson -ldeflate -lz -lsleef -lm -ldl -lpthread \
+BUNDLE_LDLIBS := -lcjson -lprotobuf-c -ldeflate -lz -lsleef -lm -ldl -lpthread \
                  -Wl,-rpath,'$$ORIGIN',--disable-new-dtags
 
 # (OpenBLAS not linked in: the bundle would pass its 60 MiB with it in tl
@@ -218,7 +250,7 @@ install: tl build/libtl.a
 	install -m 644 cli/completion.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/tl
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: tl' 'Description: run and differentiate computation graphs' 'Version: $(TL_VERSION)' \
-	  'Libs: -L$${libdir} -ltl -lcjson -ldeflate -lz -lsleef -lm -ldl -lpthread' 'Cflags: -I$${includedir}/tl' \
+	  'Libs: -L$${libdir} -ltl -lcjson -lprotobuf-c -ldeflate -lz -lsleef -lm -ldl -lpthread' 'Cflags: -I$${includedir}/tl' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tl.pc
 
 uninstall:
@@ -232,9 +264,9 @@ uninstall:
 # A stand-in CUDA plugin over the guarded test device, for the end-to-end
 # device cases (tests/cli/devices.txt): built from the library's sources as
 # position-independent code, exporting only its entry point.
-build/tests/fake-cuda.so: tests/fake_cuda.c tests/testdev.h $(LIB_SRC) $(wildcard backends/*.h backends/cpu/*.h)
+build/tests/fake-cuda.so: tests/fake_cuda.c tests/testdev.h $(LIB_SRC) $(PB_SRC) $(wildcard backends/*.h backends/cpu/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden $(CPPFLAGS) -o $@ tests/fake_cuda.c $(LIB_SRC) $(LDLIBS)
+	$(CC) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden $(CPPFLAGS) -o $@ tests/fake_cuda.c $(LIB_SRC) $(PB_SRC) $(LDLIBS)
 
 # Every test binary runs from the repository root (fixtures are relative);
 # the end-to-end tests drive ./tl itself.
@@ -243,7 +275,7 @@ test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so build/examples/embed $(P
 	@echo "== build/tests/test_cli with the sanitized tl (build/tl-san)"
 	@TL=build/tl-san build/tests/test_cli --jobs 2
 
-clang-check:
+clang-check: build/gen/onnx.pb-c.h
 	@if command -v clang >/dev/null; then \
 	  for f in $(LIB_SRC) $(CLI_SRC) backends/cuda/pool.c tests/gpu/gpu_check.c tests/test_cuda_host.c; do \
 	    clang $(STRICT) $(CPPFLAGS) -fsyntax-only $$f || exit 1; done; \
@@ -288,18 +320,19 @@ clean:
 # build/fuzz/artifacts/NAME/.  The committed corpus is never written.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES   ?= graph npy npz literal program
+FUZZ_NAMES   ?= graph npy npz literal program onnx
 FUZZ_ARGS    ?=
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -Wall -Wextra -O1 -g -ffp-contract=off -fopenmp-simd -fno-math-errno $(FUZZ_SAN)
-FUZZ_OBJ     := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
-FUZZ_ALL     := graph npy npz literal program
+FUZZ_OBJ     := $(LIB_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/$(PB_SRC:.c=.o)
+FUZZ_ALL     := graph npy npz literal program onnx
 FUZZ_BINS    := $(FUZZ_ALL:%=build/fuzz/fuzz_%)
 FUZZ_MAXLEN_graph   := 8192
 FUZZ_MAXLEN_npy     := 4096
 FUZZ_MAXLEN_npz     := 32768
 FUZZ_MAXLEN_literal := 2048
 FUZZ_MAXLEN_program := 4096
+FUZZ_MAXLEN_onnx    := 8192
 FUZZ_ENV := OPENBLAS_NUM_THREADS=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .PHONY: fuzz fuzz-build

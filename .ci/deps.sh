@@ -3,7 +3,8 @@
 # Used by `make deps` (and so by `make check` and `make demo`).
 set -euo pipefail
 pkgs=(build-essential clang libcjson-dev zlib1g-dev libdeflate-dev libopenblas-dev libopenblas-pthread-dev
-      libcriterion-dev libsleef-dev valgrind bc pkgconf)
+      libcriterion-dev libsleef-dev valgrind bc pkgconf
+      libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

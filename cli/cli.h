@@ -150,12 +150,24 @@ typedef struct cli_run_args {
     char *inline_graph; /* -e TEXT */
     const char *output, *device, *wrt, *max_memory, *expect, *only, *of, *outputs, *report;
     bool json, full, strict, verbose, quiet, outside, profile, check_finite;
+    bool params; /* an ONNX model's float initializers are inputs too */
+    tl_tensor **defaults; /* per input: taken when not given (an ONNX model's initializers); owned */
+    int ndefaults;
     tl_compare_opts cmp;
     int nbind, nseed, nnpz;
     const char **npz;  /* -i FILE.npz, in order ("-": standard input) */
     const char **bind; /* NAME=TENSOR */
     const char **seed; /* [OUT=]TENSOR */
 } cli_run_args;
+
+/* An ONNX model for run, grad and gradcheck (onnx_model.c): the graph of
+ * its inputs alone (c->defaults set for those with a stored value), then,
+ * once tensors are bound to them, the recipe for those tensors in its
+ * place (*g freed and replaced). */
+struct tl_onnx_model;
+tl_graph *cli_model_open(cli_run_args *c, struct tl_onnx_model **m, tl_status *st);
+int cli_model_translate(struct tl_onnx_model *m, tl_graph **g, tl_tensor **in, tl_status *st);
+void cli_model_close(struct tl_onnx_model *m);
 
 /* Each returns 0, or the exit code after printing the error. */
 int cli_parse_run_args(int argc, char **argv, cli_run_args *c);

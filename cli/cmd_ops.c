@@ -13,6 +13,7 @@
 #include "backends/device.h"
 #include "backends/opdoc.h"
 #include "cli.h"
+#include "graph/onnx.h"
 #include "formats/results.h"
 
 static const char *const kinds[] = {"binary", "compare", "unary", "reduce", "other", "control",
@@ -149,13 +150,33 @@ static void op_text(const tl_backend *dev, tl_opcode op)
                d->attrs[i].deflt ? "default " : "required", d->attrs[i].deflt ? d->attrs[i].deflt : "");
 }
 
+/* tl ops --onnx: the ONNX ops translated, with their opsets. */
+static int onnx_ops(bool json)
+{
+    int lo, hi;
+    const char *n;
+    if (json)
+        printf("[");
+    for (int i = 0; (n = tl_onnx_op_name(i, &lo, &hi)); i++) {
+        if (json)
+            printf("%s{\"op\": \"%s\", \"domain\": \"ai.onnx\", \"opsets\": [%d, %d]}", i ? ",\n " : "", n, lo, hi);
+        else
+            printf("%-24s ai.onnx  opsets %d-%d\n", n, lo, hi);
+    }
+    if (json)
+        printf("]\n");
+    return cli_finish_stdout();
+}
+
 int cmd_ops(int argc, char **argv)
 {
     const char *name = NULL;
-    bool json = false;
+    bool json = false, onnx = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (cli_is_opt(a, NULL, "--format")) {
+        if (!strcmp(a, "--onnx")) {
+            onnx = true;
+        } else if (cli_is_opt(a, NULL, "--format")) {
             int usage = cli_format_opt(argc, argv, &i, a, &json);
             if (usage)
                 return usage;
@@ -167,6 +188,10 @@ int cmd_ops(int argc, char **argv)
             name = a;
         }
     }
+    if (onnx && name)
+        return cli_usage("tl ops --onnx lists every ONNX op translated; it takes no op name");
+    if (onnx)
+        return onnx_ops(json);
     tl_opcode one = TL_OP_COUNT;
     if (name && (one = tl_op_lookup(name)) == TL_OP_COUNT) {
         const char *near = tl_op_suggest(name);

@@ -11,6 +11,7 @@
 #include "backends/cpu/threads.h"
 #include "backends/device.h"
 #include "cli.h"
+#include "graph/onnx.h"
 #include "formats/compare.h"
 #include "formats/npz.h"
 #include "formats/results.h"
@@ -65,6 +66,7 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         {NULL, "--allow-outside-files", offsetof(cmd, outside)},
         {"-v", "--verbose", offsetof(cmd, verbose)},   {"-q", "--quiet", offsetof(cmd, quiet)},
         {NULL, "--profile", offsetof(cmd, profile)},   {NULL, "--check-finite", offsetof(cmd, check_finite)},
+        {NULL, "--params", offsetof(cmd, params)},
     };
     c->bind = calloc((size_t)argc, sizeof *c->bind);
     c->seed = calloc((size_t)argc, sizeof *c->seed);
@@ -126,8 +128,8 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     }
     if (!c->graph)
         return cli_usage("no graph file given");
-    if (!c->grad && (c->nseed || c->wrt || c->of))
-        return cli_usage("--seed, --wrt and --of belong to tl grad");
+    if (!c->grad && (c->nseed || c->wrt || c->of || c->params))
+        return cli_usage("--seed, --wrt, --of and --params belong to tl grad");
     bool tolerance = c->cmp.rtol_set || c->cmp.atol_set || c->cmp.use_ulp || c->cmp.equal_nan;
     if (tolerance && !c->expect)
         return cli_usage("--rtol, --atol, --ulp and --equal-nan go with --expect FILE");
@@ -140,6 +142,9 @@ void cli_run_args_free(cli_run_args *c)
     free(c->seed);
     free(c->npz);
     free(c->inline_graph);
+    for (int i = 0; i < c->ndefaults; i++)
+        tl_tensor_unref(c->defaults[i]);
+    free(c->defaults);
 }
 
 /* ---------- memory ---------- */
@@ -345,6 +350,8 @@ int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *
             tl_npz_close(z);
     }
     for (int k = 0; k < g->ninputs && !rc; k++) {
+        if (!in[k] && c->defaults && c->defaults[k])
+            in[k] = tl_tensor_ref(c->defaults[k]);
         if (in[k])
             continue;
         char keys[400];
@@ -598,6 +605,7 @@ static void literal_hint(const cmd *c, tl_status *st)
 
 typedef struct run_state {
     tl_graph *g;
+    struct tl_onnx_model *model; /* an ONNX model: g is its signature until the inputs are bound */
     tl_tensor **in, **grads, **seeds;
     bool *wrt;
     int *out_slots;
@@ -619,6 +627,7 @@ static void release(run_state *s)
         tl_tensor_unref(s->seeds[i]);
     tl_result_free(s->r);
     tl_graph_free(s->g);
+    cli_model_close(s->model);
     free(s->in);
     free(s->grads);
     free(s->seeds);
@@ -652,17 +661,40 @@ static int fuse_env(int64_t *min)
     return 0;
 }
 
+/* An ONNX model: its recipe for the inputs bound, in place of the
+ * signature graph, with room for its names. */
+static int model_graph(run_state *s, tl_status *st)
+{
+    int rc = cli_model_translate(s->model, &s->g, s->in, st);
+    if (rc)
+        return rc;
+    size_t nmax = (size_t)s->g->ninputs + (size_t)s->g->noutputs + (size_t)s->g->nslots + 1;
+    free(s->names);
+    free(s->ts);
+    free(s->out_slots);
+    s->names = calloc(nmax, sizeof *s->names);
+    s->ts = calloc(nmax, sizeof *s->ts);
+    s->out_slots = calloc((size_t)s->g->nslots + 1, sizeof *s->out_slots);
+    if (!s->names || !s->ts || !s->out_slots)
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
+    return 0;
+}
+
 /* Runs (and differentiates); fills the names and tensors to write. */
 static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwrite, int *noutw,
                      cli_times *t, tl_status *st)
 {
-    tl_graph *g = s->g;
-    int ni = g->ninputs;
     int64_t max_memory = 0, fuse_min = 0;
     int rc;
-    outs_ctx oc = {g, s->out_slots, 0, st};
     if ((rc = fuse_env(&fuse_min)) || (rc = parse_max_memory(c, &max_memory)) ||
-        (rc = cli_bind_inputs(c, g, s->in, st)) || (rc = cli_parse_wrt(c, g, s->in, s->wrt, st)) ||
+        (rc = cli_bind_inputs(c, s->g, s->in, st)))
+        return rc;
+    if (s->model && (rc = model_graph(s, st)))
+        return rc;
+    tl_graph *g = s->g;
+    int ni = g->ninputs;
+    outs_ctx oc = {g, s->out_slots, 0, st};
+    if ((rc = cli_parse_wrt(c, g, s->in, s->wrt, st)) ||
         (c->outputs && (rc = each_name("--outputs", c->outputs, st, output_one, &oc))))
         return rc;
     cli_progress p;
@@ -715,7 +747,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     return c->only ? apply_only(c->only, s->names, s->ts, nwrite, noutw, st) : 0;
 }
 
-static int execute(const cmd *c)
+static int execute(cmd *c)
 {
     tl_status st = {0};
     const tl_backend *be;
@@ -726,7 +758,7 @@ static int execute(const cmd *c)
     double t0 = cli_now_ms();
     tl_graph_options go = {c->outside};
     run_state s = {0};
-    if (!(s.g = cli_load_graph(c->graph, &go, &st))) {
+    if (!(s.g = tl_onnx_is_model(c->graph) ? cli_model_open(c, &s.model, &st) : cli_load_graph(c->graph, &go, &st))) {
         tl_device_close(be);
         return cli_fail(&st);
     }

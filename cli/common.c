@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "graph/onnx.h"
 #include "formats/npy.h"
 
 void cli_print_escaped(FILE *f, const char *text)
@@ -88,6 +89,10 @@ tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *
 {
     if (cli_is_program(arg))
         return cli_load_program(arg, o, st);
+    if (tl_onnx_is_model(arg)) {
+        tl_onnx_options oo = {.allow_outside_files = o && o->allow_outside_files};
+        return tl_onnx_load_declared(arg, &oo, st);
+    }
     if (strcmp(arg, "-"))
         return tl_graph_load_with(arg, o, st);
     unsigned char *buf;

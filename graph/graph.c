@@ -2237,3 +2237,66 @@ int tl_graph_top_slot(const tl_graph *g, const char *name)
                 return s;
     return -1;
 }
+
+tl_code tl_graph_call_attrs(const cJSON *node, tl_attrs *out, tl_status *st)
+{
+    tl_graph g = {0};
+    loader L = {.g = &g, .st = st};
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(node, "op");
+    tl_opcode code = cJSON_IsString(op) ? tl_op_lookup(op->valuestring) : TL_OP_COUNT;
+    bool ok = code != TL_OP_COUNT || !tl_fail(st, TL_EINPUT, "not an op that a call can name");
+    tl_attrs_init(out);
+    for (const cJSON *c = node->child; ok && c; c = c->next) {
+        const char *k = c->string;
+        if (!strcmp(k, "id") || !strcmp(k, "op") || !strcmp(k, "args"))
+            continue;
+        uint64_t bit = 0;
+        for (int i = 0; i < NATTR_KEYS && !bit; i++)
+            if ((tl_ops[code].attrs & attr_keys[i].bit) && !strcmp(k, attr_keys[i].key))
+                bit = attr_keys[i].bit;
+        ok = bit ? parse_attr(&L, out, code, bit, c, k) : (unknown_attribute(&L, code, k), false);
+    }
+    out->indices = NULL; /* in the arena freed here */
+    out->nindices = 0;
+    arena_free(g.arena);
+    return ok ? TL_OK : st->code;
+}
+
+static void rename_block(tl_graph *g, tl_block *b)
+{
+    for (int i = 0; b && i < b->nnodes; i++) {
+        tl_node *n = &b->nodes[i];
+        if (n->nout)
+            n->name = g->slot_name[n->out[0]];
+        if (n->flow && n->flow != FLOW_NONE) {
+            rename_block(g, n->flow->then_b);
+            rename_block(g, n->flow->else_b);
+            rename_block(g, n->flow->body);
+        }
+    }
+}
+
+tl_code tl_graph_rename(tl_graph *g, const char *const *names, tl_status *st)
+{
+    loader L = {.g = g, .st = st};
+    for (int s = 0; s < g->nslots; s++)
+        if (names[s] && !(g->slot_name[s] = arena_strdup(&L, names[s])))
+            return st->code;
+    for (int i = 0; i < g->ninputs; i++)
+        g->inputs[i].name = g->slot_name[g->inputs[i].slot];
+    for (int i = 0; i < g->nconsts; i++)
+        g->consts[i].name = g->slot_name[g->consts[i].slot];
+    rename_block(g, &g->top);
+    /* a table of the new names (two names that became one: the first wins) */
+    L.tcap = g->tcap;
+    if (!(L.table = tl_malloc((size_t)L.tcap, sizeof(int), "the name table", st)))
+        return st->code;
+    for (int i = 0; i < L.tcap; i++)
+        L.table[i] = -1;
+    for (int s = 0; s < g->nslots; s++)
+        if (lookup(g, L.table, L.tcap, g->slot_name[s]) < 0)
+            table_put(&L, s);
+    free(g->names);
+    g->names = L.table;
+    return TL_OK;
+}

@@ -160,6 +160,14 @@ void tl_graph_free(tl_graph *g);
  * NULL when the fault is the call's. */
 struct cJSON;
 tl_code tl_graph_check_call(const struct cJSON *node, const char **bad_key, tl_status *st);
+/* The attributes of one call (a node object as above; its args are not
+ * read) as the loader parses them, into *out (its `indices` left empty).
+ * For translators that need the result types of what they emit. */
+tl_code tl_graph_call_attrs(const struct cJSON *node, tl_attrs *out, tl_status *st);
+/* Gives slots new names (names[slot], NULL: kept), for translators whose
+ * source names are not graph-file names (graph/onnx.c): node, input and
+ * constant names follow, and lookups by name find the new ones. */
+tl_code tl_graph_rename(tl_graph *g, const char *const *names, tl_status *st);
 /* The key a graph file writes for attribute bit A_* ("axes", "keepdims"...). */
 const char *tl_attr_name(uint64_t bit);
 

@@ -1,0 +1,34 @@
+/* ONNX models on the command line: the inputs first (so the tensors given
+ * fix the shapes), then the translation. */
+#include <stdlib.h>
+
+#include "cli.h"
+#include "graph/onnx.h"
+
+tl_graph *cli_model_open(cli_run_args *c, struct tl_onnx_model **m, tl_status *st)
+{
+    tl_onnx_options o = {.params = c->params, .wrt = c->wrt, .allow_outside_files = c->outside};
+    if (!(*m = tl_onnx_open(c->graph, &o, st)))
+        return NULL;
+    tl_graph *g = tl_onnx_signature(*m, st);
+    if (g && !(c->defaults = calloc((size_t)g->ninputs + 1, sizeof *c->defaults))) {
+        tl_fail(st, TL_ERUNTIME, "out of memory");
+        tl_graph_free(g);
+        return NULL;
+    }
+    for (int i = 0; g && i < g->ninputs; i++)
+        c->defaults[c->ndefaults++] = tl_onnx_default(*m, i);
+    return g;
+}
+
+int cli_model_translate(struct tl_onnx_model *m, tl_graph **g, tl_tensor **in, tl_status *st)
+{
+    tl_graph *r = tl_onnx_translate(m, in, st);
+    if (!r)
+        return cli_fail(st);
+    tl_graph_free(*g);
+    *g = r;
+    return 0;
+}
+
+void cli_model_close(struct tl_onnx_model *m) { tl_onnx_free(m); }

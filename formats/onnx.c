@@ -1,0 +1,328 @@
+/* Reading ONNX protobuf with protobuf-c; see onnx.h. */
+#define _DEFAULT_SOURCE /* realpath */
+#include "onnx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "npy.h"
+
+const char *tl_onnx_type_name(int t)
+{
+    static const char *const names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16",
+                                        "int32", "int64", "string", "bool", "float16", "double",
+                                        "uint32", "uint64", "complex64", "complex128", "bfloat16"};
+    return t >= 0 && t < (int)(sizeof names / sizeof names[0]) ? names[t] : "an unknown type";
+}
+
+static char *folder_of(const char *path, tl_status *st)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) + 1 : 0;
+    char *d = tl_malloc(n + 1, 1, "a path", st);
+    if (d) {
+        memcpy(d, path, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+tl_onnx_file *tl_onnx_read_mem(const void *data, size_t len, const char *path, bool allow_outside,
+                               tl_status *st)
+{
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
+    if (!m)
+        return tl_fail(st, TL_EINPUT, "not an ONNX model (the protobuf is malformed or truncated)"), NULL;
+    if (!m->graph) {
+        onnx__model_proto__free_unpacked(m, NULL);
+        return tl_fail(st, TL_EINPUT, "not an ONNX model (no graph)"), NULL;
+    }
+    tl_onnx_file *f = tl_calloc(1, sizeof *f, "a model", st);
+    if (f && !(f->dir = folder_of(path, st))) {
+        free(f);
+        f = NULL;
+    }
+    if (!f) {
+        onnx__model_proto__free_unpacked(m, NULL);
+        return NULL;
+    }
+    f->model = m;
+    f->allow_outside = allow_outside;
+    return f;
+}
+
+tl_onnx_file *tl_onnx_read(const char *path, bool allow_outside, tl_status *st)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        int e = fd < 0 ? errno : EISDIR;
+        if (fd >= 0)
+            close(fd);
+        return tl_fail(st, TL_EINPUT, "cannot open: %s", strerror(e)), NULL;
+    }
+    size_t len = (size_t)sb.st_size;
+    void *m = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (m == MAP_FAILED)
+        return tl_fail(st, TL_EINPUT, "cannot read: %s", strerror(errno)), NULL;
+    tl_onnx_file *f = tl_onnx_read_mem(m ? m : "", len, path, allow_outside, st);
+    if (m)
+        munmap(m, len);
+    return f;
+}
+
+void tl_onnx_close(tl_onnx_file *f)
+{
+    if (!f)
+        return;
+    onnx__model_proto__free_unpacked(f->model, NULL);
+    free(f->dir);
+    free(f);
+}
+
+/* ---------- tensors ---------- */
+
+static bool elem_dtype(int t, tl_dtype *dt)
+{
+    switch (t) {
+    case TL_ONNX_FLOAT: *dt = TL_F32; return true;
+    case TL_ONNX_DOUBLE: *dt = TL_F64; return true;
+    case TL_ONNX_INT32: *dt = TL_I32; return true;
+    case TL_ONNX_INT64: case TL_ONNX_BOOL: case TL_ONNX_UINT8: case TL_ONNX_INT8: case TL_ONNX_UINT16:
+    case TL_ONNX_INT16: case TL_ONNX_UINT32:
+        *dt = TL_I64;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Bytes per element as ONNX stores the type raw. */
+static size_t raw_size(int t)
+{
+    switch (t) {
+    case TL_ONNX_BOOL: case TL_ONNX_UINT8: case TL_ONNX_INT8: return 1;
+    case TL_ONNX_UINT16: case TL_ONNX_INT16: return 2;
+    case TL_ONNX_FLOAT: case TL_ONNX_INT32: case TL_ONNX_UINT32: return 4;
+    default: return 8;
+    }
+}
+
+/* Element i of raw little-endian data of ONNX type t, into dst (tl's type). */
+static void from_raw(tl_tensor *x, int t, const unsigned char *src)
+{
+    int64_t n = x->numel;
+    if (raw_size(t) == tl_dtype_size(x->dtype) && t != TL_ONNX_UINT32) {
+        if (n)
+            memcpy(x->data, src, (size_t)n * raw_size(t));
+        return;
+    }
+    int64_t *d = x->data;
+    for (int64_t i = 0; i < n; i++) {
+        const unsigned char *p = src + (size_t)i * raw_size(t);
+        switch (t) {
+        case TL_ONNX_BOOL: d[i] = p[0] != 0; break;
+        case TL_ONNX_UINT8: d[i] = p[0]; break;
+        case TL_ONNX_INT8: d[i] = (int8_t)p[0]; break;
+        case TL_ONNX_UINT16: d[i] = (uint16_t)(p[0] | p[1] << 8); break;
+        case TL_ONNX_INT16: d[i] = (int16_t)(uint16_t)(p[0] | p[1] << 8); break;
+        default: d[i] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; break;
+        }
+    }
+}
+
+/* The typed field that holds type t, with its count. */
+static const void *typed_field(const Onnx__TensorProto *t, int type, size_t *n)
+{
+    switch (type) {
+    case TL_ONNX_FLOAT: *n = t->n_float_data; return t->float_data;
+    case TL_ONNX_DOUBLE: *n = t->n_double_data; return t->double_data;
+    case TL_ONNX_INT64: *n = t->n_int64_data; return t->int64_data;
+    case TL_ONNX_UINT32: *n = t->n_uint64_data; return t->uint64_data;
+    default: *n = t->n_int32_data; return t->int32_data; /* int32, bool, the small integers */
+    }
+}
+
+static void from_typed(tl_tensor *x, int type, const void *src)
+{
+    for (int64_t i = 0; i < x->numel; i++) {
+        int64_t v;
+        switch (type) {
+        case TL_ONNX_FLOAT: ((float *)x->data)[i] = ((const float *)src)[i]; continue;
+        case TL_ONNX_DOUBLE: ((double *)x->data)[i] = ((const double *)src)[i]; continue;
+        case TL_ONNX_INT64: v = ((const int64_t *)src)[i]; break;
+        case TL_ONNX_UINT32: v = (int64_t)(uint32_t)((const uint64_t *)src)[i]; break;
+        default: v = ((const int32_t *)src)[i]; break;
+        }
+        if (type == TL_ONNX_BOOL)
+            v = v != 0;
+        else if (type == TL_ONNX_UINT8)
+            v = (uint8_t)v;
+        else if (type == TL_ONNX_INT8)
+            v = (int8_t)v;
+        else if (type == TL_ONNX_UINT16)
+            v = (uint16_t)v;
+        else if (type == TL_ONNX_INT16)
+            v = (int16_t)v;
+        if (x->dtype == TL_I32)
+            ((int32_t *)x->data)[i] = (int32_t)v;
+        else
+            ((int64_t *)x->data)[i] = v;
+    }
+}
+
+/* A relative path that never climbs above its folder. */
+static bool inside_folder(const char *path)
+{
+    if (path[0] == '/')
+        return false;
+    int depth = 0;
+    for (const char *p = path; *p;) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            depth--;
+        else if (n && !(n == 1 && p[0] == '.'))
+            depth++;
+        if (depth < 0)
+            return false;
+        p += n + (e != NULL);
+    }
+    return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (!*s || *s == '-' || *end || errno)
+        return false;
+    *v = x;
+    return true;
+}
+
+/* External data: location (relative, inside the model's folder), offset
+ * and length; the bytes are read into x. */
+static tl_code read_external(const tl_onnx_file *f, const Onnx__TensorProto *t, tl_tensor *x, size_t want,
+                             tl_status *st)
+{
+    const char *loc = NULL;
+    uint64_t off = 0, len = want;
+    bool has_len = false;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const char *k = t->external_data[i]->key, *v = t->external_data[i]->value;
+        if (!k || !v)
+            continue;
+        if (!strcmp(k, "location"))
+            loc = v;
+        else if ((!strcmp(k, "offset") && !parse_u64(v, &off)) || (!strcmp(k, "length") && !(has_len = parse_u64(v, &len))))
+            return tl_fail(st, TL_EINPUT, "external data: bad %s \"%.40s\"", k, v);
+    }
+    if (!loc || !loc[0])
+        return tl_fail(st, TL_EINPUT, "external data without a location");
+    if (has_len && len != want)
+        return tl_fail(st, TL_EINPUT, "external data of %llu bytes, where the dims need %zu", (unsigned long long)len, want);
+    if (!f->allow_outside && !inside_folder(loc))
+        return tl_fail(st, TL_EINPUT, "external data \"%.200s\" is outside the model's folder", loc);
+    size_t n = strlen(f->dir) + strlen(loc) + 1;
+    char *path = tl_malloc(n, 1, "a path", st);
+    if (!path)
+        return st->code;
+    snprintf(path, n, "%s%s", loc[0] == '/' ? "" : f->dir, loc);
+    tl_code rc = TL_OK;
+    if (!f->allow_outside) {
+        char *rd = realpath(f->dir[0] ? f->dir : ".", NULL), *rp = realpath(path, NULL);
+        size_t dn = rd ? strlen(rd) : 0;
+        if (rd && rp && !(!strncmp(rp, rd, dn) && (rp[dn] == '/' || (dn == 1 && rd[0] == '/'))))
+            rc = tl_fail(st, TL_EINPUT, "external data \"%.200s\" is outside the model's folder once links are followed", loc);
+        free(rd);
+        free(rp);
+    }
+    FILE *fp = rc ? NULL : fopen(path, "rb");
+    if (!rc && !fp)
+        rc = tl_fail(st, TL_EINPUT, "external data \"%.200s\": cannot open: %s", loc, strerror(errno));
+    if (fp) {
+        if (fseeko(fp, (off_t)off, SEEK_SET) || (want && fread(x->data, 1, want, fp) != want))
+            rc = tl_fail(st, TL_EINPUT, "external data \"%.200s\": shorter than offset %llu + %zu bytes", loc,
+                         (unsigned long long)off, want);
+        fclose(fp);
+    }
+    free(path);
+    return rc;
+}
+
+tl_tensor *tl_onnx_tensor(const tl_onnx_file *f, Onnx__TensorProto *t, tl_status *st)
+{
+    const char *name = t->name && t->name[0] ? t->name : "(unnamed)";
+    int type = t->has_data_type ? t->data_type : 0;
+    tl_dtype dt;
+    if (type == TL_ONNX_FLOAT16 || type == TL_ONNX_BFLOAT16)
+        return tl_fail(st, TL_EINPUT, "tensor \"%.200s\" is %s: tl computes in float and double and never "
+                       "changes precision itself; convert the model to float32 first", name, tl_onnx_type_name(type)), NULL;
+    if (!elem_dtype(type, &dt))
+        return tl_fail(st, TL_EINPUT, "tensor \"%.200s\" is %s, which tl does not compute in", name,
+                       tl_onnx_type_name(type)), NULL;
+    if (t->n_dims > TL_MAXDIM)
+        return tl_fail(st, TL_EINPUT, "tensor \"%.200s\" has %zu dims (at most %d)", name, t->n_dims, TL_MAXDIM), NULL;
+    int64_t numel;
+    if (tl_shape_numel((int)t->n_dims, t->dims, &numel, st))
+        return tl_wrap(st, "tensor \"%.200s\"", name), NULL;
+    size_t want = (size_t)numel * raw_size(type);
+    bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    size_t ntyped;
+    const void *typed = typed_field(t, type, &ntyped);
+    if (!external && t->has_raw_data && t->raw_data.len != want)
+        return tl_fail(st, TL_EINPUT, "tensor \"%.200s\": %zu bytes of data, where its dims of %s need %zu", name,
+                       t->raw_data.len, tl_onnx_type_name(type), want), NULL;
+    if (!external && !t->has_raw_data && ntyped != (size_t)numel)
+        return tl_fail(st, TL_EINPUT, "tensor \"%.200s\": %zu values, where its dims hold %lld", name, ntyped,
+                       (long long)numel), NULL;
+    tl_tensor *x = tl_tensor_new(dt, (int)t->n_dims, t->dims, st);
+    if (!x)
+        return tl_wrap(st, "tensor \"%.200s\"", name), NULL;
+    if (external) {
+        /* read raw into a scratch when the types differ in size */
+        bool direct = raw_size(type) == tl_dtype_size(dt) && type != TL_ONNX_UINT32;
+        tl_tensor *raw = direct ? x : tl_tensor_new(TL_I64, 1, (int64_t[]){(int64_t)(want + 7) / 8}, st);
+        tl_code rc = raw ? read_external(f, t, raw, want, st) : st->code;
+        if (!rc && !direct)
+            from_raw(x, type, raw->data);
+        if (!direct)
+            tl_tensor_unref(raw);
+        if (rc) {
+            tl_tensor_unref(x);
+            return tl_wrap(st, "tensor \"%.200s\"", name), NULL;
+        }
+    } else if (t->has_raw_data) {
+        from_raw(x, type, t->raw_data.data);
+        free(t->raw_data.data); /* one copy of the weights: the tensor's */
+        t->raw_data.data = NULL;
+        t->raw_data.len = 0;
+        t->has_raw_data = 0;
+        /* what the tensor holds now stands in the typed field's place for a second read */
+    } else {
+        from_typed(x, type, typed);
+    }
+    return x;
+}
+
+tl_tensor *tl_onnx_tensor_read_mem(const void *data, size_t len, int *elem_type, tl_status *st)
+{
+    Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, len, data);
+    if (!t)
+        return tl_fail(st, TL_EINPUT, "not an ONNX tensor (the protobuf is malformed or truncated)"), NULL;
+    tl_onnx_file f = {.dir = ""};
+    if (elem_type)
+        *elem_type = t->has_data_type ? t->data_type : 0;
+    tl_tensor *x = tl_onnx_tensor(&f, t, st);
+    onnx__tensor_proto__free_unpacked(t, NULL);
+    return x;
+}

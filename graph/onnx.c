@@ -1,0 +1,2711 @@
+/* ONNX -> recipe; see onnx.h.  A table of op translators keyed by op type
+ * and opset range, each a short function emitting tl calls; the integer
+ * shape arithmetic is evaluated on host tensors as the nodes come. */
+#include "onnx.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/shape.h"
+#include "formats/onnx.h"
+
+#define MAXIO 64 /* inputs and outputs of one node handled here */
+
+/* ---------- the model ---------- */
+
+struct tl_onnx_model {
+    char *path;
+    tl_onnx_file *f;
+    int opset;
+    int ninit;
+    tl_tensor **init; /* per initializer */
+    int *init_type;   /* its ONNX element type */
+    /* the signature */
+    int nin;
+    const char **in_name;
+    int *in_init; /* initializer index, or -1 */
+    int *in_type; /* ONNX element type declared (0: none) */
+    bool params;
+    char *wrt;
+};
+
+bool tl_onnx_is_model(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 5 && !strcmp(path + n - 5, ".onnx");
+}
+
+static int find_init(const tl_onnx_model *m, const char *name)
+{
+    const Onnx__GraphProto *g = m->f->model->graph;
+    for (int i = 0; i < m->ninit; i++)
+        if (g->initializer[i]->name && !strcmp(g->initializer[i]->name, name))
+            return i;
+    return -1;
+}
+
+static bool in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && !strncmp(p, name, n))
+            return true;
+        p += k + (e != NULL);
+    }
+    return false;
+}
+
+static int value_type(const Onnx__ValueInfoProto *v)
+{
+    const Onnx__TypeProto *t = v->type;
+    return t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && t->tensor_type &&
+                   t->tensor_type->has_elem_type ? t->tensor_type->elem_type : 0;
+}
+
+static tl_code read_signature(tl_onnx_model *m, tl_status *st)
+{
+    const Onnx__GraphProto *g = m->f->model->graph;
+    size_t cap = g->n_input + (size_t)m->ninit + 1;
+    m->in_name = tl_calloc(cap, sizeof *m->in_name, "the inputs", st);
+    m->in_init = tl_calloc(cap, sizeof *m->in_init, "the inputs", st);
+    m->in_type = tl_calloc(cap, sizeof *m->in_type, "the inputs", st);
+    bool *used = tl_calloc((size_t)m->ninit + 1, 1, "the inputs", st);
+    if (!m->in_name || !m->in_init || !m->in_type || !used)
+        return free(used), st->code;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < g->n_input; i++) {
+            const char *name = g->input[i]->name;
+            if (!name || !name[0]) {
+                free(used);
+                return tl_fail(st, TL_EINPUT, "graph input %zu has no name", i);
+            }
+            int k = find_init(m, name);
+            if ((k >= 0) != pass)
+                continue;
+            for (int j = 0; j < m->nin; j++)
+                if (!strcmp(m->in_name[j], name)) {
+                    free(used);
+                    return tl_fail(st, TL_EINPUT, "graph input \"%.200s\" is listed twice", name);
+                }
+            if (k >= 0)
+                used[k] = true;
+            m->in_name[m->nin] = name;
+            m->in_init[m->nin] = k;
+            m->in_type[m->nin++] = value_type(g->input[i]);
+        }
+    for (int k = 0; k < m->ninit; k++) {
+        int ty = m->init_type[k];
+        const char *name = g->initializer[k]->name;
+        if (used[k] || !((m->params && (ty == TL_ONNX_FLOAT || ty == TL_ONNX_DOUBLE)) || in_list(m->wrt, name)))
+            continue;
+        m->in_name[m->nin] = name;
+        m->in_init[m->nin] = k;
+        m->in_type[m->nin++] = ty;
+    }
+    free(used);
+    return TL_OK;
+}
+
+static tl_onnx_model *open_file(tl_onnx_file *f, const char *path, const tl_onnx_options *o, tl_status *st)
+{
+    tl_onnx_model *m = f ? tl_calloc(1, sizeof *m, "a model", st) : NULL;
+    if (!m) {
+        tl_onnx_close(f);
+        return NULL;
+    }
+    m->f = f;
+    m->params = o && o->params;
+    if (!(m->path = tl_strdup(path, st)) || (o && o->wrt && !(m->wrt = tl_strdup(o->wrt, st))))
+        goto fail;
+    const Onnx__ModelProto *mp = f->model;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const char *d = mp->opset_import[i]->domain;
+        if (!d || !d[0] || !strcmp(d, "ai.onnx"))
+            m->opset = (int)(mp->opset_import[i]->version > 1000 ? 1000 : mp->opset_import[i]->version);
+    }
+    if (!mp->n_opset_import)
+        m->opset = 1; /* IR version 2 models name none: opset 1 */
+    const Onnx__GraphProto *g = mp->graph;
+    if (g->n_initializer > (1u << 24)) {
+        tl_fail(st, TL_EINPUT, "%zu initializers", g->n_initializer);
+        goto fail;
+    }
+    m->ninit = (int)g->n_initializer;
+    if (!(m->init = tl_calloc((size_t)m->ninit + 1, sizeof *m->init, "initializers", st)) ||
+        !(m->init_type = tl_calloc((size_t)m->ninit + 1, sizeof *m->init_type, "initializers", st)))
+        goto fail;
+    for (int i = 0; i < m->ninit; i++) {
+        Onnx__TensorProto *t = g->initializer[i];
+        if (!t->name || !t->name[0]) {
+            tl_fail(st, TL_EINPUT, "initializer %d has no name", i);
+            goto fail;
+        }
+        for (int j = 0; j < i; j++)
+            if (!strcmp(g->initializer[j]->name, t->name)) {
+                tl_fail(st, TL_EINPUT, "the name \"%.200s\" is used by two initializers", t->name);
+                goto fail;
+            }
+        m->init_type[i] = t->has_data_type ? t->data_type : 0;
+        if (!(m->init[i] = tl_onnx_tensor(f, t, st)))
+            goto fail;
+    }
+    if (read_signature(m, st))
+        goto fail;
+    return m;
+fail:
+    tl_wrap(st, "%s", path);
+    tl_onnx_free(m);
+    return NULL;
+}
+
+tl_onnx_model *tl_onnx_open_mem(const void *data, size_t len, const char *path, const tl_onnx_options *o,
+                                tl_status *st)
+{
+    tl_onnx_file *f = tl_onnx_read_mem(data, len, path, o && o->allow_outside_files, st);
+    if (!f)
+        return tl_wrap(st, "%s", path), NULL;
+    return open_file(f, path, o, st);
+}
+
+tl_onnx_model *tl_onnx_open(const char *path, const tl_onnx_options *o, tl_status *st)
+{
+    tl_onnx_file *f = tl_onnx_read(path, o && o->allow_outside_files, st);
+    if (!f)
+        return tl_wrap(st, "%s", path), NULL;
+    return open_file(f, path, o, st);
+}
+
+void tl_onnx_free(tl_onnx_model *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; m->init && i < m->ninit; i++)
+        tl_tensor_unref(m->init[i]);
+    free(m->init);
+    free(m->init_type);
+    free(m->in_name);
+    free(m->in_init);
+    free(m->in_type);
+    free(m->wrt);
+    free(m->path);
+    tl_onnx_close(m->f);
+    free(m);
+}
+
+tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i)
+{
+    return i >= 0 && i < m->nin && m->in_init[i] >= 0 ? tl_tensor_ref(m->init[m->in_init[i]]) : NULL;
+}
+
+/* ---------- translation state ---------- */
+
+/* A value of the model: in the recipe (tl: its name there), or known at
+ * load (k), or both. */
+typedef struct val {
+    char tl[24];    /* "" until it is in the recipe */
+    int oty;        /* ONNX element type */
+    tl_dtype dt;    /* tl's: bool is 0/1 of the call's float dtype */
+    int ndim;
+    int64_t dims[TL_MAXDIM];
+    tl_tensor *k;   /* known at load: i64 for every integer and bool type */
+    bool weight;    /* k is a float constant (never folded) */
+    const char *user; /* the model's name for it, or NULL */
+    char *own;        /* user, when made here */
+} val;
+
+typedef struct ent {
+    const char *name;
+    val *v;
+} ent;
+
+typedef struct tx {
+    tl_onnx_model *m;
+    tl_status *st;
+    tl_dtype call; /* the element type of the call: bools live in it */
+    cJSON *root, *inputs, *consts, *nodes;
+    int ntl;
+    /* ONNX name -> value */
+    ent *tab;
+    size_t tcap, tn;
+    val **all;
+    size_t nall, capall;
+    /* constants whose data comes after the load */
+    int npatch, cappatch;
+    char (*patch_name)[24];
+    tl_tensor **patch;
+    const char *user_of_new; /* names given to values made for the node being translated */
+    int part;
+    const Onnx__NodeProto *node;
+    int node_index;
+    bool compile; /* tl_onnx_compile: placeholders as npz members */
+    const char *npz;
+} tx;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static val *lookup(tx *t, const char *name)
+{
+    if (!t->tcap)
+        return NULL;
+    for (size_t i = hash_str(name) & (t->tcap - 1);; i = (i + 1) & (t->tcap - 1)) {
+        if (!t->tab[i].name)
+            return NULL;
+        if (!strcmp(t->tab[i].name, name))
+            return t->tab[i].v;
+    }
+}
+
+static bool bind(tx *t, const char *name, val *v)
+{
+    if (2 * (t->tn + 1) > t->tcap) {
+        size_t cap = t->tcap ? 2 * t->tcap : 256;
+        ent *nt = tl_calloc(cap, sizeof *nt, "the name table", t->st);
+        if (!nt)
+            return false;
+        for (size_t i = 0; i < t->tcap; i++)
+            if (t->tab[i].name) {
+                size_t j = hash_str(t->tab[i].name) & (cap - 1);
+                while (nt[j].name)
+                    j = (j + 1) & (cap - 1);
+                nt[j] = t->tab[i];
+            }
+        free(t->tab);
+        t->tab = nt;
+        t->tcap = cap;
+    }
+    size_t i = hash_str(name) & (t->tcap - 1);
+    while (t->tab[i].name)
+        i = (i + 1) & (t->tcap - 1);
+    t->tab[i] = (ent){name, v};
+    t->tn++;
+    if (!v->user)
+        v->user = name;
+    return true;
+}
+
+static val *new_val(tx *t)
+{
+    if (t->nall == t->capall) {
+        size_t cap = t->capall ? 2 * t->capall : 256;
+        val **a = realloc(t->all, cap * sizeof *a);
+        if (!a)
+            return tl_fail(t->st, TL_ERUNTIME, "out of memory"), NULL;
+        t->all = a;
+        t->capall = cap;
+    }
+    val *v = tl_calloc(1, sizeof *v, "a value", t->st);
+    if (v)
+        t->all[t->nall++] = v;
+    return v;
+}
+
+/* The error of the node being translated: "node "NAME" (OP, opset N): ..." */
+__attribute__((format(printf, 2, 3))) static bool fail(tx *t, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const Onnx__NodeProto *n = t->node;
+    if (!n)
+        return tl_fail(t->st, TL_EINPUT, "%s", msg), false;
+    char where[300];
+    if (n->name && n->name[0])
+        snprintf(where, sizeof where, "node \"%.200s\"", n->name);
+    else
+        snprintf(where, sizeof where, "node %d", t->node_index);
+    tl_fail(t->st, TL_EINPUT, "%s (%.60s, opset %d): %s", where, n->op_type, t->m->opset, msg);
+    return false;
+}
+
+static const char *type_desc(const val *v, char *buf, size_t len)
+{
+    return tl_shape_desc(v->dt, v->ndim, v->dims, buf, len);
+}
+
+/* ---------- attributes ---------- */
+
+static const Onnx__AttributeProto *attr(const tx *t, const char *name)
+{
+    for (size_t i = 0; i < t->node->n_attribute; i++)
+        if (t->node->attribute[i]->name && !strcmp(t->node->attribute[i]->name, name))
+            return t->node->attribute[i];
+    return NULL;
+}
+
+static int64_t attr_i(const tx *t, const char *name, int64_t def)
+{
+    const Onnx__AttributeProto *a = attr(t, name);
+    return a && a->has_i ? a->i : def;
+}
+
+static double attr_f(const tx *t, const char *name, double def)
+{
+    const Onnx__AttributeProto *a = attr(t, name);
+    return a && a->has_f ? a->f : def;
+}
+
+/* An ints attribute: its count (-1 when absent). */
+static int attr_ints(tx *t, const char *name, int64_t *out, int max)
+{
+    const Onnx__AttributeProto *a = attr(t, name);
+    if (!a)
+        return -1;
+    if ((int)a->n_ints > max || a->n_ints > (size_t)max)
+        return fail(t, "attribute \"%s\" has %zu entries (at most %d)", name, a->n_ints, max), -2;
+    memcpy(out, a->ints, a->n_ints * sizeof *out);
+    return (int)a->n_ints;
+}
+
+static const char *attr_s(const tx *t, const char *name, const char *def, char *buf, size_t len)
+{
+    const Onnx__AttributeProto *a = attr(t, name);
+    if (!a || !a->has_s)
+        return def;
+    snprintf(buf, len, "%.*s", (int)(a->s.len < len - 1 ? a->s.len : len - 1), (const char *)a->s.data);
+    return buf;
+}
+
+/* ---------- known values ---------- */
+
+static int64_t kget(const tl_tensor *k, int64_t i) { return tl_tensor_get_int(k, i); }
+
+static val *known(tx *t, tl_tensor *k, int oty)
+{
+    val *v = new_val(t);
+    if (!v) {
+        tl_tensor_unref(k);
+        return NULL;
+    }
+    v->k = k;
+    v->oty = oty;
+    v->dt = oty == TL_ONNX_BOOL ? t->call : k->dtype;
+    v->weight = oty == TL_ONNX_FLOAT || oty == TL_ONNX_DOUBLE;
+    v->ndim = k->ndim;
+    memcpy(v->dims, k->shape, sizeof(int64_t) * (size_t)k->ndim);
+    return v;
+}
+
+/* A new i64 host tensor of this shape, known at load. */
+static val *known_ints(tx *t, int ndim, const int64_t *shape, const int64_t *data, int oty)
+{
+    tl_tensor *k = tl_tensor_new(TL_I64, ndim, shape, t->st);
+    if (!k)
+        return NULL;
+    if (data)
+        memcpy(k->data, data, tl_tensor_bytes(k));
+    return known(t, k, oty);
+}
+
+static bool is_int_type(int oty) { return oty != TL_ONNX_FLOAT && oty != TL_ONNX_DOUBLE; }
+/* Folded at load: integer (and bool) data known now. */
+static bool foldable(const val *v) { return v && v->k && !v->weight && is_int_type(v->oty); }
+
+/* Integer values of a known input for a shape position (Reshape's shape,
+ * Slice bounds...): count into n. */
+static bool ints_of(tx *t, const val *v, const char *what, int64_t *out, int *n, int max)
+{
+    if (!v || !v->k)
+        return fail(t, "its %s is computed at run time; tl needs it at load (from shapes, integer "
+                       "constants or the inputs given)", what);
+    if (v->k->numel > max)
+        return fail(t, "its %s has %lld entries (at most %d)", what, (long long)v->k->numel, max);
+    for (int64_t i = 0; i < v->k->numel; i++) {
+        double d = tl_tensor_get(v->k, i);
+        out[i] = tl_dtype_is_int(v->k->dtype) ? kget(v->k, i) : (int64_t)d;
+    }
+    *n = (int)v->k->numel;
+    return true;
+}
+
+/* ---------- JSON emission ---------- */
+
+static cJSON *ints_json(const int64_t *a, int n)
+{
+    cJSON *r = cJSON_CreateArray();
+    for (int i = 0; r && i < n; i++)
+        cJSON_AddItemToArray(r, cJSON_CreateNumber((double)a[i]));
+    return r;
+}
+
+static void put_ints(cJSON *o, const char *k, const int64_t *a, int n) { cJSON_AddItemToObject(o, k, ints_json(a, n)); }
+static void put_num(cJSON *o, const char *k, double v) { cJSON_AddNumberToObject(o, k, v); }
+static void put_str(cJSON *o, const char *k, const char *v) { cJSON_AddStringToObject(o, k, v); }
+static void put_bool(cJSON *o, const char *k, bool v) { cJSON_AddBoolToObject(o, k, v); }
+
+/* A constant holding k (the data comes after the load, or from the npz
+ * of tl compile). */
+static bool add_const(tx *t, val *v)
+{
+    tl_tensor *k = v->k;
+    if (v->oty == TL_ONNX_BOOL && !tl_dtype_is_int(t->call)) { /* bools live as 0/1 of the call's dtype */
+        tl_tensor *f = tl_tensor_new(t->call, k->ndim, k->shape, t->st);
+        if (!f)
+            return false;
+        for (int64_t i = 0; i < k->numel; i++)
+            tl_tensor_set(f, i, (double)(kget(k, i) != 0));
+        k = f;
+    } else if (v->oty == TL_ONNX_INT32 && k->dtype == TL_I64) {
+        tl_tensor *f = tl_tensor_new(TL_I32, k->ndim, k->shape, t->st);
+        if (!f)
+            return false;
+        for (int64_t i = 0; i < k->numel; i++)
+            ((int32_t *)f->data)[i] = (int32_t)kget(k, i);
+        k = f;
+    } else {
+        tl_tensor_ref(k);
+    }
+    snprintf(v->tl, sizeof v->tl, "c%d", t->ntl++);
+    if (t->npatch == t->cappatch) {
+        int cap = t->cappatch ? 2 * t->cappatch : 64;
+        void *a = realloc(t->patch_name, (size_t)cap * sizeof *t->patch_name), *b = a ? realloc(t->patch, (size_t)cap * sizeof *t->patch) : NULL;
+        if (a)
+            t->patch_name = a;
+        if (!b) {
+            tl_tensor_unref(k);
+            return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+        }
+        t->patch = b;
+        t->cappatch = cap;
+    }
+    memcpy(t->patch_name[t->npatch], v->tl, sizeof v->tl);
+    t->patch[t->npatch++] = k;
+    cJSON *c = cJSON_CreateObject();
+    if (t->compile && k->numel > 16) {
+        put_str(c, "file", t->npz);
+        put_str(c, "key", v->tl);
+    } else if (t->compile) {
+        put_str(c, "dtype", tl_dtype_name(k->dtype));
+        put_ints(c, "shape", k->shape, k->ndim);
+        cJSON *d = cJSON_CreateArray();
+        for (int64_t i = 0; i < k->numel; i++) {
+            double x = tl_tensor_get(k, i);
+            cJSON_AddItemToArray(d, isfinite(x) ? cJSON_CreateNumber(x)
+                                                : cJSON_CreateString(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"));
+        }
+        cJSON_AddItemToObject(c, "data", d);
+    } else {
+        put_str(c, "dtype", tl_dtype_name(k->dtype));
+        put_ints(c, "shape", k->shape, k->ndim);
+        put_num(c, "fill", 0);
+    }
+    cJSON_AddItemToObject(t->consts, v->tl, c);
+    return true;
+}
+
+/* The name of v in the recipe (a constant made for it when it is known). */
+static const char *name_of(tx *t, val *v)
+{
+    if (!v->tl[0] && !add_const(t, v))
+        return NULL;
+    return v->tl;
+}
+
+static void fake(const val *v, tl_tensor *f)
+{
+    memset(f, 0, sizeof *f);
+    f->refs = 1;
+    f->dtype = v->dt;
+    f->ndim = v->ndim;
+    memcpy(f->shape, v->dims, sizeof(int64_t) * (size_t)v->ndim);
+    f->numel = 1;
+    for (int d = 0; d < v->ndim; d++)
+        f->numel = v->dims[d] == 0 ? 0 : f->numel * v->dims[d];
+}
+
+/* Emits one call; its value, typed by tl's own shape rules. */
+static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attrs)
+{
+    cJSON *node = attrs ? attrs : cJSON_CreateObject();
+    val *r = new_val(t);
+    if (!r || !node)
+        return cJSON_Delete(node), NULL;
+    snprintf(r->tl, sizeof r->tl, "t%d", t->ntl++);
+    cJSON_AddStringToObject(node, "id", r->tl);
+    cJSON_AddStringToObject(node, "op", op);
+    cJSON *a = cJSON_AddArrayToObject(node, "args");
+    tl_tensor fk[MAXIO];
+    const tl_tensor *ptr[MAXIO];
+    if (nargs > MAXIO)
+        return cJSON_Delete(node), fail(t, "%d arguments (at most %d)", nargs, MAXIO), NULL;
+    for (int i = 0; i < nargs; i++) {
+        if (!args[i]) { /* an input left out, or a call before that failed */
+            cJSON_Delete(node);
+            return t->st->code ? NULL : (fail(t, "input %d is missing", i + 1), NULL);
+        }
+        const char *nm = name_of(t, args[i]);
+        if (!nm)
+            return cJSON_Delete(node), NULL;
+        cJSON_AddItemToArray(a, cJSON_CreateString(nm));
+        fake(args[i], &fk[i]);
+        ptr[i] = &fk[i];
+    }
+    tl_attrs at;
+    tl_shape sh;
+    tl_status st = {0};
+    if (tl_graph_call_attrs(node, &at, &st) || (!strcmp(op, "one_hot") && (at.dtype = t->call, 0)) ||
+        tl_shape_infer(tl_op_lookup(op), nargs, ptr, &at, &sh, &st)) {
+        cJSON_Delete(node);
+        return fail(t, "%s: %s", op, st.msg), NULL;
+    }
+    cJSON_AddItemToArray(t->nodes, node);
+    r->dt = sh.dtype;
+    r->ndim = sh.ndim;
+    memcpy(r->dims, sh.dims, sizeof(int64_t) * (size_t)sh.ndim);
+    r->oty = sh.dtype == TL_F32 ? TL_ONNX_FLOAT : sh.dtype == TL_F64 ? TL_ONNX_DOUBLE
+             : sh.dtype == TL_I32 ? TL_ONNX_INT32 : TL_ONNX_INT64;
+    r->user = NULL;
+    return r;
+}
+
+static val *call1(tx *t, const char *op, val *x, cJSON *attrs) { return call(t, op, 1, &x, attrs); }
+static val *call2(tx *t, const char *op, val *x, val *y)
+{
+    val *a[2] = {x, y};
+    return call(t, op, 2, a, NULL);
+}
+
+/* A scalar constant of dtype dt (a float constant: never folded). */
+static val *scalar(tx *t, tl_dtype dt, double x)
+{
+    tl_tensor *k = tl_tensor_scalar(dt, x, t->st);
+    if (!k)
+        return NULL;
+    val *v = known(t, k, dt == TL_F32 ? TL_ONNX_FLOAT : dt == TL_F64 ? TL_ONNX_DOUBLE : dt == TL_I32 ? TL_ONNX_INT32 : TL_ONNX_INT64);
+    return v;
+}
+
+static val *reshape(tx *t, val *x, int nd, const int64_t *shape)
+{
+    if (x->ndim == nd && !memcmp(x->dims, shape, sizeof(int64_t) * (size_t)nd))
+        return x;
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "shape", shape, nd);
+    return call1(t, "reshape", x, a);
+}
+
+/* x again as a value of its own (a name of its own in the recipe). */
+static val *copy_of(tx *t, val *x)
+{
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "shape", x->dims, x->ndim);
+    val *r = call1(t, "reshape", x, a);
+    if (r)
+        r->oty = x->oty;
+    return r;
+}
+
+static val *bool_result(val *v)
+{
+    if (v)
+        v->oty = TL_ONNX_BOOL;
+    return v;
+}
+
+/* ---------- folding: integer arithmetic on values known at load ---------- */
+
+static int64_t fold_bin(int op, int64_t a, int64_t b, bool *bad)
+{
+    switch (op) {
+    case 0: return (int64_t)((uint64_t)a + (uint64_t)b);
+    case 1: return (int64_t)((uint64_t)a - (uint64_t)b);
+    case 2: return (int64_t)((uint64_t)a * (uint64_t)b);
+    case 3: if (!b || (a == INT64_MIN && b == -1)) { *bad = true; return 0; } return a / b;
+    case 4: { if (!b) { *bad = true; return 0; } int64_t r = b == -1 ? 0 : a % b; return r && ((r < 0) != (b < 0)) ? r + b : r; }
+    case 5: return a == b;
+    case 6: return a < b;
+    case 7: return a > b;
+    case 8: return a <= b;
+    case 9: return a >= b;
+    case 10: return a > b ? a : b;
+    case 11: return a < b ? a : b;
+    case 12: return (a != 0) && (b != 0);
+    case 13: return (a != 0) || (b != 0);
+    case 14: return (a != 0) != (b != 0);
+    case 15: if (!b) { *bad = true; return 0; } return b == -1 ? 0 : a % b; /* fmod: sign of the dividend */
+    default: { /* pow */
+        int64_t r = 1;
+        for (int64_t i = 0; i < b && i < 64; i++)
+            r = (int64_t)((uint64_t)r * (uint64_t)a);
+        return b < 0 ? 0 : r;
+    }
+    }
+}
+
+/* Broadcast strides of shape (nd dims) seen in an out shape of od dims. */
+static void bstrides(const val *v, int od, const int64_t *out, int64_t *str)
+{
+    int64_t s = 1;
+    for (int d = od - 1; d >= 0; d--) {
+        int k = d - (od - v->ndim);
+        if (k < 0 || v->dims[k] == 1) {
+            str[d] = 0;
+        } else {
+            str[d] = s;
+        }
+        if (k >= 0)
+            s *= v->dims[k];
+        (void)out;
+    }
+}
+
+static int64_t bindex(int64_t i, int od, const int64_t *out, const int64_t *str)
+{
+    int64_t r = 0;
+    for (int d = od - 1; d >= 0; d--) {
+        r += (i % out[d]) * str[d];
+        i /= out[d];
+    }
+    return r;
+}
+
+static val *fold_binary(tx *t, int op, val *a, val *b, int oty)
+{
+    int od;
+    int64_t out[TL_MAXDIM], sa[TL_MAXDIM], sb[TL_MAXDIM];
+    if (!tl_broadcast_shapes(a->ndim, a->dims, b->ndim, b->dims, &od, out))
+        return fail(t, "shapes do not broadcast"), NULL;
+    val *r = known_ints(t, od, out, NULL, oty);
+    if (!r)
+        return NULL;
+    bstrides(a, od, out, sa);
+    bstrides(b, od, out, sb);
+    bool bad = false;
+    for (int64_t i = 0; i < r->k->numel; i++)
+        ((int64_t *)r->k->data)[i] = fold_bin(op, kget(a->k, bindex(i, od, out, sa)), kget(b->k, bindex(i, od, out, sb)), &bad);
+    if (bad)
+        return fail(t, "integer division by zero"), NULL;
+    return r;
+}
+
+static val *known_reshape(tx *t, val *x, int nd, const int64_t *shape);
+
+/* ---------- translators ---------- */
+
+typedef bool (*xlate)(tx *t, val **in, int nin, val **out, int nout);
+
+static int opset(const tx *t) { return t->m->opset; }
+
+static int norm_axis(tx *t, int64_t ax, int nd, bool *ok)
+{
+    if (ax < -nd || ax >= (nd ? nd : 1)) {
+        *ok = fail(t, "axis %lld is out of range for %d dims", (long long)ax, nd);
+        return 0;
+    }
+    *ok = true;
+    return (int)(ax < 0 ? ax + nd : ax);
+}
+
+static bool need(tx *t, val **in, int nin, int lo)
+{
+    for (int i = 0; i < lo; i++)
+        if (i >= nin || !in[i])
+            return fail(t, "input %d is missing", i + 1);
+    return true;
+}
+
+static bool not_int(tx *t, val *x)
+{
+    if (is_int_type(x->oty) && x->oty != TL_ONNX_BOOL)
+        return fail(t, "the input is %s, where tl computes this op on float data", tl_onnx_type_name(x->oty));
+    return true;
+}
+
+/* elementwise, one tl op */
+static const struct {
+    const char *onnx, *tl;
+} unary_ops[] = {
+    {"Abs", "abs"},   {"Neg", "neg"},       {"Exp", "exp"},     {"Log", "log"},     {"Sqrt", "sqrt"},
+    {"Reciprocal", "reciprocal"}, {"Sin", "sin"}, {"Cos", "cos"}, {"Tan", "tan"}, {"Tanh", "tanh"},
+    {"Sigmoid", "sigmoid"}, {"Erf", "erf"}, {"Relu", "relu"}, {"Floor", "floor"}, {"Ceil", "ceil"},
+    {"Round", "round"}, {"Sign", "sign"}, {"Sinh", "sinh"}, {"Cosh", "cosh"}, {"Asin", "asin"},
+    {"Acos", "acos"}, {"Atan", "atan"}, {"Asinh", "asinh"}, {"Acosh", "acosh"}, {"Atanh", "atanh"},
+    {"Softplus", "softplus"},
+};
+
+static const char *unary_tl(const char *op)
+{
+    for (size_t i = 0; i < sizeof unary_ops / sizeof unary_ops[0]; i++)
+        if (!strcmp(unary_ops[i].onnx, op))
+            return unary_ops[i].tl;
+    return NULL;
+}
+
+static bool x_unary(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    const char *op = unary_tl(t->node->op_type);
+    if (foldable(in[0]) && (!strcmp(op, "neg") || !strcmp(op, "abs") || !strcmp(op, "sign"))) {
+        val *r = known_ints(t, in[0]->ndim, in[0]->dims, NULL, in[0]->oty);
+        for (int64_t i = 0; r && i < r->k->numel; i++) {
+            int64_t x = kget(in[0]->k, i);
+            ((int64_t *)r->k->data)[i] = op[0] == 'n' ? (int64_t)(0 - (uint64_t)x) : op[0] == 'a' ? (x < 0 ? (int64_t)(0 - (uint64_t)x) : x) : (x > 0) - (x < 0);
+        }
+        return (out[0] = r) != NULL;
+    }
+    return (out[0] = call1(t, op, in[0], NULL)) != NULL;
+}
+
+static const struct {
+    const char *onnx, *tl;
+    int fold;
+    bool cmp;
+} binary_ops[] = {
+    {"Add", "add", 0, false}, {"Sub", "sub", 1, false}, {"Mul", "mul", 2, false}, {"Div", "div", 3, false},
+    {"Equal", "eq", 5, true}, {"Less", "lt", 6, true}, {"Greater", "gt", 7, true},
+    {"LessOrEqual", "le", 8, true}, {"GreaterOrEqual", "ge", 9, true}, {"Pow", "pow", 16, false},
+    {"And", "mul", 12, true}, {"Or", "maximum", 13, true}, {"Xor", "ne", 14, true},
+};
+
+/* Runtime comparisons of integers give 0/1 in their integer type: cast
+ * into the call's dtype, where bools live. */
+static val *as_bool(tx *t, val *v)
+{
+    if (!v)
+        return NULL;
+    if (tl_dtype_is_int(v->dt) && !tl_dtype_is_int(t->call)) {
+        cJSON *a = cJSON_CreateObject();
+        put_str(a, "dtype", tl_dtype_name(t->call));
+        v = call1(t, "cast", v, a);
+    }
+    return bool_result(v);
+}
+
+static bool x_binary(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2))
+        return false;
+    size_t i = 0;
+    while (strcmp(binary_ops[i].onnx, t->node->op_type))
+        i++;
+    val *a = in[0], *b = in[1];
+    if (opset(t) < 7 && attr_i(t, "broadcast", 0) && attr(t, "axis") && b->ndim < a->ndim) {
+        bool ok;
+        int ax = norm_axis(t, attr_i(t, "axis", 0), a->ndim, &ok);
+        int64_t sh[TL_MAXDIM];
+        if (!ok || ax + b->ndim > a->ndim)
+            return ok ? fail(t, "B does not fit A at axis %d", ax) : false;
+        for (int i = 0; i < a->ndim - ax; i++)
+            sh[i] = i < b->ndim ? b->dims[i] : 1;
+        if (foldable(b) ? !(b = known_reshape(t, b, a->ndim - ax, sh)) : !(b = reshape(t, b, a->ndim - ax, sh)))
+            return false;
+    }
+    if (foldable(a) && foldable(b)) {
+        int oty = binary_ops[i].cmp ? TL_ONNX_BOOL : a->oty;
+        return (out[0] = fold_binary(t, binary_ops[i].fold, a, b, oty)) != NULL;
+    }
+    if (!strcmp(binary_ops[i].tl, "pow") && a->dt != b->dt) {
+        /* the result has the base's type: an integer base is raised in the
+         * exponent's float type and the power truncated back (ONNX's
+         * reference: power(x, y).astype(x.dtype)) */
+        bool int_base = tl_dtype_is_int(a->dt) && !tl_dtype_is_int(b->dt);
+        val *base = a;
+        cJSON *c = cJSON_CreateObject();
+        put_str(c, "dtype", tl_dtype_name(int_base ? b->dt : a->dt));
+        if (!(int_base ? (base = call1(t, "cast", a, c)) : (b = call1(t, "cast", b, c))))
+            return false;
+        val *r = call2(t, "pow", base, b);
+        if (r && int_base) {
+            cJSON *d = cJSON_CreateObject();
+            put_str(d, "dtype", tl_dtype_name(a->dt));
+            r = call1(t, "cast", r, d);
+        }
+        if (r)
+            r->oty = a->oty;
+        return (out[0] = r) != NULL;
+    }
+    val *r = call2(t, binary_ops[i].tl, a, b);
+    return (out[0] = binary_ops[i].cmp ? as_bool(t, r) : r) != NULL;
+}
+
+static bool x_not(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    if (foldable(in[0])) {
+        val *r = known_ints(t, in[0]->ndim, in[0]->dims, NULL, TL_ONNX_BOOL);
+        for (int64_t i = 0; r && i < r->k->numel; i++)
+            ((int64_t *)r->k->data)[i] = !kget(in[0]->k, i);
+        return (out[0] = r) != NULL;
+    }
+    val *z = scalar(t, in[0]->dt, 0);
+    return z && (out[0] = as_bool(t, call2(t, "eq", in[0], z))) != NULL;
+}
+
+static bool x_mod(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2))
+        return false;
+    bool f = attr_i(t, "fmod", 0);
+    if (foldable(in[0]) && foldable(in[1]))
+        return (out[0] = fold_binary(t, f ? 15 : 4, in[0], in[1], in[0]->oty)) != NULL;
+    return (out[0] = call2(t, f ? "fmod" : "mod", in[0], in[1])) != NULL;
+}
+
+/* Max, Min, Sum, Mean: variadic, left to right */
+static bool x_variadic(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    const char *op = t->node->op_type;
+    const char *tl = !strcmp(op, "Max") ? "maximum" : !strcmp(op, "Min") ? "minimum" : "add";
+    int fo = !strcmp(op, "Max") ? 10 : !strcmp(op, "Min") ? 11 : 0;
+    val *r = in[0];
+    bool all = true;
+    for (int i = 0; i < nin; i++)
+        all = all && foldable(in[i]);
+    for (int i = 1; r && i < nin; i++)
+        r = all ? fold_binary(t, fo, r, in[i], r->oty) : call2(t, tl, r, in[i]);
+    if (r && !strcmp(op, "Mean") && nin > 1)
+        r = call2(t, "div", r, scalar(t, r->dt, nin));
+    if (r && nin == 1 && !all)
+        r = copy_of(t, r);
+    return (out[0] = r) != NULL;
+}
+
+static bool x_identity(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    out[0] = in[0];
+    return true;
+}
+
+static bool x_dropout(tx *t, val **in, int nin, val **out, int nout)
+{
+    if (!need(t, in, nin, 1))
+        return false;
+    bool training = opset(t) >= 12 && nin > 2 && in[2] && in[2]->k && kget(in[2]->k, 0);
+    if (opset(t) < 7 && !attr_i(t, "is_test", 0) && nout > 1)
+        training = true;
+    double p = attr_f(t, "ratio", 0.5);
+    if (opset(t) >= 12 && nin > 1 && in[1]) {
+        if (!in[1]->k)
+            return fail(t, "its ratio is computed at run time; tl needs it at load");
+        p = tl_tensor_get(in[1]->k, 0);
+    }
+    if (nin > 2 && in[2] && !in[2]->k)
+        return fail(t, "its training_mode is computed at run time; tl needs it at load");
+    if (nout > 1)
+        return fail(t, "its mask output is not translated");
+    if (!training) {
+        out[0] = in[0];
+        return true;
+    }
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "p", p);
+    put_num(a, "seed", (double)attr_i(t, "seed", 0));
+    return (out[0] = call1(t, "dropout", in[0], a)) != NULL;
+}
+
+/* activations made of a few calls */
+static bool x_act(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1) || !not_int(t, in[0]))
+        return false;
+    const char *op = t->node->op_type;
+    val *x = in[0], *r = NULL;
+    tl_dtype dt = x->dt;
+    val *zero = scalar(t, dt, 0);
+    if (!strcmp(op, "LeakyRelu")) {
+        val *neg = call2(t, "lt", x, zero);
+        val *ax = call2(t, "mul", x, scalar(t, dt, attr_f(t, "alpha", 0.01)));
+        val *a3[3] = {neg, ax, x};
+        r = neg && ax ? call(t, "where", 3, a3, NULL) : NULL;
+    } else if (!strcmp(op, "PRelu")) {
+        val *slope = in[1];
+        if (opset(t) < 7 && slope->ndim == 1 && x->ndim > 2 && slope->dims[0] == x->dims[1] && slope->dims[0] != 1) {
+            int64_t sh[TL_MAXDIM]; /* before opset 7: one slope per channel */
+            for (int i = 0; i < x->ndim - 1; i++)
+                sh[i] = i ? 1 : slope->dims[0];
+            if (!(slope = reshape(t, slope, x->ndim - 1, sh)))
+                return false;
+        }
+        val *neg = call2(t, "lt", x, zero);
+        val *ax = call2(t, "mul", x, slope);
+        val *a3[3] = {neg, ax, x};
+        r = neg && ax ? call(t, "where", 3, a3, NULL) : NULL;
+    } else if (!strcmp(op, "Elu") || !strcmp(op, "Celu") || !strcmp(op, "Selu")) {
+        bool celu = !strcmp(op, "Celu"), selu = !strcmp(op, "Selu");
+        double alpha = attr_f(t, "alpha", celu ? 1.0 : selu ? 1.67326319217681884765625 : 1.0);
+        val *neg = call2(t, "lt", x, zero);
+        /* alpha * (exp(x) - 1), celu: alpha * (exp(x / alpha) - 1) */
+        val *e = celu ? call1(t, "exp", call2(t, "div", x, scalar(t, dt, alpha)), NULL) : call1(t, "exp", x, NULL);
+        val *em = e ? call2(t, "sub", e, scalar(t, dt, 1)) : NULL;
+        val *an = em ? call2(t, "mul", scalar(t, dt, alpha), em) : NULL;
+        if (celu) { /* max(0,x) + min(0, alpha*(exp(x/alpha)-1)) */
+            val *p = call2(t, "maximum", zero, x), *q = an ? call2(t, "minimum", zero, an) : NULL;
+            r = p && q ? call2(t, "add", p, q) : NULL;
+        } else {
+            val *a3[3] = {neg, an, x};
+            r = neg && an ? call(t, "where", 3, a3, NULL) : NULL;
+            if (r && selu)
+                r = call2(t, "mul", scalar(t, dt, attr_f(t, "gamma", 1.05070102214813232421875)), r);
+        }
+    } else if (!strcmp(op, "HardSigmoid") || !strcmp(op, "HardSwish")) {
+        bool sw = !strcmp(op, "HardSwish");
+        double alpha = sw ? 1.0 / 6 : attr_f(t, "alpha", 0.2), beta = sw ? 0.5 : attr_f(t, "beta", 0.5);
+        val *y = call2(t, "add", call2(t, "mul", scalar(t, dt, alpha), x), scalar(t, dt, beta));
+        cJSON *a = cJSON_CreateObject();
+        put_num(a, "min", 0);
+        put_num(a, "max", 1);
+        r = y ? call1(t, "clamp", y, a) : (cJSON_Delete(a), NULL);
+        if (r && sw)
+            r = call2(t, "mul", x, r);
+    } else if (!strcmp(op, "Softsign")) {
+        r = call2(t, "div", x, call2(t, "add", scalar(t, dt, 1), call1(t, "abs", x, NULL)));
+    } else if (!strcmp(op, "ThresholdedRelu")) {
+        val *g = call2(t, "gt", x, scalar(t, dt, attr_f(t, "alpha", 1.0)));
+        val *a3[3] = {g, x, zero};
+        r = g ? call(t, "where", 3, a3, NULL) : NULL;
+    } else if (!strcmp(op, "Shrink")) {
+        double lambd = attr_f(t, "lambd", 0.5), bias = attr_f(t, "bias", 0);
+        val *lo = call2(t, "lt", x, scalar(t, dt, -lambd)), *hi = call2(t, "gt", x, scalar(t, dt, lambd));
+        val *xp = call2(t, "add", x, scalar(t, dt, bias)), *xm = call2(t, "sub", x, scalar(t, dt, bias));
+        val *a3[3] = {hi, xm, zero};
+        val *inner = hi && xm ? call(t, "where", 3, a3, NULL) : NULL;
+        val *b3[3] = {lo, xp, inner};
+        r = lo && xp && inner ? call(t, "where", 3, b3, NULL) : NULL;
+    } else if (!strcmp(op, "IsNaN")) {
+        r = bool_result(call1(t, "isnan", x, NULL));
+    } else if (!strcmp(op, "IsInf")) {
+        int64_t pos = attr_i(t, "detect_positive", 1), neg = attr_i(t, "detect_negative", 1);
+        r = call1(t, "isinf", x, NULL);
+        if (r && !(pos && neg)) {
+            val *side = call2(t, pos ? "gt" : "lt", x, zero);
+            r = side && (pos || neg) ? call2(t, "mul", r, side) : side ? call2(t, "mul", r, zero) : NULL;
+        }
+        r = bool_result(r);
+    }
+    if (r && (r->oty == TL_ONNX_FLOAT || r->oty == TL_ONNX_DOUBLE) && strcmp(op, "IsNaN") && strcmp(op, "IsInf"))
+        r->oty = x->oty;
+    return (out[0] = r) != NULL;
+}
+
+static bool x_clip(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    bool has_lo, has_hi;
+    double lo = -INFINITY, hi = INFINITY;
+    val *x = in[0];
+    if (opset(t) < 11) {
+        has_lo = attr(t, "min") != NULL;
+        has_hi = attr(t, "max") != NULL;
+        lo = attr_f(t, "min", -INFINITY);
+        hi = attr_f(t, "max", INFINITY);
+    } else {
+        has_lo = nin > 1 && in[1];
+        has_hi = nin > 2 && in[2];
+        /* bounds computed at run time: maximum and minimum */
+        if ((has_lo && !in[1]->k) || (has_hi && !in[2]->k) || is_int_type(x->oty)) {
+            val *r = x;
+            if (has_lo)
+                r = call2(t, "maximum", r, in[1]);
+            if (r && has_hi)
+                r = call2(t, "minimum", r, in[2]);
+            if (r == x)
+                r = copy_of(t, x);
+            return (out[0] = r) != NULL;
+        }
+        if (has_lo)
+            lo = tl_tensor_get(in[1]->k, 0);
+        if (has_hi)
+            hi = tl_tensor_get(in[2]->k, 0);
+    }
+    cJSON *a = cJSON_CreateObject();
+    if (has_lo || !has_hi)
+        put_num(a, "min", isfinite(lo) ? lo : -1.7976931348623157e308);
+    if (has_hi)
+        put_num(a, "max", isfinite(hi) ? hi : 1.7976931348623157e308);
+    return (out[0] = call1(t, "clamp", x, a)) != NULL;
+}
+
+static bool x_where(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 3))
+        return false;
+    if (foldable(in[0]) && foldable(in[1]) && foldable(in[2])) {
+        int od;
+        int64_t sh[TL_MAXDIM], s0[TL_MAXDIM], s1[TL_MAXDIM], s2[TL_MAXDIM];
+        if (!tl_broadcast_shapes(in[0]->ndim, in[0]->dims, in[1]->ndim, in[1]->dims, &od, sh) ||
+            !tl_broadcast_shapes(od, sh, in[2]->ndim, in[2]->dims, &od, sh))
+            return fail(t, "shapes do not broadcast");
+        val *r = known_ints(t, od, sh, NULL, in[1]->oty);
+        if (!r)
+            return false;
+        bstrides(in[0], od, sh, s0);
+        bstrides(in[1], od, sh, s1);
+        bstrides(in[2], od, sh, s2);
+        for (int64_t i = 0; i < r->k->numel; i++)
+            ((int64_t *)r->k->data)[i] = kget(in[0]->k, bindex(i, od, sh, s0)) ? kget(in[1]->k, bindex(i, od, sh, s1))
+                                                                              : kget(in[2]->k, bindex(i, od, sh, s2));
+        return (out[0] = r) != NULL;
+    }
+    val *c = in[0];
+    if (c->dt != in[1]->dt) { /* the condition in the values' dtype */
+        cJSON *a = cJSON_CreateObject();
+        put_str(a, "dtype", tl_dtype_name(in[1]->dt));
+        if (!(c = call1(t, "cast", c, a)))
+            return false;
+    }
+    val *a3[3] = {c, in[1], in[2]};
+    val *r = call(t, "where", 3, a3, NULL);
+    if (r)
+        r->oty = in[1]->oty;
+    return (out[0] = r) != NULL;
+}
+
+/* ---------- products ---------- */
+
+static val *transpose2(tx *t, val *x)
+{
+    cJSON *a = cJSON_CreateObject();
+    int64_t p[2] = {1, 0};
+    put_ints(a, "axes", p, 2);
+    return call1(t, "transpose", x, a);
+}
+
+static bool x_matmul(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    return need(t, in, nin, 2) && (out[0] = call2(t, "matmul", in[0], in[1])) != NULL;
+}
+
+static bool x_gemm(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2))
+        return false;
+    val *a = in[0], *b = in[1];
+    if (a->ndim != 2 || b->ndim != 2)
+        return fail(t, "A and B must be matrices");
+    if (attr_i(t, "transA", 0) && !(a = transpose2(t, a)))
+        return false;
+    if (attr_i(t, "transB", 0) && !(b = transpose2(t, b)))
+        return false;
+    double alpha = attr_f(t, "alpha", 1), beta = attr_f(t, "beta", 1);
+    val *y = call2(t, "matmul", a, b);
+    if (y && alpha != 1)
+        y = call2(t, "mul", scalar(t, y->dt, alpha), y);
+    if (y && nin > 2 && in[2]) {
+        val *c = in[2];
+        if (beta != 1)
+            c = call2(t, "mul", scalar(t, y->dt, beta), c);
+        y = c ? call2(t, "add", y, c) : NULL;
+    }
+    return (out[0] = y) != NULL;
+}
+
+/* ---------- layers ---------- */
+
+/* Spatial padding pairs from pads / auto_pad, for x with d spatial axes,
+ * kernel k (dilated), strides s. */
+static bool spatial_pads(tx *t, const val *x, int d, const int64_t *k, const int64_t *s, const int64_t *dil,
+                         int64_t *lo, int64_t *hi, bool transposed)
+{
+    int64_t pads[2 * TL_MAXSP];
+    int np = attr_ints(t, "pads", pads, 2 * TL_MAXSP);
+    if (np == -2)
+        return false;
+    for (int i = 0; i < d; i++)
+        lo[i] = hi[i] = 0;
+    if (np > 0) {
+        if (np != 2 * d)
+            return fail(t, "pads has %d entries for %d spatial axes", np, d);
+        for (int i = 0; i < d; i++) {
+            lo[i] = pads[i];
+            hi[i] = pads[i + d];
+        }
+    }
+    char buf[32];
+    const char *ap = attr_s(t, "auto_pad", "NOTSET", buf, sizeof buf);
+    if (!strcmp(ap, "NOTSET") || !strcmp(ap, "VALID"))
+        return true;
+    if (strcmp(ap, "SAME_UPPER") && strcmp(ap, "SAME_LOWER"))
+        return fail(t, "auto_pad \"%s\" is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", ap);
+    for (int i = 0; i < d; i++) {
+        int64_t in = x->dims[2 + i], ke = (k[i] - 1) * dil[i] + 1, total;
+        if (transposed) {
+            total = s[i] * (in - 1) + ke - in * s[i];
+            if (total < 0)
+                total = 0;
+        } else {
+            int64_t o = (in + s[i] - 1) / s[i];
+            total = (o - 1) * s[i] + ke - in;
+            if (total < 0)
+                total = 0;
+        }
+        bool upper = !strcmp(ap, "SAME_UPPER");
+        lo[i] = upper ? total / 2 : total - total / 2;
+        hi[i] = total - lo[i];
+    }
+    return true;
+}
+
+static void put_pairs(cJSON *a, const int64_t *lo, const int64_t *hi, int d)
+{
+    cJSON *p = cJSON_CreateArray();
+    for (int i = 0; i < d; i++) {
+        int64_t pr[2] = {lo[i], hi[i]};
+        cJSON_AddItemToArray(p, ints_json(pr, 2));
+    }
+    cJSON_AddItemToObject(a, "padding", p);
+}
+
+static bool spatial_attr(tx *t, const char *name, int d, int64_t def, int64_t *out)
+{
+    int n = attr_ints(t, name, out, TL_MAXSP);
+    if (n == -2)
+        return false;
+    if (n < 0)
+        for (int i = 0; i < d; i++)
+            out[i] = def;
+    else if (n != d)
+        return fail(t, "%s has %d entries for %d spatial axes", name, n, d);
+    return true;
+}
+
+static bool x_conv(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2))
+        return false;
+    val *x = in[0], *w = in[1];
+    int d = x->ndim - 2;
+    if (d < 1 || d > TL_MAXSP || w->ndim != x->ndim)
+        return fail(t, "x and w must be [N, C, *S] with 1 to 3 spatial axes and of one rank");
+    bool tr = !strcmp(t->node->op_type, "ConvTranspose");
+    int64_t s[TL_MAXSP], dil[TL_MAXSP], lo[TL_MAXSP], hi[TL_MAXSP], op[TL_MAXSP], k[TL_MAXSP], os[TL_MAXSP];
+    for (int i = 0; i < d; i++)
+        k[i] = w->dims[2 + i];
+    if (!spatial_attr(t, "strides", d, 1, s) || !spatial_attr(t, "dilations", d, 1, dil) ||
+        !spatial_pads(t, x, d, k, s, dil, lo, hi, tr) || !spatial_attr(t, "output_padding", d, 0, op))
+        return false;
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "stride", s, d);
+    put_ints(a, "dilation", dil, d);
+    put_num(a, "groups", (double)attr_i(t, "group", 1));
+    int nos = attr_ints(t, "output_shape", os, TL_MAXSP);
+    if (tr && nos > 0) { /* the pads that give this output shape */
+        if (nos != d)
+            return cJSON_Delete(a), fail(t, "output_shape has %d entries for %d spatial axes", nos, d);
+        char buf[32];
+        bool upper = strcmp(attr_s(t, "auto_pad", "NOTSET", buf, sizeof buf), "SAME_LOWER") != 0;
+        for (int i = 0; i < d; i++) {
+            int64_t total = s[i] * (x->dims[2 + i] - 1) + op[i] + (k[i] - 1) * dil[i] + 1 - os[i];
+            if (total < 0) {
+                op[i] += -total;
+                total = 0;
+            }
+            lo[i] = upper ? total / 2 : total - total / 2;
+            hi[i] = total - lo[i];
+        }
+    }
+    put_pairs(a, lo, hi, d);
+    if (tr)
+        put_ints(a, "output_padding", op, d);
+    val *args[3] = {x, w, nin > 2 ? in[2] : NULL};
+    return (out[0] = call(t, tr ? "conv_transpose" : "conv", args[2] ? 3 : 2, args, a)) != NULL;
+}
+
+static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
+{
+    if (!need(t, in, nin, 1))
+        return false;
+    if (nout > 1)
+        return fail(t, "its Indices output is not translated");
+    val *x = in[0];
+    int d = x->ndim - 2;
+    bool max = !strcmp(t->node->op_type, "MaxPool");
+    if (d < 1 || d > TL_MAXSP)
+        return fail(t, "x must be [N, C, *S] with 1 to 3 spatial axes");
+    int64_t k[TL_MAXSP], s[TL_MAXSP], dil[TL_MAXSP], lo[TL_MAXSP], hi[TL_MAXSP];
+    int nk = attr_ints(t, "kernel_shape", k, TL_MAXSP);
+    if (nk != d)
+        return nk == -2 ? false : fail(t, "kernel_shape must have %d entries", d);
+    if (!spatial_attr(t, "strides", d, 1, s) || !spatial_attr(t, "dilations", d, 1, dil) ||
+        !spatial_pads(t, x, d, k, s, dil, lo, hi, false))
+        return false;
+    bool wide = false, include = attr_i(t, "count_include_pad", 0) != 0;
+    for (int i = 0; i < d; i++)
+        wide = wide || 2 * lo[i] > k[i] || 2 * hi[i] > k[i];
+    if (wide && (max || include)) { /* pads past half the kernel: padded first (max: with the lowest value) */
+        cJSON *p = cJSON_CreateObject(), *pairs = cJSON_CreateArray();
+        for (int i = 0; i < x->ndim; i++) {
+            int64_t pr[2] = {i < 2 ? 0 : lo[i - 2], i < 2 ? 0 : hi[i - 2]};
+            cJSON_AddItemToArray(pairs, ints_json(pr, 2));
+        }
+        cJSON_AddItemToObject(p, "pads", pairs);
+        put_num(p, "value", max ? -1.7976931348623157e308 : 0);
+        if (!(x = call1(t, "pad", x, p)))
+            return false;
+        for (int i = 0; i < d; i++)
+            lo[i] = hi[i] = 0;
+    }
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "kernel", k, d);
+    put_ints(a, "stride", s, d);
+    if (max)
+        put_ints(a, "dilation", dil, d);
+    put_pairs(a, lo, hi, d);
+    put_bool(a, "ceil_mode", attr_i(t, "ceil_mode", 0) != 0);
+    if (!max)
+        put_bool(a, "count_include_pad", attr_i(t, "count_include_pad", 0) != 0);
+    return (out[0] = call1(t, max ? "max_pool" : "avg_pool", x, a)) != NULL;
+}
+
+static bool x_global_pool(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    if (x->ndim < 3)
+        return fail(t, "x must be [N, C, *S]");
+    int64_t axes[TL_MAXDIM];
+    for (int i = 2; i < x->ndim; i++)
+        axes[i - 2] = i;
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "axes", axes, x->ndim - 2);
+    put_bool(a, "keepdims", true);
+    return (out[0] = call1(t, !strcmp(t->node->op_type, "GlobalMaxPool") ? "max" : "mean", x, a)) != NULL;
+}
+
+static bool x_batchnorm(tx *t, val **in, int nin, val **out, int nout)
+{
+    if (!need(t, in, nin, 5))
+        return false;
+    bool training = opset(t) >= 14 ? attr_i(t, "training_mode", 0) != 0 : nout > 1;
+    if (opset(t) < 7 && attr_i(t, "is_test", 0))
+        training = false;
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "epsilon", attr_f(t, "epsilon", 1e-5));
+    if (training)
+        put_bool(a, "training", true);
+    if (!training)
+        return (out[0] = call(t, "batch_norm", 5, in, a)) != NULL;
+    /* training: the value, then running statistics as ONNX defines them */
+    cJSON_AddStringToObject(a, "id", "");
+    val *args[5] = {in[0], in[1], in[2], in[3], in[4]};
+    cJSON *ids = cJSON_CreateArray();
+    val *r = new_val(t), *bm = new_val(t), *bv = new_val(t);
+    if (!r || !bm || !bv)
+        return cJSON_Delete(a), cJSON_Delete(ids), false;
+    snprintf(r->tl, sizeof r->tl, "t%d", t->ntl++);
+    snprintf(bm->tl, sizeof bm->tl, "t%d", t->ntl++);
+    snprintf(bv->tl, sizeof bv->tl, "t%d", t->ntl++);
+    cJSON_AddItemToArray(ids, cJSON_CreateString(r->tl));
+    cJSON_AddItemToArray(ids, cJSON_CreateString(bm->tl));
+    cJSON_AddItemToArray(ids, cJSON_CreateString(bv->tl));
+    cJSON_ReplaceItemInObject(a, "id", ids);
+    cJSON_AddStringToObject(a, "op", "batch_norm");
+    cJSON *al = cJSON_AddArrayToObject(a, "args");
+    for (int i = 0; i < 5; i++) {
+        const char *nm = name_of(t, args[i]);
+        if (!nm)
+            return cJSON_Delete(a), false;
+        cJSON_AddItemToArray(al, cJSON_CreateString(nm));
+    }
+    cJSON_AddItemToArray(t->nodes, a);
+    *r = (val){.oty = in[0]->oty, .dt = in[0]->dt, .ndim = in[0]->ndim};
+    memcpy(r->dims, in[0]->dims, sizeof r->dims);
+    snprintf(r->tl, sizeof r->tl, "t%d", t->ntl - 3);
+    for (int j = 0; j < 2; j++) {
+        val *s = j ? bv : bm;
+        *s = (val){.oty = in[0]->oty, .dt = in[0]->dt, .ndim = 1, .dims = {in[0]->dims[1]}};
+        snprintf(s->tl, sizeof s->tl, "t%d", t->ntl - 2 + j);
+    }
+    out[0] = r;
+    double mom = attr_f(t, "momentum", 0.9);
+    for (int j = 1; j < nout && j < 3; j++) {
+        val *run = in[2 + j], *batch = j == 1 ? bm : bv; /* running = running * momentum + batch * (1 - momentum) */
+        val *p = call2(t, "mul", run, scalar(t, run->dt, mom)), *q = call2(t, "mul", batch, scalar(t, run->dt, 1 - mom));
+        if (!p || !q || !(out[j] = call2(t, "add", p, q)))
+            return false;
+    }
+    if (nout > 3)
+        return fail(t, "its saved statistics outputs (opset < 9) are not translated");
+    return true;
+}
+
+static bool x_instnorm(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 3))
+        return false;
+    if (in[0]->ndim < 3)
+        return fail(t, "x must be [N, C, *S]");
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "groups", (double)in[0]->dims[1]);
+    put_num(a, "epsilon", attr_f(t, "epsilon", 1e-5));
+    return (out[0] = call(t, "group_norm", 3, in, a)) != NULL;
+}
+
+static bool x_layernorm(tx *t, val **in, int nin, val **out, int nout)
+{
+    if (!need(t, in, nin, 2))
+        return false;
+    bool ok;
+    int ax = norm_axis(t, attr_i(t, "axis", -1), in[0]->ndim, &ok);
+    if (!ok)
+        return false;
+    int nd = in[0]->ndim - ax;
+    val *s = reshape(t, in[1], nd, in[0]->dims + ax), *b = nin > 2 && in[2] ? reshape(t, in[2], nd, in[0]->dims + ax) : NULL;
+    if (!s || (nin > 2 && in[2] && !b))
+        return false;
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    put_num(a, "epsilon", attr_f(t, "epsilon", 1e-5));
+    val *args[3] = {in[0], s, b};
+    if (!(out[0] = call(t, "layer_norm", b ? 3 : 2, args, a)))
+        return false;
+    if (nout > 1) { /* Mean and InvStdDev: over the axes normalized, kept */
+        int64_t axes[TL_MAXDIM];
+        for (int i = ax; i < in[0]->ndim; i++)
+            axes[i - ax] = i;
+        cJSON *m1 = cJSON_CreateObject(), *m2 = cJSON_CreateObject();
+        put_ints(m1, "axes", axes, nd);
+        put_bool(m1, "keepdims", true);
+        put_ints(m2, "axes", axes, nd);
+        put_bool(m2, "keepdims", true);
+        val *mean = call1(t, "mean", in[0], m1), *d = mean ? call2(t, "sub", in[0], mean) : NULL;
+        val *var = d ? call1(t, "mean", call1(t, "square", d, NULL), m2) : (cJSON_Delete(m2), NULL);
+        val *e = var ? call2(t, "add", var, scalar(t, var->dt, attr_f(t, "epsilon", 1e-5))) : NULL;
+        if (!e || !(out[1] = mean) || (nout > 2 && !(out[2] = call1(t, "rsqrt", e, NULL))))
+            return false;
+    }
+    return true;
+}
+
+/* Softmax, LogSoftmax: from opset 13 along one axis; before, over the
+ * axes from `axis` on, flattened. */
+static bool x_softmax(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    const char *op = !strcmp(t->node->op_type, "Softmax") ? "softmax" : "log_softmax";
+    bool ok;
+    int ax = norm_axis(t, attr_i(t, "axis", opset(t) >= 13 ? -1 : 1), x->ndim, &ok);
+    if (!ok)
+        return false;
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", opset(t) >= 13 ? ax : 1);
+    if (opset(t) >= 13)
+        return (out[0] = call1(t, op, x, a)) != NULL;
+    int64_t sh[2] = {1, 1};
+    for (int i = 0; i < x->ndim; i++)
+        sh[i >= ax] *= x->dims[i];
+    val *f = reshape(t, x, 2, sh), *y = f ? call1(t, op, f, a) : (cJSON_Delete(a), NULL);
+    return y && (out[0] = reshape(t, y, x->ndim, x->dims)) != NULL;
+}
+
+/* ---------- shapes ---------- */
+
+static bool x_shape(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    int nd = in[0]->ndim;
+    int64_t lo = attr_i(t, "start", 0), hi = attr_i(t, "end", nd);
+    lo = lo < 0 ? lo + nd : lo;
+    hi = hi < 0 ? hi + nd : hi;
+    lo = lo < 0 ? 0 : lo > nd ? nd : lo;
+    hi = hi < 0 ? 0 : hi > nd ? nd : hi;
+    int64_t n = hi > lo ? hi - lo : 0;
+    return (out[0] = known_ints(t, 1, &n, in[0]->dims + lo, TL_ONNX_INT64)) != NULL;
+}
+
+static bool x_size(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    int64_t n = 1;
+    for (int i = 0; i < in[0]->ndim; i++)
+        n *= in[0]->dims[i];
+    return (out[0] = known_ints(t, 0, NULL, &n, TL_ONNX_INT64)) != NULL;
+}
+
+/* A known tensor in a new shape (same data). */
+static val *known_reshape(tx *t, val *x, int nd, const int64_t *shape)
+{
+    val *r = known_ints(t, nd, shape, x->k->data, x->oty);
+    return r;
+}
+
+static bool reshape_to(tx *t, val *x, int nd, const int64_t *sh, val **out)
+{
+    if (foldable(x))
+        return (*out = known_reshape(t, x, nd, sh)) != NULL;
+    if (!(*out = reshape(t, x, nd, sh)))
+        return false;
+    if (*out == x)
+        *out = copy_of(t, x);
+    if (*out)
+        (*out)->oty = x->oty;
+    return *out != NULL;
+}
+
+static bool x_reshape(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    int64_t sh[TL_MAXDIM];
+    int n;
+    if (opset(t) < 5) {
+        if ((n = attr_ints(t, "shape", sh, TL_MAXDIM)) < 0)
+            return n == -2 ? false : fail(t, "attribute \"shape\" is missing");
+    } else if (!need(t, in, nin, 2) || !ints_of(t, in[1], "shape", sh, &n, TL_MAXDIM)) {
+        return false;
+    }
+    bool allowzero = attr_i(t, "allowzero", 0) != 0;
+    int64_t numel = 1, known_p = 1;
+    int neg = -1;
+    for (int i = 0; i < x->ndim; i++)
+        numel *= x->dims[i];
+    for (int i = 0; i < n; i++) {
+        if (sh[i] == 0 && !allowzero) {
+            if (i >= x->ndim)
+                return fail(t, "shape entry %d is 0 (copy) past the input's %d dims", i, x->ndim);
+            sh[i] = x->dims[i];
+        }
+        if (sh[i] == -1) {
+            if (neg >= 0)
+                return fail(t, "shape has two -1 entries");
+            neg = i;
+        } else if (sh[i] < 0) {
+            return fail(t, "shape entry %lld is negative", (long long)sh[i]);
+        } else {
+            if (sh[i] && known_p > INT64_MAX / sh[i])
+                return fail(t, "shape entry %lld makes too many elements", (long long)sh[i]);
+            known_p *= sh[i];
+        }
+    }
+    if (neg >= 0) {
+        if (!known_p || numel % known_p)
+            return fail(t, "cannot reshape %lld elements into the shape given", (long long)numel);
+        sh[neg] = numel / known_p;
+    } else if (known_p != numel) {
+        char d[96];
+        return fail(t, "cannot reshape %s into %lld elements", type_desc(x, d, sizeof d), (long long)known_p);
+    }
+    return reshape_to(t, x, n, sh, out);
+}
+
+static bool x_flatten(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    int64_t ax = attr_i(t, "axis", 1);
+    if (ax < 0)
+        ax += x->ndim;
+    if (ax < 0 || ax > x->ndim)
+        return fail(t, "axis %lld is out of range", (long long)attr_i(t, "axis", 1));
+    int64_t sh[2] = {1, 1};
+    for (int i = 0; i < x->ndim; i++)
+        sh[i >= ax] *= x->dims[i];
+    return reshape_to(t, x, 2, sh, out);
+}
+
+/* Squeeze / Unsqueeze: the axes from the attribute (before opset 13) or
+ * the second input. */
+static bool axes_of(tx *t, val **in, int nin, int64_t *axes, int *n, bool *given)
+{
+    *given = true;
+    if (opset(t) < 13) {
+        *n = attr_ints(t, "axes", axes, TL_MAXDIM);
+        if (*n == -2)
+            return false;
+        if (*n < 0) {
+            *n = 0;
+            *given = false;
+        }
+        return true;
+    }
+    if (nin < 2 || !in[1]) {
+        *n = 0;
+        *given = false;
+        return true;
+    }
+    return ints_of(t, in[1], "axes", axes, n, TL_MAXDIM);
+}
+
+static bool x_squeeze(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    int64_t axes[TL_MAXDIM], sh[TL_MAXDIM];
+    int n, nd = 0;
+    bool given, drop[TL_MAXDIM] = {0}, ok;
+    if (!axes_of(t, in, nin, axes, &n, &given))
+        return false;
+    for (int i = 0; i < n; i++) {
+        int a = norm_axis(t, axes[i], x->ndim, &ok);
+        if (!ok)
+            return false;
+        if (x->dims[a] != 1)
+            return fail(t, "axis %d has size %lld, not 1", a, (long long)x->dims[a]);
+        drop[a] = true;
+    }
+    for (int i = 0; i < x->ndim; i++)
+        if (!(given ? drop[i] : x->dims[i] == 1))
+            sh[nd++] = x->dims[i];
+    return reshape_to(t, x, nd, sh, out);
+}
+
+static bool x_unsqueeze(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    int64_t axes[TL_MAXDIM], sh[TL_MAXDIM];
+    int n;
+    bool given, ins[TL_MAXDIM] = {0}, ok;
+    if (!axes_of(t, in, nin, axes, &n, &given))
+        return false;
+    int od = x->ndim + n;
+    if (od > TL_MAXDIM)
+        return fail(t, "the result would have %d dims (at most %d)", od, TL_MAXDIM);
+    for (int i = 0; i < n; i++) {
+        int a = norm_axis(t, axes[i], od, &ok);
+        if (!ok)
+            return false;
+        if (ins[a])
+            return fail(t, "axis %d is given twice", a);
+        ins[a] = true;
+    }
+    for (int i = 0, j = 0; i < od; i++)
+        sh[i] = ins[i] ? 1 : x->dims[j++];
+    return reshape_to(t, x, od, sh, out);
+}
+
+static bool x_transpose(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    int64_t perm[TL_MAXDIM];
+    int n = attr_ints(t, "perm", perm, TL_MAXDIM);
+    if (n == -2)
+        return false;
+    if (n < 0)
+        for (n = 0; n < x->ndim; n++)
+            perm[n] = x->ndim - 1 - n;
+    if (foldable(x)) {
+        if (n != x->ndim)
+            return fail(t, "perm has %d entries for %d dims", n, x->ndim);
+        int64_t sh[TL_MAXDIM], str[TL_MAXDIM], s = 1;
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            str[d] = s;
+            s *= x->dims[d];
+        }
+        for (int d = 0; d < n; d++) {
+            if (perm[d] < 0 || perm[d] >= n)
+                return fail(t, "perm entry %lld is out of range", (long long)perm[d]);
+            sh[d] = x->dims[perm[d]];
+        }
+        val *r = known_ints(t, n, sh, NULL, x->oty);
+        for (int64_t i = 0; r && i < r->k->numel; i++) {
+            int64_t rem = i, src = 0;
+            for (int d = n - 1; d >= 0; d--) {
+                src += (rem % sh[d]) * str[perm[d]];
+                rem /= sh[d];
+            }
+            ((int64_t *)r->k->data)[i] = kget(x->k, src);
+        }
+        return (out[0] = r) != NULL;
+    }
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "axes", perm, n);
+    val *r = call1(t, "transpose", x, a);
+    if (r)
+        r->oty = x->oty;
+    return (out[0] = r) != NULL;
+}
+
+static bool x_concat(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    bool ok, all = true;
+    int nd = in[0]->ndim;
+    int ax = norm_axis(t, attr_i(t, "axis", opset(t) < 4 ? 1 : 0), nd, &ok);
+    if (!ok)
+        return false;
+    for (int i = 0; i < nin; i++) {
+        if (!in[i])
+            return fail(t, "input %d is missing", i + 1);
+        all = all && foldable(in[i]);
+    }
+    if (all) {
+        int64_t sh[TL_MAXDIM];
+        memcpy(sh, in[0]->dims, sizeof sh);
+        sh[ax] = 0;
+        for (int i = 0; i < nin; i++) {
+            if (in[i]->ndim != nd)
+                return fail(t, "inputs of different ranks");
+            sh[ax] += in[i]->dims[ax];
+        }
+        val *r = known_ints(t, nd, sh, NULL, in[0]->oty);
+        if (!r)
+            return false;
+        int64_t outer = 1, inner = 1, pos = 0;
+        for (int d = 0; d < ax; d++)
+            outer *= sh[d];
+        for (int d = ax + 1; d < nd; d++)
+            inner *= sh[d];
+        for (int i = 0; i < nin; i++) {
+            int64_t w = in[i]->dims[ax] * inner;
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t j = 0; j < w; j++)
+                    ((int64_t *)r->k->data)[o * sh[ax] * inner + pos + j] = kget(in[i]->k, o * w + j);
+            pos += w;
+        }
+        return (out[0] = r) != NULL;
+    }
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    val *r = call(t, "concat", nin, in, a);
+    if (r)
+        r->oty = in[0]->oty;
+    return (out[0] = r) != NULL;
+}
+
+/* Known index data: [n] i64 taken along axis of x (host). */
+static val *fold_take(tx *t, val *x, val *idx, int ax)
+{
+    int nd = x->ndim - 1 + idx->ndim;
+    if (nd > TL_MAXDIM)
+        return fail(t, "the result would have %d dims", nd), NULL;
+    int64_t sh[TL_MAXDIM], outer = 1, inner = 1, n = x->dims[ax];
+    int k = 0;
+    for (int d = 0; d < ax; d++)
+        outer *= (sh[k++] = x->dims[d]);
+    for (int d = 0; d < idx->ndim; d++)
+        sh[k++] = idx->dims[d];
+    for (int d = ax + 1; d < x->ndim; d++)
+        inner *= (sh[k++] = x->dims[d]);
+    val *r = known_ints(t, nd, sh, NULL, x->oty);
+    if (!r)
+        return NULL;
+    int64_t m = idx->k->numel, *o = r->k->data;
+    for (int64_t a = 0; a < outer; a++)
+        for (int64_t j = 0; j < m; j++) {
+            int64_t i = kget(idx->k, j);
+            if (i < -n || i >= n)
+                return fail(t, "index %lld is out of range for size %lld", (long long)i, (long long)n), NULL;
+            i = i < 0 ? i + n : i;
+            for (int64_t b = 0; b < inner; b++)
+                o[(a * m + j) * inner + b] = kget(x->k, (a * n + i) * inner + b);
+        }
+    return r;
+}
+
+static bool x_gather(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2))
+        return false;
+    bool ok;
+    int ax = norm_axis(t, attr_i(t, "axis", 0), in[0]->ndim, &ok);
+    if (!ok)
+        return false;
+    if (!is_int_type(in[1]->oty) || in[1]->oty == TL_ONNX_BOOL)
+        return fail(t, "its indices are %s, not integers", tl_onnx_type_name(in[1]->oty));
+    if (foldable(in[0]) && foldable(in[1]))
+        return (out[0] = fold_take(t, in[0], in[1], ax)) != NULL;
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    val *r = call(t, "take", 2, in, a);
+    if (r)
+        r->oty = in[0]->oty;
+    return (out[0] = r) != NULL;
+}
+
+static bool x_gather_elements(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2))
+        return false;
+    bool ok;
+    int ax = norm_axis(t, attr_i(t, "axis", 0), in[0]->ndim, &ok);
+    if (!ok)
+        return false;
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    val *r = call(t, "gather", 2, in, a);
+    if (r)
+        r->oty = in[0]->oty;
+    return (out[0] = r) != NULL;
+}
+
+/* One axis of a Slice with step != 0: Python's clamping, as ONNX defines. */
+static void slice_bounds(int64_t n, int64_t *start, int64_t *end, int64_t step)
+{
+    int64_t s = *start, e = *end;
+    s = s < 0 ? s + n : s;
+    e = e < 0 ? e + n : e;
+    if (step > 0) {
+        s = s < 0 ? 0 : s > n ? n : s;
+        e = e < 0 ? 0 : e > n ? n : e;
+    } else {
+        s = s < 0 ? -1 : s > n - 1 ? n - 1 : s;
+        e = e < -1 ? -1 : e > n - 1 ? n - 1 : e;
+    }
+    *start = s;
+    *end = e;
+}
+
+static bool x_slice(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    int64_t st[TL_MAXDIM], en[TL_MAXDIM], ax[TL_MAXDIM], sp[TL_MAXDIM];
+    int ns, ne, na = -1, np = -1;
+    if (opset(t) < 10) {
+        if ((ns = attr_ints(t, "starts", st, TL_MAXDIM)) < 0 || (ne = attr_ints(t, "ends", en, TL_MAXDIM)) < 0)
+            return fail(t, "starts and ends are required");
+        if ((na = attr_ints(t, "axes", ax, TL_MAXDIM)) == -2)
+            return false;
+    } else {
+        if (!need(t, in, nin, 3) || !ints_of(t, in[1], "starts", st, &ns, TL_MAXDIM) ||
+            !ints_of(t, in[2], "ends", en, &ne, TL_MAXDIM))
+            return false;
+        if (nin > 3 && in[3] && !ints_of(t, in[3], "axes", ax, &na, TL_MAXDIM))
+            return false;
+        if (nin > 4 && in[4] && !ints_of(t, in[4], "steps", sp, &np, TL_MAXDIM))
+            return false;
+    }
+    if (ns != ne || (na >= 0 && na != ns) || (np >= 0 && np != ns))
+        return fail(t, "starts, ends, axes and steps differ in length");
+    val *r = x;
+    for (int i = 0; i < ns; i++) {
+        bool ok;
+        int a = norm_axis(t, na >= 0 ? ax[i] : i, x->ndim, &ok);
+        if (!ok)
+            return false;
+        int64_t step = np >= 0 ? sp[i] : 1, s = st[i], e = en[i], n = r->dims[a];
+        if (!step)
+            return fail(t, "a step of 0");
+        slice_bounds(n, &s, &e, step);
+        int64_t cnt = step > 0 ? (e > s ? (e - s + step - 1) / step : 0) : (s > e ? (s - e - step - 1) / -step : 0);
+        if (step > 0 && !foldable(r)) {
+            if (s == 0 && e == n && step == 1)
+                continue;
+            cJSON *o = cJSON_CreateObject();
+            put_num(o, "axis", a);
+            put_num(o, "start", (double)s);
+            put_num(o, "stop", (double)e);
+            put_num(o, "step", (double)step);
+            val *y = call1(t, "slice", r, o);
+            if (!y)
+                return false;
+            y->oty = r->oty;
+            r = y;
+            continue;
+        }
+        /* negative steps, or known data: the indices taken */
+        val *idx = known_ints(t, 1, &cnt, NULL, TL_ONNX_INT64);
+        if (!idx)
+            return false;
+        for (int64_t j = 0; j < cnt; j++)
+            ((int64_t *)idx->k->data)[j] = s + j * step;
+        if (foldable(r)) {
+            r = fold_take(t, r, idx, a);
+        } else {
+            cJSON *o = cJSON_CreateObject();
+            put_num(o, "axis", a);
+            val *args[2] = {r, idx}, *y = call(t, "take", 2, args, o);
+            if (y)
+                y->oty = r->oty;
+            r = y;
+        }
+        if (!r)
+            return false;
+    }
+    if (r == x)
+        return reshape_to(t, x, x->ndim, x->dims, out);
+    return (out[0] = r) != NULL;
+}
+
+/* Expand: bidirectional broadcast to the shape given. */
+static bool x_expand(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2))
+        return false;
+    int64_t sh[TL_MAXDIM], os[TL_MAXDIM];
+    int n, od;
+    if (!ints_of(t, in[1], "shape", sh, &n, TL_MAXDIM))
+        return false;
+    if (!tl_broadcast_shapes(in[0]->ndim, in[0]->dims, n, sh, &od, os))
+        return fail(t, "the input does not broadcast to the shape given");
+    if (foldable(in[0])) {
+        val *r = known_ints(t, od, os, NULL, in[0]->oty);
+        int64_t str[TL_MAXDIM];
+        bstrides(in[0], od, os, str);
+        for (int64_t i = 0; r && i < r->k->numel; i++)
+            ((int64_t *)r->k->data)[i] = kget(in[0]->k, bindex(i, od, os, str));
+        return (out[0] = r) != NULL;
+    }
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "shape", os, od);
+    val *r = call1(t, "broadcast_to", in[0], a);
+    if (r)
+        r->oty = in[0]->oty;
+    return (out[0] = r) != NULL;
+}
+
+/* Tile: x as [1, d0, 1, d1...] broadcast to [r0, d0, r1, d1...], merged. */
+static bool x_tile(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2))
+        return false;
+    val *x = in[0];
+    int64_t rep[TL_MAXDIM], s1[TL_MAXDIM], s2[TL_MAXDIM], s3[TL_MAXDIM];
+    int n;
+    if (!ints_of(t, in[1], "repeats", rep, &n, TL_MAXDIM))
+        return false;
+    if (n != x->ndim || 2 * n > TL_MAXDIM)
+        return fail(t, "repeats has %d entries for %d dims", n, x->ndim);
+    for (int i = 0; i < n; i++) {
+        if (rep[i] < 0 || (x->dims[i] && rep[i] > INT64_MAX / x->dims[i] / 2))
+            return fail(t, "repeats entry %lld is negative or too large", (long long)rep[i]);
+        s1[2 * i] = 1;
+        s1[2 * i + 1] = x->dims[i];
+        s2[2 * i] = rep[i];
+        s2[2 * i + 1] = x->dims[i];
+        s3[i] = rep[i] * x->dims[i];
+    }
+    val *a = reshape(t, x, 2 * n, s1);
+    cJSON *o = cJSON_CreateObject();
+    put_ints(o, "shape", s2, 2 * n);
+    val *b = a ? call1(t, "broadcast_to", a, o) : (cJSON_Delete(o), NULL);
+    val *r = b ? reshape(t, b, n, s3) : NULL;
+    if (r)
+        r->oty = x->oty;
+    return (out[0] = r) != NULL;
+}
+
+static bool x_constant(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)in, (void)nin, (void)nout;
+    for (size_t i = 0; i < t->node->n_attribute; i++) {
+        const Onnx__AttributeProto *a = t->node->attribute[i];
+        const char *nm = a->name ? a->name : "";
+        tl_tensor *k = NULL;
+        int oty = TL_ONNX_FLOAT;
+        if (!strcmp(nm, "value") && a->t) {
+            tl_status st = {0};
+            oty = a->t->has_data_type ? a->t->data_type : 0;
+            if (!(k = tl_onnx_tensor(t->m->f, a->t, &st)))
+                return fail(t, "%s", st.msg);
+        } else if (!strcmp(nm, "value_float") || !strcmp(nm, "value_floats")) {
+            int64_t n = nm[11] ? (int64_t)a->n_floats : -1;
+            k = tl_tensor_new(TL_F32, n >= 0, &n, t->st);
+            for (int64_t j = 0; k && j < k->numel; j++)
+                ((float *)k->data)[j] = n >= 0 ? a->floats[j] : a->f;
+        } else if (!strcmp(nm, "value_int") || !strcmp(nm, "value_ints")) {
+            int64_t n = nm[9] ? (int64_t)a->n_ints : -1;
+            oty = TL_ONNX_INT64;
+            k = tl_tensor_new(TL_I64, n >= 0, &n, t->st);
+            for (int64_t j = 0; k && j < k->numel; j++)
+                ((int64_t *)k->data)[j] = n >= 0 ? a->ints[j] : a->i;
+        } else {
+            continue;
+        }
+        if (!k)
+            return false;
+        return (out[0] = known(t, k, oty)) != NULL;
+    }
+    return fail(t, "no value attribute tl reads (value, value_float(s), value_int(s))");
+}
+
+static bool x_constant_of_shape(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    int64_t sh[TL_MAXDIM];
+    int n;
+    if (!need(t, in, nin, 1) || !ints_of(t, in[0], "shape", sh, &n, TL_MAXDIM))
+        return false;
+    const Onnx__AttributeProto *a = attr(t, "value");
+    int oty = TL_ONNX_FLOAT;
+    double v = 0;
+    if (a && a->t) {
+        tl_status st = {0};
+        oty = a->t->has_data_type ? a->t->data_type : 0;
+        tl_tensor *k = tl_onnx_tensor(t->m->f, a->t, &st);
+        if (!k)
+            return fail(t, "%s", st.msg);
+        if (k->numel != 1) {
+            tl_tensor_unref(k);
+            return fail(t, "its value must hold one element");
+        }
+        v = tl_tensor_get(k, 0);
+        if (tl_dtype_is_int(k->dtype))
+            v = (double)kget(k, 0);
+        tl_tensor_unref(k);
+    }
+    tl_dtype dt = oty == TL_ONNX_FLOAT ? TL_F32 : oty == TL_ONNX_DOUBLE ? TL_F64 : TL_I64;
+    tl_tensor *k = tl_tensor_new(dt, n, sh, t->st);
+    for (int64_t i = 0; k && i < k->numel; i++) {
+        if (dt == TL_I64)
+            ((int64_t *)k->data)[i] = (int64_t)v;
+        else
+            tl_tensor_set(k, i, v);
+    }
+    return k && (out[0] = known(t, k, oty)) != NULL;
+}
+
+static bool x_range(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 3))
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (!in[i]->k)
+            return fail(t, "its bounds are computed at run time; tl needs them at load");
+    int oty = in[0]->oty;
+    double s = tl_tensor_get(in[0]->k, 0), e = tl_tensor_get(in[1]->k, 0), d = tl_tensor_get(in[2]->k, 0);
+    if (!d)
+        return fail(t, "a delta of 0");
+    double c = ceil((e - s) / d);
+    int64_t n = c > 0 ? (int64_t)c : 0;
+    if (n > ((int64_t)1 << 32))
+        return fail(t, "%lld elements", (long long)n);
+    if (is_int_type(oty)) {
+        val *r = known_ints(t, 1, &n, NULL, oty);
+        int64_t si = kget(in[0]->k, 0), di = kget(in[2]->k, 0);
+        for (int64_t i = 0; r && i < n; i++)
+            ((int64_t *)r->k->data)[i] = si + i * di;
+        return (out[0] = r) != NULL;
+    }
+    tl_tensor *k = tl_tensor_new(in[0]->k->dtype, 1, &n, t->st);
+    for (int64_t i = 0; k && i < n; i++)
+        tl_tensor_set(k, i, in[0]->k->dtype == TL_F32 ? (double)((float)s + (float)i * (float)d) : s + (double)i * d);
+    return k && (out[0] = known(t, k, oty)) != NULL;
+}
+
+static bool onnx_dtype(int oty, tl_dtype call, tl_dtype *dt)
+{
+    switch (oty) {
+    case TL_ONNX_FLOAT: *dt = TL_F32; return true;
+    case TL_ONNX_DOUBLE: *dt = TL_F64; return true;
+    case TL_ONNX_INT32: *dt = TL_I32; return true;
+    case TL_ONNX_INT64: *dt = TL_I64; return true;
+    case TL_ONNX_BOOL: *dt = call; return true;
+    default: return false;
+    }
+}
+
+static bool cast_to(tx *t, val *x, int to, val **out)
+{
+    tl_dtype dt;
+    if (!onnx_dtype(to, t->call, &dt))
+        return fail(t, "a cast to %s, which tl does not compute in", tl_onnx_type_name(to));
+    if (foldable(x) && is_int_type(to)) {
+        val *r = known_ints(t, x->ndim, x->dims, x->k->data, to);
+        for (int64_t i = 0; r && i < r->k->numel; i++) {
+            int64_t v = kget(x->k, i);
+            ((int64_t *)r->k->data)[i] = to == TL_ONNX_BOOL ? v != 0 : to == TL_ONNX_INT32 ? (int32_t)v : v;
+        }
+        return (*out = r) != NULL;
+    }
+    val *r = x;
+    if (to == TL_ONNX_BOOL && x->oty != TL_ONNX_BOOL) {
+        if (!(r = call2(t, "ne", x, scalar(t, x->dt, 0))))
+            return false;
+        return (*out = as_bool(t, r)) != NULL;
+    }
+    if (r->dt != dt) {
+        cJSON *a = cJSON_CreateObject();
+        put_str(a, "dtype", tl_dtype_name(dt));
+        if (!(r = call1(t, "cast", r, a)))
+            return false;
+    } else if (!(r = copy_of(t, x))) {
+        return false;
+    }
+    r->oty = to;
+    return (*out = r) != NULL;
+}
+
+static bool x_cast(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    return cast_to(t, in[0], (int)attr_i(t, "to", 0), out);
+}
+
+static bool x_castlike(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    return need(t, in, nin, 2) && cast_to(t, in[0], in[1]->oty, out);
+}
+
+static bool x_split(tx *t, val **in, int nin, val **out, int nout)
+{
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    bool ok;
+    int ax = norm_axis(t, attr_i(t, "axis", 0), x->ndim, &ok);
+    if (!ok)
+        return false;
+    int64_t sp[MAXIO];
+    int n = -1;
+    if (opset(t) < 13) {
+        if ((n = attr_ints(t, "split", sp, MAXIO)) == -2)
+            return false;
+        if (n < 0 && opset(t) < 2 && nin > 1 && in[1] && !ints_of(t, in[1], "split", sp, &n, MAXIO))
+            return false;
+    } else if (nin > 1 && in[1] && !ints_of(t, in[1], "split", sp, &n, MAXIO)) {
+        return false;
+    }
+    int64_t len = x->dims[ax];
+    if (n < 0) {
+        int parts = opset(t) >= 18 && attr(t, "num_outputs") ? (int)attr_i(t, "num_outputs", nout) : nout;
+        if (parts < 1 || parts > MAXIO)
+            return fail(t, "%d outputs", parts);
+        int64_t each = (len + parts - 1) / parts;
+        for (n = 0; n < parts; n++)
+            sp[n] = each * (n + 1) <= len ? each : len - each * n > 0 ? len - each * n : 0;
+    }
+    if (n != nout)
+        return fail(t, "%d parts for %d outputs", n, nout);
+    int64_t pos = 0;
+    for (int i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        put_num(o, "axis", ax);
+        put_num(o, "start", (double)pos);
+        put_num(o, "stop", (double)(pos + sp[i]));
+        pos += sp[i];
+        if (!(out[i] = call1(t, "slice", x, o)))
+            return false;
+        out[i]->oty = x->oty;
+    }
+    if (pos != len)
+        return fail(t, "the parts add up to %lld, not %lld", (long long)pos, (long long)len);
+    return true;
+}
+
+static bool x_pad(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    int64_t p[2 * TL_MAXDIM], axes[TL_MAXDIM];
+    int n, na = -1;
+    double value = attr_f(t, "value", 0);
+    if (opset(t) < 11) {
+        if ((n = attr_ints(t, opset(t) < 2 ? "paddings" : "pads", p, 2 * TL_MAXDIM)) < 0)
+            return n == -2 ? false : fail(t, "pads are required");
+    } else {
+        if (!need(t, in, nin, 2) || !ints_of(t, in[1], "pads", p, &n, 2 * TL_MAXDIM))
+            return false;
+        if (nin > 2 && in[2]) {
+            if (!in[2]->k)
+                return fail(t, "its constant_value is computed at run time; tl needs it at load");
+            value = tl_dtype_is_int(in[2]->k->dtype) ? (double)kget(in[2]->k, 0) : tl_tensor_get(in[2]->k, 0);
+        }
+        if (nin > 3 && in[3] && !ints_of(t, in[3], "axes", axes, &na, TL_MAXDIM))
+            return false;
+    }
+    int nd = x->ndim;
+    int64_t full[2 * TL_MAXDIM] = {0};
+    if (na < 0) {
+        if (n != 2 * nd)
+            return fail(t, "pads has %d entries for %d dims", n, nd);
+        for (int i = 0; i < nd; i++) {
+            full[2 * i] = p[i];
+            full[2 * i + 1] = p[i + nd];
+        }
+    } else {
+        if (n != 2 * na)
+            return fail(t, "pads has %d entries for %d axes", n, na);
+        for (int i = 0; i < na; i++) {
+            bool ok;
+            int a = norm_axis(t, axes[i], nd, &ok);
+            if (!ok)
+                return false;
+            full[2 * a] = p[i];
+            full[2 * a + 1] = p[i + na];
+        }
+    }
+    char buf[32];
+    const char *mode = attr_s(t, "mode", "constant", buf, sizeof buf);
+    cJSON *a = cJSON_CreateObject(), *pairs = cJSON_CreateArray();
+    for (int i = 0; i < nd; i++)
+        cJSON_AddItemToArray(pairs, ints_json(full + 2 * i, 2));
+    cJSON_AddItemToObject(a, "pads", pairs);
+    put_str(a, "mode", mode);
+    if (!strcmp(mode, "constant"))
+        put_num(a, "value", value);
+    val *r = call1(t, "pad", x, a);
+    if (r)
+        r->oty = x->oty;
+    return (out[0] = r) != NULL;
+}
+
+/* Reductions: axes from the attribute, or (ReduceSum from 13, the others
+ * from 18) the second input. */
+static bool x_reduce(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    const char *op = t->node->op_type + 6;
+    val *x = in[0];
+    int64_t axes[TL_MAXDIM];
+    int n = -1;
+    bool from_input = opset(t) >= (strcmp(op, "Sum") ? 18 : 13);
+    if (!from_input) {
+        if ((n = attr_ints(t, "axes", axes, TL_MAXDIM)) == -2)
+            return false;
+    } else if (nin > 1 && in[1]) {
+        if (!ints_of(t, in[1], "axes", axes, &n, TL_MAXDIM))
+            return false;
+    }
+    bool keep = attr_i(t, "keepdims", 1) != 0;
+    if (n <= 0 && from_input && attr_i(t, "noop_with_empty_axes", 0))
+        return reshape_to(t, x, x->ndim, x->dims, out);
+    cJSON *a = cJSON_CreateObject();
+    if (n > 0) {
+        for (int i = 0; i < n; i++) {
+            bool ok;
+            axes[i] = norm_axis(t, axes[i], x->ndim, &ok);
+            if (!ok)
+                return cJSON_Delete(a), false;
+        }
+        put_ints(a, "axes", axes, n);
+    }
+    put_bool(a, "keepdims", keep);
+    val *y = NULL, *pre = x;
+    const char *tl;
+    if (!strcmp(op, "L1"))
+        pre = call1(t, "abs", x, NULL), tl = "sum";
+    else if (!strcmp(op, "L2") || !strcmp(op, "SumSquare"))
+        pre = call1(t, "square", x, NULL), tl = "sum";
+    else if (!strcmp(op, "LogSum") || !strcmp(op, "Sum"))
+        tl = "sum";
+    else if (!strcmp(op, "LogSumExp"))
+        tl = "logsumexp";
+    else if (!strcmp(op, "Mean"))
+        tl = "mean";
+    else if (!strcmp(op, "Max"))
+        tl = "max";
+    else if (!strcmp(op, "Min"))
+        tl = "min";
+    else
+        tl = "prod";
+    if (pre)
+        y = call1(t, tl, pre, a);
+    else
+        cJSON_Delete(a);
+    if (y && !strcmp(op, "L2"))
+        y = call1(t, "sqrt", y, NULL);
+    if (y && !strcmp(op, "LogSum"))
+        y = call1(t, "log", y, NULL);
+    if (y)
+        y->oty = x->oty;
+    return (out[0] = y) != NULL;
+}
+
+static bool x_argmax(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    bool ok;
+    int ax = norm_axis(t, attr_i(t, "axis", 0), in[0]->ndim, &ok);
+    if (!ok)
+        return false;
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    put_bool(a, "keepdims", attr_i(t, "keepdims", 1) != 0);
+    put_bool(a, "select_last_index", attr_i(t, "select_last_index", 0) != 0);
+    return (out[0] = call1(t, !strcmp(t->node->op_type, "ArgMax") ? "argmax" : "argmin", in[0], a)) != NULL;
+}
+
+static bool x_cumsum(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    int64_t ax;
+    int n;
+    if (!need(t, in, nin, 2) || !ints_of(t, in[1], "axis", &ax, &n, 1))
+        return false;
+    bool ok;
+    int a = norm_axis(t, ax, in[0]->ndim, &ok);
+    if (!ok)
+        return false;
+    cJSON *o = cJSON_CreateObject();
+    put_num(o, "axis", a);
+    put_bool(o, "exclusive", attr_i(t, "exclusive", 0) != 0);
+    put_bool(o, "reverse", attr_i(t, "reverse", 0) != 0);
+    val *r = call1(t, "cumsum", in[0], o);
+    if (r)
+        r->oty = in[0]->oty;
+    return (out[0] = r) != NULL;
+}
+
+static bool x_depth_space(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    if (x->ndim != 4)
+        return fail(t, "x must be [N, C, H, W]");
+    int64_t b = attr_i(t, "blocksize", 0), N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    if (b < 1)
+        return fail(t, "blocksize must be positive");
+    int64_t s1[6], p[6], s2[4];
+    if (!strcmp(t->node->op_type, "DepthToSpace")) {
+        char buf[8];
+        bool crd = !strcmp(attr_s(t, "mode", "DCR", buf, sizeof buf), "CRD");
+        if (C % (b * b))
+            return fail(t, "channels %lld are not a multiple of blocksize^2", (long long)C);
+        int64_t c = C / (b * b);
+        int64_t a1[6] = {N, b, b, c, H, W}, a2[6] = {N, c, b, b, H, W}, q1[6] = {0, 3, 4, 1, 5, 2}, q2[6] = {0, 1, 4, 2, 5, 3};
+        memcpy(s1, crd ? a2 : a1, sizeof s1);
+        memcpy(p, crd ? q2 : q1, sizeof p);
+        int64_t o[4] = {N, c, H * b, W * b};
+        memcpy(s2, o, sizeof s2);
+    } else {
+        if (H % b || W % b)
+            return fail(t, "spatial sizes are not multiples of blocksize");
+        int64_t a1[6] = {N, C, H / b, b, W / b, b}, q1[6] = {0, 3, 5, 1, 2, 4}, o[4] = {N, C * b * b, H / b, W / b};
+        memcpy(s1, a1, sizeof s1);
+        memcpy(p, q1, sizeof p);
+        memcpy(s2, o, sizeof s2);
+    }
+    val *r = reshape(t, x, 6, s1);
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "axes", p, 6);
+    r = r ? call1(t, "transpose", r, a) : (cJSON_Delete(a), NULL);
+    return r && (out[0] = reshape(t, r, 4, s2)) != NULL;
+}
+
+/* ---------- the op table ---------- */
+
+static const struct op_entry {
+    const char *name;
+    int lo, hi; /* opsets */
+    xlate fn;
+} op_table[] = {
+    {"Abs", 1, 18, x_unary}, {"Acos", 7, 18, x_unary}, {"Acosh", 9, 18, x_unary}, {"Add", 1, 18, x_binary},
+    {"And", 1, 18, x_binary}, {"ArgMax", 1, 18, x_argmax}, {"ArgMin", 1, 18, x_argmax}, {"Asin", 7, 18, x_unary},
+    {"Asinh", 9, 18, x_unary}, {"Atan", 7, 18, x_unary}, {"Atanh", 9, 18, x_unary},
+    {"AveragePool", 1, 18, x_pool}, {"BatchNormalization", 1, 18, x_batchnorm}, {"Cast", 1, 18, x_cast},
+    {"CastLike", 15, 18, x_castlike}, {"Ceil", 1, 18, x_unary}, {"Celu", 12, 18, x_act}, {"Clip", 1, 18, x_clip},
+    {"Concat", 4, 18, x_concat}, {"Constant", 1, 18, x_constant}, {"ConstantOfShape", 9, 18, x_constant_of_shape},
+    {"Conv", 1, 18, x_conv}, {"ConvTranspose", 1, 18, x_conv}, {"Cos", 7, 18, x_unary}, {"Cosh", 9, 18, x_unary},
+    {"CumSum", 11, 18, x_cumsum}, {"DepthToSpace", 1, 18, x_depth_space}, {"Div", 1, 18, x_binary},
+    {"Dropout", 1, 18, x_dropout}, {"Elu", 1, 18, x_act}, {"Equal", 1, 18, x_binary}, {"Erf", 9, 18, x_unary},
+    {"Exp", 1, 18, x_unary}, {"Expand", 8, 18, x_expand}, {"Flatten", 1, 18, x_flatten}, {"Floor", 1, 18, x_unary},
+    {"Gather", 1, 18, x_gather}, {"GatherElements", 11, 18, x_gather_elements}, {"Gemm", 1, 18, x_gemm},
+    {"GlobalAveragePool", 1, 18, x_global_pool}, {"GlobalMaxPool", 1, 18, x_global_pool},
+    {"Greater", 1, 18, x_binary}, {"GreaterOrEqual", 12, 18, x_binary}, {"HardSigmoid", 1, 18, x_act},
+    {"HardSwish", 14, 18, x_act}, {"Identity", 1, 18, x_identity}, {"InstanceNormalization", 1, 18, x_instnorm},
+    {"IsInf", 10, 18, x_act}, {"IsNaN", 9, 18, x_act}, {"LayerNormalization", 17, 18, x_layernorm},
+    {"LeakyRelu", 1, 18, x_act}, {"Less", 1, 18, x_binary}, {"LessOrEqual", 12, 18, x_binary},
+    {"Log", 1, 18, x_unary}, {"LogSoftmax", 1, 18, x_softmax}, {"MatMul", 1, 18, x_matmul},
+    {"Max", 1, 18, x_variadic}, {"MaxPool", 1, 18, x_pool}, {"Mean", 1, 18, x_variadic},
+    {"Min", 1, 18, x_variadic}, {"Mod", 10, 18, x_mod}, {"Mul", 1, 18, x_binary}, {"Neg", 1, 18, x_unary},
+    {"Not", 1, 18, x_not}, {"Or", 1, 18, x_binary}, {"Pad", 2, 18, x_pad}, {"Pow", 1, 18, x_binary},
+    {"PRelu", 1, 18, x_act}, {"Range", 11, 18, x_range}, {"Reciprocal", 1, 18, x_unary},
+    {"ReduceL1", 1, 18, x_reduce}, {"ReduceL2", 1, 18, x_reduce}, {"ReduceLogSum", 1, 18, x_reduce},
+    {"ReduceLogSumExp", 1, 18, x_reduce}, {"ReduceMax", 1, 18, x_reduce}, {"ReduceMean", 1, 18, x_reduce},
+    {"ReduceMin", 1, 18, x_reduce}, {"ReduceProd", 1, 18, x_reduce}, {"ReduceSum", 1, 18, x_reduce},
+    {"ReduceSumSquare", 1, 18, x_reduce}, {"Relu", 1, 18, x_unary}, {"Reshape", 5, 18, x_reshape},
+    {"Round", 11, 18, x_unary}, {"Selu", 1, 18, x_act}, {"Shape", 1, 18, x_shape}, {"Shrink", 9, 18, x_act},
+    {"Sigmoid", 1, 18, x_unary}, {"Sign", 9, 18, x_unary}, {"Sin", 7, 18, x_unary}, {"Sinh", 9, 18, x_unary},
+    {"Size", 1, 18, x_size}, {"Slice", 1, 18, x_slice}, {"Softmax", 1, 18, x_softmax},
+    {"Softplus", 1, 18, x_unary}, {"Softsign", 1, 18, x_act}, {"SpaceToDepth", 1, 18, x_depth_space},
+    {"Split", 2, 18, x_split}, {"Sqrt", 1, 18, x_unary}, {"Squeeze", 1, 18, x_squeeze}, {"Sub", 1, 18, x_binary},
+    {"Sum", 1, 18, x_variadic}, {"Tan", 7, 18, x_unary}, {"Tanh", 1, 18, x_unary},
+    {"ThresholdedRelu", 10, 18, x_act}, {"Tile", 1, 18, x_tile}, {"Transpose", 1, 18, x_transpose},
+    {"Unsqueeze", 1, 18, x_unsqueeze}, {"Where", 9, 18, x_where}, {"Xor", 1, 18, x_binary},
+};
+
+const char *tl_onnx_op_name(int i, int *lo, int *hi)
+{
+    if (i < 0 || i >= (int)(sizeof op_table / sizeof op_table[0]))
+        return NULL;
+    *lo = op_table[i].lo < 6 ? 6 : op_table[i].lo;
+    *hi = op_table[i].hi;
+    return op_table[i].name;
+}
+
+static const struct op_entry *find_op(const char *name, int ver)
+{
+    for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)
+        if (!strcmp(op_table[i].name, name))
+            return ver >= op_table[i].lo && ver <= op_table[i].hi ? &op_table[i] : NULL;
+    return NULL;
+}
+
+/* ---------- the graph ---------- */
+
+static void tx_free(tx *t)
+{
+    cJSON_Delete(t->root);
+    for (size_t i = 0; i < t->nall; i++) {
+        tl_tensor_unref(t->all[i]->k);
+        free(t->all[i]->own);
+        free(t->all[i]);
+    }
+    free(t->all);
+    free(t->tab);
+    for (int i = 0; i < t->npatch; i++)
+        tl_tensor_unref(t->patch[i]);
+    free(t->patch);
+    free(t->patch_name);
+}
+
+static bool translate_node(tx *t, const Onnx__NodeProto *n)
+{
+    const char *dom = n->domain && n->domain[0] ? n->domain : "ai.onnx";
+    const char *op = n->op_type ? n->op_type : "";
+    if (strcmp(dom, "ai.onnx"))
+        return fail(t, "the domain \"%.60s\" is not translated: tl translates ai.onnx ops, opsets 6 to 18 "
+                       "(tl ops --onnx lists them)", dom);
+    const struct op_entry *e = find_op(op, opset(t));
+    if (!e) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)
+            known = known || !strcmp(op_table[i].name, op);
+        return fail(t, known ? "not translated at this opset (tl ops --onnx lists the ops and opsets tl translates)"
+                             : "an op tl does not translate (domain ai.onnx; tl ops --onnx lists the ops and opsets "
+                               "it translates)");
+    }
+    if (n->n_input > MAXIO || n->n_output > MAXIO || !n->n_output)
+        return fail(t, "%zu inputs and %zu outputs", n->n_input, n->n_output);
+    val *in[MAXIO] = {0}, *out[MAXIO] = {0};
+    int nin = (int)n->n_input, nout = (int)n->n_output;
+    for (int i = 0; i < nin; i++) {
+        if (!n->input[i][0])
+            continue; /* an optional input left out */
+        if (!(in[i] = lookup(t, n->input[i])))
+            return fail(t, "input \"%.200s\" is not defined before it (nothing defines it, or the graph has a cycle)",
+                        n->input[i]);
+    }
+    while (nout > 1 && !n->output[nout - 1][0])
+        nout--;
+    for (int i = 0; i < nout; i++)
+        if (n->output[i][0] && lookup(t, n->output[i]))
+            return fail(t, "output \"%.200s\" is already defined (a name used twice)", n->output[i]);
+    size_t before = t->nall;
+    if (!e->fn(t, in, nin, out, nout))
+        return false;
+    for (int i = 0; i < nout; i++) {
+        if (!n->output[i][0])
+            continue;
+        if (!out[i])
+            return fail(t, "output %d is not translated", i + 1);
+        if (!bind(t, n->output[i], out[i]))
+            return false;
+    }
+    /* values made on the way get names after the node's first output */
+    for (size_t i = before, k = 1; i < t->nall; i++)
+        if (!t->all[i]->user && t->all[i]->tl[0]) {
+            size_t len = strlen(n->output[0]) + 24;
+            char *nm = malloc(len);
+            if (!nm)
+                return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+            snprintf(nm, len, "%s~%zu", n->output[0], k++);
+            t->all[i]->user = t->all[i]->own = nm;
+        }
+    return true;
+}
+
+static bool add_input(tx *t, int i, const tl_tensor *x)
+{
+    tl_onnx_model *m = t->m;
+    val *v = new_val(t);
+    if (!v)
+        return false;
+    snprintf(v->tl, sizeof v->tl, "i%d", i);
+    v->dt = x->dtype;
+    v->ndim = x->ndim;
+    memcpy(v->dims, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    int decl = m->in_type[i];
+    v->oty = decl == TL_ONNX_BOOL ? TL_ONNX_BOOL
+             : x->dtype == TL_F32 ? TL_ONNX_FLOAT : x->dtype == TL_F64 ? TL_ONNX_DOUBLE
+             : x->dtype == TL_I32 ? TL_ONNX_INT32 : TL_ONNX_INT64;
+    tl_dtype want;
+    if (decl && decl != TL_ONNX_BOOL && onnx_dtype(decl, t->call, &want) && want != x->dtype)
+        return tl_fail(t->st, TL_EINPUT, "input \"%.200s\" is %s, where the model declares %s", m->in_name[i],
+                       tl_dtype_name(x->dtype), tl_onnx_type_name(decl)), false;
+    /* integer inputs are data a node may need at load (a Reshape's shape) */
+    if (tl_dtype_is_int(x->dtype) && x->numel <= 64) {
+        tl_tensor *k = tl_tensor_new(TL_I64, x->ndim, x->shape, t->st);
+        if (!k)
+            return false;
+        for (int64_t j = 0; j < x->numel; j++)
+            ((int64_t *)k->data)[j] = tl_tensor_get_int(x, j);
+        v->k = k;
+    } else if (!tl_dtype_is_int(x->dtype) && x->numel <= 16) {
+        v->k = tl_tensor_ref((tl_tensor *)x);
+        v->weight = true;
+    }
+    cJSON_AddItemToArray(t->inputs, cJSON_CreateString(v->tl));
+    return bind(t, m->in_name[i], v);
+}
+
+/* The JSON of the recipe for these inputs. */
+static bool build(tx *t, tl_tensor *const *in)
+{
+    tl_onnx_model *m = t->m;
+    const Onnx__GraphProto *g = m->f->model->graph;
+    t->call = TL_F32;
+    for (int i = 0; i < m->nin; i++)
+        if (!tl_dtype_is_int(in[i]->dtype)) {
+            t->call = in[i]->dtype;
+            break;
+        }
+    if (m->opset < 6 || m->opset > 18)
+        return tl_fail(t->st, TL_EINPUT, "opset %d of ai.onnx: tl translates opsets 6 to 18 (tl ops --onnx "
+                       "lists the ops)", m->opset), false;
+    t->root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(t->root, "version", 1);
+    t->inputs = cJSON_AddArrayToObject(t->root, "inputs");
+    t->consts = cJSON_AddObjectToObject(t->root, "consts");
+    t->nodes = cJSON_AddArrayToObject(t->root, "nodes");
+    if (!t->root || !t->nodes)
+        return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+    for (int i = 0; i < m->nin; i++)
+        if (!add_input(t, i, in[i]))
+            return false;
+    for (int k = 0; k < m->ninit; k++) {
+        const char *name = g->initializer[k]->name;
+        if (lookup(t, name))
+            continue; /* an input (with a default) */
+        val *v = known(t, tl_tensor_ref(m->init[k]), m->init_type[k]);
+        if (!v || !bind(t, name, v))
+            return false;
+    }
+    for (size_t i = 0; i < g->n_node; i++) {
+        t->node = g->node[i];
+        t->node_index = (int)i;
+        if (!translate_node(t, g->node[i]))
+            return false;
+    }
+    t->node = NULL;
+    if (!g->n_output)
+        return tl_fail(t->st, TL_EINPUT, "the graph has no outputs"), false;
+    cJSON *outs = cJSON_AddArrayToObject(t->root, "outputs");
+    for (size_t i = 0; i < g->n_output; i++) {
+        const char *name = g->output[i]->name ? g->output[i]->name : "";
+        val *v = lookup(t, name);
+        if (!v)
+            return tl_fail(t->st, TL_EINPUT, "graph output \"%.200s\" is not defined by any node", name), false;
+        /* an output under another name (Identity, an input): a value of its own */
+        if (v->user && strcmp(v->user, name)) {
+            val *r = v->tl[0] || !foldable(v) ? copy_of(t, v) : NULL;
+            if (!r && !foldable(v))
+                return false;
+            if (!r) { /* known data: a constant of that name */
+                r = known(t, tl_tensor_ref(v->k), v->oty);
+                if (!r || !name_of(t, r))
+                    return false;
+            }
+            r->user = name;
+            v = r;
+        }
+        const char *nm = name_of(t, v);
+        if (!nm)
+            return false;
+        for (int j = 0; j < cJSON_GetArraySize(outs); j++)
+            if (!strcmp(cJSON_GetArrayItem(outs, j)->valuestring, nm))
+                return tl_fail(t->st, TL_EINPUT, "graph output \"%.200s\" is listed twice", name), false;
+        cJSON_AddItemToArray(outs, cJSON_CreateString(nm));
+    }
+    return true;
+}
+
+/* The loaded graph gets the model's names and its weights' data. */
+static tl_graph *finish(tx *t, tl_status *st)
+{
+    char *text = cJSON_PrintUnformatted(t->root);
+    tl_graph *g = NULL;
+    if (!text) {
+        tl_fail(st, TL_ERUNTIME, "out of memory");
+        goto done;
+    }
+    tl_graph_options go = {0};
+    if (!(g = tl_graph_parse_with(text, strlen(text), t->m->path, &go, st))) {
+        tl_wrap(st, "translating the model (a fault of tl's translator)");
+        goto done;
+    }
+    const char **nm = tl_calloc((size_t)g->nslots + 1, sizeof *nm, "names", st);
+    if (!nm) {
+        tl_graph_free(g);
+        g = NULL;
+        goto done;
+    }
+    for (size_t i = 0; i < t->nall; i++) {
+        val *v = t->all[i];
+        int s = v->tl[0] && v->user ? tl_graph_top_slot(g, v->tl) : -1;
+        if (s >= 0 && !nm[s])
+            nm[s] = v->user;
+    }
+    for (int i = 0; i < t->npatch; i++) {
+        int s = tl_graph_top_slot(g, t->patch_name[i]), c = s >= 0 ? g->slot_const[s] : -1;
+        if (c < 0)
+            continue;
+        g->consts[c].kind = TL_CONST_DATA;
+        g->consts[c].typed = true;
+        g->consts[c].tensor = t->patch[i];
+        t->patch[i] = NULL;
+    }
+    tl_code rc = tl_graph_rename(g, nm, st);
+    free(nm);
+    if (rc) {
+        tl_graph_free(g);
+        g = NULL;
+    }
+done:
+    free(text);
+    return g;
+}
+
+tl_graph *tl_onnx_translate(tl_onnx_model *m, tl_tensor *const *in, tl_status *st)
+{
+    tx t = {.m = m, .st = st};
+    tl_graph *g = NULL;
+    if (build(&t, in))
+        g = finish(&t, st);
+    else
+        tl_wrap(st, "%s", m->path);
+    tx_free(&t);
+    return g;
+}
+
+tl_graph *tl_onnx_signature(tl_onnx_model *m, tl_status *st)
+{
+    cJSON *root = cJSON_CreateObject(), *ins = cJSON_AddArrayToObject(root, "inputs");
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON *c = cJSON_AddObjectToObject(root, "consts");
+    cJSON_AddNumberToObject(c, "none", 0);
+    cJSON_AddArrayToObject(root, "nodes");
+    cJSON_AddStringToObject(root, "outputs", "none");
+    for (int i = 0; i < m->nin; i++) {
+        char nm[24];
+        snprintf(nm, sizeof nm, "i%d", i);
+        cJSON_AddItemToArray(ins, cJSON_CreateString(nm));
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text)
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), NULL;
+    tl_graph *g = tl_graph_parse_with(text, strlen(text), m->path, NULL, st);
+    free(text);
+    if (!g)
+        return NULL;
+    const char **nm = tl_calloc((size_t)g->nslots + 1, sizeof *nm, "names", st);
+    if (!nm || (memcpy(nm, m->in_name, sizeof *nm * (size_t)m->nin), tl_graph_rename(g, nm, st))) {
+        free(nm);
+        tl_graph_free(g);
+        return NULL;
+    }
+    free(nm);
+    return g;
+}
+
+
+/* ---------- without a call site: the shapes the model declares ---------- */
+
+static tl_tensor *declared(const tl_onnx_model *m, int i, tl_status *st)
+{
+    const Onnx__GraphProto *g = m->f->model->graph;
+    const Onnx__ValueInfoProto *v = NULL;
+    for (size_t k = 0; k < g->n_input && !v; k++)
+        if (!strcmp(g->input[k]->name, m->in_name[i]))
+            v = g->input[k];
+    const Onnx__TypeProto *tp = v ? v->type : NULL;
+    const Onnx__TensorShapeProto *sh = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type
+                                           ? tp->tensor_type->shape : NULL;
+    if (!sh)
+        return tl_fail(st, TL_EINPUT, "input \"%.200s\" declares no shape: give it (NAME=TENSOR) to fix the "
+                       "shapes", m->in_name[i]), NULL;
+    if (sh->n_dim > TL_MAXDIM)
+        return tl_fail(st, TL_EINPUT, "input \"%.200s\" has %zu dims (at most %d)", m->in_name[i], sh->n_dim, TL_MAXDIM), NULL;
+    int64_t dims[TL_MAXDIM];
+    for (size_t d = 0; d < sh->n_dim; d++) {
+        if (sh->dim[d]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            return tl_fail(st, TL_EINPUT, "input \"%.200s\" has a dynamic dim %zu%s%.100s: give the input "
+                           "(NAME=TENSOR) to fix the shapes", m->in_name[i], d,
+                           sh->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? " " : "",
+                           sh->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? sh->dim[d]->dim_param : ""), NULL;
+        dims[d] = sh->dim[d]->dim_value;
+    }
+    tl_dtype dt = TL_F32;
+    if (!onnx_dtype(m->in_type[i] ? m->in_type[i] : TL_ONNX_FLOAT, TL_F32, &dt))
+        return tl_fail(st, TL_EINPUT, "input \"%.200s\" is %s, which tl does not compute in", m->in_name[i],
+                       tl_onnx_type_name(m->in_type[i])), NULL;
+    int64_t n;
+    if (tl_shape_numel((int)sh->n_dim, dims, &n, st))
+        return tl_wrap(st, "input \"%.200s\"", m->in_name[i]), NULL;
+    return tl_tensor_zeros(dt, (int)sh->n_dim, dims, st);
+}
+
+tl_graph *tl_onnx_load_declared(const char *path, const tl_onnx_options *o, tl_status *st)
+{
+    tl_onnx_model *m = tl_onnx_open(path, o, st);
+    if (!m)
+        return NULL;
+    tl_tensor **in = tl_calloc((size_t)m->nin + 1, sizeof *in, "the inputs", st);
+    tl_graph *g = NULL;
+    bool ok = in != NULL;
+    for (int i = 0; ok && i < m->nin; i++)
+        if (!(in[i] = tl_onnx_default(m, i)) && !(in[i] = declared(m, i, st)))
+            ok = (tl_wrap(st, "%s", path), false);
+    if (ok)
+        g = tl_onnx_translate(m, in, st);
+    for (int i = 0; in && i < m->nin; i++)
+        tl_tensor_unref(in[i]);
+    free(in);
+    tl_onnx_free(m);
+    return g;
+}

@@ -1,0 +1,71 @@
+/* ONNX models as graphs: a ModelProto (formats/onnx.h) translated node by
+ * node into the recipe a JSON graph loads into, specialized to the types
+ * of the tensors supplied at the call site.
+ *
+ * How: each node becomes tl calls written as graph-file JSON (names made
+ * up, weights as placeholders), which the graph loader validates like any
+ * graph file; the loaded graph then gets the model's own names back
+ * (tl_graph_rename) and its weights as data constants holding the tensors
+ * read from the model (no copy, no text).  Integer shape arithmetic
+ * (Shape, Gather, Concat... on int64 data from shapes and integer
+ * constants) is evaluated here, into the attributes of the calls that use
+ * it; float values are never folded.
+ *
+ * Ownership: a tl_onnx_model owns the file and its initializers; graphs
+ * made from it are independent of it (tl_graph_free them). */
+#ifndef TL_GRAPH_ONNX_H
+#define TL_GRAPH_ONNX_H
+
+#include "graph.h"
+
+typedef struct tl_onnx_model tl_onnx_model;
+
+typedef struct tl_onnx_options {
+    bool params;     /* every float initializer an input (its stored value by default) */
+    const char *wrt; /* comma-separated names: initializers among them become inputs too */
+    bool allow_outside_files; /* external data outside the model's folder */
+} tl_onnx_options;
+
+/* Whether a GRAPH argument names an ONNX model (ends in .onnx). */
+bool tl_onnx_is_model(const char *path);
+
+/* Reads a model and its initializers.  Errors (TL_EINPUT) start with the
+ * path. */
+tl_onnx_model *tl_onnx_open(const char *path, const tl_onnx_options *o, tl_status *st);
+tl_onnx_model *tl_onnx_open_mem(const void *data, size_t len, const char *path, const tl_onnx_options *o,
+                                tl_status *st);
+void tl_onnx_free(tl_onnx_model *m);
+
+/* The inputs of the translated graph, in order: the graph inputs that are
+ * not initializers, those that are (inputs with a default), then (with
+ * --params or --wrt) the other initializers made inputs.  A graph with
+ * just these inputs (under the model's names), for binding tensors. */
+tl_graph *tl_onnx_signature(tl_onnx_model *m, tl_status *st);
+/* The default of signature input i (a reference the caller drops), or
+ * NULL when it has none and must be supplied. */
+tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i);
+
+/* The recipe for these inputs (one tensor per signature input; their
+ * dtypes, shapes and, where a node needs them at load, values fix the
+ * translation). */
+tl_graph *tl_onnx_translate(tl_onnx_model *m, tl_tensor *const *in, tl_status *st);
+
+/* A model translated for the inputs it declares (their fixed shapes, zeros
+ * as values, the defaults of inputs with one), for commands given no
+ * tensors (tl check, dot, diff...).  A dynamic dim is an error asking for
+ * the input. */
+tl_graph *tl_onnx_load_declared(const char *path, const tl_onnx_options *o, tl_status *st);
+
+/* The same recipe as graph-file JSON for `tl compile`: weights of more
+ * than 16 elements as members of the .npz `npz_name` (beside the JSON),
+ * given back in *keys / *tensors (*n of them; the caller frees the arrays
+ * and unrefs the tensors); the model's names mapped to graph-file names,
+ * the mapping in "doc".  The text is the caller's to free. */
+char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_name, int *n, char ***keys,
+                      tl_tensor ***tensors, tl_status *st);
+
+/* One line per ONNX op translated: "Name opsets A-B" (for tl ops --onnx);
+ * i counts from 0, NULL past the end. */
+const char *tl_onnx_op_name(int i, int *lo, int *hi);
+
+#endif

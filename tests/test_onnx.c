@@ -1,0 +1,280 @@
+/* ONNX models (graph/onnx.h, formats/onnx.h): the ONNX conformance suite
+ * that Debian's libonnx-testdata installs (node, pytorch-converted,
+ * pytorch-operator and simple: a model, its inputs and ONNX's expected
+ * outputs per case), every case whose ops tl translates and whose tensors
+ * are float or integer, at the suite's tolerance (rtol 1e-3, atol 1e-7).
+ *
+ * The report (stdout) lists per op the cases passed, failed and skipped,
+ * and each skipped case with its reason (an op not translated, a tensor
+ * type tl does not compute in...).  A case whose ops are all translated
+ * must pass unless tests/onnx_known.txt lists it with its reason.
+ * TL_ONNX_DATA overrides the suite's folder; without the package the test
+ * says so and passes. */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <glob.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec.h"
+#include "formats/npy.h"
+#include "formats/onnx.h"
+#include "graph/onnx.h"
+
+#define DATA "/usr/share/libonnx-testdata/data"
+
+typedef struct opstat {
+    char name[64];
+    int pass, fail, skip;
+} opstat;
+
+static opstat ops[512];
+static int nops;
+
+static opstat *op_of(const char *name)
+{
+    for (int i = 0; i < nops; i++)
+        if (!strcmp(ops[i].name, name))
+            return &ops[i];
+    if (nops == 512)
+        return &ops[511];
+    snprintf(ops[nops].name, sizeof ops[nops].name, "%s", name);
+    return &ops[nops++];
+}
+
+static bool translated(const char *op)
+{
+    int lo, hi;
+    const char *n;
+    for (int i = 0; (n = tl_onnx_op_name(i, &lo, &hi)); i++)
+        if (!strcmp(n, op))
+            return true;
+    return false;
+}
+
+static tl_tensor *read_pb(const char *path, int *ty, tl_status *st)
+{
+    unsigned char *buf;
+    size_t len;
+    if (tl_slurp_path(path, &buf, &len, st))
+        return NULL;
+    tl_tensor *t = tl_onnx_tensor_read_mem(buf, len, ty, st);
+    free(buf);
+    return t;
+}
+
+/* rtol 1e-3, atol 1e-7; NaN matches NaN; integers exactly */
+static bool close_enough(const tl_tensor *a, const tl_tensor *b, char *why, size_t len)
+{
+    char da[64], db[64];
+    bool fb = b->dtype == TL_F32 || b->dtype == TL_F64;
+    if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) ||
+        (a->dtype != b->dtype && !(a->dtype == TL_I64 && b->dtype == TL_I64))) {
+        snprintf(why, len, "got %s, expected %s", tl_tensor_desc(a, da, sizeof da), tl_tensor_desc(b, db, sizeof db));
+        return false;
+    }
+    for (int64_t i = 0; i < a->numel; i++) {
+        if (!fb) {
+            if (tl_tensor_get_int(a, i) != tl_tensor_get_int(b, i)) {
+                snprintf(why, len, "element %lld: %lld, expected %lld", (long long)i,
+                         (long long)tl_tensor_get_int(a, i), (long long)tl_tensor_get_int(b, i));
+                return false;
+            }
+            continue;
+        }
+        double x = tl_tensor_get(a, i), y = tl_tensor_get(b, i);
+        if ((isnan(x) && isnan(y)) || x == y)
+            continue;
+        if (!(fabs(x - y) <= 1e-7 + 1e-3 * fabs(y))) {
+            snprintf(why, len, "element %lld: %.9g, expected %.9g", (long long)i, x, y);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool tensor_type_ok(int ty)
+{
+    return ty == TL_ONNX_FLOAT || ty == TL_ONNX_DOUBLE || ty == TL_ONNX_INT32 || ty == TL_ONNX_INT64;
+}
+
+/* Runs one case: 1 pass, 0 fail, -1 skip (why says why). */
+static int run_case(const char *dir, char *why, size_t len)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    tl_status st = {0};
+    tl_onnx_file *f = tl_onnx_read(path, false, &st);
+    if (!f)
+        return snprintf(why, len, "unreadable: %.500s", st.msg), -1;
+    const Onnx__GraphProto *g = f->model->graph;
+    int rc = 1;
+    for (size_t i = 0; i < g->n_node && rc > 0; i++) {
+        const char *d = g->node[i]->domain;
+        if ((d && d[0] && strcmp(d, "ai.onnx")) || !translated(g->node[i]->op_type))
+            rc = -1, snprintf(why, len, "op %s%s%s not translated", d && d[0] ? d : "", d && d[0] ? "." : "",
+                              g->node[i]->op_type);
+    }
+    int64_t opset = 0;
+    for (size_t i = 0; i < f->model->n_opset_import; i++)
+        if (!f->model->opset_import[i]->domain || !f->model->opset_import[i]->domain[0])
+            opset = f->model->opset_import[i]->version;
+    if (rc > 0 && (opset < 6 || opset > 18))
+        rc = -1, snprintf(why, len, "opset %lld", (long long)opset);
+    tl_onnx_close(f);
+    if (rc < 0)
+        return rc;
+    tl_tensor *in[64] = {0}, *want[64] = {0};
+    int nin = 0, nwant = 0;
+    glob_t gl;
+    for (int io = 0; io < 2 && rc > 0; io++) {
+        snprintf(path, sizeof path, "%s/test_data_set_0/%s_*.pb", dir, io ? "output" : "input");
+        if (glob(path, 0, NULL, &gl)) {
+            if (io)
+                rc = -1, snprintf(why, len, "no expected outputs");
+            continue;
+        }
+        for (size_t i = 0; i < gl.gl_pathc && i < 64 && rc > 0; i++) {
+            /* input_10 sorts before input_2: read them by number */
+            snprintf(path, sizeof path, "%s/test_data_set_0/%s_%zu.pb", dir, io ? "output" : "input", i);
+            int ty;
+            tl_status s2 = {0};
+            tl_tensor *t = read_pb(path, &ty, &s2);
+            if (!t || !tensor_type_ok(ty)) {
+                rc = -1;
+                snprintf(why, len, "%s %zu is %.300s", io ? "output" : "input", i, t ? tl_onnx_type_name(ty) : s2.msg);
+                tl_tensor_unref(t);
+                break;
+            }
+            (io ? want : in)[io ? nwant++ : nin++] = t;
+        }
+        globfree(&gl);
+    }
+    tl_onnx_model *m = NULL;
+    tl_graph *sig = NULL, *gr = NULL;
+    tl_result *r = NULL;
+    if (rc > 0) {
+        snprintf(path, sizeof path, "%s/model.onnx", dir);
+        m = tl_onnx_open(path, NULL, &st);
+        sig = m ? tl_onnx_signature(m, &st) : NULL;
+        if (!sig)
+            rc = 0, snprintf(why, len, "%.900s", st.msg);
+    }
+    if (rc > 0) {
+        for (int i = nin; i < sig->ninputs && i < 64; i++)
+            if (!(in[i] = tl_onnx_default(m, i)))
+                rc = 0, snprintf(why, len, "input %d has no data", i);
+        if (rc > 0 && sig->ninputs < nin)
+            rc = 0, snprintf(why, len, "%d inputs given, the model has %d", nin, sig->ninputs);
+    }
+    if (rc > 0 && !(gr = tl_onnx_translate(m, in, &st)))
+        rc = 0, snprintf(why, len, "%.900s", st.msg);
+    if (rc > 0) {
+        tl_run_opts o = {0};
+        if (tl_run(gr, in, &o, &r, &st))
+            rc = 0, snprintf(why, len, "run: %.900s", st.msg);
+    }
+    if (rc > 0 && tl_result_noutputs(r) != nwant)
+        rc = 0, snprintf(why, len, "%d outputs, expected %d", tl_result_noutputs(r), nwant);
+    for (int i = 0; rc > 0 && i < nwant; i++) {
+        char w[300];
+        if (!close_enough(tl_result_output(r, i), want[i], w, sizeof w))
+            rc = 0, snprintf(why, len, "output %d: %s", i, w);
+    }
+    tl_result_free(r);
+    tl_graph_free(gr);
+    int ns = sig ? sig->ninputs : nin;
+    tl_graph_free(sig);
+    tl_onnx_free(m);
+    for (int i = 0; i < 64; i++) {
+        if (i < ns || i < nin)
+            tl_tensor_unref(in[i]);
+        tl_tensor_unref(want[i]);
+    }
+    return rc;
+}
+
+/* tests/onnx_known.txt: "CASE reason" lines for cases that fail for a
+ * reason written down. */
+static bool known(const char *name, char *reason, size_t len)
+{
+    FILE *f = fopen("tests/onnx_known.txt", "r");
+    char line[512];
+    bool hit = false;
+    size_t n = strlen(name);
+    while (f && !hit && fgets(line, sizeof line, f))
+        if (!strncmp(line, name, n) && line[n] == ' ') {
+            hit = true;
+            snprintf(reason, len, "%s", line + n + 1);
+            reason[strcspn(reason, "\n")] = '\0';
+        }
+    if (f)
+        fclose(f);
+    return hit;
+}
+
+static const char *main_op(const char *dir, char *buf, size_t len)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    tl_status st = {0};
+    tl_onnx_file *f = tl_onnx_read(path, false, &st);
+    snprintf(buf, len, "%s", f && f->model->graph->n_node == 1 ? f->model->graph->node[0]->op_type : "(model)");
+    tl_onnx_close(f);
+    return buf;
+}
+
+Test(onnx, conformance, .timeout = 600)
+{
+    const char *root = getenv("TL_ONNX_DATA") ? getenv("TL_ONNX_DATA") : DATA;
+    static const char *const sets[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
+    int pass = 0, fail = 0, skip = 0, kn = 0;
+    DIR *probe = opendir(root);
+    if (!probe) {
+        printf("onnx conformance: %s is not there (install libonnx-testdata); skipped\n", root);
+        return;
+    }
+    closedir(probe);
+    FILE *rep = fopen("build/tests/onnx_conformance.txt", "w");
+    for (size_t s = 0; s < 4; s++) {
+        char pat[1024];
+        snprintf(pat, sizeof pat, "%s/%s/*/model.onnx", root, sets[s]);
+        glob_t gl;
+        if (glob(pat, 0, NULL, &gl))
+            continue;
+        for (size_t i = 0; i < gl.gl_pathc; i++) {
+            char dir[1024], why[1024] = "", opn[64], reason[400];
+            snprintf(dir, sizeof dir, "%s", gl.gl_pathv[i]);
+            *strrchr(dir, '/') = '\0';
+            const char *name = strrchr(dir, '/') + 1;
+            int rc = run_case(dir, why, sizeof why);
+            opstat *o = op_of(main_op(dir, opn, sizeof opn));
+            if (rc > 0) {
+                pass++, o->pass++;
+            } else if (rc < 0) {
+                skip++, o->skip++;
+            } else if (known(name, reason, sizeof reason)) {
+                kn++, o->skip++;
+                snprintf(why, sizeof why, "known: %s", reason);
+            } else {
+                fail++, o->fail++;
+                cr_expect(false, "%s/%s: %s", sets[s], name, why);
+            }
+            if (rep)
+                fprintf(rep, "%-5s %s/%s%s%s\n", rc > 0 ? "pass" : rc < 0 || why[0] == 'k' ? "skip" : "FAIL",
+                        sets[s], name, why[0] ? ": " : "", why);
+        }
+        globfree(&gl);
+    }
+    if (rep) {
+        fprintf(rep, "\nper op (a case with one node counts for its op; others for (model)):\n");
+        for (int i = 0; i < nops; i++)
+            fprintf(rep, "%-28s pass %3d  fail %3d  skip %3d\n", ops[i].name, ops[i].pass, ops[i].fail, ops[i].skip);
+        fclose(rep);
+    }
+    printf("onnx conformance: %d passed, %d failed, %d known failures, %d skipped (build/tests/onnx_conformance.txt)\n",
+           pass, fail, kn, skip);
+}
