@@ -310,6 +310,9 @@ def run_node(node, ins, opset, env):
         return [torch.softmax(x, ax) if op == "Softmax" else torch.log_softmax(x, ax)]
     if op == "Constant":
         return [to_torch(numpy_helper.to_array(a["value"]))]
+    if op == "ConstantOfShape":
+        v = to_torch(numpy_helper.to_array(a["value"])) if "value" in a else torch.zeros(1, dtype=F64)
+        return [v.reshape(()).expand(ints(x)).clone()]
     if op == "Cast":
         return [x.to(CAST[a["to"]])]
     if op == "Shape":

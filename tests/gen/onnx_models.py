@@ -337,6 +337,14 @@ CASES = {
     "loop_if": (LoopIf, lambda r, v: [(1 if v[0] == 13 else -1) * np.abs(normal(r, 3, 4))], ["x"], ["y"],
                 ["eval"], True),
 }
+# dimensions exported as symbolic (dynamic_axes): their sizes come from the
+# inputs given, and the shape arithmetic that follows from them (Shape,
+# Gather, Concat into a Reshape) is in the graph
+DYNAMIC = {
+    "depthwise": {"x": {0: "n", 2: "h", 3: "w"}, "y": {0: "n", 2: "h", 3: "w"}},
+    "encoder_prenorm": {"src": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}},
+    "gru": {"x": {0: "batch", 1: "time"}, "y": {0: "batch", 1: "time"}, "h_n": {1: "batch"}},
+}
 VARIANTS = [(13, "f64"), (13, "f32"), (17, "f64"), (17, "f32")]
 FUSED_VARIANTS = [(13, "f64"), (17, "f32")]
 DT = {"f64": (np.float64, torch.float64), "f32": (np.float32, torch.float32)}
@@ -364,7 +372,7 @@ def flat(x):
     return [x]
 
 
-def export(model, args, opset, mode, input_names, output_names, scripted):
+def export(model, args, opset, mode, input_names, output_names, scripted, dynamic_axes):
     """mode eval: the model in eval mode, exported as it is
     (TrainingMode.PRESERVE: every node as the module wrote it); fused: the
     export's default (TrainingMode.EVAL), which folds each batch norm into
@@ -377,7 +385,7 @@ def export(model, args, opset, mode, input_names, output_names, scripted):
         m = torch.jit.script(m)
     torch.onnx.export(m, tuple(args), f, opset_version=opset, do_constant_folding=False,
                       keep_initializers_as_inputs=False, input_names=input_names,
-                      output_names=output_names,
+                      output_names=output_names, dynamic_axes=dynamic_axes,
                       training={"eval": torch.onnx.TrainingMode.PRESERVE, "fused": torch.onnx.TrainingMode.EVAL,
                                 "train": torch.onnx.TrainingMode.TRAINING}[mode])
     return f.getvalue()
@@ -478,6 +486,12 @@ def round_up(x):
     return float("%.0e" % (math.ceil(x / 10 ** e - 1e-9) * 10 ** e))
 
 
+def dims(value_info):
+    """a graph input's dimensions as the file declares them: sizes, or the
+    names of symbolic ones"""
+    return [d.dim_param or d.dim_value for d in value_info.type.tensor_type.shape.dim]
+
+
 def make_case(stem, spec, opset, dtype, mode):
     factory, mkinputs, input_names, output_names, modes, scripted = spec
     name = f"{stem}_{mode}_op{opset}_{dtype}"
@@ -491,7 +505,8 @@ def make_case(stem, spec, opset, dtype, mode):
             for a in mkinputs(rng, (opset, dtype))]
     train = mode == "train"
     mexp = copy.deepcopy(model).to(tdt)
-    blob = export(mexp, [torch.tensor(a) for a in args], opset, mode, input_names, output_names, scripted)
+    blob = export(mexp, [torch.tensor(a) for a in args], opset, mode, input_names, output_names, scripted,
+                  DYNAMIC.get(stem))
     mp = onnx.load_from_string(blob)
     g = mp.graph
     in_names = [i.name for i in g.input]
@@ -568,7 +583,7 @@ def make_case(stem, spec, opset, dtype, mode):
     return {
         "name": name, "opset": opset, "dtype": dtype, "mode": mode, "scripted": scripted,
         "ops": sorted(all_ops(g, set())),
-        "inputs": [(n, str(a.dtype), list(a.shape)) for n, a in zip(in_names, args)],
+        "inputs": [(n, str(a.dtype), dims(i)) for n, a, i in zip(in_names, args, g.input)],
         "outputs": [(o, list(v.shape)) for o, v in zip(output_names, outs)],
         "inits": sum(1 for a in inits.values() if np.issubdtype(a.dtype, np.floating)),
         "has_grad": bool(fin), "has_params": not fused, "rtol": rtol, "atol": atol, "bytes": len(blob),
@@ -647,7 +662,9 @@ def write_manifest(cases):
         "",
         "Input names are the export's: PyTorch's own where the script gives none",
         "(`onnx::Gemm_0`, `input.1`, `query`), else those passed as",
-        "`input_names`; output names are always given.",
+        "`input_names`; output names are always given. Inputs list their",
+        "dimensions as the file declares them: a name is a symbolic dimension",
+        "(`dynamic_axes`), whose size the given input sets.",
         "",
         "Tolerance: rtol 1e-9 (f64) or 1e-4 (f32), and an atol ten times what",
         "two other computations need to pass: the graph itself, run node by node",
@@ -667,7 +684,7 @@ def write_manifest(cases):
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cases:
-        ins = ", ".join(f"`{n}` {dt}{s}" for n, dt, s in c["inputs"])
+        ins = ", ".join(f"`{n}` {dt}[{', '.join(map(str, s))}]" for n, dt, s in c["inputs"])
         outs = ", ".join(f"`{n}` {s}" for n, s in c["outputs"])
         mode = c["mode"] + (", scripted" if c["scripted"] else "")
         lines.append(f"| {c['name']} | {c['opset']} | {c['dtype']} | {mode} | {ins} | {outs} | {c['inits']} "
