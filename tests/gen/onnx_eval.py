@@ -78,14 +78,31 @@ def pool(x, a, kind):
     nd = x.dim() - 2
     begin, end = conv_pads(a, nd)
     k, s = a["kernel_shape"], a.get("strides", [1] * nd)
-    assert not a.get("ceil_mode", 0)
+    dil = a.get("dilations", [1] * nd)
+    # ONNX's output size; with ceil_mode the last window may run past the
+    # end: pad there too (-inf for max; for average, outside the count)
+    size = [(n + b + e - d * (kk - 1) - 1) / ss + 1 for n, b, e, d, kk, ss in
+            zip(x.shape[2:], begin, end, dil, k, s)]
+    size = [int(np.ceil(v) if a.get("ceil_mode", 0) else np.floor(v)) for v in size]
+    extra = [(o - 1) * ss + d * (kk - 1) + 1 - (n + b + e) for o, ss, d, kk, n, b, e in
+             zip(size, s, dil, k, x.shape[2:], begin, end)]
+    end2 = [e + max(0, x_) for e, x_ in zip(end, extra)]
     if kind == "max":
-        x = pad_nd(x, begin, end, float("-inf"))
-        return {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nd](x, k, s, dilation=a.get("dilations", 1))
-    if a.get("count_include_pad", 0) or not any(begin + end):
-        x = pad_nd(x, begin, end)
-        return {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[nd](x, k, s)
-    raise NotImplementedError("AveragePool excluding pads")
+        xp = pad_nd(x, begin, end2, float("-inf"))
+        y = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nd](xp, k, s, dilation=dil)
+    else:
+        assert dil == [1] * nd
+        avg = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[nd]
+        total = avg(pad_nd(x, begin, end2), k, s) * float(np.prod(k))
+        inside = torch.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype)
+        if a.get("count_include_pad", 0):
+            inside = pad_nd(inside, begin, end, 1.0)
+            count = avg(pad_nd(inside, [0] * nd, [e2 - e for e2, e in zip(end2, end)]), k, s) * float(np.prod(k))
+        else:
+            count = avg(pad_nd(inside, begin, end2), k, s) * float(np.prod(k))
+        y = total / count
+    assert list(y.shape[2:]) == size, (y.shape, size)
+    return y
 
 
 def batch_norm(x, scale, bias, mean, var, a, training):
@@ -546,10 +563,10 @@ def gradcheck(case):
             fixed[t.name] = v
     for i in g.input:
         v = to_torch(inputs[i.name])
-        if v.is_floating_point():
+        if v.is_floating_point() and bool(torch.isfinite(v).all()):
             names.append(i.name)
             values.append(v.requires_grad_(True))
-        else:
+        else:  # indices, and a mask of -inf, which no step can move
             fixed[i.name] = v
 
     def fn(*vals):
