@@ -272,12 +272,19 @@ def reduce_axes(x, a, ins, opset, op):
     return [ax % x.dim() for ax in axes], bool(a.get("keepdims", 1))
 
 
-def softmax_xent(scores, labels, a):
-    assert a.get("reduction", b"mean") == b"mean"
+def nll(logp, labels, a):
+    """NegativeLogLikelihoodLoss of [N, C] log-probabilities, no weights"""
     keep = labels != a.get("ignore_index", -(2 ** 63))
-    logp = scores - torch.logsumexp(scores, 1, keepdim=True)
     picked = logp.gather(1, torch.where(keep, labels, 0).long().unsqueeze(1)).squeeze(1)
-    return [-(picked * keep).sum() / keep.sum()]
+    red = a.get("reduction", b"mean")
+    if red == b"mean":
+        return -(picked * keep).sum() / keep.sum()
+    assert red == b"sum"
+    return -(picked * keep).sum()
+
+
+def softmax_xent(scores, labels, a):
+    return [nll(scores - torch.logsumexp(scores, 1, keepdim=True), labels, a)]
 
 
 def run_node(node, ins, opset, env):
@@ -438,6 +445,9 @@ def run_node(node, ins, opset, env):
         return [depth_to_space(x, a)]
     if op == "Resize":
         return [resize(x, ins[2] if len(ins) > 2 else None, ins[3] if len(ins) > 3 else None, a)]
+    if op == "NegativeLogLikelihoodLoss":
+        assert len(ins) == 2
+        return [nll(ins[0], ins[1], a)]
     if op == "SoftmaxCrossEntropyLoss":
         return softmax_xent(ins[0], ins[1], a)
     if op == "LSTM":

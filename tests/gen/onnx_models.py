@@ -202,7 +202,9 @@ class Attention(nn.Module):
 
 class EmbedClassifier(nn.Module):
     """tokens -> embedding -> mean over the sequence -> linear -> the
-    cross-entropy of integer labels (a scalar loss)."""
+    cross-entropy of integer labels (the mean), and the summed negative
+    log-likelihood of the labels (of log(softmax): the exporter fuses
+    log_softmax and nll_loss into one SoftmaxCrossEntropyLoss)."""
 
     def __init__(self):
         super().__init__()
@@ -210,7 +212,8 @@ class EmbedClassifier(nn.Module):
         self.fc = nn.Linear(4, 3)
 
     def forward(self, tokens, labels):
-        return F.cross_entropy(self.fc(self.emb(tokens).mean(1)), labels)
+        logits = self.fc(self.emb(tokens).mean(1))
+        return F.cross_entropy(logits, labels), F.nll_loss(torch.log(torch.softmax(logits, 1)), labels, reduction="sum")
 
 
 class EmbedLinear(nn.Module):
@@ -378,7 +381,7 @@ CASES = {
                   ["q", "k", "v"], ["out", "weights"], ["eval"], False),
     "embed_xent": (EmbedClassifier,
                    lambda r, v: [r.integers(0, 10, (3, 5)), r.integers(0, 3, (3,))],
-                   ["tokens", "labels"], ["loss"], ["eval"], False),
+                   ["tokens", "labels"], ["loss", "nll_sum"], ["eval"], False),
     "embed_linear": (EmbedLinear, lambda r, v: [r.integers(0, 7, (2, 3))], None, ["y"], ["eval"], False),
     "norms": (Norms, lambda r, v: [normal(r, 2, 4, 3, 3)], None, ["y"], ["eval"], False),
     "resample": (Resample, lambda r, v: [normal(r, 1, 8, 2, 2)], ["x"], ["y"], ["eval"], False),
