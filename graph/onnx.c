@@ -891,6 +891,30 @@ static bool x_identity(tx *t, val **in, int nin, val **out, int nout)
     return true;
 }
 
+/* Whether any node of g (or of a subgraph in it) reads name, or g gives it
+ * as an output. */
+static bool name_read(const Onnx__GraphProto *g, const char *name)
+{
+    for (size_t i = 0; g && i < g->n_output; i++)
+        if (g->output[i]->name && !strcmp(g->output[i]->name, name))
+            return true;
+    for (size_t i = 0; g && i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t j = 0; j < n->n_input; j++)
+            if (!strcmp(n->input[j], name))
+                return true;
+        for (size_t j = 0; j < n->n_attribute; j++) {
+            const Onnx__AttributeProto *a = n->attribute[j];
+            if (a->g && name_read(a->g, name))
+                return true;
+            for (size_t k = 0; k < a->n_graphs; k++)
+                if (name_read(a->graphs[k], name))
+                    return true;
+        }
+    }
+    return false;
+}
+
 static bool x_dropout(tx *t, val **in, int nin, val **out, int nout)
 {
     if (!need(t, in, nin, 1))
@@ -906,16 +930,22 @@ static bool x_dropout(tx *t, val **in, int nin, val **out, int nout)
     }
     if (nin > 2 && in[2] && !in[2]->k)
         return fail(t, "its training_mode is computed at run time; tl needs it at load");
-    if (nout > 1)
-        return fail(t, "its mask output is not translated");
+    /* the mask: exporters declare it and leave it unread; one that is read
+     * is refused (tl's dropout gives no mask) */
+    if (nout > 1 && name_read(t->m->f->model->graph, t->node->output[1]))
+        return fail(t, "its mask output is read, and tl does not translate the mask");
     if (!training) {
         out[0] = in[0];
-        return true;
+    } else {
+        cJSON *a = cJSON_CreateObject();
+        put_num(a, "p", p);
+        put_num(a, "seed", (double)attr_i(t, "seed", 0));
+        if (!(out[0] = call1(t, "dropout", in[0], a)))
+            return false;
     }
-    cJSON *a = cJSON_CreateObject();
-    put_num(a, "p", p);
-    put_num(a, "seed", (double)attr_i(t, "seed", 0));
-    return (out[0] = call1(t, "dropout", in[0], a)) != NULL;
+    if (nout > 1) /* unread: any value serves to bind the name */
+        out[1] = out[0];
+    return true;
 }
 
 /* activations made of a few calls */
@@ -1331,13 +1361,18 @@ static bool x_batchnorm(tx *t, val **in, int nin, val **out, int nout)
         cJSON_AddItemToArray(al, cJSON_CreateString(nm));
     }
     cJSON_AddItemToArray(t->nodes, a);
-    *r = (val){.oty = in[0]->oty, .dt = in[0]->dt, .ndim = in[0]->ndim};
-    memcpy(r->dims, in[0]->dims, sizeof r->dims);
-    snprintf(r->tl, sizeof r->tl, "t%d", t->ntl - 3);
-    for (int j = 0; j < 2; j++) {
-        val *s = j ? bv : bm;
-        *s = (val){.oty = in[0]->oty, .dt = in[0]->dt, .ndim = 1, .dims = {in[0]->dims[1]}};
-        snprintf(s->tl, sizeof s->tl, "t%d", t->ntl - 2 + j);
+    /* the three ids as named above (naming the arguments may have taken
+     * more numbers since) */
+    val *ids3[3] = {r, bm, bv};
+    for (int j = 0; j < 3; j++) {
+        char tl[sizeof r->tl];
+        memcpy(tl, ids3[j]->tl, sizeof tl);
+        *ids3[j] = (val){.oty = in[0]->oty, .dt = in[0]->dt, .ndim = j ? 1 : in[0]->ndim};
+        if (j)
+            ids3[j]->dims[0] = in[0]->dims[1];
+        else
+            memcpy(r->dims, in[0]->dims, sizeof r->dims);
+        memcpy(ids3[j]->tl, tl, sizeof tl);
     }
     out[0] = r;
     double mom = attr_f(t, "momentum", 0.9);
@@ -1347,8 +1382,12 @@ static bool x_batchnorm(tx *t, val **in, int nin, val **out, int nout)
         if (!p || !q || !(out[j] = call2(t, "add", p, q)))
             return false;
     }
+    /* saved_mean and saved_var (opsets before 14): the batch's mean and
+     * biased variance */
     if (nout > 3)
-        return fail(t, "its saved statistics outputs (opset < 9) are not translated");
+        out[3] = bm;
+    if (nout > 4)
+        out[4] = bv;
     return true;
 }
 
