@@ -116,3 +116,24 @@ def export_scripted(name, m, x, opset):
 
 export_scripted("flow_pos", Flow(), torch.randn(3, 3).abs() + 0.5, 13)
 export_scripted("flow_neg", Flow(), -torch.randn(3, 3).abs() - 3.0, 17)
+
+
+# a while loop (its condition computed from data): an error naming the node
+from onnx import TensorProto as TP, helper as oh, numpy_helper
+body = oh.make_graph(
+    [oh.make_node("Add", ["x_in", "one"], ["x_out"]),
+     oh.make_node("ReduceSum", ["x_out"], ["s"], keepdims=0),
+     oh.make_node("Less", ["s", "ten"], ["c_out"])],
+    "body",
+    [oh.make_tensor_value_info("i", TP.INT64, []), oh.make_tensor_value_info("c_in", TP.BOOL, []),
+     oh.make_tensor_value_info("x_in", TP.FLOAT, [2])],
+    [oh.make_tensor_value_info("c_out", TP.BOOL, []), oh.make_tensor_value_info("x_out", TP.FLOAT, [2])],
+    [numpy_helper.from_array(np.ones(2, np.float32), "one"),
+     numpy_helper.from_array(np.array(10, np.float32), "ten")])
+g = oh.make_graph([oh.make_node("Loop", ["M", "c0", "x"], ["y"], body=body, name="while")], "g",
+                  [oh.make_tensor_value_info("x", TP.FLOAT, [2])], [oh.make_tensor_value_info("y", TP.FLOAT, [2])],
+                  [numpy_helper.from_array(np.array(100, np.int64), "M"),
+                   numpy_helper.from_array(np.array(True), "c0")])
+m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)], producer_name="tl tests")
+onnx.checker.check_model(m)
+onnx.save(m, os.path.join(D, "while.onnx"))
