@@ -12,8 +12,7 @@
 
 #include "exec/shape.h"
 #include "formats/onnx.h"
-
-#define MAXIO 64 /* inputs and outputs of one node handled here */
+#include "onnx_int.h"
 
 /* ---------- the model ---------- */
 
@@ -204,48 +203,6 @@ tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i)
 }
 
 /* ---------- translation state ---------- */
-
-/* A value of the model: in the recipe (tl: its name there), or known at
- * load (k), or both. */
-typedef struct val {
-    char tl[24];    /* "" until it is in the recipe */
-    int oty;        /* ONNX element type */
-    tl_dtype dt;    /* tl's: bool is 0/1 of the call's float dtype */
-    int ndim;
-    int64_t dims[TL_MAXDIM];
-    tl_tensor *k;   /* known at load: i64 for every integer and bool type */
-    bool weight;    /* k is a float constant (never folded) */
-    const char *user; /* the model's name for it, or NULL */
-    char *own;        /* user, when made here */
-} val;
-
-typedef struct ent {
-    const char *name;
-    val *v;
-} ent;
-
-typedef struct tx {
-    tl_onnx_model *m;
-    tl_status *st;
-    tl_dtype call; /* the element type of the call: bools live in it */
-    cJSON *root, *inputs, *consts, *nodes;
-    int ntl;
-    /* ONNX name -> value */
-    ent *tab;
-    size_t tcap, tn;
-    val **all;
-    size_t nall, capall;
-    /* constants whose data comes after the load */
-    int npatch, cappatch;
-    char (*patch_name)[24];
-    tl_tensor **patch;
-    const char *user_of_new; /* names given to values made for the node being translated */
-    int part;
-    const Onnx__NodeProto *node;
-    int node_index;
-    bool compile; /* tl_onnx_compile: placeholders as npz members */
-    const char *npz;
-} tx;
 
 static uint64_t hash_str(const char *s)
 {
@@ -694,8 +651,6 @@ static val *fold_binary(tx *t, int op, val *a, val *b, int oty)
 static val *known_reshape(tx *t, val *x, int nd, const int64_t *shape);
 
 /* ---------- translators ---------- */
-
-typedef bool (*xlate)(tx *t, val **in, int nin, val **out, int nout);
 
 static int opset(const tx *t) { return t->m->opset; }
 
@@ -2382,22 +2337,22 @@ static const struct op_entry {
     {"CumSum", 11, 18, x_cumsum}, {"DepthToSpace", 1, 18, x_depth_space}, {"Div", 1, 18, x_binary},
     {"Dropout", 1, 18, x_dropout}, {"Elu", 1, 18, x_act}, {"Equal", 1, 18, x_binary}, {"Erf", 9, 18, x_unary},
     {"Exp", 1, 18, x_unary}, {"Expand", 8, 18, x_expand}, {"Flatten", 1, 18, x_flatten}, {"Floor", 1, 18, x_unary},
-    {"Gather", 1, 18, x_gather}, {"GatherElements", 11, 18, x_gather_elements}, {"Gemm", 1, 18, x_gemm},
+    {"GRU", 7, 18, ox_rnn}, {"Gather", 1, 18, x_gather}, {"GatherElements", 11, 18, x_gather_elements}, {"Gemm", 1, 18, x_gemm},
     {"GlobalAveragePool", 1, 18, x_global_pool}, {"GlobalMaxPool", 1, 18, x_global_pool},
     {"Greater", 1, 18, x_binary}, {"GreaterOrEqual", 12, 18, x_binary}, {"HardSigmoid", 1, 18, x_act},
-    {"HardSwish", 14, 18, x_act}, {"Identity", 1, 18, x_identity}, {"InstanceNormalization", 1, 18, x_instnorm},
+    {"HardSwish", 14, 18, x_act}, {"Identity", 1, 18, x_identity}, {"If", 1, 18, ox_if}, {"InstanceNormalization", 1, 18, x_instnorm},
     {"IsInf", 10, 18, x_act}, {"IsNaN", 9, 18, x_act}, {"LayerNormalization", 17, 18, x_layernorm},
     {"LeakyRelu", 1, 18, x_act}, {"Less", 1, 18, x_binary}, {"LessOrEqual", 12, 18, x_binary},
-    {"Log", 1, 18, x_unary}, {"LogSoftmax", 1, 18, x_softmax}, {"MatMul", 1, 18, x_matmul},
+    {"LSTM", 7, 18, ox_rnn}, {"Log", 1, 18, x_unary}, {"Loop", 1, 18, ox_loop}, {"LogSoftmax", 1, 18, x_softmax}, {"MatMul", 1, 18, x_matmul},
     {"Max", 1, 18, x_variadic}, {"MaxPool", 1, 18, x_pool}, {"Mean", 1, 18, x_variadic},
     {"Min", 1, 18, x_variadic}, {"Mod", 10, 18, x_mod}, {"Mul", 1, 18, x_binary}, {"Neg", 1, 18, x_unary},
     {"Not", 1, 18, x_not}, {"Or", 1, 18, x_binary}, {"Pad", 2, 18, x_pad}, {"Pow", 1, 18, x_binary},
-    {"PRelu", 1, 18, x_act}, {"Range", 11, 18, x_range}, {"Reciprocal", 1, 18, x_unary},
+    {"PRelu", 1, 18, x_act}, {"RNN", 7, 18, ox_rnn}, {"Range", 11, 18, x_range}, {"Reciprocal", 1, 18, x_unary},
     {"ReduceL1", 1, 18, x_reduce}, {"ReduceL2", 1, 18, x_reduce}, {"ReduceLogSum", 1, 18, x_reduce},
     {"ReduceLogSumExp", 1, 18, x_reduce}, {"ReduceMax", 1, 18, x_reduce}, {"ReduceMean", 1, 18, x_reduce},
     {"ReduceMin", 1, 18, x_reduce}, {"ReduceProd", 1, 18, x_reduce}, {"ReduceSum", 1, 18, x_reduce},
     {"ReduceSumSquare", 1, 18, x_reduce}, {"Relu", 1, 18, x_unary}, {"Reshape", 5, 18, x_reshape},
-    {"Round", 11, 18, x_unary}, {"Selu", 1, 18, x_act}, {"Shape", 1, 18, x_shape}, {"Shrink", 9, 18, x_act},
+    {"Round", 11, 18, x_unary}, {"Scan", 8, 18, ox_scan}, {"Selu", 1, 18, x_act}, {"Shape", 1, 18, x_shape}, {"Shrink", 9, 18, x_act},
     {"Sigmoid", 1, 18, x_unary}, {"Sign", 9, 18, x_unary}, {"Sin", 7, 18, x_unary}, {"Sinh", 9, 18, x_unary},
     {"Size", 1, 18, x_size}, {"Slice", 1, 18, x_slice}, {"Softmax", 1, 18, x_softmax},
     {"Softplus", 1, 18, x_unary}, {"Softsign", 1, 18, x_act}, {"SpaceToDepth", 1, 18, x_depth_space},
@@ -2747,4 +2702,67 @@ tl_graph *tl_onnx_load_declared(const char *path, const tl_onnx_options *o, tl_s
     free(in);
     tl_onnx_free(m);
     return g;
+}
+
+/* ---------- for onnx_flow.c (onnx_int.h) ---------- */
+
+bool ox_fail(tx *t, const char *fmt, ...)
+{
+    char msg[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return fail(t, "%s", msg);
+}
+
+val *ox_lookup(tx *t, const char *name) { return lookup(t, name); }
+bool ox_bind(tx *t, const char *name, val *v) { return bind(t, name, v); }
+
+/* The name no longer defined (a subgraph's names, after it): its entry
+ * stays, under a name no node uses, so that probing goes past it. */
+void ox_unbind(tx *t, const char *name)
+{
+    if (!t->tcap)
+        return;
+    for (size_t i = hash_str(name) & (t->tcap - 1); t->tab[i].name; i = (i + 1) & (t->tcap - 1))
+        if (!strcmp(t->tab[i].name, name)) {
+            t->tab[i].name = "";
+            return;
+        }
+}
+
+val *ox_new_val(tx *t) { return new_val(t); }
+val *ox_known(tx *t, tl_tensor *k, int oty) { return known(t, k, oty); }
+val *ox_known_ints(tx *t, int ndim, const int64_t *shape, const int64_t *data, int oty)
+{
+    return known_ints(t, ndim, shape, data, oty);
+}
+val *ox_call(tx *t, const char *op, int nargs, val *const *args, cJSON *attrs) { return call(t, op, nargs, args, attrs); }
+val *ox_copy(tx *t, val *x) { return copy_of(t, x); }
+const char *ox_name(tx *t, val *v) { return name_of(t, v); }
+int ox_opset(const tx *t) { return opset(t); }
+
+tl_tensor *ox_tensor(tx *t, Onnx__TensorProto *p, int *oty)
+{
+    tl_status st = {0};
+    *oty = p->has_data_type ? p->data_type : 0;
+    tl_tensor *k = tl_onnx_tensor(t->m->f, p, &st);
+    if (!k)
+        fail(t, "%s", st.msg);
+    return k;
+}
+
+bool ox_translate_node(tx *t, const Onnx__NodeProto *n, int index)
+{
+    const Onnx__NodeProto *outer = t->node;
+    int oi = t->node_index;
+    t->node = n;
+    t->node_index = index;
+    bool ok = translate_node(t, n);
+    if (ok) {
+        t->node = outer;
+        t->node_index = oi;
+    }
+    return ok;
 }

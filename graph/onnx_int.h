@@ -1,0 +1,81 @@
+/* The ONNX translator's state, shared by graph/onnx.c (the plain ops) and
+ * graph/onnx_flow.c (If, Loop, Scan and the recurrent layers, which
+ * translate subgraphs into the blocks of tl's if and iterate).  Private to
+ * those two files. */
+#ifndef TL_GRAPH_ONNX_INT_H
+#define TL_GRAPH_ONNX_INT_H
+
+#include <cjson/cJSON.h>
+
+#include "formats/onnx.h"
+#include "onnx.h"
+
+#define MAXIO 64 /* inputs and outputs of one node handled here */
+
+/* A value of the model: in the recipe (tl: its name there), or known at
+ * load (k), or both. */
+typedef struct val {
+    char tl[24];    /* "" until it is in the recipe */
+    int oty;        /* ONNX element type */
+    tl_dtype dt;    /* tl's: bool is 0/1 of the call's float dtype */
+    int ndim;
+    int64_t dims[TL_MAXDIM];
+    tl_tensor *k;   /* known at load: i64 for every integer and bool type */
+    bool weight;    /* k is a float constant (never folded) */
+    const char *user; /* the model's name for it, or NULL */
+    char *own;        /* user, when made here */
+} val;
+
+typedef struct ent {
+    const char *name;
+    val *v;
+} ent;
+
+typedef struct tx {
+    tl_onnx_model *m;
+    tl_status *st;
+    tl_dtype call; /* the element type of the call: bools live in it */
+    cJSON *root, *inputs, *consts, *nodes; /* nodes: of the block being written */
+    int ntl;
+    /* ONNX name -> value */
+    ent *tab;
+    size_t tcap, tn;
+    val **all;
+    size_t nall, capall;
+    /* constants whose data comes after the load */
+    int npatch, cappatch;
+    char (*patch_name)[24];
+    tl_tensor **patch;
+    const char *user_of_new; /* names given to values made for the node being translated */
+    int part;
+    const Onnx__NodeProto *node;
+    int node_index;
+    bool compile; /* tl_onnx_compile: placeholders as npz members */
+    const char *npz;
+} tx;
+
+typedef bool (*xlate)(tx *t, val **in, int nin, val **out, int nout);
+
+/* graph/onnx.c, for onnx_flow.c */
+bool ox_fail(tx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+val *ox_lookup(tx *t, const char *name);
+bool ox_bind(tx *t, const char *name, val *v);
+void ox_unbind(tx *t, const char *name);
+val *ox_new_val(tx *t);
+val *ox_known(tx *t, tl_tensor *k, int oty);
+val *ox_known_ints(tx *t, int ndim, const int64_t *shape, const int64_t *data, int oty);
+val *ox_call(tx *t, const char *op, int nargs, val *const *args, cJSON *attrs);
+val *ox_copy(tx *t, val *x);
+const char *ox_name(tx *t, val *v);
+bool ox_translate_node(tx *t, const Onnx__NodeProto *n, int index);
+int ox_opset(const tx *t);
+/* A subgraph's initializer (read once: its bytes are released). */
+tl_tensor *ox_tensor(tx *t, Onnx__TensorProto *p, int *oty);
+
+/* graph/onnx_flow.c: its rows of the op table */
+bool ox_if(tx *t, val **in, int nin, val **out, int nout);
+bool ox_loop(tx *t, val **in, int nin, val **out, int nout);
+bool ox_scan(tx *t, val **in, int nin, val **out, int nout);
+bool ox_rnn(tx *t, val **in, int nin, val **out, int nout);
+
+#endif
