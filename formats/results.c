@@ -422,19 +422,23 @@ static tl_code read_json(owned_set *o, const char *text, size_t len, tl_status *
     cJSON *doc = parse_json(&R);
     if (!doc)
         return st->code;
+    /* the groups of tensors and the prefixes of their names */
+    static const char *const groups[][2] = {{"outputs", ""}, {"grads", "grad/"}, {"jvps", "jvp/"}, {"hvps", "hvp/"}};
+    enum { NGROUPS = sizeof groups / sizeof groups[0] };
+    const cJSON *group[NGROUPS];
+    bool any = false;
+    for (int k = 0; k < NGROUPS; k++)
+        any |= (group[k] = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, groups[k][0]) : NULL) != NULL;
     size_t pos = 0;
-    const cJSON *outputs = cJSON_GetObjectItemCaseSensitive(doc, "outputs");
-    const cJSON *grads = cJSON_GetObjectItemCaseSensitive(doc, "grads");
     tl_code rc = TL_OK;
     if (!mark_numbers(doc, &R, &pos))
         rc = tl_fail(st, TL_ERUNTIME, "internal error: numbers of the JSON text not found");
-    else if (!cJSON_IsObject(doc) || (!outputs && !grads))
+    else if (!any)
         rc = tl_fail(st, TL_EINPUT, "not tl's json result format: expected an object with "
                                     "\"outputs\" and \"grads\"");
-    if (!rc && outputs)
-        rc = read_group(&R, o, outputs, "");
-    if (!rc && grads)
-        rc = read_group(&R, o, grads, "grad/");
+    for (int k = 0; k < NGROUPS && !rc; k++)
+        if (group[k])
+            rc = read_group(&R, o, group[k], groups[k][1]);
     cJSON_Delete(doc);
     return rc;
 }
@@ -682,13 +686,16 @@ tl_result_file *tl_result_file_open_mem(const void *buf, size_t len, tl_status *
 
 tl_result_file *tl_result_file_open(const char *path, tl_status *st)
 {
-    /* a regular file shows its first bytes and is then opened as what it
-     * is (an .npz mapped, not copied); a FIFO is read once, whole */
+    /* a name ending in .npz says what the file is; a regular file shows its
+     * first bytes and is then opened as what it is (an .npz mapped, not
+     * copied); a FIFO is read once, whole */
+    size_t n = strlen(path);
+    bool zip = n >= 4 && !strcmp(path + n - 4, ".npz");
     unsigned char head[4];
     struct stat sb;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    bool regular = fd >= 0 && !fstat(fd, &sb) && S_ISREG(sb.st_mode);
-    bool zip = regular && read(fd, head, sizeof head) == (ssize_t)sizeof head && is_zip(head, sizeof head);
+    int fd = zip ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && !fstat(fd, &sb) && S_ISREG(sb.st_mode))
+        zip = read(fd, head, sizeof head) == (ssize_t)sizeof head && is_zip(head, sizeof head);
     if (fd >= 0)
         close(fd);
     if (zip)

@@ -10,13 +10,18 @@
  * - a .npy: one unnamed tensor (see `anonymous`);
  * - tl's json output format, {"device": ..., "outputs": {NAME: T, ...},
  *   "grads": {NAME: T, ...}} with T = {"dtype", "shape", "data"}: outputs
- *   by name, gradients as "grad/NAME".  At least one of "outputs" and
- *   "grads" must be there; other top-level keys (such as "device") and
+ *   by name, gradients as "grad/NAME" (and "jvps", "hvps", as jvp and
+ *   hvp write them, as "jvp/NAME", "hvp/NAME").  At least one of these
+ *   groups must be there; other top-level keys (such as "device") and
  *   other keys of T are ignored.  "data" is a flat row-major array of
  *   numbers or the strings "nan", "inf", "-inf" (floats only).  Numbers are
  *   read from their digits, not through a double: an i64 keeps all 64
  *   bits and an f32 is rounded once, so tl's json output reads back to the
- *   same bits.  A number beyond its dtype's range is an error. */
+ *   same bits.  A number beyond its dtype's range is an error;
+ * - tl's text output: for each tensor a header line "NAME: f32[2,3]" and
+ *   its values as a literal (formats/text.h) of that shape on the lines
+ *   up to the next header, which reads back to the same bits as json
+ *   does; an elided tensor ("...", printed without --full) is an error. */
 #ifndef TL_FORMATS_RESULTS_H
 #define TL_FORMATS_RESULTS_H
 
@@ -70,7 +75,8 @@ void tl_result_set_free(tl_result_set *s);
  * name the file. */
 typedef struct tl_result_file tl_result_file;
 /* The file at path, or the bytes in memory (copied); its kind told by its
- * content, as tl_result_set_read tells it. */
+ * content, as tl_result_set_read tells it (a path ending in .npz is read
+ * as an .npz). */
 tl_result_file *tl_result_file_open(const char *path, tl_status *st);
 tl_result_file *tl_result_file_open_mem(const void *buf, size_t len, tl_status *st);
 /* A .npy: one tensor without a name (count 1, key NULL, has() false). */
