@@ -145,8 +145,7 @@ tl_code cli_write_report(const char *path, const tl_graph *g, const tl_result *r
 bool cli_is_program(const char *graph);
 bool cli_is_graph_file(const char *graph);
 /* Whether a text whose name does not say is a program rather than a JSON
- * graph, by its first character past blanks (and a UTF-8 byte order
- * mark): a JSON graph's "{" is followed by a key ('"') or '}', a program
+ * graph, by its first character past blanks: a JSON graph's "{" is followed by a key ('"') or '}', a program
  * starts with '#', a name, a number, '(', '[', '-', '.' or a block "{"
  * with a statement in it.  Anything else (nothing, binary bytes) is left
  * to the JSON loader, which says what is wrong. */

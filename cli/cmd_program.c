@@ -36,7 +36,7 @@ bool cli_is_graph_file(const char *graph)
 
 bool cli_text_is_program(const char *text, size_t len)
 {
-    size_t i = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark */
+    size_t i = 0;
     while (i < len && strchr(" \t\r\n", text[i]))
         i++;
     if (i == len)

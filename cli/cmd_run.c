@@ -94,7 +94,7 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         if (cli_is_opt(a, "-i", "--inputs")) {
             const char *v = cli_opt_value(argc, argv, &i, a, "--inputs");
             if (!v)
-                return cli_usage("%s needs a .npz file", a);
+                return cli_usage("%s needs a result file (.npz, json or text)", a);
             c->npz[c->nnpz++] = v;
         } else if (cli_is_opt(a, NULL, "--seed")) {
             const char *v = cli_opt_value(argc, argv, &i, a, "--seed");
