@@ -49,8 +49,9 @@ static bool is_file(const char *path)
 /* Where spec names a file: the length of its path (then *key is what
  * follows the ':' after it, or NULL), or 0 for a literal.  The name says
  * (FILE.npy, FILE.npz[:KEY], FILE.json[:KEY], FILE.txt[:KEY]), else a
- * dtype prefix makes a literal, else the longest prefix before a ':'
- * that is a file there, or the whole spec. */
+ * dtype prefix or a first character of a number or array makes a
+ * literal, else the whole spec when it is a file there, or the longest
+ * part before a ':' that is. */
 static size_t file_part(const char *spec, const char **key)
 {
     static const char *const ends[] = {".npz:", ".json:", ".txt:"};
@@ -64,6 +65,8 @@ static size_t file_part(const char *spec, const char **key)
     }
     if (ends_with(spec, ".npy") || ends_with(spec, ".npz") || ends_with(spec, ".json") || ends_with(spec, ".txt"))
         return strlen(spec);
+    if (strchr("[+-0123456789", spec[0]))
+        return 0; /* starts as a literal does ("./3.5" is the file) */
     const char *colon = strchr(spec, ':');
     tl_dtype dt;
     char prefix[16];
@@ -89,11 +92,13 @@ static size_t file_part(const char *spec, const char **key)
     return 0;
 }
 
-/* The tensor key of result file f (NULL: its one tensor, as a .npy holds
- * it); what names f in messages is what. */
+/* The tensor key of result file f (NULL: its one tensor: a .npy's, or
+ * the only one of another file); what names f in messages is what. */
 static tl_tensor *tensor_of(const tl_result_file *f, const char *what, const char *key, tl_status *st)
 {
     char have[200];
+    if (!key && !tl_result_file_anonymous(f) && tl_result_file_count(f) == 1)
+        key = tl_result_file_key(f, 0);
     if (!key && !tl_result_file_anonymous(f))
         return tl_fail(st, TL_EINPUT, "%s: %s holds named tensors (%s): name one as %s:KEY, or give the file to -i", what,
                        tl_result_file_kind(f), tl_result_file_keys(f, have, sizeof have),
@@ -104,12 +109,35 @@ static tl_tensor *tensor_of(const tl_result_file *f, const char *what, const cha
     return t;
 }
 
+/* "-", which is all that reads standard input then: a .npy read straight
+ * into its tensor, or what a result file there says. */
+static tl_tensor *stdin_tensor(tl_status *st)
+{
+    unsigned char *buf;
+    size_t len;
+    tl_tensor *t = NULL;
+    if (tl_slurp_stream(stdin, &buf, &len, st))
+        return tl_wrap(st, "standard input"), NULL;
+    if (len >= 6 && !memcmp(buf, "\x93NUMPY", 6)) {
+        if (!(t = tl_npy_read_mem(buf, len, st)))
+            tl_wrap(st, "standard input");
+    } else if ((stdin_file = tl_result_file_open_mem(buf, len, st))) {
+        t = tensor_of(stdin_file, "standard input", NULL, st);
+    } else {
+        tl_wrap(st, "standard input");
+    }
+    free(buf);
+    return t;
+}
+
 tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
 {
     tl_tensor *t = NULL;
-    if (!strcmp(spec, "-") || !strncmp(spec, "-:", 2)) {
+    if (!strcmp(spec, "-"))
+        return stdin_tensor(st);
+    if (!strncmp(spec, "-:", 2)) {
         tl_result_file *f = cli_stdin_file(st);
-        return f ? tensor_of(f, "standard input", spec[1] ? spec + 2 : NULL, st) : NULL;
+        return f ? tensor_of(f, "standard input", spec + 2, st) : NULL;
     }
     if (ends_with(spec, ".npy")) { /* read straight from the file (mapped when large) */
         if (!(t = tl_npy_read_file(spec, st)))
