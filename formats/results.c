@@ -551,8 +551,9 @@ static tl_code read_text(owned_set *o, const char *text, size_t len, tl_status *
         }
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(name_len < 255 ? name_len : 255), text + i);
-        tl_tensor *t = name_len < 256 ? text_tensor(text + b, j - b, dt, ndim, shape, st)
-                                      : (tl_fail(st, TL_EINPUT, "a name over 255 bytes"), NULL);
+        tl_tensor *t = name_len >= 256                 ? (tl_fail(st, TL_EINPUT, "a name over 255 bytes"), NULL)
+                     : memchr(text + i, '\0', name_len) ? (tl_fail(st, TL_EINPUT, "a NUL byte in the name"), NULL)
+                                                       : text_tensor(text + b, j - b, dt, ndim, shape, st);
         if (!t || set_add(o, "", name, t, st))
             return tl_wrap(st, "line %d: \"%s\"", first, name);
         i = j;

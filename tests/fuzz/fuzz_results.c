@@ -2,8 +2,8 @@
  * readers of tl's json and text output above all, as `tl compare`, `tl
  * show` and every input (FILE:KEY, -i FILE, -:KEY) meet them.  Bytes
  * are read as a set and as a file whose tensors are taken one by one; a
- * set read from json, written again in tl's json format, must read back
- * to the same names and bits. */
+ * set that reads, written again in tl's json format and (names allowing)
+ * in its text format, must read back to the same names and bits. */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
 #include <stdint.h>
@@ -48,18 +48,54 @@ static char *as_json(const tl_result_set *s, size_t *len)
     return buf;
 }
 
+/* s in tl's text format, every tensor whole. */
+static char *as_text(const tl_result_set *s, size_t *len)
+{
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    tl_status st = {0};
+    if (!f)
+        FUZZ_FAIL("open_memstream failed");
+    for (int i = 0; i < s->n; i++)
+        if (tl_text_write(f, s->names[i], s->ts[i], true, &st))
+            FUZZ_FAIL("writing text: %s", st.msg);
+    fclose(f);
+    return buf;
+}
+
+/* Whether the text format carries s in reasonable time, and every name:
+ * graph names and "grad/NAME", not empty (any other byte could pass for a
+ * header or a value). */
+static bool text_names(const tl_result_set *s)
+{
+    for (int k = 0; k < s->n; k++) {
+        /* an empty f64[1000000000000,0] prints a trillion "[]" rows */
+        int64_t rows = 1;
+        for (int d = 0; d < s->ts[k]->ndim && rows <= 4096; d++)
+            rows *= s->ts[k]->shape[d] ? s->ts[k]->shape[d] : 1;
+        if (rows > 4096)
+            return false;
+    }
+    for (int k = 0; k < s->n; k++)
+        for (const char *p = s->names[k]; *p || p == s->names[k]; p++)
+            if (!(*p == '_' || *p == '/' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+                  (*p >= 'A' && *p <= 'Z')))
+                return false;
+    return true;
+}
+
 /* b holds a's names with the same dtypes, shapes and bits. */
 static void check_same(const tl_result_set *a, const tl_result_set *b)
 {
     tl_status st = {0};
     int *order = tl_result_set_order(b, &st);
     if (!order || a->n != b->n)
-        FUZZ_FAIL("json written again reads back as %d tensors, not %d", b->n, a->n);
+        FUZZ_FAIL("written again, %d tensors read back, not %d", b->n, a->n);
     for (int i = 0; i < a->n; i++) {
         int j = tl_result_set_lookup(b, order, a->names[i]);
         const tl_tensor *x = a->ts[i], *y = j < 0 ? NULL : b->ts[j];
         if (!y || x->dtype != y->dtype || !tl_same_shape(x, y) || memcmp(x->data, y->data, tl_tensor_bytes(x)))
-            FUZZ_FAIL("tensor '%s' did not survive json written again", a->names[i]);
+            FUZZ_FAIL("tensor '%s' did not survive being written again", a->names[i]);
     }
     free(order);
 }
@@ -99,6 +135,17 @@ int fuzz_results_one(const uint8_t *data, size_t size)
         tl_result_set *again = tl_result_set_read_mem(text, len, "", &st);
         if (!again)
             FUZZ_FAIL("json written again does not read: %s", st.msg);
+        check_same(s, again);
+        tl_result_set_free(again);
+        free(text);
+    }
+    if (s && s->n && text_names(s)) {
+        size_t len;
+        char *text = as_text(s, &len);
+        tl_status_clear(&st);
+        tl_result_set *again = tl_result_set_read_mem(text, len, "", &st);
+        if (!again)
+            FUZZ_FAIL("text written again does not read: %s", st.msg);
         check_same(s, again);
         tl_result_set_free(again);
         free(text);
