@@ -481,6 +481,16 @@ static bool text_header(const char *line, size_t n, size_t *name_len, tl_dtype *
     return true;
 }
 
+/* Whether a line holds nothing but what values print as (numbers, nan,
+ * inf, brackets, commas, blanks). */
+static bool value_line(const char *line, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!line[i] || !strchr("0123456789[], .+-eE\t\rnNaAiIfFtTyY", line[i]))
+            return false;
+    return true;
+}
+
 static size_t line_end(const char *text, size_t len, size_t i)
 {
     const char *nl = memchr(text + i, '\n', len - i);
@@ -509,10 +519,6 @@ static tl_tensor *text_tensor(const char *body, size_t blen, tl_dtype dt, int nd
     lit[n] = ':';
     memcpy(lit + n + 1, body, blen);
     lit[n + 1 + blen] = '\0';
-    if (strlen(lit) != n + 1 + blen) {
-        free(lit);
-        return tl_fail(st, TL_EINPUT, "a NUL byte in the values"), NULL;
-    }
     tl_tensor *t = tl_literal_parse(lit, st);
     free(lit);
     if (t && t->numel == 0 && numel == 0 && !tl_same_shape(t, &(tl_tensor){.ndim = ndim})) {
@@ -547,6 +553,8 @@ static tl_code read_text(owned_set *o, const char *text, size_t len, tl_status *
             int64_t s2[TL_MAXDIM];
             if (text_header(text + j, k - j, &unused, &d2, &n2, s2))
                 break;
+            if (!value_line(text + j, k - j))
+                return tl_fail(st, TL_EINPUT, "line %d: expected values or a header \"NAME: DTYPE[DIMS]\"", line);
             j = k < len ? k + 1 : len;
         }
         char name[256];
