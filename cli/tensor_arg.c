@@ -73,7 +73,7 @@ static size_t file_part(const char *spec, const char **key)
     if (colon && (size_t)(colon - spec) < sizeof prefix) {
         memcpy(prefix, spec, (size_t)(colon - spec));
         prefix[colon - spec] = '\0';
-        if (tl_dtype_parse(prefix, &dt) || !strcmp(prefix, "int32") || !strcmp(prefix, "int64"))
+        if (tl_dtype_parse(prefix, &dt))
             return 0;
     }
     if (is_file(spec))
@@ -100,8 +100,8 @@ static tl_tensor *tensor_of(const tl_result_file *f, const char *what, const cha
     if (!key && !tl_result_file_anonymous(f) && tl_result_file_count(f) == 1)
         key = tl_result_file_key(f, 0);
     if (!key && !tl_result_file_anonymous(f))
-        return tl_fail(st, TL_EINPUT, "%s: %s holds named tensors (%s): name one as %s:KEY, or give the file to -i", what,
-                       tl_result_file_kind(f), tl_result_file_keys(f, have, sizeof have),
+        return tl_fail(st, TL_EINPUT, "%s: %s holds named tensors (%s): name one as %s:KEY, or give the file "
+                       "to -i", what, tl_result_file_kind(f), tl_result_file_keys(f, have, sizeof have),
                        strcmp(what, "standard input") ? what : "-"), NULL;
     tl_tensor *t = tl_result_file_get(f, key, st);
     if (!t)
