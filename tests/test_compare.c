@@ -723,15 +723,11 @@ Test(read, json_outputs_and_grads)
     tl_result_set_free(s);
 }
 
-/* Every f32 and f64 that tl prints reads back to the same bits, and every
- * i64: numbers are read from their digits, not through a double. */
-Test(read, json_round_trips_bits)
+/* Random bits in n elements of t[0] (f32), t[1] (f64) and t[2] (i64):
+ * every kind of number, NaNs and subnormals included. */
+static void random_bits(tl_tensor *const t[3], int n, uint64_t s)
 {
-    enum { N = 4000 };
-    int64_t n = N;
-    tl_tensor *t[3] = {zeros(TL_F32, 1, &n), zeros(TL_F64, 1, &n), zeros(TL_I64, 1, &n)};
-    uint64_t s = 12345;
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < n; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         uint32_t b32 = (uint32_t)(s >> 32);
         uint64_t b64 = s ^ (s << 17);
@@ -739,6 +735,16 @@ Test(read, json_round_trips_bits)
         memcpy((double *)t[1]->data + i, &b64, 8);
         ((int64_t *)t[2]->data)[i] = (int64_t)b64;
     }
+}
+
+/* Every f32 and f64 that tl prints reads back to the same bits, and every
+ * i64: numbers are read from their digits, not through a double. */
+Test(read, json_round_trips_bits)
+{
+    enum { N = 4000 };
+    int64_t n = N;
+    tl_tensor *t[3] = {zeros(TL_F32, 1, &n), zeros(TL_F64, 1, &n), zeros(TL_I64, 1, &n)};
+    random_bits(t, N, 12345);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -920,15 +926,7 @@ Test(read, text_round_trips_bits)
     int64_t shape[2] = {N / 3, 3}, empty[2] = {0, 3};
     tl_tensor *t[4] = {zeros(TL_F32, 2, shape), zeros(TL_F64, 2, shape), zeros(TL_I64, 2, shape),
                        zeros(TL_I32, 2, empty)};
-    uint64_t s = 777;
-    for (int i = 0; i < N; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        uint32_t b32 = (uint32_t)(s >> 32);
-        uint64_t b64 = s ^ (s << 17);
-        memcpy((float *)t[0]->data + i, &b32, 4);
-        memcpy((double *)t[1]->data + i, &b64, 8);
-        ((int64_t *)t[2]->data)[i] = (int64_t)b64;
-    }
+    random_bits(t, N, 777);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);

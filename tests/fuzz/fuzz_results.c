@@ -117,6 +117,20 @@ static bool json_again(const uint8_t *data, size_t size, const tl_result_set *s)
     return true;
 }
 
+/* s written by write, read again: the same names and bits. */
+static void check_again(const tl_result_set *s, char *(*write)(const tl_result_set *, size_t *), const char *what)
+{
+    size_t len;
+    char *text = write(s, &len);
+    tl_status st = {0};
+    tl_result_set *again = tl_result_set_read_mem(text, len, "", &st);
+    if (!again)
+        FUZZ_FAIL("%s written again does not read: %s", what, st.msg);
+    check_same(s, again);
+    tl_result_set_free(again);
+    free(text);
+}
+
 int fuzz_results_one(const uint8_t *data, size_t size);
 int fuzz_results_one(const uint8_t *data, size_t size)
 {
@@ -128,28 +142,10 @@ int fuzz_results_one(const uint8_t *data, size_t size)
         (void)strlen(s->names[i]);
         fuzz_check_tensor(s->ts[i], &st);
     }
-    if (json_again(data, size, s)) {
-        size_t len;
-        char *text = as_json(s, &len);
-        tl_status_clear(&st);
-        tl_result_set *again = tl_result_set_read_mem(text, len, "", &st);
-        if (!again)
-            FUZZ_FAIL("json written again does not read: %s", st.msg);
-        check_same(s, again);
-        tl_result_set_free(again);
-        free(text);
-    }
-    if (s && s->n && text_names(s)) {
-        size_t len;
-        char *text = as_text(s, &len);
-        tl_status_clear(&st);
-        tl_result_set *again = tl_result_set_read_mem(text, len, "", &st);
-        if (!again)
-            FUZZ_FAIL("text written again does not read: %s", st.msg);
-        check_same(s, again);
-        tl_result_set_free(again);
-        free(text);
-    }
+    if (json_again(data, size, s))
+        check_again(s, as_json, "json");
+    if (s && s->n && text_names(s))
+        check_again(s, as_text, "text");
     tl_result_set_free(s);
 
     tl_status_clear(&st);
