@@ -320,12 +320,12 @@ clean:
 # build/fuzz/artifacts/NAME/.  The committed corpus is never written.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES   ?= graph npy npz literal program onnx
+FUZZ_NAMES   ?= graph npy npz literal program onnx results
 FUZZ_ARGS    ?=
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -Wall -Wextra -O1 -g -ffp-contract=off -fopenmp-simd -fno-math-errno $(FUZZ_SAN)
 FUZZ_OBJ     := $(LIB_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/$(PB_SRC:.c=.o)
-FUZZ_ALL     := graph npy npz literal program onnx
+FUZZ_ALL     := graph npy npz literal program onnx results
 FUZZ_BINS    := $(FUZZ_ALL:%=build/fuzz/fuzz_%)
 FUZZ_MAXLEN_graph   := 8192
 FUZZ_MAXLEN_npy     := 4096
@@ -333,6 +333,7 @@ FUZZ_MAXLEN_npz     := 32768
 FUZZ_MAXLEN_literal := 2048
 FUZZ_MAXLEN_program := 4096
 FUZZ_MAXLEN_onnx    := 8192
+FUZZ_MAXLEN_results := 8192
 FUZZ_ENV := OPENBLAS_NUM_THREADS=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .PHONY: fuzz fuzz-build

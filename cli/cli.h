@@ -76,18 +76,21 @@ int cli_format_opt(int argc, char **argv, int *i, const char *arg, bool *json);
 
 /* ---------- graphs and tensors ---------- */
 
-/* Loads GRAPH: a .json file, "-" (the graph on standard input; file
- * constants are then relative to the current folder), or a program: a .tl
- * file or the text of -e (cli_inline_graph). */
+/* Loads GRAPH: a .json file, a program (a .tl file or the text of -e,
+ * cli_inline_graph), or, told by its text (cli_text_is_program), "-" (the
+ * graph on standard input; file constants are then relative to the
+ * current folder) or a file whose name ends otherwise. */
 tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *st);
 
-/* Reads a NAME=TENSOR value: file.npy, file.npz:key, '-' (a .npy on
- * stdin), '-:key' (a member of an .npz on stdin), or a literal with an
- * optional dtype prefix (tensor_arg.c). */
+/* Reads a NAME=TENSOR value (tensor_arg.c): a result file of any format
+ * tl writes, told by its content, as FILE (a .npy) or FILE:KEY (a member
+ * of an .npz, a json or text result: "y", "grad/x"); '-' (the one tensor
+ * of a .npy on stdin), '-:KEY' (a member of a result file on stdin); or a
+ * literal with an optional dtype prefix. */
 tl_tensor *cli_read_tensor(const char *spec, tl_status *st);
-/* The .npz on standard input, read on first use and kept (the CLI owns it
- * until cli_stdin_release). */
-struct tl_npz *cli_stdin_npz(tl_status *st);
+/* The result file on standard input, read on first use and kept (the CLI
+ * owns it until cli_stdin_release). */
+struct tl_result_file *cli_stdin_file(tl_status *st);
 void cli_stdin_release(void);
 
 typedef struct cli_out {
@@ -104,6 +107,15 @@ typedef struct cli_out {
  * or standard output (text, json, or with path "-" .npy/.npz).  A reader
  * that closes standard output early ends the writing quietly (output.c). */
 tl_code cli_write(const cli_out *o, tl_status *st);
+/* Whether cli_write could write o, asked before a run so that nothing
+ * runs for results that cannot be written: the format the path names
+ * (or, for a device or FIFO, what standard output would get), the count
+ * a .npy holds (not checked while o->n is -1), and cli_check_path.  No
+ * tensor is looked at. */
+tl_code cli_check_output(const cli_out *o, tl_status *st);
+/* Whether a file can be written at path: not a folder, and a folder that
+ * takes new files (a FIFO or device there: writable).  Creates nothing. */
+tl_code cli_check_path(const char *path, tl_status *st);
 
 /* Writes a file whole or not at all: w writes into a temporary file beside
  * path, which is renamed over path only when complete. */
@@ -128,8 +140,19 @@ tl_code cli_write_report(const char *path, const tl_graph *g, const tl_result *r
 
 /* ---------- programs (cmd_program.c) ---------- */
 
-/* Whether GRAPH is a program: a .tl file, or what cli_inline_graph made. */
+/* Whether GRAPH is a program by its name: a .tl file, or what
+ * cli_inline_graph made; a JSON graph by its name: a .json file. */
 bool cli_is_program(const char *graph);
+bool cli_is_graph_file(const char *graph);
+/* Whether a text whose name does not say is a program rather than a JSON
+ * graph, by its first character past blanks: a JSON graph's "{" is followed by a key ('"') or '}', a program
+ * starts with '#', a name, a number, '(', '[', '-', '.' or a block "{"
+ * with a statement in it.  Anything else (nothing, binary bytes) is left
+ * to the JSON loader, which says what is wrong. */
+bool cli_text_is_program(const char *text, size_t len);
+/* Loads the program text (path names it in messages and is its folder). */
+tl_graph *cli_load_program_text(const char *text, size_t len, const char *path, const tl_graph_options *o,
+                                tl_status *st);
 /* "-e TEXT": the GRAPH argument that stands for a program file holding
  * TEXT (a new string the caller frees; NULL when out of memory). */
 char *cli_inline_graph(const char *text);

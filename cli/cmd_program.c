@@ -28,6 +28,29 @@ bool cli_is_program(const char *graph)
     return !strncmp(graph, INLINE_MARK, INLINE_LEN) || (n > 3 && !strcmp(graph + n - 3, ".tl"));
 }
 
+bool cli_is_graph_file(const char *graph)
+{
+    size_t n = strlen(graph);
+    return n > 5 && !strcmp(graph + n - 5, ".json");
+}
+
+bool cli_text_is_program(const char *text, size_t len)
+{
+    size_t i = 0;
+    while (i < len && strchr(" \t\r\n", text[i]))
+        i++;
+    if (i == len)
+        return false; /* nothing: the JSON loader says so */
+    char c = text[i];
+    if (c == '{') { /* a graph's object opens with a key (or closes): a block with a statement */
+        for (i++; i < len && strchr(" \t\r\n", text[i]); i++)
+            ;
+        return i < len && text[i] != '"' && text[i] != '}';
+    }
+    return c == '#' || c == '_' || c == '(' || c == '[' || c == '-' || c == '.' || (c >= '0' && c <= '9') ||
+           (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
 char *cli_inline_graph(const char *text)
 {
     size_t n = strlen(text);
@@ -104,15 +127,23 @@ static void note_caret(const source *s, tl_srcpos pos)
              p < end && *p != '\n' && *p != '\r' ? "..." : "", (int)nu, under);
 }
 
-tl_graph *cli_load_program(const char *graph, const tl_graph_options *o, tl_status *st)
+tl_graph *cli_load_program_text(const char *text, size_t len, const char *path, const tl_graph_options *o,
+                                tl_status *st)
 {
-    source s;
+    source s = {path, text, len, NULL};
     tl_srcpos pos;
-    if (read_source(graph, &s, st))
-        return NULL;
     tl_graph *g = tl_program_load(s.text, s.len, s.path, o, &pos, st);
     if (!g && pos.line)
         note_caret(&s, pos);
+    return g;
+}
+
+tl_graph *cli_load_program(const char *graph, const tl_graph_options *o, tl_status *st)
+{
+    source s;
+    if (read_source(graph, &s, st))
+        return NULL;
+    tl_graph *g = cli_load_program_text(s.text, s.len, s.path, o, st);
     free(s.buf);
     return g;
 }
@@ -172,9 +203,13 @@ static int compile(const args *a)
     tl_graph_options go = {a->outside};
     source s;
     tl_srcpos pos;
+    if (a->output && strcmp(a->output, "-") && cli_check_path(a->output, &st))
+        return cli_fail(&st); /* before the work, as run does */
     if (read_source(a->graphs[0], &s, &st))
         return cli_fail(&st);
-    char *json = tl_program_compile(s.text, s.len, s.path, cli_is_program(a->graphs[0]), &go, &pos, &st);
+    bool program = cli_is_program(a->graphs[0]) ||
+                   (!cli_is_graph_file(a->graphs[0]) && cli_text_is_program(s.text, s.len));
+    char *json = tl_program_compile(s.text, s.len, s.path, program, &go, &pos, &st);
     if (!json && pos.line)
         note_caret(&s, pos);
     free(s.buf);

@@ -13,17 +13,17 @@
 #include "cli.h"
 #include "graph/onnx.h"
 #include "formats/compare.h"
-#include "formats/npz.h"
 #include "formats/results.h"
 
 typedef cli_run_args cmd;
 
 /* What a tensor argument takes from standard input: nothing, a .npy
- * ("-"), or members of an .npz ("-:KEY"). */
+ * ("-"), or members of a result file ("-:KEY"). */
 static int stdin_kind(const char *v) { return !strcmp(v, "-") ? 1 : !strncmp(v, "-:", 2) ? 2 : 0; }
 
-/* Standard input is read once: the graph, one .npy, or one .npz that any
- * number of "-:KEY" and "-i -" take members from. */
+/* Standard input is read once: the graph, one .npy, or one result file
+ * (.npz, json, text) that any number of "-:KEY" and "-i -" take members
+ * from. */
 static int check_stdin(const cmd *c)
 {
     int graph = !strcmp(c->graph, "-"), npy = 0, npz = 0;
@@ -42,7 +42,7 @@ static int check_stdin(const cmd *c)
         npz += !strcmp(c->npz[i], "-");
     if (graph + npy + (npz > 0) > 1)
         return cli_usage("standard input (-) is read once: it holds the graph, one .npy tensor, or one "
-                         ".npz (for any number of -:KEY and -i -), not several of these");
+                         "result file (.npz, json or text, for any number of -:KEY and -i -), not several of these");
     return 0;
 }
 
@@ -96,7 +96,7 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         if (cli_is_opt(a, "-i", "--inputs")) {
             const char *v = cli_opt_value(argc, argv, &i, a, "--inputs");
             if (!v)
-                return cli_usage("%s needs a .npz file", a);
+                return cli_usage("%s needs a result file (.npz, json or text)", a);
             c->npz[c->nnpz++] = v;
         } else if (cli_is_opt(a, NULL, "--seed")) {
             const char *v = cli_opt_value(argc, argv, &i, a, "--seed");
@@ -252,12 +252,14 @@ static void unused_keys(const cmd *c, const tl_graph *g, char *buf, size_t len)
     buf[0] = '\0';
     for (int f = 0; f < c->nnpz && k + 80 < len; f++) {
         tl_status st = {0};
-        tl_npz *z = strcmp(c->npz[f], "-") ? tl_npz_open(c->npz[f], &st) : cli_stdin_npz(&st);
-        for (int i = 0; z && i < tl_npz_count(z) && k + 80 < len; i++)
-            if (tl_graph_input_index(g, tl_npz_key(z, i)) < 0)
-                k += (size_t)snprintf(buf + k, len - k, "%s\"%.60s\"", k ? ", " : "", tl_npz_key(z, i));
+        tl_result_file *z = strcmp(c->npz[f], "-") ? tl_result_file_open(c->npz[f], &st) : cli_stdin_file(&st);
+        for (int i = 0; z && i < tl_result_file_count(z) && k + 80 < len; i++) {
+            const char *key = tl_result_file_key(z, i);
+            if (key && tl_graph_input_index(g, key) < 0)
+                k += (size_t)snprintf(buf + k, len - k, "%s\"%.60s\"", k ? ", " : "", key);
+        }
         if (strcmp(c->npz[f], "-"))
-            tl_npz_close(z);
+            tl_result_file_close(z);
     }
 }
 
@@ -266,7 +268,7 @@ static void unused_keys(const cmd *c, const tl_graph *g, char *buf, size_t len)
  * the time before a run starts); the first failure in input order is the
  * one reported, as a reading in turn would. */
 typedef struct member_job {
-    const tl_npz *z;
+    const tl_result_file *z;
     const tl_graph *g;
     const int *which; /* input indices */
     tl_tensor **in;
@@ -277,10 +279,10 @@ static void read_one(void *ctx, int64_t i)
 {
     member_job *j = ctx;
     int k = j->which[i];
-    j->in[k] = tl_npz_get(j->z, j->g->inputs[k].name, &j->st[i]);
+    j->in[k] = tl_result_file_get(j->z, j->g->inputs[k].name, &j->st[i]);
 }
 
-static int read_members(const tl_graph *g, const tl_npz *z, const char *what, const bool *explicit,
+static int read_members(const tl_graph *g, const tl_result_file *z, const char *what, const bool *explicit,
                         tl_tensor **in, tl_status *st)
 {
     int *which = calloc((size_t)g->ninputs + 1, sizeof *which), n = 0;
@@ -289,13 +291,13 @@ static int read_members(const tl_graph *g, const tl_npz *z, const char *what, co
     int rc = which && sts ? 0 : (tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st)), twice = -1;
     for (int k = 0; k < g->ninputs && !rc && twice < 0; k++) {
         const char *name = g->inputs[k].name;
-        if (explicit[k] || !tl_npz_has(z, name))
+        if (explicit[k] || !tl_result_file_has(z, name))
             continue;
         if (in[k])
             twice = k; /* reported after the members before it */
         else {
             which[n++] = k;
-            bytes += tl_npz_size(z, name);
+            bytes += tl_result_file_size(z, name);
         }
     }
     if (!rc) {
@@ -340,14 +342,18 @@ int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *
     for (int f = 0; f < c->nnpz && !rc; f++) {
         bool from_stdin = !strcmp(c->npz[f], "-");
         const char *what = from_stdin ? "standard input" : c->npz[f];
-        tl_npz *z = from_stdin ? cli_stdin_npz(st) : tl_npz_open(c->npz[f], st);
+        tl_result_file *z = from_stdin ? cli_stdin_file(st) : tl_result_file_open(c->npz[f], st);
         if (!z) {
             rc = (tl_wrap(st, "-i %s", c->npz[f]), cli_fail(st));
             break;
         }
-        rc = read_members(g, z, what, explicit, in, st);
+        if (tl_result_file_anonymous(z))
+            rc = (tl_fail(st, TL_EINPUT, "-i %s: a .npy holds one tensor without a name: bind it as NAME=%s",
+                          c->npz[f], c->npz[f]), cli_fail(st));
+        else
+            rc = read_members(g, z, what, explicit, in, st);
         if (!from_stdin)
-            tl_npz_close(z);
+            tl_result_file_close(z);
     }
     for (int k = 0; k < g->ninputs && !rc; k++) {
         if (!in[k] && c->defaults && c->defaults[k])
@@ -544,11 +550,10 @@ static int apply_only(const char *list, const char **names, const tl_tensor **ts
  * names only what differs and is printed only then; with --format json the
  * whole report is printed either way, as tl compare --format json prints
  * it, for a machine to read.  Either goes to stdout unless results do. */
-static int expect(const cmd *c, int n, const char **names, const tl_tensor **ts, tl_status *st)
+static int expect(const cmd *c, const tl_result_set *b, int n, const char **names, const tl_tensor **ts,
+                  tl_status *st)
 {
-    tl_result_set a = tl_result_set_view(n, names, ts), *b = tl_result_set_read(c->expect, st);
-    if (!b)
-        return tl_wrap(st, "--expect %s", c->expect), cli_fail(st);
+    tl_result_set a = tl_result_set_view(n, names, ts);
     tl_compare_report *r = tl_compare(&a, b, &c->cmp, st);
     int rc = r ? 0 : (tl_wrap(st, "--expect %s", c->expect), cli_fail(st));
     FILE *f = c->output && !strcmp(c->output, "-") ? stderr : stdout;
@@ -566,7 +571,6 @@ static int expect(const cmd *c, int n, const char **names, const tl_tensor **ts,
     if (match && c->verbose)
         fprintf(stderr, "tl: results match %s\n", c->expect);
     tl_compare_free(r);
-    tl_result_set_free(b);
     return rc;
 }
 
@@ -669,15 +673,48 @@ static int model_graph(run_state *s, tl_status *st)
     if (rc)
         return rc;
     size_t nmax = (size_t)s->g->ninputs + (size_t)s->g->noutputs + (size_t)s->g->nslots + 1;
-    free(s->names);
+    free(s->names); /* gnames holds no name yet: check_writes comes after */
     free(s->ts);
     free(s->out_slots);
+    free(s->gnames);
     s->names = calloc(nmax, sizeof *s->names);
     s->ts = calloc(nmax, sizeof *s->ts);
     s->out_slots = calloc((size_t)s->g->nslots + 1, sizeof *s->out_slots);
-    if (!s->names || !s->ts || !s->out_slots)
+    s->gnames = calloc((size_t)s->g->ninputs + 1, sizeof *s->gnames);
+    if (!s->names || !s->ts || !s->out_slots || !s->gnames)
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
     return 0;
+}
+
+/* "grad/NAME" for input k, kept in s->gnames. */
+static const char *grad_name(run_state *s, int k, tl_status *st)
+{
+    if (!s->gnames[k]) {
+        size_t len = strlen(s->g->inputs[k].name) + 6;
+        if (!(s->gnames[k] = malloc(len)))
+            return tl_fail(st, TL_ERUNTIME, "out of memory"), NULL;
+        snprintf(s->gnames[k], len, "grad/%s", s->g->inputs[k].name);
+    }
+    return s->gnames[k];
+}
+
+/* What the run will write, known from the graph and the inputs before
+ * it starts: --only and -o are checked against it, so that a run is not
+ * wasted on results that cannot be written. */
+static int check_writes(const cmd *c, run_state *s, const outs_ctx *oc, tl_status *st)
+{
+    const tl_graph *g = s->g;
+    int n = 0, no = c->outputs ? oc->n : g->noutputs;
+    for (int i = 0; i < no; i++)
+        s->names[n++] = g->slot_name[c->outputs ? oc->slots[i] : g->outputs[i]];
+    for (int k = 0; c->grad && k < g->ninputs; k++)
+        if (s->wrt[k] && !tl_dtype_is_int(s->in[k]->dtype) && !(s->names[n++] = grad_name(s, k, st)))
+            return cli_fail(st);
+    int rc = c->only ? apply_only(c->only, s->names, s->ts, &n, &no, st) : 0;
+    cli_out out = {c->output, c->json, c->full, NULL, n, s->names, s->ts, no};
+    if (!rc && c->output && cli_check_output(&out, st))
+        rc = cli_fail(st);
+    return rc;
 }
 
 /* Runs (and differentiates); fills the names and tensors to write. */
@@ -695,7 +732,8 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     int ni = g->ninputs;
     outs_ctx oc = {g, s->out_slots, 0, st};
     if ((rc = cli_parse_wrt(c, g, s->in, s->wrt, st)) ||
-        (c->outputs && (rc = each_name("--outputs", c->outputs, st, output_one, &oc))))
+        (c->outputs && (rc = each_name("--outputs", c->outputs, st, output_one, &oc))) ||
+        (rc = check_writes(c, s, &oc, st)))
         return rc;
     cli_progress p;
     bool tty = isatty(2) && !c->quiet;
@@ -735,11 +773,8 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     for (int k = 0; k < ni; k++) {
         if (!s->grads[k])
             continue;
-        size_t len = strlen(g->inputs[k].name) + 6;
-        if (!(s->gnames[k] = malloc(len)))
-            return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
-        snprintf(s->gnames[k], len, "grad/%s", g->inputs[k].name);
-        s->names[n] = s->gnames[k];
+        if (!(s->names[n] = grad_name(s, k, st)))
+            return cli_fail(st);
         s->ts[n++] = s->grads[k];
     }
     *nwrite = n;
@@ -754,11 +789,21 @@ static int execute(cmd *c)
     int rc = cli_threads_ok();
     if (rc || (rc = pick_backend(c, &be)))
         return rc;
+    /* what can be checked before the graph is loaded: output paths and
+     * formats, and the file to compare with */
+    cli_out early = {c->output, c->json, c->full, NULL, -1, NULL, NULL, 0};
+    tl_result_set *want = NULL;
+    if ((c->output && cli_check_output(&early, &st)) || (c->report && cli_check_path(c->report, &st)) ||
+        (c->expect && !(want = tl_result_set_read(c->expect, &st)) && tl_wrap(&st, "--expect %s", c->expect))) {
+        tl_device_close(be);
+        return cli_fail(&st);
+    }
     cli_times t = {0};
     double t0 = cli_now_ms();
     tl_graph_options go = {c->outside};
     run_state s = {0};
     if (!(s.g = tl_onnx_is_model(c->graph) ? cli_model_open(c, &s.model, &st) : cli_load_graph(c->graph, &go, &st))) {
+        tl_result_set_free(want);
         tl_device_close(be);
         return cli_fail(&st);
     }
@@ -779,7 +824,7 @@ static int execute(cmd *c)
     else
         rc = run_graph(c, be, &s, &n, &nout, &t, &st);
     if (!rc && c->expect) {
-        rc = expect(c, n, s.names, s.ts, &st);
+        rc = expect(c, want, n, s.names, s.ts, &st);
         if (rc <= 1 && c->output) { /* --expect with -o writes as well */
             cli_out out = {c->output, c->json, c->full, tl_result_device_name(s.r), n, s.names, s.ts, nout};
             if (cli_write(&out, &st))
@@ -797,6 +842,7 @@ static int execute(cmd *c)
     if (s.r && c->report && cli_write_report(c->report, s.g, s.r, &t, &st))
         rc = rc ? rc : cli_fail(&st);
     release(&s);
+    tl_result_set_free(want);
     tl_device_close(be);
     cli_stdin_release();
     return rc;

@@ -93,15 +93,20 @@ tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *
         tl_onnx_options oo = {.allow_outside_files = o && o->allow_outside_files};
         return tl_onnx_load_declared(arg, &oo, st);
     }
-    if (strcmp(arg, "-"))
+    if (cli_is_graph_file(arg))
         return tl_graph_load_with(arg, o, st);
+    /* standard input, or a file whose name does not say: its text does */
+    bool in = !strcmp(arg, "-");
+    const char *path = in ? "standard input" : arg;
     unsigned char *buf;
     size_t len;
-    if (tl_slurp_stream(stdin, &buf, &len, st)) {
-        tl_wrap(st, "standard input");
+    if (in ? tl_slurp_stream(stdin, &buf, &len, st) : tl_slurp_path(arg, &buf, &len, st)) {
+        tl_wrap(st, "%s", path);
         return NULL;
     }
-    tl_graph *g = tl_graph_parse_with((const char *)buf, len, "standard input", o, st);
+    const char *text = (const char *)buf;
+    tl_graph *g = cli_text_is_program(text, len) ? cli_load_program_text(text, len, path, o, st)
+                                                 : tl_graph_parse_with(text, len, path, o, st);
     free(buf);
     return g;
 }

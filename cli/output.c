@@ -22,6 +22,14 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
+/* A target that is there and not a regular file (a FIFO, a device), or
+ * a path under /dev (/dev/stdout may lead to a regular file), is written
+ * into: it cannot be replaced, and its reader is waiting. */
+static bool written_into(const char *path, const struct stat *sb)
+{
+    return !S_ISDIR(sb->st_mode) && (!S_ISREG(sb->st_mode) || !strncmp(path, "/dev/", 5));
+}
+
 enum kind { AS_NPY, AS_NPZ, AS_JSON };
 
 typedef struct job {
@@ -112,11 +120,9 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
     const char *slash = strrchr(path, '/');
     int dir = slash ? (int)(slash - path) + 1 : 0;
     snprintf(tmp, n, "%.*s.tl-XXXXXX", dir, path);
-    /* A target that is there and not a regular file (a FIFO, a device) is
-     * written into: it cannot be replaced, and its reader is waiting. */
     struct stat was;
     bool exists = !stat(path, &was);
-    if (exists && !S_ISREG(was.st_mode) && !S_ISDIR(was.st_mode)) {
+    if (exists && written_into(path, &was)) {
         free(tmp);
         FILE *f = fopen(path, "wb");
         if (!f)
@@ -158,24 +164,77 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
     return rc;
 }
 
+/* The format of -o PATH: its ending says, or, for a device or FIFO
+ * without one, what standard output would get. */
+static tl_code pick_kind(const cli_out *o, enum kind *kind, tl_status *st)
+{
+    bool out = !o->path || !strcmp(o->path, "-");
+    struct stat sb;
+    if (out || ((!ends_with(o->path, ".npy") && !ends_with(o->path, ".npz") && !ends_with(o->path, ".json")) &&
+                !stat(o->path, &sb) && written_into(o->path, &sb))) {
+        *kind = o->json ? AS_JSON : o->n == 1 ? AS_NPY : AS_NPZ;
+        return TL_OK;
+    }
+    *kind = ends_with(o->path, ".npy") ? AS_NPY : ends_with(o->path, ".json") ? AS_JSON : AS_NPZ;
+    if (*kind == AS_NPZ && !ends_with(o->path, ".npz"))
+        return tl_fail(st, TL_EINPUT, "-o %s: the output must end in .npy, .npz or .json "
+                       "(or be a device or FIFO)", o->path);
+    if (*kind == AS_NPY && o->n != 1)
+        return tl_fail(st, TL_EINPUT, "-o %s: a .npy file holds one tensor, this writes %d (use .npz)",
+                       o->path, o->n);
+    return TL_OK;
+}
+
+tl_code cli_check_path(const char *path, tl_status *st)
+{
+    struct stat sb;
+    if (!stat(path, &sb)) {
+        if (S_ISDIR(sb.st_mode))
+            return tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", path, strerror(EISDIR));
+        if (written_into(path, &sb))
+            return access(path, W_OK) ? tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", path, strerror(errno))
+                                      : TL_OK;
+    }
+    /* the temporary file the writing will make, made and removed at once:
+     * whether the folder takes new files, asked of the file system itself */
+    size_t n = strlen(path) + 16;
+    char *probe = malloc(n);
+    if (!probe)
+        return tl_fail(st, TL_ERUNTIME, "out of memory");
+    const char *slash = strrchr(path, '/');
+    snprintf(probe, n, "%.*s.tl-XXXXXX", slash ? (int)(slash - path) + 1 : 0, path);
+    int fd = mkstemp(probe);
+    tl_code rc = fd < 0 ? tl_fail(st, TL_ERUNTIME, "%s: cannot create: %s", path, strerror(errno)) : TL_OK;
+    if (fd >= 0) {
+        close(fd);
+        unlink(probe);
+    }
+    free(probe);
+    return rc;
+}
+
+tl_code cli_check_output(const cli_out *o, tl_status *st)
+{
+    enum kind kind;
+    cli_out known = *o;
+    known.n = o->n < 0 ? 1 : o->n; /* a count not known yet is not checked */
+    if (pick_kind(&known, &kind, st))
+        return st->code;
+    return o->path && strcmp(o->path, "-") ? cli_check_path(o->path, st) : TL_OK;
+}
+
 tl_code cli_write(const cli_out *o, tl_status *st)
 {
     job j = {o, AS_NPZ};
-    if (o->path && strcmp(o->path, "-")) {
-        j.kind = ends_with(o->path, ".npy") ? AS_NPY : ends_with(o->path, ".json") ? AS_JSON : AS_NPZ;
-        if (j.kind == AS_NPZ && !ends_with(o->path, ".npz"))
-            return tl_fail(st, TL_EINPUT, "-o %s: the output must end in .npy, .npz or .json", o->path);
-        if (j.kind == AS_NPY && o->n != 1)
-            return tl_fail(st, TL_EINPUT, "-o %s: a .npy file holds one tensor, this writes %d (use .npz)",
-                           o->path, o->n);
+    if (pick_kind(o, &j.kind, st))
+        return st->code;
+    if (o->path && strcmp(o->path, "-"))
         return cli_write_atomic(o->path, write_kind, &j, st);
-    }
     errno = 0;
     tl_code rc = TL_OK;
-    if (o->path || o->json) { /* "-": .npy, .npz, or json with --format json */
-        j.kind = o->json ? AS_JSON : o->n == 1 ? AS_NPY : AS_NPZ;
+    if (o->path || o->json) /* "-": .npy, .npz, or json with --format json */
         rc = write_kind(stdout, &j, st);
-    } else {
+    else {
         for (int i = 0; i < o->n && !rc; i++)
             rc = tl_text_write(stdout, o->names[i], o->ts[i], o->full, st);
     }

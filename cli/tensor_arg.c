@@ -1,35 +1,37 @@
 /* Tensor arguments on the command line.  Standard input is read at most
- * once: as one .npy ("-"), or as one .npz whose members any number of
- * arguments name ("-:KEY", "-i -"), kept until cli_stdin_release. */
+ * once: as one result file whose one tensor "-" takes, or whose members
+ * any number of arguments name ("-:KEY", "-i -"), kept until
+ * cli_stdin_release. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "formats/npy.h"
-#include "formats/npz.h"
+#include "formats/results.h"
 #include "formats/text.h"
 
-static tl_npz *stdin_npz; /* the archive on standard input, once read */
+static tl_result_file *stdin_file; /* the result file on standard input, once read */
 
-tl_npz *cli_stdin_npz(tl_status *st)
+tl_result_file *cli_stdin_file(tl_status *st)
 {
-    if (stdin_npz)
-        return stdin_npz;
+    if (stdin_file)
+        return stdin_file;
     unsigned char *buf;
     size_t len;
     if (tl_slurp_stream(stdin, &buf, &len, st))
         return tl_wrap(st, "standard input"), NULL;
-    stdin_npz = tl_npz_open_mem(buf, len, st);
+    stdin_file = tl_result_file_open_mem(buf, len, st);
     free(buf);
-    if (!stdin_npz)
+    if (!stdin_file)
         tl_wrap(st, "standard input");
-    return stdin_npz;
+    return stdin_file;
 }
 
 void cli_stdin_release(void)
 {
-    tl_npz_close(stdin_npz);
-    stdin_npz = NULL;
+    tl_result_file_close(stdin_file);
+    stdin_file = NULL;
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -38,40 +40,127 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
+static bool is_file(const char *path)
+{
+    struct stat sb;
+    return !stat(path, &sb) && !S_ISDIR(sb.st_mode);
+}
+
+/* Where spec names a file: the length of its path (then *key is what
+ * follows the ':' after it, or NULL), or 0 for a literal.  The name says
+ * (FILE.npy, FILE.npz[:KEY], FILE.json[:KEY], FILE.txt[:KEY]), else a
+ * dtype prefix or a first character of a number or array makes a
+ * literal, else the whole spec when it is a file there, or the longest
+ * part before a ':' that is. */
+static size_t file_part(const char *spec, const char **key)
+{
+    static const char *const ends[] = {".npz:", ".json:", ".txt:"};
+    *key = NULL;
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        const char *p = strstr(spec, ends[i]);
+        if (p) {
+            *key = p + strlen(ends[i]);
+            return (size_t)(*key - 1 - spec);
+        }
+    }
+    if (ends_with(spec, ".npy") || ends_with(spec, ".npz") || ends_with(spec, ".json") || ends_with(spec, ".txt"))
+        return strlen(spec);
+    if (strchr("[+-0123456789", spec[0]))
+        return 0; /* starts as a literal does ("./3.5" is the file) */
+    const char *colon = strchr(spec, ':');
+    tl_dtype dt;
+    char prefix[16];
+    if (colon && (size_t)(colon - spec) < sizeof prefix) {
+        memcpy(prefix, spec, (size_t)(colon - spec));
+        prefix[colon - spec] = '\0';
+        if (tl_dtype_parse(prefix, &dt))
+            return 0;
+    }
+    if (is_file(spec))
+        return strlen(spec);
+    char path[4096];
+    for (size_t n = strlen(spec); n-- > 1;) {
+        if (spec[n] != ':' || n >= sizeof path)
+            continue;
+        memcpy(path, spec, n);
+        path[n] = '\0';
+        if (is_file(path)) {
+            *key = spec + n + 1;
+            return n;
+        }
+    }
+    return 0;
+}
+
+/* The tensor key of result file f (NULL: its one tensor: a .npy's, or
+ * the only one of another file); what names f in messages is what. */
+static tl_tensor *tensor_of(const tl_result_file *f, const char *what, const char *key, tl_status *st)
+{
+    char have[200];
+    if (!key && !tl_result_file_anonymous(f) && tl_result_file_count(f) == 1)
+        key = tl_result_file_key(f, 0);
+    if (!key && !tl_result_file_anonymous(f))
+        return tl_fail(st, TL_EINPUT, "%s: %s holds named tensors (%s): name one as %s:KEY, or give the file "
+                       "to -i", what, tl_result_file_kind(f), tl_result_file_keys(f, have, sizeof have),
+                       strcmp(what, "standard input") ? what : "-"), NULL;
+    tl_tensor *t = tl_result_file_get(f, key, st);
+    if (!t)
+        tl_wrap(st, "%s", what);
+    return t;
+}
+
+/* "-", which is all that reads standard input then: a .npy read straight
+ * into its tensor, or what a result file there says. */
+static tl_tensor *stdin_tensor(tl_status *st)
+{
+    unsigned char *buf;
+    size_t len;
+    tl_tensor *t = NULL;
+    if (tl_slurp_stream(stdin, &buf, &len, st))
+        return tl_wrap(st, "standard input"), NULL;
+    if (len >= 6 && !memcmp(buf, "\x93NUMPY", 6)) {
+        if (!(t = tl_npy_read_mem(buf, len, st)))
+            tl_wrap(st, "standard input");
+    } else if ((stdin_file = tl_result_file_open_mem(buf, len, st))) {
+        t = tensor_of(stdin_file, "standard input", NULL, st);
+    } else {
+        tl_wrap(st, "standard input");
+    }
+    free(buf);
+    return t;
+}
+
 tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
 {
     tl_tensor *t = NULL;
-    const char *npz = strstr(spec, ".npz:");
-    if (!strcmp(spec, "-")) {
-        if (!(t = tl_npy_read_stream(stdin, st)))
-            tl_wrap(st, "standard input");
-    } else if (!strncmp(spec, "-:", 2)) {
-        tl_npz *z = cli_stdin_npz(st);
-        if (z && !(t = tl_npz_get(z, spec + 2, st)))
-            tl_wrap(st, "standard input");
-    } else if (ends_with(spec, ".npy")) {
+    if (!strcmp(spec, "-"))
+        return stdin_tensor(st);
+    if (!strncmp(spec, "-:", 2)) {
+        tl_result_file *f = cli_stdin_file(st);
+        return f ? tensor_of(f, "standard input", spec + 2, st) : NULL;
+    }
+    if (ends_with(spec, ".npy")) { /* read straight from the file (mapped when large) */
         if (!(t = tl_npy_read_file(spec, st)))
             tl_wrap(st, "%s", spec);
-    } else if (npz) {
-        size_t plen = (size_t)(npz - spec) + 4;
-        char path[4096];
-        if (plen >= sizeof path) {
-            tl_fail(st, TL_EINPUT, "path too long");
-            return NULL;
-        }
-        memcpy(path, spec, plen);
-        path[plen] = '\0';
-        tl_npz *z = tl_npz_open(path, st);
-        if (z)
-            t = tl_npz_get(z, npz + 5, st);
-        tl_npz_close(z);
-        if (!t)
-            tl_wrap(st, "%s", path);
-    } else if (ends_with(spec, ".npz")) {
-        tl_fail(st, TL_EINPUT, "%s: name the member as %s:KEY (or use -i for all inputs)", spec, spec);
-    } else if (!(t = tl_literal_parse(spec, st))) {
-        tl_wrap(st, "'%.40s%s' (neither a .npy/.npz:key file nor a literal)", spec,
-                strlen(spec) > 40 ? "..." : "");
+        return t;
     }
+    const char *key;
+    size_t n = file_part(spec, &key);
+    char path[4096];
+    if (!n) {
+        if (!(t = tl_literal_parse(spec, st)))
+            tl_wrap(st, "'%.40s%s' (neither a tensor file, FILE or FILE:KEY, nor a literal)", spec,
+                    strlen(spec) > 40 ? "..." : "");
+        return t;
+    }
+    if (n >= sizeof path)
+        return tl_fail(st, TL_EINPUT, "path too long"), NULL;
+    memcpy(path, spec, n);
+    path[n] = '\0';
+    tl_result_file *f = tl_result_file_open(path, st);
+    if (!f)
+        return tl_wrap(st, "%s", path), NULL;
+    t = tensor_of(f, path, key, st);
+    tl_result_file_close(f);
     return t;
 }

@@ -5,14 +5,18 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats/npy.h"
 #include "formats/npz.h"
+#include "formats/text.h"
 
 /* A set read from a file: the public part first, so that a
  * tl_result_set * handed out points at the whole. */
@@ -418,21 +422,168 @@ static tl_code read_json(owned_set *o, const char *text, size_t len, tl_status *
     cJSON *doc = parse_json(&R);
     if (!doc)
         return st->code;
+    /* the groups of tensors and the prefixes of their names */
+    static const char *const groups[][2] = {
+        {"outputs", ""}, {"grads", "grad/"}, {"jvps", "jvp/"}, {"hvps", "hvp/"}};
+    enum { NGROUPS = sizeof groups / sizeof groups[0] };
+    const cJSON *group[NGROUPS];
+    bool any = false;
+    for (int k = 0; k < NGROUPS; k++) {
+        group[k] = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, groups[k][0]) : NULL;
+        any |= group[k] != NULL;
+    }
     size_t pos = 0;
-    const cJSON *outputs = cJSON_GetObjectItemCaseSensitive(doc, "outputs");
-    const cJSON *grads = cJSON_GetObjectItemCaseSensitive(doc, "grads");
     tl_code rc = TL_OK;
     if (!mark_numbers(doc, &R, &pos))
         rc = tl_fail(st, TL_ERUNTIME, "internal error: numbers of the JSON text not found");
-    else if (!cJSON_IsObject(doc) || (!outputs && !grads))
+    else if (!any)
         rc = tl_fail(st, TL_EINPUT, "not tl's json result format: expected an object with "
                                     "\"outputs\" and \"grads\"");
-    if (!rc && outputs)
-        rc = read_group(&R, o, outputs, "");
-    if (!rc && grads)
-        rc = read_group(&R, o, grads, "grad/");
+    for (int k = 0; k < NGROUPS && !rc; k++)
+        if (group[k])
+            rc = read_group(&R, o, group[k], groups[k][1]);
     cJSON_Delete(doc);
     return rc;
+}
+
+/* ---------- text ---------- */
+
+/* The header line of one tensor in the text output, "NAME: f32[2,3]":
+ * whether line (n bytes) is one, with the name's length, the dtype and
+ * the shape.  Value lines never hold ": ". */
+static bool text_header(const char *line, size_t n, size_t *name_len, tl_dtype *dt, int *ndim,
+                        int64_t *shape)
+{
+    const char *sep = NULL;
+    for (const char *p = line; p + 1 < line + n; p++)
+        if (p[0] == ':' && p[1] == ' ')
+            sep = p;
+    if (!sep || sep == line)
+        return false;
+    const char *d = sep + 2, *end = line + n, *br = memchr(d, '[', (size_t)(end - d));
+    char name[8];
+    if (!br || br - d >= (ptrdiff_t)sizeof name || end[-1] != ']')
+        return false;
+    memcpy(name, d, (size_t)(br - d));
+    name[br - d] = '\0';
+    if (!tl_dtype_parse(name, dt) || strcmp(name, tl_dtype_name(*dt)))
+        return false;
+    *ndim = 0;
+    for (const char *p = br + 1; p < end - 1; p++) {
+        if (*ndim == TL_MAXDIM || !isdigit((unsigned char)*p))
+            return false;
+        int64_t v = 0;
+        for (; p < end - 1 && isdigit((unsigned char)*p); p++)
+            if ((v = v * 10 + (*p - '0')) > ((int64_t)1 << 53))
+                return false;
+        shape[(*ndim)++] = v;
+        if (p < end - 1 && (*p != ',' || p + 1 == end - 1))
+            return false;
+    }
+    *name_len = (size_t)(sep - line);
+    return true;
+}
+
+/* Whether a line holds nothing but what values print as (numbers, nan,
+ * inf, brackets, commas, blanks). */
+static bool value_line(const char *line, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!line[i] || !strchr("0123456789[], .+-eE\t\rnNaAiIfFtTyY", line[i]))
+            return false;
+    return true;
+}
+
+static size_t line_end(const char *text, size_t len, size_t i)
+{
+    const char *nl = memchr(text + i, '\n', len - i);
+    return nl ? (size_t)(nl - text) : len;
+}
+
+/* One tensor: its values (the lines body, blen bytes) as a literal of the
+ * header's dtype, which must have the header's shape (an empty one may
+ * print as "[]" whatever its shape). */
+static tl_tensor *text_tensor(const char *body, size_t blen, tl_dtype dt, int ndim, const int64_t *shape,
+                              tl_status *st)
+{
+    char desc[TL_MAXDIM * 24], got[TL_MAXDIM * 24];
+    int64_t numel;
+    if (tl_shape_numel(ndim, shape, &numel, st))
+        return NULL;
+    tl_shape_desc(dt, ndim, shape, desc, sizeof desc);
+    for (size_t i = 0; i + 2 < blen; i++)
+        if (!memcmp(body + i, "...", 3))
+            return tl_fail(st, TL_EINPUT, "%s is elided (\"...\"); print it whole with --full", desc), NULL;
+    size_t n = strlen(tl_dtype_name(dt));
+    char *lit = tl_malloc(n + 1 + blen + 1, 1, "a text tensor", st);
+    if (!lit)
+        return NULL;
+    memcpy(lit, tl_dtype_name(dt), n);
+    lit[n] = ':';
+    memcpy(lit + n + 1, body, blen);
+    lit[n + 1 + blen] = '\0';
+    tl_tensor *t = tl_literal_parse(lit, st);
+    free(lit);
+    bool same = t && t->ndim == ndim && !memcmp(t->shape, shape, sizeof *shape * (size_t)ndim);
+    if (t && !same && t->numel == 0 && numel == 0) { /* "[]" for f64[0,3] */
+        tl_tensor_unref(t);
+        t = tl_tensor_new(dt, ndim, shape, st);
+    } else if (t && !same) {
+        tl_fail(st, TL_EINPUT, "the values are %s, the header says %s", tl_tensor_desc(t, got, sizeof got), desc);
+        tl_tensor_unref(t);
+        t = NULL;
+    }
+    return t;
+}
+
+/* tl's text output: "NAME: DTYPE[DIMS]" lines, each followed by the
+ * tensor's values as a literal. */
+static tl_code read_text(owned_set *o, const char *text, size_t len, tl_status *st)
+{
+    size_t i = 0;
+    int line = 1;
+    while (i < len) {
+        size_t e = line_end(text, len, i), name_len;
+        tl_dtype dt;
+        int ndim, first = line;
+        int64_t shape[TL_MAXDIM];
+        if (!text_header(text + i, e - i, &name_len, &dt, &ndim, shape))
+            return tl_fail(st, TL_EINPUT, "line %d: expected a header \"NAME: DTYPE[DIMS]\"", line);
+        size_t b = e < len ? e + 1 : len, j = b;
+        for (line++; j < len; line++) {
+            size_t k = line_end(text, len, j), unused;
+            tl_dtype d2;
+            int n2;
+            int64_t s2[TL_MAXDIM];
+            if (text_header(text + j, k - j, &unused, &d2, &n2, s2))
+                break;
+            if (!value_line(text + j, k - j))
+                return tl_fail(st, TL_EINPUT, "line %d: expected values or a header \"NAME: DTYPE[DIMS]\"", line);
+            j = k < len ? k + 1 : len;
+        }
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(name_len < 255 ? name_len : 255), text + i);
+        tl_tensor *t = NULL;
+        if (name_len >= 256)
+            tl_fail(st, TL_EINPUT, "a name over 255 bytes");
+        else if (memchr(text + i, '\0', name_len))
+            tl_fail(st, TL_EINPUT, "a NUL byte in the name");
+        else
+            t = text_tensor(text + b, j - b, dt, ndim, shape, st);
+        if (!t || set_add(o, "", name, t, st))
+            return tl_wrap(st, "line %d: \"%s\"", first, name);
+        i = j;
+    }
+    return TL_OK;
+}
+
+static bool looks_like_text(const char *text, size_t len)
+{
+    size_t n, e = line_end(text, len, 0);
+    tl_dtype dt;
+    int ndim;
+    int64_t shape[TL_MAXDIM];
+    return text_header(text, e, &n, &dt, &ndim, shape);
 }
 
 /* ---------- names as JSON ---------- */
@@ -489,8 +640,10 @@ tl_result_set *tl_result_set_read_mem(const void *buf, size_t len, const char *n
         rc = read_npz(o, buf, len, st);
     else if (skip < len && text[skip] == '{')
         rc = read_json(o, text, len, st);
+    else if (looks_like_text(text, len))
+        rc = read_text(o, text, len, st);
     else
-        rc = tl_fail(st, TL_EINPUT, "%s: expected a .npy, an .npz or tl's json output",
+        rc = tl_fail(st, TL_EINPUT, "%s: expected a .npy, an .npz, or tl's json or text output",
                      len ? "not a result file" : "empty file");
     int *order = rc ? NULL : tl_result_set_order(&o->pub, st);
     free(order);
@@ -512,4 +665,140 @@ tl_result_set *tl_result_set_read(const char *path, tl_status *st)
     tl_result_set *s = tl_result_set_read_mem(buf, len, base && base[1] ? base + 1 : path, st);
     free(buf);
     return s;
+}
+
+/* ---------- result files, tensor by tensor ---------- */
+
+struct tl_result_file {
+    tl_npz *z;        /* an .npz, or */
+    tl_result_set *s; /* anything else, read whole */
+    int *order;       /* s by name */
+};
+
+static tl_result_file *file_of(tl_npz *z, tl_result_set *s, tl_status *st)
+{
+    tl_result_file *f = (z || s) ? tl_calloc(1, sizeof *f, "a result file", st) : NULL;
+    if (f && s && !(f->order = tl_result_set_order(s, st))) {
+        free(f);
+        f = NULL;
+    }
+    if (!f) {
+        tl_npz_close(z);
+        tl_result_set_free(s);
+        return NULL;
+    }
+    f->z = z;
+    f->s = s;
+    return f;
+}
+
+static bool is_zip(const void *buf, size_t len) { return len >= 4 && !memcmp(buf, "PK", 2); }
+
+tl_result_file *tl_result_file_open_mem(const void *buf, size_t len, tl_status *st)
+{
+    if (is_zip(buf, len))
+        return file_of(tl_npz_open_mem(buf, len, st), NULL, st);
+    return file_of(NULL, tl_result_set_read_mem(buf, len, "", st), st);
+}
+
+tl_result_file *tl_result_file_open(const char *path, tl_status *st)
+{
+    /* a name ending in .npz says what the file is; a regular file shows its
+     * first bytes and is then opened as what it is (an .npz mapped, not
+     * copied); a FIFO is read once, whole */
+    size_t n = strlen(path);
+    bool zip = n >= 4 && !strcmp(path + n - 4, ".npz");
+    unsigned char head[4];
+    struct stat sb;
+    int fd = zip ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && !fstat(fd, &sb) && S_ISREG(sb.st_mode))
+        zip = read(fd, head, sizeof head) == (ssize_t)sizeof head && is_zip(head, sizeof head);
+    if (fd >= 0)
+        close(fd);
+    if (zip)
+        return file_of(tl_npz_open(path, st), NULL, st);
+    unsigned char *buf;
+    size_t len;
+    if (tl_slurp_path(path, &buf, &len, st))
+        return NULL;
+    tl_result_file *f = tl_result_file_open_mem(buf, len, st);
+    free(buf);
+    return f;
+}
+
+bool tl_result_file_anonymous(const tl_result_file *f) { return f->s && f->s->anonymous; }
+
+const char *tl_result_file_kind(const tl_result_file *f)
+{
+    return f->z ? "an .npz" : f->s->anonymous ? "a .npy" : "a result file";
+}
+
+int tl_result_file_count(const tl_result_file *f) { return f->z ? tl_npz_count(f->z) : f->s->n; }
+
+const char *tl_result_file_key(const tl_result_file *f, int i)
+{
+    return f->z ? tl_npz_key(f->z, i) : f->s->anonymous || i < 0 || i >= f->s->n ? NULL : f->s->names[i];
+}
+
+static int set_index(const tl_result_file *f, const char *key)
+{
+    return f->s->anonymous ? (key ? -1 : 0) : key ? tl_result_set_lookup(f->s, f->order, key) : -1;
+}
+
+bool tl_result_file_has(const tl_result_file *f, const char *key)
+{
+    return f->z ? tl_npz_has(f->z, key) : key && !f->s->anonymous && set_index(f, key) >= 0;
+}
+
+uint64_t tl_result_file_size(const tl_result_file *f, const char *key)
+{
+    if (f->z)
+        return tl_npz_size(f->z, key);
+    int i = set_index(f, key);
+    return i < 0 ? 0 : tl_tensor_bytes(f->s->ts[i]);
+}
+
+char *tl_result_file_keys(const tl_result_file *f, char *buf, size_t len)
+{
+    size_t k = 0;
+    int n = tl_result_file_count(f);
+    buf[0] = '\0';
+    for (int j = 0; j < n && k < len; j++) {
+        const char *key = f->z ? tl_npz_key(f->z, j) : f->s->anonymous ? "" : f->s->names[f->order[j]];
+        k += (size_t)snprintf(buf + k, len - k, "%s'%s'", j ? ", " : "", key);
+    }
+    if (k >= len && len > 4)
+        memcpy(buf + len - 4, "...", 4);
+    return buf;
+}
+
+tl_tensor *tl_result_file_get(const tl_result_file *f, const char *key, tl_status *st)
+{
+    char have[256];
+    if (f->z && key)
+        return tl_npz_get(f->z, key, st);
+    int i = f->z ? -1 : set_index(f, key);
+    if (i < 0 && !key)
+        return tl_fail(st, TL_EINPUT, "%s holds named tensors (%s): name one", tl_result_file_kind(f),
+                       tl_result_file_keys(f, have, sizeof have)), NULL;
+    if (i < 0 && f->s->anonymous)
+        return tl_fail(st, TL_EINPUT, "a .npy holds one tensor without a name, not '%s'", key), NULL;
+    if (i < 0)
+        return tl_fail(st, TL_EINPUT, "no key '%s' (%s%s)", key, f->s->n ? "the file has " : "the file is empty",
+                       tl_result_file_keys(f, have, sizeof have)), NULL;
+    const tl_tensor *t = f->s->ts[i];
+    tl_tensor *copy = tl_tensor_new(t->dtype, t->ndim, t->shape, st);
+    if (copy)
+        memcpy(copy->data, t->data, tl_tensor_bytes(t));
+    return copy;
+}
+
+void tl_result_file_close(tl_result_file *f)
+{
+    if (!f)
+        return;
+    tl_npz_close(f->z);
+    tl_result_set_free(f->s);
+    free(f->order);
+    free(f);
 }

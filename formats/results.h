@@ -10,13 +10,18 @@
  * - a .npy: one unnamed tensor (see `anonymous`);
  * - tl's json output format, {"device": ..., "outputs": {NAME: T, ...},
  *   "grads": {NAME: T, ...}} with T = {"dtype", "shape", "data"}: outputs
- *   by name, gradients as "grad/NAME".  At least one of "outputs" and
- *   "grads" must be there; other top-level keys (such as "device") and
+ *   by name, gradients as "grad/NAME" (and "jvps", "hvps", as jvp and
+ *   hvp write them, as "jvp/NAME", "hvp/NAME").  At least one of these
+ *   groups must be there; other top-level keys (such as "device") and
  *   other keys of T are ignored.  "data" is a flat row-major array of
  *   numbers or the strings "nan", "inf", "-inf" (floats only).  Numbers are
  *   read from their digits, not through a double: an i64 keeps all 64
  *   bits and an f32 is rounded once, so tl's json output reads back to the
- *   same bits.  A number beyond its dtype's range is an error. */
+ *   same bits.  A number beyond its dtype's range is an error;
+ * - tl's text output: for each tensor a header line "NAME: f32[2,3]" and
+ *   its values as a literal (formats/text.h) of that shape on the lines
+ *   up to the next header, which reads back to the same bits as json
+ *   does; an elided tensor ("...", printed without --full) is an error. */
 #ifndef TL_FORMATS_RESULTS_H
 #define TL_FORMATS_RESULTS_H
 
@@ -61,6 +66,35 @@ int *tl_result_set_order(const tl_result_set *s, tl_status *st);
 int tl_result_set_lookup(const tl_result_set *s, const int *order, const char *name);
 /* Releases a set read from a file; NULL and views are ignored. */
 void tl_result_set_free(tl_result_set *s);
+
+/* A result file opened for its tensors one by one, as inputs are taken
+ * from it: an .npz is indexed and its members read on demand (tl_npz),
+ * any other result file (json, text, .npy) is read whole into a set.  It
+ * owns what it read; tl_result_file_get returns a new tensor of the
+ * caller's, never shared with the file or another get.  Messages never
+ * name the file. */
+typedef struct tl_result_file tl_result_file;
+/* The file at path, or the bytes in memory (copied); its kind told by its
+ * content, as tl_result_set_read tells it (a path ending in .npz is read
+ * as an .npz). */
+tl_result_file *tl_result_file_open(const char *path, tl_status *st);
+tl_result_file *tl_result_file_open_mem(const void *buf, size_t len, tl_status *st);
+/* A .npy: one tensor without a name (count 1, key NULL, has() false). */
+bool tl_result_file_anonymous(const tl_result_file *f);
+/* What the file is, for messages: "a .npy", "an .npz", "a result file". */
+const char *tl_result_file_kind(const tl_result_file *f);
+int tl_result_file_count(const tl_result_file *f);
+const char *tl_result_file_key(const tl_result_file *f, int i);
+bool tl_result_file_has(const tl_result_file *f, const char *key);
+/* Bytes the tensor key takes, as the file declares it (for planning); 0
+ * when there is none. */
+uint64_t tl_result_file_size(const tl_result_file *f, const char *key);
+/* The keys, quoted and joined by ", " into buf (cut short with "..."). */
+char *tl_result_file_keys(const tl_result_file *f, char *buf, size_t len);
+/* The tensor key (NULL: the one tensor of a .npy); a missing key is
+ * TL_EINPUT naming the keys there are. */
+tl_tensor *tl_result_file_get(const tl_result_file *f, const char *key, tl_status *st);
+void tl_result_file_close(tl_result_file *f); /* NULL ok */
 
 /* Writes a name as a JSON string: quotes, backslashes and control
  * characters escaped, bytes that are not UTF-8 replaced by U+FFFD (a key

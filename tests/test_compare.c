@@ -723,15 +723,11 @@ Test(read, json_outputs_and_grads)
     tl_result_set_free(s);
 }
 
-/* Every f32 and f64 that tl prints reads back to the same bits, and every
- * i64: numbers are read from their digits, not through a double. */
-Test(read, json_round_trips_bits)
+/* Random bits in n elements of t[0] (f32), t[1] (f64) and t[2] (i64):
+ * every kind of number, NaNs and subnormals included. */
+static void random_bits(tl_tensor *const t[3], int n, uint64_t s)
 {
-    enum { N = 4000 };
-    int64_t n = N;
-    tl_tensor *t[3] = {zeros(TL_F32, 1, &n), zeros(TL_F64, 1, &n), zeros(TL_I64, 1, &n)};
-    uint64_t s = 12345;
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < n; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         uint32_t b32 = (uint32_t)(s >> 32);
         uint64_t b64 = s ^ (s << 17);
@@ -739,6 +735,16 @@ Test(read, json_round_trips_bits)
         memcpy((double *)t[1]->data + i, &b64, 8);
         ((int64_t *)t[2]->data)[i] = (int64_t)b64;
     }
+}
+
+/* Every f32 and f64 that tl prints reads back to the same bits, and every
+ * i64: numbers are read from their digits, not through a double. */
+Test(read, json_round_trips_bits)
+{
+    enum { N = 4000 };
+    int64_t n = N;
+    tl_tensor *t[3] = {zeros(TL_F32, 1, &n), zeros(TL_F64, 1, &n), zeros(TL_I64, 1, &n)};
+    random_bits(t, N, 12345);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -908,4 +914,83 @@ Test(read, mutations)
         tl_result_set_free(r);
     }
     free(buf);
+}
+
+/* ---------- the text output read back ---------- */
+
+/* Every f32, f64 and i64 that the text output prints whole reads back to
+ * the same bits, in the header's shape. */
+Test(read, text_round_trips_bits)
+{
+    enum { N = 3000 };
+    int64_t shape[2] = {N / 3, 3}, empty[2] = {0, 3};
+    tl_tensor *t[4] = {zeros(TL_F32, 2, shape), zeros(TL_F64, 2, shape), zeros(TL_I64, 2, shape),
+                       zeros(TL_I32, 2, empty)};
+    random_bits(t, N, 777);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    tl_status st;
+    const char *names[4] = {"a", "b", "grad/c", "d"};
+    for (int k = 0; k < 4; k++)
+        cr_assert_eq(tl_text_write(f, names[k], t[k], true, &st), TL_OK);
+    fclose(f);
+    tl_result_set *r = tl_result_set_read_mem(buf, len, "-", &st);
+    cr_assert(r, "%s", st.msg);
+    cr_assert_eq(r->n, 4);
+    for (int k = 0; k < 4; k++) {
+        cr_expect_str_eq(r->names[k], names[k]);
+        cr_expect(r->ts[k]->dtype == t[k]->dtype && tl_same_shape(r->ts[k], t[k]), "%s", names[k]);
+        size_t sz = tl_dtype_size(t[k]->dtype);
+        for (int64_t i = 0; i < t[k]->numel; i++) {
+            const char *x = (const char *)t[k]->data + i * sz, *y = (const char *)r->ts[k]->data + i * sz;
+            cr_expect(isnan(tl_tensor_get(t[k], i)) || !memcmp(x, y, sz), "%s[%lld]", names[k], (long long)i);
+        }
+    }
+    tl_result_set_free(r);
+    free(buf);
+    for (int k = 0; k < 4; k++)
+        tl_tensor_unref(t[k]);
+}
+
+Test(read, hostile_text)
+{
+    tl_result_set *s = read_ok("y: f64[]\n1.5\ngrad/x: f32[2]\n[nan, -inf]\n");
+    cr_assert_eq(s->n, 2);
+    cr_expect_str_eq(s->names[1], "grad/x");
+    cr_expect(isnan(tl_tensor_get(s->ts[1], 0)));
+    tl_result_set_free(s);
+    expect_bad("y: f64[2]\n[1.0, ...]\n", "line 1: \"y\": f64[2] is elided (\"...\"); print it whole with --full");
+    expect_bad("y: f64[3]\n[1.0, 2.0]\n", "the values are f64[2], the header says f64[3]");
+    expect_bad("y: f64[]\n1\ny: f64[]\n2\n", "the name 'y' is given twice");
+    expect_bad("y: f16[2]\n[1, 2]\n", "not a result file");
+    expect_bad("y: i32[1]\n[2147483648]\n", "line 1: \"y\"");
+    expect_bad("y: f64[1]\n[1]\nz: f64\n", "line 3: expected values or a header \"NAME: DTYPE[DIMS]\"");
+}
+
+/* ---------- result files, tensor by tensor ---------- */
+
+Test(read, result_file_by_key)
+{
+    const char *json = "{\"outputs\": {\"y\": {\"dtype\": \"f64\", \"shape\": [2], \"data\": [1, 2]}}, "
+                       "\"grads\": {\"x\": {\"dtype\": \"i32\", \"shape\": [], \"data\": [-3]}}}";
+    tl_status st = {0};
+    tl_result_file *f = tl_result_file_open_mem(json, strlen(json), &st);
+    cr_assert(f, "%s", st.msg);
+    cr_expect(!tl_result_file_anonymous(f));
+    cr_expect_eq(tl_result_file_count(f), 2);
+    cr_expect(tl_result_file_has(f, "grad/x") && !tl_result_file_has(f, "x"));
+    cr_expect_eq(tl_result_file_size(f, "y"), 16);
+    tl_tensor *a = tl_result_file_get(f, "y", &st), *b = tl_result_file_get(f, "y", &st);
+    cr_assert(a && b && a != b && a->refs == 1, "each get is a tensor of the caller's");
+    ((double *)a->data)[0] = 9;
+    cr_expect_eq(tl_tensor_get(b, 0), 1);
+    tl_tensor_unref(a);
+    tl_tensor_unref(b);
+    cr_expect_null(tl_result_file_get(f, "z", &st));
+    cr_expect_str_eq(st.msg, "no key 'z' (the file has 'grad/x', 'y')");
+    tl_status_clear(&st);
+    cr_expect_null(tl_result_file_get(f, NULL, &st));
+    cr_expect(strstr(st.msg, "holds named tensors ('grad/x', 'y')"), "%s", st.msg);
+    tl_result_file_close(f);
 }

@@ -20,6 +20,7 @@
 #include "tests/fuzz/fuzz_npy.c"
 #include "tests/fuzz/fuzz_npz.c"
 #include "tests/fuzz/fuzz_program.c"
+#include "tests/fuzz/fuzz_results.c"
 
 #define REGDIR "tests/fuzz/regressions/"
 
@@ -82,6 +83,7 @@ Test(fuzz_regressions, npy) { cr_assert_geq(replay("npy", fuzz_npy_one), 0); }
 Test(fuzz_regressions, npz) { cr_assert_geq(replay("npz", fuzz_npz_one), 0); }
 Test(fuzz_regressions, literal) { cr_assert_geq(replay("literal", fuzz_literal_one), 0); }
 Test(fuzz_regressions, program) { cr_assert_geq(replay("program", fuzz_program_one), 0); }
+Test(fuzz_regressions, results) { cr_assert_geq(replay("results", fuzz_results_one), 0); }
 
 /* The harnesses reject what they should: a sanity check that the replay is
  * not vacuous even while the regression directories are empty. */
