@@ -37,6 +37,11 @@ static int check_stdin(const cmd *c)
         npy += k == 1;
         npz += k == 2;
     }
+    for (int i = 0; i < c->ntangent; i++) {
+        int k = stdin_kind(strchr(c->tangent[i], '=') + 1);
+        npy += k == 1;
+        npz += k == 2;
+    }
     for (int i = 0; i < c->nnpz; i++)
         npz += !strcmp(c->npz[i], "-");
     if (graph + npy + (npz > 0) > 1)
@@ -69,7 +74,8 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     c->bind = calloc((size_t)argc, sizeof *c->bind);
     c->seed = calloc((size_t)argc, sizeof *c->seed);
     c->npz = calloc((size_t)argc, sizeof *c->npz);
-    if (!c->bind || !c->seed || !c->npz)
+    c->tangent = calloc((size_t)argc, sizeof *c->tangent);
+    if (!c->bind || !c->seed || !c->npz || !c->tangent)
         return cli_usage("out of memory");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -96,6 +102,11 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
             if (!v)
                 return cli_usage("%s needs a .npz file", a);
             c->npz[c->nnpz++] = v;
+        } else if (c->second && cli_is_opt(a, NULL, "--tangent")) {
+            const char *v = cli_opt_value(argc, argv, &i, a, "--tangent");
+            if (!v || !strchr(v, '='))
+                return cli_usage("--tangent needs NAME=TENSOR");
+            c->tangent[c->ntangent++] = v;
         } else if (cli_is_opt(a, NULL, "--seed")) {
             const char *v = cli_opt_value(argc, argv, &i, a, "--seed");
             if (!v)
@@ -126,8 +137,12 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     }
     if (!c->graph)
         return cli_usage("no graph file given");
+    if (c->second == 1 && (c->nseed || c->wrt || c->of))
+        return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
     if (!c->grad && (c->nseed || c->wrt || c->of))
         return cli_usage("--seed, --wrt and --of belong to tl grad");
+    if (c->second && !c->ntangent)
+        return cli_usage("tl %s needs at least one --tangent NAME=TENSOR", c->second == 1 ? "jvp" : "hvp");
     bool tolerance = c->cmp.rtol_set || c->cmp.atol_set || c->cmp.use_ulp || c->cmp.equal_nan;
     if (tolerance && !c->expect)
         return cli_usage("--rtol, --atol, --ulp and --equal-nan go with --expect FILE");
@@ -138,6 +153,7 @@ void cli_run_args_free(cli_run_args *c)
 {
     free(c->bind);
     free(c->seed);
+    free(c->tangent);
     free(c->npz);
     free(c->inline_graph);
 }
@@ -605,6 +621,7 @@ typedef struct run_state {
     const tl_tensor **ts;
     char **gnames;
     tl_result *r;
+    cli_second second; /* jvp and hvp */
 } run_state;
 
 static void release(run_state *s)
@@ -617,6 +634,7 @@ static void release(run_state *s)
     }
     for (int i = 0; s->seeds && i < no; i++)
         tl_tensor_unref(s->seeds[i]);
+    cli_second_free(&s->second);
     tl_result_free(s->r);
     tl_graph_free(s->g);
     free(s->in);
@@ -663,11 +681,13 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     outs_ctx oc = {g, s->out_slots, 0, st};
     if ((rc = fuse_env(&fuse_min)) || (rc = parse_max_memory(c, &max_memory)) ||
         (rc = cli_bind_inputs(c, g, s->in, st)) || (rc = cli_parse_wrt(c, g, s->in, s->wrt, st)) ||
+        (c->second && (rc = cli_second_prepare(c, g, s->in, s->wrt, &s->second, st))) ||
         (c->outputs && (rc = each_name("--outputs", c->outputs, st, output_one, &oc))))
         return rc;
     cli_progress p;
     bool tty = isatty(2) && !c->quiet;
-    tl_run_opts o = {.record = c->grad, .wrt = s->wrt, .backend = be, .max_memory = max_memory,
+    tl_run_opts o = {.record = c->grad || c->second, .wrt = c->second ? s->second.wrt : s->wrt,
+                     .twice = c->second != 0, .backend = be, .max_memory = max_memory,
                      .strict_device = c->strict, .outputs = c->outputs ? s->out_slots : NULL,
                      .noutputs = oc.n, .profile = c->profile || c->report, .check_finite = c->check_finite,
                      .progress = tty ? on_progress : NULL, .progress_ctx = &p, .fuse_min = fuse_min};
@@ -683,13 +703,14 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     int no = tl_result_noutputs(s->r);
     if (!(s->seeds = calloc((size_t)no + 1, sizeof *s->seeds)))
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
-    if (c->grad) {
+    if (c->grad || c->second) {
         double t2 = cli_now_ms();
         if ((rc = cli_read_seeds(c, s->r, s->seeds, st)) || (c->of && (rc = seed_only_of(c, s->r, s->seeds, st))))
             return rc;
         /* the same line goes on (from t1) once the seeds, which may print an error, are read */
         cli_progress_start(&p, tty, t1, "backward");
-        failed = tl_result_pullback(s->r, s->seeds, s->grads, st);
+        failed = c->second ? cli_second_pullback(c, s->r, s->seeds, s->wrt, s->grads, &s->second, st)
+                           : tl_result_pullback(s->r, s->seeds, s->grads, st);
         cli_progress_end(&p);
         t->backward = cli_now_ms() - t2;
         if (failed)
@@ -710,6 +731,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
         s->names[n] = s->gnames[k];
         s->ts[n++] = s->grads[k];
     }
+    n += cli_second_names(g, s->r, &s->second, s->names + n, s->ts + n);
     *nwrite = n;
     *noutw = no;
     return c->only ? apply_only(c->only, s->names, s->ts, nwrite, noutw, st) : 0;
@@ -733,7 +755,7 @@ static int execute(const cmd *c)
     t.load = cli_now_ms() - t0;
     if (be == &tl_cpu_backend)
         tl_prepare(s.g); /* OpenBLAS loads while the inputs are read */
-    int ni = s.g->ninputs, no = s.g->noutputs, nmax = ni + no + s.g->nslots;
+    int ni = s.g->ninputs, no = s.g->noutputs, nmax = 2 * (ni + no) + s.g->nslots;
     s.in = calloc((size_t)ni + 1, sizeof *s.in);
     s.grads = calloc((size_t)ni + 1, sizeof *s.grads);
     s.wrt = calloc((size_t)ni + 1, sizeof *s.wrt);
@@ -772,7 +794,8 @@ static int execute(const cmd *c)
 
 int cmd_run(int argc, char **argv)
 {
-    cmd c = {.grad = !strcmp(argv[0], "grad")};
+    cmd c = {.grad = !strcmp(argv[0], "grad") || !strcmp(argv[0], "hvp"),
+             .second = !strcmp(argv[0], "jvp") ? 1 : !strcmp(argv[0], "hvp") ? 2 : 0};
     int rc = cli_parse_run_args(argc, argv, &c);
     if (!rc)
         rc = execute(&c);

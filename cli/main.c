@@ -14,6 +14,9 @@
 static const char usage_text[] =
     "usage: tl run  GRAPH [NAME=TENSOR]... [options]\n"
     "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
+    "       tl jvp  GRAPH [NAME=TENSOR]... --tangent NAME=TENSOR... [options]\n"
+    "       tl hvp  GRAPH [NAME=TENSOR]... --tangent NAME=TENSOR... [--seed [OUT=]TENSOR]...\n"
+    "               [--wrt NAME,...] [options]\n"
     "       tl compare A B [--rtol R] [--atol A] [--ulp N] [--equal-nan] [--format text|json]\n"
     "       tl show TENSOR [--stats] [--full] [--format text|json]\n"
     "       tl check GRAPH [NAME=DTYPE[DIMS] | NAME=TENSOR]...\n"
@@ -47,6 +50,7 @@ static const char usage_text[] =
     "                          0-d seed fills the output's shape)\n"
     "      --of OUT,...        differentiate only these outputs (grad)\n"
     "      --wrt NAME,...      differentiate only these inputs (grad)\n"
+    "      --tangent NAME=TENSOR  direction for input NAME (jvp, hvp; others: zeros)\n"
     "      --check-finite      stop at the first NaN or infinity, value or gradient\n"
     "      --profile           per-op times on stderr, forward and backward\n"
     "      --report FILE.json  device, fallbacks, syncs, memory, times per op and node\n"
@@ -76,6 +80,8 @@ static const struct {
 } commands[] = {
     {"run", cmd_run},
     {"grad", cmd_run},
+    {"jvp", cmd_run},
+    {"hvp", cmd_run},
     {"ops", cmd_ops},
     {"devices", cmd_devices},
     {"check", cmd_check},
@@ -176,5 +182,5 @@ int main(int argc, char **argv)
         }
         return commands[k].run(argc - 1, argv + 1);
     }
-    return cli_usage("unknown command '%s' (run, grad, compare, show, check, dot, gradcheck, compile, diff, ops, devices)", sub);
+    return cli_usage("unknown command '%s' (run, grad, jvp, hvp, compare, show, check, dot, gradcheck, compile, diff, ops, devices)", sub);
 }

@@ -144,7 +144,8 @@ static tl_tensor *prod_rule(bw *b, tl_tensor *g, tl_tensor *x, const tl_attrs *a
     tl_tensor *xp = call(b, TL_OP_TRANSPOSE, 1, &x, &perm);
     tl_tensor *x2 = reshape(b, xp, 2, (int64_t[]){outer, r});
     tl_tensor *g1 = reshape(b, g, 1, &outer);
-    tl_tensor *p = reshape(b, op2(b, TL_OP_PROD_GRAD, x2, g1), x->ndim, pshape);
+    tl_tensor *p2 = tl_bw_twice(b) ? tl_bw_prod_others(b, x2, g1) : op2(b, TL_OP_PROD_GRAD, x2, g1);
+    tl_tensor *p = reshape(b, p2, x->ndim, pshape);
     tl_attrs inv;
     tl_attrs_init(&inv);
     inv.has_axes = true;
@@ -255,6 +256,8 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
                  tl_tensor **out)
 {
     tl_tensor *x = e->in[0], *y = e->out, *w = e->nin > 1 ? e->in[1] : NULL;
+    if (tl_rule_twice(b, e, a, want, g, out))
+        return;
     tl_tensor *zero = num(b, g, 0), *ga = NULL, *gb = NULL;
     switch (e->op) {
     /* a binary rule computes only the gradients wanted: the tape may have

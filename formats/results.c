@@ -421,6 +421,8 @@ static tl_code read_json(owned_set *o, const char *text, size_t len, tl_status *
     size_t pos = 0;
     const cJSON *outputs = cJSON_GetObjectItemCaseSensitive(doc, "outputs");
     const cJSON *grads = cJSON_GetObjectItemCaseSensitive(doc, "grads");
+    const cJSON *jvps = cJSON_GetObjectItemCaseSensitive(doc, "jvps");
+    const cJSON *hvps = cJSON_GetObjectItemCaseSensitive(doc, "hvps");
     tl_code rc = TL_OK;
     if (!mark_numbers(doc, &R, &pos))
         rc = tl_fail(st, TL_ERUNTIME, "internal error: numbers of the JSON text not found");
@@ -431,6 +433,10 @@ static tl_code read_json(owned_set *o, const char *text, size_t len, tl_status *
         rc = read_group(&R, o, outputs, "");
     if (!rc && grads)
         rc = read_group(&R, o, grads, "grad/");
+    if (!rc && jvps)
+        rc = read_group(&R, o, jvps, "jvp/");
+    if (!rc && hvps)
+        rc = read_group(&R, o, hvps, "hvp/");
     cJSON_Delete(doc);
     return rc;
 }
