@@ -43,6 +43,10 @@ bool tl_rule_twice(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want
                    tl_tensor **out);
 /* g[o] * prod_{j != i} x2[o, j] for x2 [outer, r], g1 [outer], as ops. */
 tl_tensor *tl_bw_prod_others(bw *b, tl_tensor *x2, tl_tensor *g1);
+/* The derivative of a map body with respect to its input `input`, as a
+ * map body over the same inputs (made once, kept with p; NULL with st
+ * set), so that a map's gradient is a map again (exec/mapderiv.c). */
+const struct tl_mprog *tl_map_derivative(const struct tl_mprog *p, int input, tl_status *st);
 /* layer_norm's gradient to x over the axes from axis (scale may be
  * NULL), as ops. */
 tl_tensor *tl_bw_layer_norm_dx(bw *b, tl_tensor *x, tl_tensor *g, tl_tensor *scale, int64_t axis,

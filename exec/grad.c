@@ -455,7 +455,21 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         ga = call(b, scatter[e->op], e->nin, in, &s);
         break;
     }
-    case TL_OP_MAP: { /* one derivative kernel: [k, shape], row j for the j-th wanted input */
+    case TL_OP_MAP:
+        if (tl_bw_twice(b)) { /* g * a map of the body's derivative, for each input */
+            tl_attrs m = *a;
+            m.want = NULL;
+            for (int i = 0; i < e->nin; i++)
+                if (want[i]) {
+                    if (!(m.prog = tl_map_derivative(a->prog, i, b->st))) {
+                        b->failed = true;
+                        return;
+                    }
+                    out[i] = sum_to(b, op2(b, TL_OP_MUL, g, call(b, TL_OP_MAP, e->nin, e->in, &m)), e->in[i]);
+                }
+            return;
+        }
+        { /* one derivative kernel: [k, shape], row j for the j-th wanted input */
         tl_tensor **in = tl_malloc((size_t)e->nin + 1, sizeof *in + sizeof(bool), "map gradients", b->st);
         if (!in) {
             b->failed = true;
