@@ -204,6 +204,13 @@ bool tl_rule_twice(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want
             out[0] = bw_call(b, TL_OP_RESIZE, 1, &g, &s);
         return true;
     case TL_OP_CONV_GRAD_W: conv_grad_w_rule(b, e, a, want, g, out); return true;
+    case TL_OP_MAX_POOL_GRAD: /* (x, g): linear in g, piecewise constant in x */
+    case TL_OP_MAX_POOL_PICK: /* (x, v): the same selection, transposed */
+        if (want[1]) {
+            tl_tensor *in[2] = {e->in[0], g};
+            out[1] = bw_call(b, e->op == TL_OP_MAX_POOL_GRAD ? TL_OP_MAX_POOL_PICK : TL_OP_MAX_POOL_GRAD, 2, in, a);
+        }
+        return true;
     case TL_OP_LAYER_NORM:
         if (!tl_bw_twice(b))
             return false;

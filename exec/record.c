@@ -60,7 +60,9 @@ static bool has_rule(tl_opcode op)
     case TL_OP_AVG_POOL_GRAD:
     case TL_OP_PAD_GRAD:
     case TL_OP_RESIZE_GRAD:
-    case TL_OP_CONV_GRAD_W: return true;
+    case TL_OP_CONV_GRAD_W:
+    case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_MAX_POOL_PICK: return true;
     default: return tl_op_differentiable(op) && op != TL_OP_MAP;
     }
 }
