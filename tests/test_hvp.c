@@ -3,8 +3,10 @@
  * and jvp (tests/fixtures/hvp/cases.npz, made by tests/gen/hvpfix.py):
  * every f64 case of the op and control-flow fixtures away from kinks, and
  * compositions of every op family, the layer ops among them.  Plain grad
- * is unchanged by a run recorded for them. */
-#define _POSIX_C_SOURCE 200809L
+ * is unchanged by a run recorded for them, and on the guarded test device
+ * (tests/testdev.h), wholly or with per-op CPU fallbacks, the products
+ * are the CPU's to the bit. */
+#define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, in testdev.h */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 
 #include "exec/exec.h"
 #include "formats/npz.h"
+#include "testdev.h"
 
 #define CASES "tests/fixtures/hvp/cases.npz"
 
@@ -102,21 +105,35 @@ static int close_to(const char *what, const tl_tensor *got, const tl_tensor *wan
     return 0;
 }
 
-/* The case's hvp (jvp false) or jvp against the references; 0 when they
- * match, 1 when not (logged), 2 when tl refused (logged). */
-static int check(const tl_npz *z, hcase *h, bool jvp, double rtol, double atol)
+/* The case's hvps (jvp false) or jvps into d (ninputs + noutputs slots)
+ * on backend be (NULL: the CPU); false (logged) when tl refused. */
+static bool products(hcase *h, const tl_backend *be, bool jvp, tl_tensor **d)
 {
     tl_status st = {0};
-    int ni = h->g->ninputs, no = h->g->noutputs, fails = 0;
-    tl_run_opts o = {.record = true, .twice = true};
+    int ni = h->g->ninputs;
+    tl_run_opts o = {.record = true, .twice = true, .backend = be, .lean_tape = be != NULL};
     tl_result *r = NULL;
-    tl_tensor **grads = calloc((size_t)ni + 1, sizeof *grads), **d = calloc((size_t)(ni + no) + 1, sizeof *d);
-    if (tl_run(h->g, h->in, &o, &r, &st) ||
-        tl_result_pullback_recorded(r, jvp ? NULL : h->seed, jvp, grads, &st) ||
-        tl_result_pullback_again(r, h->tangent, jvp ? NULL : d, jvp ? d : NULL, &st)) {
-        cr_log_error("%s/%s (%s): %s", h->dir, h->name, jvp ? "jvp" : "hvp", st.msg);
+    tl_tensor **grads = calloc((size_t)ni + 1, sizeof *grads);
+    bool ok = !tl_run(h->g, h->in, &o, &r, &st) &&
+              !tl_result_pullback_recorded(r, jvp ? NULL : h->seed, jvp, grads, &st) &&
+              !tl_result_pullback_again(r, h->tangent, jvp ? NULL : d, jvp ? d : NULL, &st);
+    if (!ok)
+        cr_log_error("%s/%s (%s%s): %s", h->dir, h->name, jvp ? "jvp" : "hvp", be ? ", device" : "", st.msg);
+    for (int i = 0; i < ni; i++)
+        tl_tensor_unref(grads[i]);
+    free(grads);
+    tl_result_free(r);
+    return ok;
+}
+
+/* The case's hvp (jvp false) or jvp against the references; 0 when they
+ * match, 1 when not or when tl refused (logged). */
+static int check(const tl_npz *z, hcase *h, bool jvp, double rtol, double atol)
+{
+    int ni = h->g->ninputs, no = h->g->noutputs, fails = 0;
+    tl_tensor **d = calloc((size_t)(ni + no) + 1, sizeof *d);
+    if (!products(h, NULL, jvp, d))
         fails = 2;
-    }
     for (int i = 0; !fails && i < (jvp ? no : ni); i++) {
         const char *n = jvp ? h->g->slot_name[h->g->outputs[i]] : h->g->inputs[i].name;
         tl_tensor *want = get(z, jvp ? "%s/%s/jvp/%s" : "%s/%s/hvp/%s", h->dir, h->name, n);
@@ -129,11 +146,7 @@ static int check(const tl_npz *z, hcase *h, bool jvp, double rtol, double atol)
     }
     for (int i = 0; i < ni + no; i++)
         tl_tensor_unref(d[i]);
-    for (int i = 0; i < ni; i++)
-        tl_tensor_unref(grads[i]);
-    free(grads);
     free(d);
-    tl_result_free(r);
     return fails ? 1 : 0;
 }
 
@@ -245,13 +258,14 @@ Test(hvp, refusals)
     cr_expect(tl_result_pullback_again(r, &t32, &h, NULL, &st) == TL_EINPUT);
     cr_assert(!tl_result_pullback_recorded(r, NULL, false, &grad, &st), "%s", st.msg);
     cr_expect(tl_tensor_get(grad, 0) == 6);
+    tl_tensor_unref(grad);
+    grad = NULL;
     cr_expect(tl_result_pullback_again(r, &t32, &h, NULL, &st) == TL_EINPUT);
     cr_expect(strstr(st.msg, "tangent for input \"x\": expected f64[], got f32[]"), "%s", st.msg);
     cr_expect(tl_result_pullback(r, NULL, &grad, &st) == TL_EINPUT); /* consumed */
     tl_result_free(r);
     /* hvp of x^2 is 2 v */
     cr_assert(!tl_run(g, &x, &twice, &r, &st));
-    tl_tensor_unref(grad);
     cr_assert(!tl_result_pullback_recorded(r, NULL, false, &grad, &st));
     tl_tensor *v = tl_tensor_scalar(TL_F64, 0.25, &st);
     cr_assert(!tl_result_pullback_again(r, &v, &h, NULL, &st), "%s", st.msg);
@@ -264,3 +278,73 @@ Test(hvp, refusals)
     tl_tensor_unref(t32);
     tl_graph_free(g);
 }
+
+/* ---------- on the test device ---------- */
+
+static bool want_all(tl_opcode op, int n, const tl_dtype *in, tl_dtype out)
+{
+    (void)op, (void)n, (void)in, (void)out;
+    return true;
+}
+
+/* A device without some kernels (those of the recorded backward among
+ * them): they take the CPU fallback. */
+static bool want_some(tl_opcode op, int n, const tl_dtype *in, tl_dtype out)
+{
+    (void)n, (void)in, (void)out;
+    switch (op) {
+    case TL_OP_GELU_GRAD:
+    case TL_OP_SLICE_GRAD:
+    case TL_OP_TAKE_GRAD:
+    case TL_OP_MAP:
+    case TL_OP_MAP_GRAD:
+    case TL_OP_MAX_POOL_PICK:
+    case TL_OP_CONV_GRAD_W:
+    case TL_OP_CUMSUM:
+    case TL_OP_PROD: return false;
+    default: return true;
+    }
+}
+
+static tl_backend *device;
+
+static void on_device(const tl_npz *z, const char *dir, const char *name, int *fails, int *count)
+{
+    (void)count;
+    if (!strcmp(name, "acosh_huge_f64"))
+        return;
+    hcase h;
+    load_case(z, dir, name, &h);
+    int n = h.g->ninputs + h.g->noutputs;
+    for (int jvp = 0; jvp < 2; jvp++) {
+        tl_tensor **a = calloc((size_t)n + 1, sizeof *a), **b = calloc((size_t)n + 1, sizeof *b);
+        bool ok = products(&h, NULL, jvp, a) && products(&h, device, jvp, b);
+        for (int i = 0; ok && i < n; i++)
+            if ((a[i] || b[i]) && !(a[i] && b[i] && tl_tensor_on_host(b[i]) && a[i]->numel == b[i]->numel &&
+                                   !memcmp(a[i]->data, b[i]->data, tl_tensor_bytes(a[i])))) {
+                cr_log_error("%s/%s: %s %d differs on the device", dir, name, jvp ? "jvp" : "hvp", i);
+                ok = false;
+            }
+        *fails += !ok;
+        for (int i = 0; i < n; i++) {
+            tl_tensor_unref(a[i]);
+            tl_tensor_unref(b[i]);
+        }
+        free(a);
+        free(b);
+    }
+    free_case(&h);
+}
+
+static void every_case_on(testdev_want want)
+{
+    int fails, count;
+    device = testdev_open(want);
+    each(on_device, &fails, &count);
+    cr_expect_gt(testdev_of(device)->kernels, 0);
+    testdev_close(device); /* every buffer released */
+    cr_expect(fails == 0, "%d of %d cases differ between the CPU and the device", fails, count);
+}
+
+Test(hvp, device_bits) { every_case_on(want_all); }
+Test(hvp, device_fallback_bits) { every_case_on(want_some); }
