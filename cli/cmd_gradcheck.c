@@ -270,8 +270,10 @@ static void json_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e
 
 static void json_report(const tl_gradcheck_report *r)
 {
-    printf("{\"passed\": %s, \"device\": \"cpu\", \"order\": %d, \"eps\": ", r->mismatches ? "false" : "true",
-           r->order);
+    printf("{\"passed\": %s, \"device\": \"cpu\", ", r->mismatches ? "false" : "true");
+    if (r->order == 2) /* order 1's report is as it always was */
+        printf("\"order\": 2, ");
+    printf("\"eps\": ");
     json_num(r->eps);
     printf(", \"rtol\": ");
     json_num(r->rtol);

@@ -461,6 +461,18 @@ static const tl_node *first_flip(const tl_node *a, int64_t a_at, const tl_node *
     return !b || (a && a_at <= b_at) ? a : b;
 }
 
+/* The element's verdict from the flips of its two runs: the first run's
+ * (mb, mk at their marks) and the second's (in the watcher). */
+static void verdict(const worker *w, job *j, const tl_node *mb, int64_t mb_at, const tl_node *mk, int64_t mk_at)
+{
+    const watcher *p = &w->watch;
+    const tl_node *b = first_flip(mb, mb_at, p->boundary, p->boundary_at);
+    const tl_node *k = first_flip(mk, mk_at, p->kink, p->kink_at);
+    j->node = b ? b : k;
+    if (b || k)
+        j->verdict = b ? V_BOUNDARY : V_KINK;
+}
+
 /* How far past its tolerance a pair is (0: within); *match whether it
  * matches: an infinity matches only itself, NaN only NaN. */
 static double score_of(double tape, double fd, double rtol, double atol, bool *match)
@@ -584,12 +596,7 @@ static tl_code check_element2(worker *w, job *j, tl_status *st)
     free(lo);
     if (rc)
         return rc;
-    const watcher *p = &w->watch;
-    const tl_node *b = first_flip(mb, mb_at, p->boundary, p->boundary_at);
-    const tl_node *k = first_flip(mk, mk_at, p->kink, p->kink_at);
-    j->node = b ? b : k;
-    if (b || k)
-        j->verdict = b ? V_BOUNDARY : V_KINK;
+    verdict(w, j, mb, mb_at, mk, mk_at);
     return TL_OK;
 }
 
@@ -617,12 +624,7 @@ static tl_code check_element(worker *w, job *j, tl_status *st)
     ((double *)w->in[j->k]->data)[j->i] = x0;
     if (rc)
         return rc;
-    const watcher *p = &w->watch;
-    const tl_node *b = first_flip(mb, mb_at, p->boundary, p->boundary_at);
-    const tl_node *k = first_flip(mk, mk_at, p->kink, p->kink_at);
-    j->node = b ? b : k;
-    if (b || k)
-        j->verdict = b ? V_BOUNDARY : V_KINK;
+    verdict(w, j, mb, mb_at, mk, mk_at);
     return TL_OK;
 }
 
