@@ -349,7 +349,7 @@ def composite_cases():
           N("y", "square", "a")], ["y"])
     case("cast_abs", {"x": U([4], 0.1, 1)},
          [N("a", "abs", "x"), N("b", "cast", "a", dtype="f32"), N("c", "cast", "b", dtype="f64"),
-          N("y", "mul", "c", "x")], ["y"], doc="cast to f32 and back: exact at these values? no: checked loosely")
+          N("y", "mul", "c", "x")], ["y"], doc="abs, then a cast to f32 and back: the f32 rounding is the cast's, checked to 1e-6")
     # ---- control flow ----
     if_ = {"id": "r", "op": "if", "cond": "c",
            "then": {"nodes": [N("t1", "mul", "x", "x"), N("t2", "sin", "t1")], "result": "t2"},
