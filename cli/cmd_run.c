@@ -692,7 +692,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
                      .noutputs = oc.n, .profile = c->profile || c->report, .check_finite = c->check_finite,
                      .progress = tty ? on_progress : NULL, .progress_ctx = &p, .fuse_min = fuse_min};
     double t1 = cli_now_ms();
-    cli_progress_start(&p, tty, t1, c->grad ? "grad" : "run");
+    cli_progress_start(&p, tty, t1, c->second ? (c->second == 1 ? "jvp" : "hvp") : c->grad ? "grad" : "run");
     tl_code failed = tl_run(g, s->in, &o, &s->r, st);
     cli_progress_end(&p);
     t->run = cli_now_ms() - t1;
@@ -781,7 +781,7 @@ static int execute(const cmd *c)
             rc = cli_fail(&st);
     }
     if (s.r && c->verbose)
-        cli_print_verbose(s.r, c->grad, &t);
+        cli_print_verbose(s.r, c->grad || c->second, &t);
     if (s.r && c->profile)
         cli_print_profile(s.r);
     if (s.r && c->report && cli_write_report(c->report, s.g, s.r, &t, &st))

@@ -31,6 +31,7 @@ static inline bool cu_has_kernel(tl_opcode op)
     case TL_OP_MOD: return true;
     /* the layer op without a CUDA kernel (the others: nn.cu) */
     case TL_OP_RANDOM_NORMAL: /* its log and cos: the CPU's libm, for the CPU's bits */
+    case TL_OP_MAX_POOL_PICK: /* second derivatives through max_pool: the CPU's kernel for now */
         return false;
     default: return op < TL_OP_COUNT && (tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP);
     }
