@@ -49,6 +49,9 @@ typedef struct tl_mprog {
     int nin;     /* the op's inputs: the map's args, then captured scalars */
     int *in_reg;
     int result;
+    /* per input: the body's derivative with respect to it, a program of
+     * its own, made on first use (exec/mapderiv.c) and freed with this one */
+    struct tl_mprog **deriv;
 } tl_mprog;
 
 #endif

@@ -283,6 +283,7 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
     [TL_OP_PROD_GRAD] = {"internal: prod's backward", "", NONE},
     [TL_OP_GELU_GRAD] = {"internal: g*gelu'(x)", "", NONE},
     [TL_OP_MAP_GRAD] = {"internal: a map's forward-mode derivatives", "", NONE},
+    [TL_OP_MAX_POOL_PICK] = {"internal: v at each window's argmax of x (max_pool's Jacobian times v)", "", NONE},
 };
 
 bool tl_op_differentiable(tl_opcode op)

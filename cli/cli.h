@@ -169,6 +169,7 @@ void cli_print_caret(FILE *f);
  * -q) to the same parser. */
 typedef struct cli_run_args {
     bool grad; /* --seed, --wrt and --of allowed */
+    int second; /* 1 jvp, 2 hvp: --tangent allowed (cmd_hvp.c) */
     const char *graph;
     char *inline_graph; /* -e TEXT */
     const char *output, *device, *wrt, *max_memory, *expect, *only, *of, *outputs, *report;
@@ -181,6 +182,8 @@ typedef struct cli_run_args {
     const char **npz;  /* -i FILE.npz, in order ("-": standard input) */
     const char **bind; /* NAME=TENSOR */
     const char **seed; /* [OUT=]TENSOR */
+    int ntangent;
+    const char **tangent; /* NAME=TENSOR */
 } cli_run_args;
 
 /* An ONNX model for run, grad and gradcheck (onnx_model.c): the graph of
@@ -206,9 +209,34 @@ int cli_parse_wrt(const cli_run_args *c, const tl_graph *g, tl_tensor *const *in
  * broadcast to the output's shape. */
 int cli_read_seeds(const cli_run_args *c, const tl_result *r, tl_tensor **seeds, tl_status *st);
 
+/* ---------- jvp and hvp: second derivatives (cmd_hvp.c) ---------- */
+
+/* What tl jvp and tl hvp hold besides what grad does. */
+typedef struct cli_second {
+    bool jvp;
+    int ninputs, nd;
+    tl_tensor **tangent; /* per input, NULL: none (zeros) */
+    bool *wrt;           /* per input: differentiated in the run */
+    tl_tensor **d;       /* jvp/OUT per output, or hvp/NAME per input */
+    char **names;
+} cli_second;
+
+/* Reads the tangents (exit code 2 with one line for a bad one) and the
+ * inputs the run differentiates: --wrt's and every one with a tangent. */
+int cli_second_prepare(const cli_run_args *c, const tl_graph *g, tl_tensor *const *in, const bool *wrt,
+                       cli_second *s, tl_status *st);
+/* The recorded pullback of the seeds, then the tangents pulled back
+ * through it: grads (hvp: those of --wrt) and s->d. */
+tl_code cli_second_pullback(const cli_run_args *c, tl_result *r, tl_tensor *const *seeds, const bool *wrt,
+                            tl_tensor **grads, cli_second *s, tl_status *st);
+/* Appends "jvp/OUT" or "hvp/NAME" and the tensors; returns how many. */
+int cli_second_names(const tl_graph *g, const tl_result *r, cli_second *s, const char **names,
+                     const tl_tensor **ts);
+void cli_second_free(cli_second *s);
+
 /* ---------- commands: argv[0] is the command's name ---------- */
 
-int cmd_run(int argc, char **argv);  /* run and grad */
+int cmd_run(int argc, char **argv);  /* run, grad, jvp and hvp */
 int cmd_ops(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_check(int argc, char **argv);

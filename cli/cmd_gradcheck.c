@@ -50,6 +50,13 @@ static int own_option(int argc, char **argv, int *i, gc_cmd *c)
             return cli_usage("--eps takes a number > 0, such as 1e-6");
         return 0;
     }
+    if (cli_is_opt(a, NULL, "--order")) {
+        v = cli_opt_value(argc, argv, i, a, "--order");
+        if (!v || (strcmp(v, "1") && strcmp(v, "2")))
+            return cli_usage("--order takes 1 (gradients) or 2 (Hessian-vector products)");
+        c->o.order = v[0] - '0';
+        return 0;
+    }
     errno = 0;
     v = cli_opt_value(argc, argv, i, a, "--samples");
     long long n = v ? strtoll(v, &end, 10) : 0;
@@ -72,7 +79,7 @@ static int parse(int argc, char **argv, gc_cmd *c)
             return cli_usage("gradcheck runs on the CPU: it takes no %s", a);
         if (one_of(a, not_here, sizeof not_here / sizeof not_here[0]))
             return cli_usage("%s is not an option of gradcheck", a);
-        if (cli_is_opt(a, NULL, "--eps") || cli_is_opt(a, NULL, "--samples"))
+        if (cli_is_opt(a, NULL, "--eps") || cli_is_opt(a, NULL, "--samples") || cli_is_opt(a, NULL, "--order"))
             rc = own_option(argc, argv, &i, c);
         else
             rc = cli_compare_option(argc, argv, &i, &tol); /* --rtol, --atol */
@@ -139,7 +146,19 @@ static void text_sites(const tl_gradcheck_input *e, const tl_gradcheck_site *s, 
     puts(n > TL_GC_SITES ? ", ..." : "");
 }
 
-static void text_input(const tl_gradcheck_input *e)
+/* Order 2: which gradient component the worst difference is in. */
+static void text_of(const tl_gradcheck_report *r, const tl_gradcheck_input *e)
+{
+    char at[TL_MAXDIM * 24];
+    if (r->order != 2)
+        return;
+    const tl_gradcheck_input *o = &r->inputs[e->worst_of];
+    printf(" (of grad/");
+    cli_print_escaped(stdout, o->name);
+    printf("%s)", index_text(o, e->worst_of_index, at, sizeof at));
+}
+
+static void text_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e)
 {
     char d[96], at[TL_MAXDIM * 24], a[TL_FMT_LEN], b[TL_FMT_LEN];
     cli_print_escaped(stdout, e->name);
@@ -159,8 +178,10 @@ static void text_input(const tl_gradcheck_input *e)
         else
             printf(" checked, all match");
         printf(" (max abs %.3g, max rel %.3g)\n", e->max_abs, e->max_rel);
-        printf("  worst %s: tape %s, fd %s\n", index_text(e, e->worst, at, sizeof at),
+        printf("  worst %s: tape %s, fd %s", index_text(e, e->worst, at, sizeof at),
                num(a, e->worst_tape), num(b, e->worst_fd));
+        text_of(r, e);
+        printf("\n");
     }
     text_sites(e, e->kink, e->nkink, "kink");
     text_sites(e, e->boundary, e->nboundary, "branch boundary");
@@ -170,11 +191,12 @@ static void text_report(const tl_gradcheck_report *r)
 {
     char a[TL_FMT_LEN], b[TL_FMT_LEN], c[TL_FMT_LEN];
     for (int k = 0; k < r->ninputs; k++)
-        text_input(&r->inputs[k]);
+        text_input(r, &r->inputs[k]);
+    const char *what = r->order == 2 ? "gradcheck --order 2" : "gradcheck";
     if (r->mismatches)
-        printf("gradcheck: %lld of %lld MISMATCHED", (long long)r->mismatches, (long long)r->checked);
+        printf("%s: %lld of %lld MISMATCHED", what, (long long)r->mismatches, (long long)r->checked);
     else
-        printf("gradcheck: ok: %lld checked", (long long)r->checked);
+        printf("%s: ok: %lld checked", what, (long long)r->checked);
     if (r->nkink)
         printf(", %lld on a kink", (long long)r->nkink);
     if (r->nboundary)
@@ -208,7 +230,7 @@ static void json_sites(const tl_gradcheck_input *e, const char *key, const tl_gr
     printf("]");
 }
 
-static void json_input(const tl_gradcheck_input *e)
+static void json_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e)
 {
     char at[TL_MAXDIM * 24];
     printf("{\"name\": ");
@@ -232,6 +254,14 @@ static void json_input(const tl_gradcheck_input *e)
     w ? json_num(e->worst_tape) : (void)printf("null");
     printf(", \"fd\": ");
     w ? json_num(e->worst_fd) : (void)printf("null");
+    if (r->order == 2 && w) {
+        const tl_gradcheck_input *o = &r->inputs[e->worst_of];
+        printf(", \"worst_of\": {\"input\": ");
+        tl_json_write_string(stdout, o->name);
+        printf(", \"index\": %s}", index_text(o, e->worst_of_index, at, sizeof at));
+    } else if (r->order == 2) {
+        printf(", \"worst_of\": null");
+    }
     printf(", \"kink\": %lld, \"boundary\": %lld", (long long)e->nkink, (long long)e->nboundary);
     json_sites(e, "kink_elements", e->kink, e->nkink);
     json_sites(e, "boundary_elements", e->boundary, e->nboundary);
@@ -240,7 +270,10 @@ static void json_input(const tl_gradcheck_input *e)
 
 static void json_report(const tl_gradcheck_report *r)
 {
-    printf("{\"passed\": %s, \"device\": \"cpu\", \"eps\": ", r->mismatches ? "false" : "true");
+    printf("{\"passed\": %s, \"device\": \"cpu\", ", r->mismatches ? "false" : "true");
+    if (r->order == 2) /* order 1's report is as it always was */
+        printf("\"order\": 2, ");
+    printf("\"eps\": ");
     json_num(r->eps);
     printf(", \"rtol\": ");
     json_num(r->rtol);
@@ -251,7 +284,7 @@ static void json_report(const tl_gradcheck_report *r)
            (long long)r->checked, (long long)r->mismatches, (long long)r->nkink, (long long)r->nboundary);
     for (int k = 0; k < r->ninputs; k++) {
         printf(k ? ", " : "");
-        json_input(&r->inputs[k]);
+        json_input(r, &r->inputs[k]);
     }
     printf("]}\n");
 }

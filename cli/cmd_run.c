@@ -38,6 +38,11 @@ static int check_stdin(const cmd *c)
         npy += k == 1;
         npz += k == 2;
     }
+    for (int i = 0; i < c->ntangent; i++) {
+        int k = stdin_kind(strchr(c->tangent[i], '=') + 1);
+        npy += k == 1;
+        npz += k == 2;
+    }
     for (int i = 0; i < c->nnpz; i++)
         npz += !strcmp(c->npz[i], "-");
     if (graph + npy + (npz > 0) > 1)
@@ -71,7 +76,8 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     c->bind = calloc((size_t)argc, sizeof *c->bind);
     c->seed = calloc((size_t)argc, sizeof *c->seed);
     c->npz = calloc((size_t)argc, sizeof *c->npz);
-    if (!c->bind || !c->seed || !c->npz)
+    c->tangent = calloc((size_t)argc, sizeof *c->tangent);
+    if (!c->bind || !c->seed || !c->npz || !c->tangent)
         return cli_usage("out of memory");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -98,6 +104,11 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
             if (!v)
                 return cli_usage("%s needs a result file (.npz, json or text)", a);
             c->npz[c->nnpz++] = v;
+        } else if (c->second && cli_is_opt(a, NULL, "--tangent")) {
+            const char *v = cli_opt_value(argc, argv, &i, a, "--tangent");
+            if (!v || !strchr(v, '='))
+                return cli_usage("--tangent needs NAME=TENSOR");
+            c->tangent[c->ntangent++] = v;
         } else if (cli_is_opt(a, NULL, "--seed")) {
             const char *v = cli_opt_value(argc, argv, &i, a, "--seed");
             if (!v)
@@ -128,8 +139,12 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     }
     if (!c->graph)
         return cli_usage("no graph file given");
-    if (!c->grad && (c->nseed || c->wrt || c->of || c->params))
+    if (c->second == 1 && (c->nseed || c->wrt || c->of))
+        return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
+    if (!c->grad && !c->second && (c->nseed || c->wrt || c->of || c->params))
         return cli_usage("--seed, --wrt, --of and --params belong to tl grad");
+    if (c->second && !c->ntangent)
+        return cli_usage("tl %s needs at least one --tangent NAME=TENSOR", c->second == 1 ? "jvp" : "hvp");
     bool tolerance = c->cmp.rtol_set || c->cmp.atol_set || c->cmp.use_ulp || c->cmp.equal_nan;
     if (tolerance && !c->expect)
         return cli_usage("--rtol, --atol, --ulp and --equal-nan go with --expect FILE");
@@ -140,6 +155,7 @@ void cli_run_args_free(cli_run_args *c)
 {
     free(c->bind);
     free(c->seed);
+    free(c->tangent);
     free(c->npz);
     free(c->inline_graph);
     for (int i = 0; i < c->ndefaults; i++)
@@ -617,6 +633,7 @@ typedef struct run_state {
     const tl_tensor **ts;
     char **gnames;
     tl_result *r;
+    cli_second second; /* jvp and hvp */
 } run_state;
 
 static void release(run_state *s)
@@ -629,6 +646,7 @@ static void release(run_state *s)
     }
     for (int i = 0; s->seeds && i < no; i++)
         tl_tensor_unref(s->seeds[i]);
+    cli_second_free(&s->second);
     tl_result_free(s->r);
     tl_graph_free(s->g);
     cli_model_close(s->model);
@@ -710,10 +728,28 @@ static int check_writes(const cmd *c, run_state *s, const outs_ctx *oc, tl_statu
     for (int k = 0; c->grad && k < g->ninputs; k++)
         if (s->wrt[k] && !tl_dtype_is_int(s->in[k]->dtype) && !(s->names[n++] = grad_name(s, k, st)))
             return cli_fail(st);
+    /* jvp/OUT for each output written, hvp/NAME beside each grad/NAME */
+    int nsec = !c->second ? 0 : c->second == 1 ? no : n - no;
+    char **sec = nsec ? calloc((size_t)nsec, sizeof *sec) : NULL;
+    if (nsec && !sec)
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
+    for (int i = 0, base = c->second == 1 ? 0 : no; i < nsec; i++) {
+        const char *of = s->names[base + i];
+        if (c->second == 2)
+            of += 5; /* after "grad/" */
+        size_t len = strlen(of) + 5;
+        if (!(sec[i] = malloc(len)))
+            break;
+        snprintf(sec[i], len, "%s/%s", c->second == 1 ? "jvp" : "hvp", of);
+        s->names[n++] = sec[i];
+    }
     int rc = c->only ? apply_only(c->only, s->names, s->ts, &n, &no, st) : 0;
     cli_out out = {c->output, c->json, c->full, NULL, n, s->names, s->ts, no};
     if (!rc && c->output && cli_check_output(&out, st))
         rc = cli_fail(st);
+    for (int i = 0; i < nsec; i++)
+        free(sec[i]);
+    free(sec);
     return rc;
 }
 
@@ -732,17 +768,19 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     int ni = g->ninputs;
     outs_ctx oc = {g, s->out_slots, 0, st};
     if ((rc = cli_parse_wrt(c, g, s->in, s->wrt, st)) ||
+        (c->second && (rc = cli_second_prepare(c, g, s->in, s->wrt, &s->second, st))) ||
         (c->outputs && (rc = each_name("--outputs", c->outputs, st, output_one, &oc))) ||
         (rc = check_writes(c, s, &oc, st)))
         return rc;
     cli_progress p;
     bool tty = isatty(2) && !c->quiet;
-    tl_run_opts o = {.record = c->grad, .wrt = s->wrt, .backend = be, .max_memory = max_memory,
+    tl_run_opts o = {.record = c->grad || c->second, .wrt = c->second ? s->second.wrt : s->wrt,
+                     .twice = c->second != 0, .backend = be, .max_memory = max_memory,
                      .strict_device = c->strict, .outputs = c->outputs ? s->out_slots : NULL,
                      .noutputs = oc.n, .profile = c->profile || c->report, .check_finite = c->check_finite,
                      .progress = tty ? on_progress : NULL, .progress_ctx = &p, .fuse_min = fuse_min};
     double t1 = cli_now_ms();
-    cli_progress_start(&p, tty, t1, c->grad ? "grad" : "run");
+    cli_progress_start(&p, tty, t1, c->second ? (c->second == 1 ? "jvp" : "hvp") : c->grad ? "grad" : "run");
     tl_code failed = tl_run(g, s->in, &o, &s->r, st);
     cli_progress_end(&p);
     t->run = cli_now_ms() - t1;
@@ -753,13 +791,14 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     int no = tl_result_noutputs(s->r);
     if (!(s->seeds = calloc((size_t)no + 1, sizeof *s->seeds)))
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
-    if (c->grad) {
+    if (c->grad || c->second) {
         double t2 = cli_now_ms();
         if ((rc = cli_read_seeds(c, s->r, s->seeds, st)) || (c->of && (rc = seed_only_of(c, s->r, s->seeds, st))))
             return rc;
         /* the same line goes on (from t1) once the seeds, which may print an error, are read */
         cli_progress_start(&p, tty, t1, "backward");
-        failed = tl_result_pullback(s->r, s->seeds, s->grads, st);
+        failed = c->second ? cli_second_pullback(c, s->r, s->seeds, s->wrt, s->grads, &s->second, st)
+                           : tl_result_pullback(s->r, s->seeds, s->grads, st);
         cli_progress_end(&p);
         t->backward = cli_now_ms() - t2;
         if (failed)
@@ -777,6 +816,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
             return cli_fail(st);
         s->ts[n++] = s->grads[k];
     }
+    n += cli_second_names(g, s->r, &s->second, s->names + n, s->ts + n);
     *nwrite = n;
     *noutw = no;
     return c->only ? apply_only(c->only, s->names, s->ts, nwrite, noutw, st) : 0;
@@ -810,7 +850,7 @@ static int execute(cmd *c)
     t.load = cli_now_ms() - t0;
     if (be == &tl_cpu_backend)
         tl_prepare(s.g); /* OpenBLAS loads while the inputs are read */
-    int ni = s.g->ninputs, no = s.g->noutputs, nmax = ni + no + s.g->nslots;
+    int ni = s.g->ninputs, no = s.g->noutputs, nmax = 2 * (ni + no) + s.g->nslots;
     s.in = calloc((size_t)ni + 1, sizeof *s.in);
     s.grads = calloc((size_t)ni + 1, sizeof *s.grads);
     s.wrt = calloc((size_t)ni + 1, sizeof *s.wrt);
@@ -836,7 +876,7 @@ static int execute(cmd *c)
             rc = cli_fail(&st);
     }
     if (s.r && c->verbose)
-        cli_print_verbose(s.r, c->grad, &t);
+        cli_print_verbose(s.r, c->grad || c->second, &t);
     if (s.r && c->profile)
         cli_print_profile(s.r);
     if (s.r && c->report && cli_write_report(c->report, s.g, s.r, &t, &st))
@@ -850,7 +890,8 @@ static int execute(cmd *c)
 
 int cmd_run(int argc, char **argv)
 {
-    cmd c = {.grad = !strcmp(argv[0], "grad")};
+    cmd c = {.grad = !strcmp(argv[0], "grad") || !strcmp(argv[0], "hvp"),
+             .second = !strcmp(argv[0], "jvp") ? 1 : !strcmp(argv[0], "hvp") ? 2 : 0};
     int rc = cli_parse_run_args(argc, argv, &c);
     if (!rc)
         rc = execute(&c);

@@ -14,12 +14,16 @@
 static const char usage_text[] =
     "usage: tl run  GRAPH [NAME=TENSOR]... [options]\n"
     "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
+    "       tl jvp  GRAPH [NAME=TENSOR]... --tangent NAME=TENSOR... [options]\n"
+    "       tl hvp  GRAPH [NAME=TENSOR]... --tangent NAME=TENSOR... [--seed [OUT=]TENSOR]...\n"
+    "               [--wrt NAME,...] [options]\n"
     "       tl compare A B [--rtol R] [--atol A] [--ulp N] [--equal-nan] [--format text|json]\n"
     "       tl show TENSOR [--stats] [--full] [--format text|json]\n"
     "       tl check GRAPH [NAME=DTYPE[DIMS] | NAME=TENSOR]...\n"
     "       tl dot GRAPH [NAME=DTYPE[DIMS] | NAME=TENSOR]...\n"
     "       tl gradcheck GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...]\n"
-    "                    [--eps E] [--rtol R] [--atol A] [--samples N] [--format text|json]\n"
+    "                    [--eps E] [--rtol R] [--atol A] [--samples N] [--order 1|2]\n"
+    "                    [--format text|json]\n"
     "       tl compile PROGRAM [-o FILE.json]\n"
     "       tl diff A B\n"
     "       tl ops [OP] [--format text|json]\n"
@@ -50,6 +54,7 @@ static const char usage_text[] =
     "                          0-d seed fills the output's shape)\n"
     "      --of OUT,...        differentiate only these outputs (grad)\n"
     "      --wrt NAME,...      differentiate only these inputs (grad)\n"
+    "      --tangent NAME=TENSOR  direction for input NAME (jvp, hvp; others: zeros)\n"
     "      --check-finite      stop at the first NaN or infinity, value or gradient\n"
     "      --profile           per-op times on stderr, forward and backward\n"
     "      --report FILE.json  device, fallbacks, syncs, memory, times per op and node\n"
@@ -66,6 +71,8 @@ static const char usage_text[] =
     "      --eps E             step, relative to max(1, |x|) (default 1e-6)\n"
     "      --rtol R, --atol A  match when |tape - fd| <= atol + rtol * |fd|\n"
     "                          (defaults 1e-3 and 1e-5)\n"
+    "      --order 2           Hessian-vector products (tl hvp) against differences\n"
+    "                          of the gradient, for each element\n"
     "      --samples N         check N elements of each input (the same ones each\n"
     "                          time) instead of all\n"
     "\n"
@@ -79,6 +86,8 @@ static const struct {
 } commands[] = {
     {"run", cmd_run},
     {"grad", cmd_run},
+    {"jvp", cmd_run},
+    {"hvp", cmd_run},
     {"ops", cmd_ops},
     {"devices", cmd_devices},
     {"check", cmd_check},
@@ -179,5 +188,5 @@ int main(int argc, char **argv)
         }
         return commands[k].run(argc - 1, argv + 1);
     }
-    return cli_usage("unknown command '%s' (run, grad, compare, show, check, dot, gradcheck, compile, diff, ops, devices)", sub);
+    return cli_usage("unknown command '%s' (run, grad, jvp, hvp, compare, show, check, dot, gradcheck, compile, diff, ops, devices)", sub);
 }

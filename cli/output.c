@@ -37,20 +37,39 @@ typedef struct job {
     enum kind kind;
 } job;
 
+/* The json object a result goes in: its name's prefix ("grad/x" in
+ * "grads", "jvp/y" in "jvps", "hvp/x" in "hvps"; outputs before). */
+static const char *const groups[][2] = {{"grad/", "grads"}, {"jvp/", "jvps"}, {"hvp/", "hvps"}};
+
+static int group_of(const cli_out *o, int i)
+{
+    for (int k = 0; i >= o->noutputs && k < 3; k++)
+        if (!strncmp(o->names[i], groups[k][0], strlen(groups[k][0])))
+            return k;
+    return -1;
+}
+
 static tl_code write_json(FILE *f, const cli_out *o, tl_status *st)
 {
     fprintf(f, "{\"device\": \"%s\", \"outputs\": {", o->device);
+    int open = -1; /* the group being written */
+    bool any[3] = {false};
     for (int i = 0; i < o->n; i++) {
-        bool grad = i >= o->noutputs;
-        if (i == o->noutputs)
-            fprintf(f, "}, \"grads\": {");
-        fprintf(f, "%s", i && i != o->noutputs ? ", " : "");
-        tl_json_write_string(f, grad ? o->names[i] + 5 : o->names[i]);
+        int k = group_of(o, i);
+        if (k != open) {
+            for (int j = open + 1; j <= k; j++) /* grads always, jvps/hvps when there are some */
+                if (j == k || j == 0)
+                    fprintf(f, "}, \"%s\": {", groups[j][1]), any[j] = true;
+            open = k;
+        } else if (i) {
+            fprintf(f, ", ");
+        }
+        tl_json_write_string(f, k >= 0 ? o->names[i] + strlen(groups[k][0]) : o->names[i]);
         fprintf(f, ": ");
         if (tl_json_tensor_write(f, o->ts[i], st))
             return st->code;
     }
-    fprintf(f, o->n > o->noutputs ? "}}\n" : "}, \"grads\": {}}\n");
+    fprintf(f, any[0] ? "}}\n" : "}, \"grads\": {}}\n");
     return TL_OK;
 }
 

@@ -32,4 +32,24 @@ tl_tensor *bw_sum_to(bw *b, tl_tensor *g, const tl_tensor *x);
 tl_tensor *bw_slice(bw *b, tl_tensor *g, int64_t axis, int64_t start, int64_t stop);
 tl_tensor *bw_transpose(bw *b, tl_tensor *x, int naxes, const int64_t *perm);
 
+
+/* Second derivatives (exec/grad2.c). */
+/* Whether the rules must stay differentiable: a recording pullback's. */
+bool tl_bw_twice(const bw *b);
+/* The rules of the backward kernels, and with tl_bw_twice the
+ * compositions used in place of kernels without one: true when it
+ * handled e (out filled as a rule fills it). */
+bool tl_rule_twice(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, tl_tensor *g,
+                   tl_tensor **out);
+/* g[o] * prod_{j != i} x2[o, j] for x2 [outer, r], g1 [outer], as ops. */
+tl_tensor *tl_bw_prod_others(bw *b, tl_tensor *x2, tl_tensor *g1);
+/* The derivative of a map body with respect to its input `input`, as a
+ * map body over the same inputs (made once, kept with p; NULL with st
+ * set), so that a map's gradient is a map again (exec/mapderiv.c). */
+const struct tl_mprog *tl_map_derivative(const struct tl_mprog *p, int input, tl_status *st);
+/* layer_norm's gradient to x over the axes from axis (scale may be
+ * NULL), as ops. */
+tl_tensor *tl_bw_layer_norm_dx(bw *b, tl_tensor *x, tl_tensor *g, tl_tensor *scale, int64_t axis,
+                               double eps);
+
 #endif

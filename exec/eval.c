@@ -38,9 +38,14 @@ struct tl_result {
     int *in_var;          /* -1: not differentiated */
     tl_tensor **inputs;   /* for the shapes of zero gradients */
     tl_tape tape;
-    enum { REC_NONE, REC_LIVE, REC_CONSUMED, REC_CLOSED } rec;
+    enum { REC_NONE, REC_LIVE, REC_CONSUMED, REC_CLOSED, REC_RECORDED } rec;
+    tl_tensor **grad2;   /* after a recording pullback: the gradients, by variable */
+    int *gvar;           /* and their variables */
+    int nvars0;          /* the variables of the forward */
+    int *seed_var;       /* per output: its seed's variable, or -1 */
     tl_budget *budget;
     int64_t input_bytes; /* charged while the result holds the inputs */
+    bool twice;          /* recorded for tl_result_pullback_recorded */
 };
 
 /* ---------- environment ---------- */
@@ -590,8 +595,10 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
 tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *opts,
                tl_result **out, tl_status *st)
 {
-    tl_run_opts none = {0};
-    const tl_run_opts *o = opts ? opts : &none;
+    tl_run_opts none = {0}, local = opts ? *opts : none;
+    if (local.twice) /* the fast paths' entries are not recorded twice */
+        local.fuse_min = -1;
+    const tl_run_opts *o = &local;
     *out = NULL;
     tl_result *r = tl_calloc(1, sizeof *r, "a result", st);
     if (!r)
@@ -657,6 +664,7 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
     r->stats.dev = r->cx.dev;
     r->stats.tape_entries = r->tape.n;
     r->rec = o->record ? REC_LIVE : REC_NONE;
+    r->twice = o->record && o->twice;
     if (rc) {
         tl_result_free(r);
         return rc;
@@ -721,16 +729,22 @@ static tl_code seed(tl_result *r, int i, tl_tensor *c, tl_tensor **grads, tl_sta
     return TL_OK;
 }
 
-tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor **grads,
-                           tl_status *st)
+static tl_code tl_pullback_refused(const tl_result *r, tl_status *st)
 {
     static const char *why[] = {"the run was not recorded (gradients off)", "",
                                 "the recording was already consumed by a pullback",
-                                "the recording was closed"};
+                                "the recording was closed",
+                                "the recording was already pulled back"};
+    return tl_fail(st, TL_EINPUT, "cannot pull back: %s", why[r->rec]);
+}
+
+tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor **grads,
+                           tl_status *st)
+{
     for (int k = 0; k < r->ninputs; k++)
         grads[k] = NULL;
     if (r->rec != REC_LIVE)
-        return tl_fail(st, TL_EINPUT, "cannot pull back: %s", why[r->rec]);
+        return tl_pullback_refused(r, st);
     r->rec = REC_CONSUMED;
     tl_tensor **g = tl_calloc((size_t)r->tape.nvars + 1, sizeof *g, "gradients", st);
     if (!g) {
@@ -782,19 +796,195 @@ tl_code tl_result_backward(tl_result *r, tl_tensor **grads, tl_status *st)
     return tl_result_pullback(r, NULL, grads, st);
 }
 
+/* ---------- second derivatives ---------- */
+
+static void drop_recorded(tl_result *r);
+
+static tl_tensor *zeros(tl_result *r, const tl_tensor *like, tl_status *st)
+{
+    tl_tensor *z = tl_tensor_new_in(r->budget, like->dtype, like->ndim, like->shape, st);
+    if (z)
+        memset(z->data, 0, (size_t)like->numel * tl_dtype_size(like->dtype));
+    return z;
+}
+
+/* After a pass: the figures of the run, and a failure named by the graph. */
+static tl_code after_pass(tl_result *r, tl_code rc, int64_t ops0, tl_status *st)
+{
+    if (rc && strncmp(st->msg, r->g->path, strlen(r->g->path)))
+        tl_wrap(st, "%s", r->g->path);
+    r->stats.backward_ops += r->cx.ops - ops0;
+    r->stats.fallbacks = r->cx.fallbacks;
+    r->stats.dev = r->cx.dev;
+    r->stats.tape_entries = r->tape.n > r->stats.tape_entries ? r->tape.n : r->stats.tape_entries;
+    if (r->budget->peak > r->stats.peak_bytes)
+        r->stats.peak_bytes = r->budget->peak;
+    return rc;
+}
+
+static tl_code check_like(const char *what, const char *name, const tl_tensor *t, const tl_tensor *like,
+                          tl_status *st)
+{
+    char want[96], got[96];
+    if (t->dtype == like->dtype && tl_same_shape(t, like))
+        return TL_OK;
+    return tl_fail(st, TL_EINPUT, "%s \"%s\": expected %s, got %s", what, name,
+                   tl_tensor_desc(like, want, sizeof want), tl_tensor_desc(t, got, sizeof got));
+}
+
+tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, bool vary_seeds,
+                                    tl_tensor **grads, tl_status *st)
+{
+    for (int k = 0; k < r->ninputs; k++)
+        grads[k] = NULL;
+    if (r->rec == REC_LIVE && !r->twice)
+        return tl_fail(st, TL_EINPUT, "cannot pull back recording: the run was not recorded for "
+                                      "second derivatives (twice off)");
+    if (r->rec != REC_LIVE)
+        return tl_pullback_refused(r, st);
+    r->rec = REC_RECORDED;
+    int nv = r->nvars0 = r->tape.nvars;
+    r->grad2 = tl_calloc((size_t)nv + 1, sizeof *r->grad2, "gradients", st);
+    r->gvar = tl_malloc((size_t)nv + 1, sizeof *r->gvar, "gradients", st);
+    r->seed_var = tl_malloc((size_t)r->noutputs + 1, sizeof *r->seed_var, "seeds", st);
+    if (!r->grad2 || !r->gvar || !r->seed_var)
+        return st->code;
+    for (int v = 0; v < nv; v++)
+        r->gvar[v] = -1;
+    int64_t ops0 = r->cx.ops;
+    tl_code rc = TL_OK;
+    for (int i = 0; i < r->noutputs && !rc; i++) {
+        r->seed_var[i] = -1;
+        tl_tensor *c = cotangents ? cotangents[i] : NULL;
+        const tl_tensor *y = r->outputs[i];
+        const char *name = tl_result_output_name(r, i);
+        if (c && tl_dtype_is_int(y->dtype)) {
+            char d[96];
+            rc = tl_fail(st, TL_EINPUT, "seed for output \"%s\": it is an index tensor %s, which has no gradient",
+                         name, tl_tensor_desc(y, d, sizeof d));
+            break;
+        }
+        if ((c && (rc = check_like("seed for output", name, c, y, st))) || r->out_var[i] < 0)
+            continue;
+        tl_tensor *s = c ? tl_tensor_ref(c) : tl_tensor_new_in(r->budget, y->dtype, y->ndim, y->shape, st);
+        if (!s) {
+            rc = st->code;
+            break;
+        }
+        if (!c)
+            for (int64_t k = 0; k < s->numel; k++)
+                tl_tensor_set(s, k, 1.0);
+        int sv = vary_seeds ? (r->seed_var[i] = tl_tape_new_var(&r->tape)) : -1;
+        int o = r->out_var[i];
+        rc = tl_tape_add_recorded(&r->tape, &r->cx, &r->grad2[o], &r->gvar[o], s, sv, NULL, st);
+    }
+    r->cx.phase = 1;
+    if (!rc)
+        rc = tl_tape_backward_recording(&r->tape, &r->cx, r->grad2, r->gvar, st);
+    r->cx.phase = 0;
+    for (int k = 0; k < r->ninputs && !rc; k++) {
+        int v = r->in_var[k];
+        if (v < 0)
+            continue;
+        grads[k] = r->grad2[v] ? tl_ctx_to_host(&r->cx, r->grad2[v], st) : zeros(r, r->inputs[k], st);
+        if (!grads[k])
+            rc = st->code;
+    }
+    if (rc)
+        for (int k = 0; k < r->ninputs; k++) {
+            tl_tensor_unref(grads[k]);
+            grads[k] = NULL;
+        }
+    return after_pass(r, rc, ops0, st);
+}
+
+tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_tensor **d_inputs,
+                                 tl_tensor **d_seeds, tl_status *st)
+{
+    for (int k = 0; d_inputs && k < r->ninputs; k++)
+        d_inputs[k] = NULL;
+    for (int i = 0; d_seeds && i < r->noutputs; i++)
+        d_seeds[i] = NULL;
+    if (r->rec != REC_RECORDED)
+        return tl_fail(st, TL_EINPUT, "cannot pull back again: %s",
+                       r->rec == REC_LIVE ? "the recording was not pulled back with tl_result_pullback_recorded"
+                                          : "there is no recorded pullback");
+    r->rec = REC_CONSUMED;
+    int nv = r->tape.nvars;
+    tl_tensor **g = tl_calloc((size_t)nv + 1, sizeof *g, "gradients", st);
+    if (!g)
+        return st->code;
+    int64_t ops0 = r->cx.ops;
+    tl_code rc = TL_OK;
+    for (int k = 0; k < r->ninputs && !rc; k++) {
+        tl_tensor *c = grad_cot ? grad_cot[k] : NULL;
+        if (!c || (rc = check_like("tangent for input", r->g->inputs[k].name, c, r->inputs[k], st)))
+            continue;
+        int v = r->in_var[k] >= 0 ? r->gvar[r->in_var[k]] : -1;
+        if (v < 0) /* the gradient is a constant: nothing depends on it */
+            continue;
+        tl_tensor *t = tl_tensor_ref(c);
+        int none = -1;
+        rc = tl_tape_add_recorded(NULL, &r->cx, &g[v], &none, t, -1, NULL, st);
+    }
+    r->cx.phase = 1;
+    if (!rc)
+        rc = tl_tape_backward(&r->tape, &r->cx, g, r->progress, r->progress_ctx, st);
+    r->cx.phase = 0;
+    for (int k = 0; d_inputs && k < r->ninputs && !rc; k++) {
+        int v = r->in_var[k];
+        if (v >= 0 && !(d_inputs[k] = g[v] ? tl_ctx_to_host(&r->cx, g[v], st) : zeros(r, r->inputs[k], st)))
+            rc = st->code;
+    }
+    for (int i = 0; d_seeds && i < r->noutputs && !rc; i++) {
+        int v = r->seed_var[i];
+        if (!(d_seeds[i] = v >= 0 && g[v] ? tl_ctx_to_host(&r->cx, g[v], st) : zeros(r, r->outputs[i], st)))
+            rc = st->code;
+    }
+    for (int v = 0; v < nv; v++)
+        tl_tensor_unref(g[v]);
+    free(g);
+    drop_recorded(r);
+    tl_tape_free(&r->tape);
+    if (rc) {
+        for (int k = 0; d_inputs && k < r->ninputs; k++) {
+            tl_tensor_unref(d_inputs[k]);
+            d_inputs[k] = NULL;
+        }
+        for (int i = 0; d_seeds && i < r->noutputs; i++) {
+            tl_tensor_unref(d_seeds[i]);
+            d_seeds[i] = NULL;
+        }
+    }
+    return after_pass(r, rc, ops0, st);
+}
+
 void tl_result_close(tl_result *r)
 {
     if (!r)
         return;
+    drop_recorded(r);
     tl_tape_free(&r->tape);
-    if (r->rec == REC_LIVE)
+    if (r->rec == REC_LIVE || r->rec == REC_RECORDED)
         r->rec = REC_CLOSED;
+}
+
+static void drop_recorded(tl_result *r)
+{
+    for (int v = 0; r->grad2 && v < r->nvars0; v++)
+        tl_tensor_unref(r->grad2[v]);
+    free(r->grad2);
+    free(r->gvar);
+    free(r->seed_var);
+    r->grad2 = NULL;
+    r->gvar = r->seed_var = NULL;
 }
 
 void tl_result_free(tl_result *r)
 {
     if (!r)
         return;
+    drop_recorded(r);
     tl_tape_free(&r->tape);
     for (int i = 0; r->outputs && i < r->noutputs; i++)
         tl_tensor_unref(r->outputs[i]);

@@ -45,6 +45,9 @@ typedef struct tl_run_opts {
      * least TL_FUSE_MIN_DEFAULT elements, N > 0 of at least N, -1 never.
      * Fused or not, the bits are the same. */
     int64_t fuse_min;
+    /* with record: the recording can be pulled back twice
+     * (tl_result_pullback_recorded); the fast paths are off */
+    bool twice;
 } tl_run_opts;
 
 /* What one graph node did (with profile): op calls, the time in them, on
@@ -115,6 +118,22 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
                            tl_status *st);
 /* The same with every seed all ones: the gradient of the sum of outputs. */
 tl_code tl_result_backward(tl_result *r, tl_tensor **grads, tl_status *st);
+/* Second derivatives, on the same tape.  tl_result_pullback_recorded
+ * pulls back like tl_result_pullback (a run made with twice), but
+ * records the backward pass's op calls on the tape, so that the gradients
+ * are values of the tape; with vary_seeds the cotangents are variables
+ * too.  tl_result_pullback_again then pulls back the gradients: with
+ * grad_cot[k] the cotangent of input k's gradient (NULL: none; the
+ * input's dtype and shape), d_inputs[k] receives the gradient of
+ * sum_k <grad_cot[k], grad_k> with respect to input k (a Hessian-vector
+ * product: NULL for inputs not differentiated) and, with vary_seeds,
+ * d_seeds[i] that with respect to output i's cotangent (the backward pass
+ * is linear in it: the Jacobian-vector product J_i grad_cot).  Either
+ * array may be NULL.  The second consumes the recording. */
+tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, bool vary_seeds,
+                                    tl_tensor **grads, tl_status *st);
+tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_tensor **d_inputs,
+                                 tl_tensor **d_seeds, tl_status *st);
 /* Releases the recording; harmless when repeated or after a pullback. */
 void tl_result_close(tl_result *r);
 void tl_result_free(tl_result *r);

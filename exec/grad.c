@@ -144,7 +144,8 @@ static tl_tensor *prod_rule(bw *b, tl_tensor *g, tl_tensor *x, const tl_attrs *a
     tl_tensor *xp = call(b, TL_OP_TRANSPOSE, 1, &x, &perm);
     tl_tensor *x2 = reshape(b, xp, 2, (int64_t[]){outer, r});
     tl_tensor *g1 = reshape(b, g, 1, &outer);
-    tl_tensor *p = reshape(b, op2(b, TL_OP_PROD_GRAD, x2, g1), x->ndim, pshape);
+    tl_tensor *p2 = tl_bw_twice(b) ? tl_bw_prod_others(b, x2, g1) : op2(b, TL_OP_PROD_GRAD, x2, g1);
+    tl_tensor *p = reshape(b, p2, x->ndim, pshape);
     tl_attrs inv;
     tl_attrs_init(&inv);
     inv.has_axes = true;
@@ -169,8 +170,8 @@ static tl_tensor shape_only(const tl_tensor *like, int ndim, const int64_t *shap
  * through gemm transpose flags, summed over broadcast batch axes.  A is
  * read only for gB and B only for gA (the tape may keep just the shape of
  * the other). */
-static void matmul_rule(bw *b, tl_tensor *g, tl_tensor *A, tl_tensor *B, const bool *want,
-                        tl_tensor **ga, tl_tensor **gb)
+static void matmul_rule(bw *b, tl_tensor *g, tl_tensor *A, tl_tensor *B, const tl_attrs *a,
+                        const bool *want, tl_tensor **ga, tl_tensor **gb)
 {
     tl_tensor *g2 = g;
     int64_t shape[TL_MAXDIM];
@@ -191,20 +192,26 @@ static void matmul_rule(bw *b, tl_tensor *g, tl_tensor *A, tl_tensor *B, const b
         }
         g2 = reshape(b, g, nd, shape);
     }
-    tl_attrs tb, ta;
-    tl_attrs_init(&tb);
-    tl_attrs_init(&ta);
-    tb.trans_b = true;
-    ta.trans_a = true;
+    /* with transpose flags (a recorded backward's own products): C =
+     * op(A) op(B), so gA = g op(B)^T, or its transpose when A is used
+     * transposed, and likewise gB */
+    bool ta = a->trans_a, tb = a->trans_b;
+    tl_attrs f;
     if (want[0]) {
         tl_tensor *b2 = B->ndim == 1 ? reshape(b, B, bs.ndim, bs.shape) : B;
-        tl_tensor *in[2] = {g2, b2};
-        *ga = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &tb), &as), A->ndim, A->shape);
+        tl_tensor *in[2] = {ta ? b2 : g2, ta ? g2 : b2};
+        tl_attrs_init(&f);
+        f.trans_a = ta && tb;
+        f.trans_b = ta || !tb;
+        *ga = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &f), &as), A->ndim, A->shape);
     }
     if (want[1]) {
         tl_tensor *a2 = A->ndim == 1 ? reshape(b, A, as.ndim, as.shape) : A;
-        tl_tensor *in[2] = {a2, g2};
-        *gb = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &ta), &bs), B->ndim, B->shape);
+        tl_tensor *in[2] = {tb ? g2 : a2, tb ? a2 : g2};
+        tl_attrs_init(&f);
+        f.trans_a = tb || !ta;
+        f.trans_b = tb && ta;
+        *gb = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &f), &bs), B->ndim, B->shape);
     }
 }
 
@@ -255,6 +262,8 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
                  tl_tensor **out)
 {
     tl_tensor *x = e->in[0], *y = e->out, *w = e->nin > 1 ? e->in[1] : NULL;
+    if (tl_rule_twice(b, e, a, want, g, out))
+        return;
     tl_tensor *zero = num(b, g, 0), *ga = NULL, *gb = NULL;
     switch (e->op) {
     /* a binary rule computes only the gradients wanted: the tape may have
@@ -407,7 +416,7 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
     case TL_OP_LOG_SOFTMAX: /* g - exp(y) * sum(g) */
         ga = op2(b, TL_OP_SUB, g, op2(b, TL_OP_MUL, op1(b, TL_OP_EXP, y), softmax_sum(b, g, a)));
         break;
-    case TL_OP_MATMUL: matmul_rule(b, g, x, w, want, &out[0], &out[1]); return;
+    case TL_OP_MATMUL: matmul_rule(b, g, x, w, a, want, &out[0], &out[1]); return;
     case TL_OP_RESHAPE:
     case TL_OP_EXPAND_DIMS:
     case TL_OP_SQUEEZE: ga = reshape(b, g, x->ndim, x->shape); break;
@@ -446,7 +455,21 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         ga = call(b, scatter[e->op], e->nin, in, &s);
         break;
     }
-    case TL_OP_MAP: { /* one derivative kernel: [k, shape], row j for the j-th wanted input */
+    case TL_OP_MAP:
+        if (tl_bw_twice(b)) { /* g * a map of the body's derivative, for each input */
+            tl_attrs m = *a;
+            m.want = NULL;
+            for (int i = 0; i < e->nin; i++)
+                if (want[i]) {
+                    if (!(m.prog = tl_map_derivative(a->prog, i, b->st))) {
+                        b->failed = true;
+                        return;
+                    }
+                    out[i] = sum_to(b, op2(b, TL_OP_MUL, g, call(b, TL_OP_MAP, e->nin, e->in, &m)), e->in[i]);
+                }
+            return;
+        }
+        { /* one derivative kernel: [k, shape], row j for the j-th wanted input */
         tl_tensor **in = tl_malloc((size_t)e->nin + 1, sizeof *in + sizeof(bool), "map gradients", b->st);
         if (!in) {
             b->failed = true;

@@ -328,6 +328,8 @@ typedef struct job {
     int k;
     int64_t i;
     double tape, fd;
+    int of;          /* order 2: the gradient component of tape and fd */
+    int64_t of_index;
     int verdict;
     const tl_node *node; /* boundary and kink: the node that flipped first */
 } job;
@@ -459,9 +461,150 @@ static const tl_node *first_flip(const tl_node *a, int64_t a_at, const tl_node *
     return !b || (a && a_at <= b_at) ? a : b;
 }
 
+/* The element's verdict from the flips of its two runs: the first run's
+ * (mb, mk at their marks) and the second's (in the watcher). */
+static void verdict(const worker *w, job *j, const tl_node *mb, int64_t mb_at, const tl_node *mk, int64_t mk_at)
+{
+    const watcher *p = &w->watch;
+    const tl_node *b = first_flip(mb, mb_at, p->boundary, p->boundary_at);
+    const tl_node *k = first_flip(mk, mk_at, p->kink, p->kink_at);
+    j->node = b ? b : k;
+    if (b || k)
+        j->verdict = b ? V_BOUNDARY : V_KINK;
+}
+
+/* How far past its tolerance a pair is (0: within); *match whether it
+ * matches: an infinity matches only itself, NaN only NaN. */
+static double score_of(double tape, double fd, double rtol, double atol, bool *match)
+{
+    double err = fabs(tape - fd), tol = atol + rtol * fabs(fd);
+    bool finite = isfinite(tape) && isfinite(fd);
+    *match = (finite && err <= tol) || tape == fd || (isnan(tape) && isnan(fd));
+    return !*match ? (finite ? err / tol : INFINITY) : finite && err > 0 ? err / tol : 0;
+}
+
+/* The gradients of the checked inputs, flattened in input order, into v
+ * (n of them); grads[k] NULL: zeros. */
+static void flatten(const tl_gradcheck *gc, tl_tensor *const *grads, double *v)
+{
+    int64_t n = 0;
+    for (int k = 0; k < gc->g->ninputs; k++)
+        for (int64_t e = 0; gc->check[k] && e < gc->in[k]->numel; e++)
+            v[n++] = grads[k] ? tl_tensor_get(grads[k], e) : 0;
+}
+
+/* Order 2, a probe: the gradient at input element j->i = v, flattened. */
+static tl_code probe_grad(worker *w, const job *j, double v, bool up, double *out, tl_status *st)
+{
+    tl_gradcheck *gc = w->p->gc;
+    const tl_graph *g = gc->g;
+    ((double *)w->in[j->k]->data)[j->i] = v;
+    watcher *a = &w->watch;
+    a->at = 0;
+    a->boundary = a->kink = NULL;
+    tl_run_opts o = {.record = true, .wrt = gc->check, .observe = observe, .observe_ctx = a};
+    tl_result *r = NULL;
+    tl_tensor **grads = tl_calloc((size_t)g->ninputs + 1, sizeof *grads, "gradients", st);
+    tl_code rc = grads ? tl_run(w->g, w->in, &o, &r, st) : st->code;
+    if (!rc && !(rc = tl_result_pullback(r, gc->seeds, grads, st)))
+        flatten(gc, grads, out);
+    for (int k = 0; grads && k < g->ninputs; k++)
+        tl_tensor_unref(grads[k]);
+    free(grads);
+    tl_result_free(r);
+    if (rc) {
+        char at[TL_MAXDIM * 24];
+        return tl_wrap(st, "input \"%s\" at %s %s the step", g->inputs[j->k].name,
+                       tl_index_desc(w->in[j->k], j->i, at, sizeof at), up ? "plus" : "minus");
+    }
+    if (a->oom)
+        return tl_fail(st, TL_ERUNTIME, "out of memory noting the decisions of a run");
+    compare_end(a);
+    return TL_OK;
+}
+
+/* Order 2, the tape: the Hessian-vector product with the unit tangent of
+ * element j->i, flattened. */
+static tl_code tape_hvp(worker *w, const job *j, double *out, tl_status *st)
+{
+    tl_gradcheck *gc = w->p->gc;
+    int ni = gc->g->ninputs;
+    tl_run_opts o = {.record = true, .twice = true, .wrt = gc->check};
+    tl_result *r = NULL;
+    tl_tensor **t = tl_calloc((size_t)2 * ni + 1, sizeof *t, "tangents", st), **h = t ? t + ni : NULL;
+    if (!t)
+        return st->code;
+    const tl_tensor *x = w->in[j->k];
+    tl_code rc = (t[j->k] = tl_tensor_zeros(x->dtype, x->ndim, x->shape, st)) ? TL_OK : st->code;
+    if (!rc) {
+        tl_tensor_set(t[j->k], j->i, 1.0);
+        rc = tl_run(w->g, w->in, &o, &r, st);
+    }
+    if (!rc && !(rc = tl_result_pullback_recorded(r, gc->seeds, false, h, st))) {
+        for (int k = 0; k < ni; k++) { /* the gradients themselves are not needed */
+            tl_tensor_unref(h[k]);
+            h[k] = NULL;
+        }
+        if (!(rc = tl_result_pullback_again(r, t, h, NULL, st)))
+            flatten(gc, h, out);
+    }
+    for (int k = 0; k < 2 * ni; k++)
+        tl_tensor_unref(t[k]);
+    free(t);
+    tl_result_free(r);
+    return rc;
+}
+
+static tl_code check_element2(worker *w, job *j, tl_status *st)
+{
+    tl_gradcheck *gc = w->p->gc;
+    int64_t n = 0;
+    for (int k = 0; k < gc->g->ninputs; k++)
+        n += gc->check[k] ? gc->in[k]->numel : 0;
+    double *lo = tl_malloc((size_t)(3 * n) + 1, sizeof *lo, "gradients", st), *hi = lo + n, *tape = hi + n;
+    if (!lo)
+        return st->code;
+    double x0 = ((double *)w->in[j->k]->data)[j->i], h = gc->o.eps * fmax(1.0, fabs(x0));
+    const tl_node *mb = NULL, *mk = NULL;
+    int64_t mb_at = 0, mk_at = 0;
+    tl_code rc = probe_grad(w, j, x0 - h, false, lo, st);
+    if (!rc) {
+        mb = w->watch.boundary, mk = w->watch.kink;
+        mb_at = w->watch.boundary_at, mk_at = w->watch.kink_at;
+        rc = probe_grad(w, j, x0 + h, true, hi, st);
+    }
+    ((double *)w->in[j->k]->data)[j->i] = x0;
+    if (!rc)
+        rc = tape_hvp(w, j, tape, st);
+    double worst = -1;
+    bool worst_miss = false;
+    for (int64_t c = 0; !rc && c < n; c++) { /* the component furthest past its tolerance */
+        double fd = (hi[c] - lo[c]) / (2 * h);
+        bool match;
+        double s = score_of(tape[c], fd, gc->o.rtol, gc->o.atol, &match);
+        if (worst < 0 || (!match && !worst_miss) || (!match == worst_miss && s > worst)) {
+            worst = s;
+            worst_miss = !match;
+            j->tape = tape[c];
+            j->fd = fd;
+            int64_t at = c;
+            for (j->of = 0; at >= (gc->check[j->of] ? gc->in[j->of]->numel : 0); j->of++)
+                at -= gc->check[j->of] ? gc->in[j->of]->numel : 0;
+            j->of_index = at;
+        }
+    }
+    free(lo);
+    if (rc)
+        return rc;
+    verdict(w, j, mb, mb_at, mk, mk_at);
+    return TL_OK;
+}
+
 static tl_code check_element(worker *w, job *j, tl_status *st)
 {
     tl_gradcheck *gc = w->p->gc;
+    if (gc->o.order == 2)
+        return check_element2(w, j, st);
     double x0 = ((double *)w->in[j->k]->data)[j->i], h = gc->o.eps * fmax(1.0, fabs(x0));
     double lo = x0 - h, hi = x0 + h;
     tl_result *r = NULL;
@@ -481,12 +624,7 @@ static tl_code check_element(worker *w, job *j, tl_status *st)
     ((double *)w->in[j->k]->data)[j->i] = x0;
     if (rc)
         return rc;
-    const watcher *p = &w->watch;
-    const tl_node *b = first_flip(mb, mb_at, p->boundary, p->boundary_at);
-    const tl_node *k = first_flip(mk, mk_at, p->kink, p->kink_at);
-    j->node = b ? b : k;
-    if (b || k)
-        j->verdict = b ? V_BOUNDARY : V_KINK;
+    verdict(w, j, mb, mb_at, mk, mk_at);
     return TL_OK;
 }
 
@@ -639,13 +777,10 @@ static void count(tl_gradcheck_input *r, tally *t, const job *j, double rtol, do
         count_site(b ? r->boundary : r->kink, b ? &r->nboundary : &r->nkink, j);
         return;
     }
-    double err = fabs(j->tape - j->fd), tol = atol + rtol * fabs(j->fd);
-    bool nan = isnan(j->tape) || isnan(j->fd);
-    /* an infinity matches only itself, NaN only NaN */
-    bool finite = isfinite(j->tape) && isfinite(j->fd);
-    bool match = (finite && err <= tol) || j->tape == j->fd || (isnan(j->tape) && isnan(j->fd));
+    double err = fabs(j->tape - j->fd);
+    bool nan = isnan(j->tape) || isnan(j->fd), match;
+    double score = score_of(j->tape, j->fd, rtol, atol, &match);
     bool nan_mismatch = nan && !match;
-    double score = !match ? (finite ? err / tol : INFINITY) : finite && err > 0 ? err / tol : 0;
     r->mismatches += !match;
     if (!nan) {
         r->max_abs = fmax(r->max_abs, err);
@@ -656,6 +791,8 @@ static void count(tl_gradcheck_input *r, tally *t, const job *j, double rtol, do
         r->worst = j->i;
         r->worst_tape = j->tape;
         r->worst_fd = j->fd;
+        r->worst_of = j->of;
+        r->worst_of_index = j->of_index;
         t->worst_nan = nan_mismatch;
         t->worst_score = score;
     }
@@ -675,7 +812,7 @@ static tl_gradcheck_report *make_report(const tl_gradcheck *gc, const job *jobs,
         return NULL;
     }
     *r = (tl_gradcheck_report){.eps = gc->o.eps, .rtol = gc->o.rtol, .atol = gc->o.atol,
-                               .samples = gc->o.samples, .ninputs = g->ninputs, .inputs = in};
+                               .order = gc->o.order == 2 ? 2 : 1, .samples = gc->o.samples, .ninputs = g->ninputs, .inputs = in};
     for (int k = 0; k < g->ninputs; k++) {
         tl_gradcheck_input *e = &r->inputs[k];
         const tl_tensor *x = gc->in[k];
@@ -713,6 +850,8 @@ static tl_code check_opts(const tl_gradcheck_opts *o, tl_status *st)
         return tl_fail(st, TL_EINPUT, "rtol and atol must be numbers >= 0");
     if (o->samples < 0)
         return tl_fail(st, TL_EINPUT, "samples must be >= 0 (0: every element)");
+    if (o->order < 0 || o->order > 2)
+        return tl_fail(st, TL_EINPUT, "the order must be 1 or 2, not %d", o->order);
     return TL_OK;
 }
 

@@ -29,6 +29,11 @@ typedef struct tl_gradcheck_opts {
                        * same ones on every call */
     int threads;      /* perturbed runs at once; 0: TL_NUM_THREADS, else the
                        * processors online */
+    /* 1 (or 0): gradients against differences of <seed, outputs>; 2: for
+     * each element j, the Hessian-vector product with the unit tangent
+     * e_j (a recorded pullback pulled back again) against the central
+     * difference of the gradient in x_j, every component of it */
+    int order;
     /* called from the worker threads, one call at a time, as elements finish */
     void (*progress)(void *ctx, int64_t done, int64_t total);
     void *progress_ctx;
@@ -71,12 +76,17 @@ typedef struct tl_gradcheck_input {
      * none compared */
     int64_t worst;
     double worst_tape, worst_fd;
+    /* order 2: the component of the gradient where that element differs
+     * most: an input (its index) and an element of it */
+    int worst_of;
+    int64_t worst_of_index;
     int64_t nboundary, nkink;
     tl_gradcheck_site boundary[TL_GC_SITES], kink[TL_GC_SITES]; /* the first ones */
 } tl_gradcheck_input;
 
 typedef struct tl_gradcheck_report {
     double eps, rtol, atol;
+    int order;       /* 1 or 2 */
     int64_t samples; /* as asked: 0 for every element */
     int ninputs;     /* one entry per graph input, in the graph's order */
     tl_gradcheck_input *inputs;

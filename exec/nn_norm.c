@@ -193,7 +193,9 @@ static void group_norm_rule(bw *b, const tl_entry *e, const tl_attrs *a, const b
         ln.axis = 1;
         ln.epsilon = a->epsilon;
         tl_tensor *in[2] = {bw_reshape(b, x, 2, rows), bw_reshape(b, gs, 2, rows)};
-        out[0] = bw_reshape(b, bw_call(b, TL_OP_LAYER_NORM_GRAD, 2, in, &ln), x->ndim, x->shape);
+        tl_tensor *dx = tl_bw_twice(b) ? tl_bw_layer_norm_dx(b, in[0], in[1], NULL, 1, a->epsilon)
+                                       : bw_call(b, TL_OP_LAYER_NORM_GRAD, 2, in, &ln);
+        out[0] = bw_reshape(b, dx, x->ndim, x->shape);
     }
     if (e->nin > 1 && want[1])
         out[1] = bw_sum_axes(b, bw_op2(b, TL_OP_MUL, g, bw_call(b, TL_OP_GROUP_NORM, 1, &x, a)), na, axes, false);

@@ -87,6 +87,12 @@ tl_code tl_shape_pool(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs 
         memcpy(out->dims, in[0]->shape, sizeof(int64_t) * (size_t)in[0]->ndim);
         return TL_OK;
     }
+    case TL_OP_MAX_POOL_PICK: /* (x, v of x's shape) -> the pooled shape */
+        if (pooled(in[0], a, out, st))
+            return st->code;
+        if (in[1]->dtype != in[0]->dtype || !tl_same_shape(in[1], in[0]))
+            return tl_fail(st, TL_EINPUT, "v is %s, expected x's shape and dtype (x %s)", DESC(in[1]), DESC(in[0]));
+        return TL_OK;
     case TL_OP_AVG_POOL_GRAD: { /* (g) -> attrs.shape */
         tl_tensor x = {.dtype = in[0]->dtype, .ndim = a->nshape};
         memcpy(x.shape, a->shape, sizeof(int64_t) * (size_t)a->nshape);

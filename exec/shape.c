@@ -405,6 +405,7 @@ static tl_code misc(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs *a
     case TL_OP_MAX_POOL:
     case TL_OP_AVG_POOL:
     case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_MAX_POOL_PICK:
     case TL_OP_AVG_POOL_GRAD: return tl_shape_pool(op, n, in, a, out, st);
     case TL_OP_BATCH_NORM:
     case TL_OP_LAYER_NORM:

@@ -116,6 +116,23 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
     return e->out_var;
 }
 
+int tl_tape_record_copy(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
+                        tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st)
+{
+    int v = tl_tape_record(t, op, nin, in, in_var, out, attrs, node, st);
+    tl_entry *e = v >= 0 ? &t->e[t->n - 1] : NULL;
+    if (!e || !attrs || e->own_attrs)
+        return v;
+    if (!(e->own_attrs = tl_malloc(1, sizeof *e->own_attrs, "a tape entry", st))) {
+        release(e);
+        t->n--;
+        return -1;
+    }
+    *e->own_attrs = *attrs;
+    e->attrs = e->own_attrs;
+    return v;
+}
+
 static tl_code accumulate(tl_ctx *cx, tl_tensor **slot, tl_tensor *g, tl_status *st)
 {
     if (!*slot) {

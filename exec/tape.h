@@ -50,6 +50,10 @@ int tl_tape_new_var(tl_tape *t);
  * returns the output's variable or -1 with st set. */
 int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
                    tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st);
+/* The same with a copy of attrs that the entry owns (for attributes that
+ * live no longer than the call: a recorded backward rule's). */
+int tl_tape_record_copy(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
+                        tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st);
 /* Records a custom entry, which the tape then owns (and frees, also when
  * recording fails).  node: its first, for messages. */
 tl_code tl_tape_record_custom(tl_tape *t, tl_custom *c, const struct tl_node *node, tl_status *st);
@@ -60,6 +64,21 @@ typedef void (*tl_progress_fn)(void *ctx, const char *phase, int64_t done, int64
 tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_fn progress,
                          void *progress_ctx, tl_status *st);
 void tl_tape_free(tl_tape *t);
+
+/* The recording pullback (exec/record.c): runs the tape backwards like
+ * tl_tape_backward, but every op call of the rules (and every sum of
+ * gradients) is recorded on the same tape as a new entry, so that the
+ * gradients are values of the tape and the tape can be run backwards
+ * again (second derivatives).  The entries stay.  grads[nvars0] holds the
+ * seeds on entry and the gradients on return, gvar[nvars0] their
+ * variables (-1: a constant), for the variables nvars0 the tape had when
+ * it began.  The tape must hold op entries only (no fast path). */
+tl_code tl_tape_backward_recording(tl_tape *t, tl_ctx *cx, tl_tensor **grads, int *gvar, tl_status *st);
+/* *slot += g (taking over g's reference), as a pullback adds gradients:
+ * the first is taken as is; the sum is recorded on t (when t is not NULL
+ * and either is a variable: *svar, gv) and *svar becomes its variable. */
+tl_code tl_tape_add_recorded(tl_tape *t, tl_ctx *cx, tl_tensor **slot, int *svar, tl_tensor *g, int gv,
+                             const struct tl_node *node, tl_status *st);
 
 /* Which tensors of an entry the backward rule reads by value, given
  * which inputs want a gradient (in_var >= 0): bit i for input i,
@@ -81,6 +100,10 @@ typedef struct tl_grad_recorder {
     tl_tensor *(*op)(struct tl_grad_recorder *r, tl_opcode op, int n, tl_tensor *const *in,
                      const tl_attrs *a, tl_status *st);
     tl_tensor *(*num)(struct tl_grad_recorder *r, tl_dtype dt, double v, tl_status *st);
+    /* the recorded rules are differentiated again (exec/record.c): every
+     * op they call must have a rule, so compositions replace the kernels
+     * that have none */
+    bool twice;
 } tl_grad_recorder;
 tl_code tl_grad_rule_with(tl_ctx *cx, tl_grad_recorder *rec, const tl_entry *e, tl_tensor *g,
                           tl_tensor **gin, tl_status *st);

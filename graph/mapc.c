@@ -198,6 +198,9 @@ void tl_mprog_free(tl_mprog *p)
 {
     if (!p)
         return;
+    for (int i = 0; p->deriv && i < p->nin; i++)
+        tl_mprog_free(p->deriv[i]);
+    free(p->deriv);
     free(p->ins);
     free(p->const_reg);
     free(p->const_val);

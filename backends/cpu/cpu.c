@@ -36,6 +36,7 @@ static tl_code cpu_run(const tl_backend *be, tl_opcode op, int n, cpu_ins in, co
     case TL_OP_MAX_POOL:
     case TL_OP_AVG_POOL:
     case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_MAX_POOL_PICK:
     case TL_OP_AVG_POOL_GRAD: return cpu_pool(op, n, in, a, out, st);
     case TL_OP_BATCH_NORM:
     case TL_OP_LAYER_NORM:

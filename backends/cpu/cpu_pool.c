@@ -108,9 +108,10 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
         const geom *G = &j->G;                                                                 \
         int64_t OW = G->out[2], s = G->s[2];                                                   \
         const T *x = j->x ? (const T *)j->x + p * G->isz : NULL;                               \
-        const T *g = j->g ? (const T *)j->g + p * G->osz : NULL;                               \
+        bool pick = j->op == TL_OP_MAX_POOL_PICK; /* g: v, of x's shape */                   \
+        const T *g = j->g ? (const T *)j->g + p * (pick ? G->isz : G->osz) : NULL;             \
         T *out = (T *)j->out;                                                                  \
-        bool fwd = j->op == TL_OP_MAX_POOL || j->op == TL_OP_AVG_POOL;                         \
+        bool fwd = j->op == TL_OP_MAX_POOL || j->op == TL_OP_AVG_POOL || pick;                 \
         if (fwd)                                                                               \
             out += p * G->osz;                                                                 \
         else                                                                                   \
@@ -118,14 +119,14 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
         for (int64_t od = 0; od < G->out[0]; od++)                                             \
             for (int64_t oh = 0; oh < G->out[1]; oh++) {                                       \
                 int64_t orow = (od * G->out[1] + oh) * OW;                                     \
-                T *m = fwd ? out + orow : scratch;                                             \
+                T *m = fwd && !pick ? out + orow : scratch;                                    \
                 if (j->op == TL_OP_AVG_POOL_GRAD)                                              \
                     for (int64_t ow = 0; ow < OW; ow++)                                        \
                         m[ow] = g[orow + ow] / (T)(j->cnt[0][od] * j->cnt[1][oh] * j->cnt[2][ow]); \
                 else                                                                           \
                     for (int64_t ow = 0; ow < OW; ow++)                                        \
                         m[ow] = j->op == TL_OP_AVG_POOL ? 0 : (T)-INFINITY;                    \
-                if (j->op == TL_OP_MAX_POOL_GRAD)                                              \
+                if (j->op == TL_OP_MAX_POOL_GRAD || pick)                                      \
                     for (int64_t ow = 0; ow < OW; ow++)                                        \
                         at[ow] = -1;                                                           \
                 for (int64_t kd = 0; kd < G->k[0]; kd++) {                                     \
@@ -147,6 +148,7 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
                                 STRIDED(SUMC_##SUF, s);                                        \
                                 break;                                                         \
                             case TL_OP_MAX_POOL_GRAD:                                          \
+                            case TL_OP_MAX_POOL_PICK:                                          \
                                 STRIDED(ARGC_##SUF, s);                                        \
                                 break;                                                         \
                             default:                                                           \
@@ -162,6 +164,9 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
                     for (int64_t ow = 0; ow < OW; ow++)                                        \
                         if (at[ow] >= 0)                                                       \
                             out[at[ow]] += g[orow + ow];                                       \
+                if (pick)                                                                      \
+                    for (int64_t ow = 0; ow < OW; ow++)                                        \
+                        out[orow + ow] = at[ow] >= 0 ? g[at[ow]] : 0;                          \
             }                                                                                  \
     }
 
@@ -224,7 +229,9 @@ tl_code cpu_pool(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     (void)n;
     bool grad = op == TL_OP_MAX_POOL_GRAD || op == TL_OP_AVG_POOL_GRAD;
     const tl_tensor *x = op == TL_OP_AVG_POOL_GRAD ? NULL : in[0];
-    const tl_tensor *g = op == TL_OP_MAX_POOL_GRAD ? in[1] : op == TL_OP_AVG_POOL_GRAD ? in[0] : NULL;
+    const tl_tensor *g = op == TL_OP_MAX_POOL_GRAD || op == TL_OP_MAX_POOL_PICK ? in[1]
+                       : op == TL_OP_AVG_POOL_GRAD                               ? in[0]
+                                                                                 : NULL;
     pjob j = {.op = op, .x = x ? x->data : NULL, .g = g ? g->data : NULL, .out = out->data,
               .f32 = out->dtype == TL_F32};
     atomic_init(&j.oom, 0);

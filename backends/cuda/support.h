@@ -61,6 +61,9 @@ static inline bool cu_has_kernel(tl_opcode op)
     case TL_OP_ISINF:
     case TL_OP_FMOD:
     case TL_OP_MOD: return true;
+    /* the op without a CUDA kernel */
+    case TL_OP_MAX_POOL_PICK: /* second derivatives through max_pool: the CPU's kernel for now */
+        return false;
     default: return op < TL_OP_COUNT && (tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP);
     }
 }

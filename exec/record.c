@@ -1,0 +1,200 @@
+/* The recording pullback (tape.h): the backward rules run with a recorder
+ * that makes each op call (tl_op, so it runs where the forward ran) and
+ * puts it on the tape as an entry of its own whenever an operand is a
+ * variable, so the gradients it returns are values of the tape. */
+#include "tape.h"
+
+#include "backends/opdoc.h"
+#include "graph/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rec {
+    tl_grad_recorder base;
+    tl_tape *t;
+    tl_ctx *cx;
+    const struct tl_node *node; /* of the entry whose rule runs */
+    const tl_tensor **known;    /* the tensors of that rule with their variables */
+    int *var;
+    int n, cap;
+} rec;
+
+static bool remember(rec *r, const tl_tensor *t, int var, tl_status *st)
+{
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        const tl_tensor **k = realloc(r->known, sizeof *k * (size_t)cap);
+        if (k)
+            r->known = k;
+        int *v = k ? realloc(r->var, sizeof *v * (size_t)cap) : NULL;
+        if (!v) {
+            tl_fail(st, TL_ERUNTIME, "out of memory recording a backward pass");
+            return false;
+        }
+        r->var = v;
+        r->cap = cap;
+    }
+    r->known[r->n] = t;
+    r->var[r->n++] = var;
+    return true;
+}
+
+/* The variable of a tensor the rule was given or made (-1: a constant). */
+static int var_of(const rec *r, const tl_tensor *t)
+{
+    for (int i = r->n - 1; i >= 0; i--)
+        if (r->known[i] == t)
+            return r->var[i];
+    return -1;
+}
+
+/* Kernels with a rule of their own for a recorded backward (grad2.c). */
+static bool has_rule(tl_opcode op)
+{
+    switch (op) {
+    case TL_OP_SLICE_GRAD:
+    case TL_OP_TAKE_GRAD:
+    case TL_OP_GATHER_GRAD:
+    case TL_OP_GELU_GRAD:
+    case TL_OP_AVG_POOL_GRAD:
+    case TL_OP_PAD_GRAD:
+    case TL_OP_RESIZE_GRAD:
+    case TL_OP_CONV_GRAD_W:
+    case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_MAX_POOL_PICK: return true;
+    default: return tl_op_differentiable(op) && op != TL_OP_MAP;
+    }
+}
+
+/* Whether an op without a rule has no derivative at all (comparisons,
+ * sign, rounding...) rather than one not written yet. */
+static bool flat(tl_opcode op)
+{
+    return tl_ops[op].kind != TL_KIND_INT && op != TL_OP_MAP;
+}
+
+static tl_tensor *rec_op(tl_grad_recorder *base, tl_opcode op, int n, tl_tensor *const *in,
+                         const tl_attrs *a, tl_status *st)
+{
+    rec *r = (rec *)base;
+    int small[8], *vars = n <= 8 ? small : tl_malloc((size_t)n, sizeof(int), "a recorded op", st);
+    if (!vars)
+        return NULL;
+    bool any = false;
+    for (int i = 0; i < n; i++)
+        any = (vars[i] = var_of(r, in[i])) >= 0 || any;
+    tl_tensor *out = tl_op(r->cx, op, n, in, a, st);
+    int v = -1;
+    if (out && any && !tl_dtype_is_int(out->dtype)) {
+        if (has_rule(op) || (op == TL_OP_MAP && a && a->prog))
+            v = tl_tape_record_copy(r->t, op, n, in, vars, out, a, r->node, st);
+        else if (!flat(op))
+            tl_fail(st, TL_EINPUT, "second derivatives through %s are not available yet",
+                    tl_ops[op].name);
+        if (v < 0 && st->code) {
+            tl_tensor_unref(out);
+            out = NULL;
+        }
+    }
+    if (vars != small)
+        free(vars);
+    if (out && !remember(r, out, v, st)) {
+        tl_tensor_unref(out);
+        return NULL;
+    }
+    return out;
+}
+
+static tl_tensor *rec_num(tl_grad_recorder *base, tl_dtype dt, double v, tl_status *st)
+{
+    rec *r = (rec *)base;
+    return tl_ctx_scalar(r->cx, dt, v, st);
+}
+
+tl_code tl_tape_add_recorded(tl_tape *t, tl_ctx *cx, tl_tensor **slot, int *svar, tl_tensor *g, int gv,
+                             const struct tl_node *node, tl_status *st)
+{
+    if (!*slot) {
+        *slot = g;
+        *svar = gv;
+        return TL_OK;
+    }
+    tl_tensor *pair[2] = {*slot, g};
+    tl_tensor *sum = tl_op(cx, TL_OP_ADD, 2, pair, NULL, st);
+    int v = -1;
+    if (sum && t && (*svar >= 0 || gv >= 0) &&
+        (v = tl_tape_record(t, TL_OP_ADD, 2, pair, (int[]){*svar, gv}, sum, NULL, node, st)) < 0) {
+        tl_tensor_unref(sum);
+        sum = NULL;
+    }
+    tl_tensor_unref(g);
+    if (!sum)
+        return st->code;
+    tl_tensor_unref(*slot);
+    *slot = sum;
+    *svar = v;
+    return TL_OK;
+}
+
+tl_code tl_tape_backward_recording(tl_tape *t, tl_ctx *cx, tl_tensor **grads, int *gvar, tl_status *st)
+{
+    rec r = {.base = {.op = rec_op, .num = rec_num, .twice = true}, .t = t, .cx = cx};
+    tl_code rc = TL_OK;
+    tl_tensor *gin_small[8], **gin = gin_small;
+    int gv_small[8], *gv = gv_small;
+    for (int64_t k = t->n - 1; k >= 0 && !rc; k--) {
+        /* a copy: recording may move the entries */
+        tl_entry e = t->e[k];
+        if (e.nin <= TL_ENTRY_SMALL) {
+            e.in = e.small_in;
+            e.in_var = e.small_var;
+        }
+        if (e.custom) {
+            rc = tl_fail(st, TL_ERUNTIME, "internal: a fast path's entry in a tape to differentiate twice");
+            break;
+        }
+        tl_tensor *g = grads[e.out_var];
+        int g_var = gvar[e.out_var];
+        grads[e.out_var] = NULL;
+        if (!g)
+            continue;
+        if (e.nin > 8 && (!(gin = tl_calloc((size_t)e.nin, sizeof *gin, "gradients", st)) ||
+                          !(gv = tl_calloc((size_t)e.nin, sizeof *gv, "gradients", st)))) {
+            tl_tensor_unref(g);
+            if (gin != gin_small)
+                free(gin);
+            rc = st->code;
+            break;
+        }
+        memset(gin, 0, sizeof *gin * (size_t)e.nin);
+        r.n = 0;
+        r.node = e.node;
+        bool ok = remember(&r, g, g_var, st);
+        for (int i = 0; i < e.nin && ok; i++)
+            ok = remember(&r, e.in[i], e.in_var[i], st);
+        ok = ok && remember(&r, e.out, e.out_var, st);
+        rc = ok ? tl_grad_rule_with(cx, &r.base, &e, g, gin, st) : st->code;
+        for (int i = 0; i < e.nin; i++) /* before the sums make new tensors */
+            gv[i] = gin[i] ? var_of(&r, gin[i]) : -1;
+        tl_tensor_unref(g);
+        for (int i = 0; i < e.nin; i++) {
+            int v = e.in_var[i];
+            if (rc == TL_OK && gin[i] && v >= 0)
+                rc = tl_tape_add_recorded(t, cx, &grads[v], &gvar[v], gin[i], gv[i], e.node, st);
+            else
+                tl_tensor_unref(gin[i]);
+        }
+        if (gin != gin_small) {
+            free(gin);
+            free(gv);
+        }
+        gin = gin_small;
+        gv = gv_small;
+        if (rc && e.node)
+            tl_wrap(st, "second derivatives: backward of node \"%s\" (%s)", e.node->name, tl_ops[e.op].name);
+    }
+    free(r.known);
+    free(r.var);
+    return rc;
+}

