@@ -21,6 +21,7 @@ static const char usage_text[] =
     "       tl gradcheck GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...]\n"
     "                    [--eps E] [--rtol R] [--atol A] [--samples N] [--format text|json]\n"
     "       tl compile PROGRAM [-o FILE.json]\n"
+    "       tl compile MODEL.onnx [NAME=TENSOR...] -o FILE.json\n"
     "       tl diff A B\n"
     "       tl ops [OP] [--format text|json]\n"
     "       tl devices\n"

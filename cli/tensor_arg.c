@@ -1,6 +1,7 @@
 /* Tensor arguments on the command line.  Standard input is read at most
  * once: as one .npy ("-"), or as one .npz whose members any number of
  * arguments name ("-:KEY", "-i -"), kept until cli_stdin_release. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "formats/npy.h"
 #include "formats/npz.h"
 #include "formats/text.h"
+#include "graph/onnx.h"
 
 static tl_npz *stdin_npz; /* the archive on standard input, once read */
 
@@ -67,6 +69,16 @@ tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
         tl_npz_close(z);
         if (!t)
             tl_wrap(st, "%s", path);
+    } else if (strstr(spec, ".onnx:")) { /* an ONNX model's initializer */
+        const char *key = strstr(spec, ".onnx:") + 6;
+        char *path = strndup(spec, (size_t)(key - 1 - spec));
+        tl_onnx_model *m = path ? tl_onnx_open(path, NULL, st) : NULL;
+        if (!path)
+            tl_fail(st, TL_ERUNTIME, "out of memory");
+        else if (m && !(t = tl_onnx_initializer(m, key, st)))
+            tl_wrap(st, "%s", path);
+        tl_onnx_free(m);
+        free(path);
     } else if (ends_with(spec, ".npz")) {
         tl_fail(st, TL_EINPUT, "%s: name the member as %s:KEY (or use -i for all inputs)", spec, spec);
     } else if (!(t = tl_literal_parse(spec, st))) {
