@@ -433,13 +433,21 @@ static bool foldable(const val *v) { return v && v->k && !v->weight && is_int_ty
 
 /* Integer values of a known input for a shape position (Reshape's shape,
  * Slice bounds...): count into n. */
-static bool ints_of(tx *t, const val *v, const char *what, int64_t *out, int *n, int max)
+/* Whether v is known at load, with at most max entries. */
+static bool known_entries(tx *t, const val *v, const char *what, int max)
 {
     if (!v || !v->k)
         return fail(t, "its %s is computed at run time; tl needs it at load (from shapes, integer "
                        "constants or the inputs given)", what);
     if (v->k->numel > max)
         return fail(t, "its %s has %lld entries (at most %d)", what, (long long)v->k->numel, max);
+    return true;
+}
+
+static bool ints_of(tx *t, const val *v, const char *what, int64_t *out, int *n, int max)
+{
+    if (!known_entries(t, v, what, max))
+        return false;
     for (int64_t i = 0; i < v->k->numel; i++) {
         double d = tl_tensor_get(v->k, i);
         out[i] = tl_dtype_is_int(v->k->dtype) ? kget(v->k, i) : (int64_t)d;
@@ -1750,7 +1758,32 @@ static bool x_concat(tx *t, val **in, int nin, val **out, int nout)
     }
     cJSON *a = cJSON_CreateObject();
     put_num(a, "axis", ax);
-    return (out[0] = typed(call(t, "concat", nin, in, a), in[0]->oty)) != NULL;
+    val *r = typed(call(t, "concat", nin, in, a), in[0]->oty);
+    bool data = r != NULL;
+    for (int i = 0; i < nin && data; i++)
+        data = in[i]->k && in[i]->k->dtype == r->dt;
+    /* float constants joined: still a call, its value known too, for the
+     * shape positions that read it (Resize's scales) */
+    int64_t outer = 1, inner = 1, pos = 0;
+    tl_tensor *k = data && r->ndim ? tl_tensor_new(r->dt, r->ndim, r->dims, t->st) : NULL;
+    for (int d = 0; k && d < r->ndim; d++) {
+        if (d < ax)
+            outer *= r->dims[d];
+        else if (d > ax)
+            inner *= r->dims[d];
+    }
+    for (int i = 0; k && i < nin; i++) {
+        int64_t len = in[i]->dims[ax] * inner;
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t j = 0; j < len; j++)
+                tl_tensor_set(k, o * r->dims[ax] * inner + pos + j, tl_tensor_get(in[i]->k, o * len + j));
+        pos += len;
+    }
+    if (k) {
+        r->k = k;
+        r->weight = true;
+    }
+    return (out[0] = r) != NULL;
 }
 
 /* Known index data: [n] i64 taken along axis of x (host). */
@@ -2415,11 +2448,8 @@ static val *filled(tx *t, tl_dtype dt, int nd, const int64_t *shape, double c)
 /* Float values of a known input for a shape position (Resize's scales). */
 static bool floats_of(tx *t, const val *v, const char *what, double *out, int *n, int max)
 {
-    if (!v || !v->k)
-        return fail(t, "its %s is computed at run time; tl needs it at load (from shapes, constants or the "
-                       "inputs given)", what);
-    if (v->k->numel > max)
-        return fail(t, "its %s has %lld entries (at most %d)", what, (long long)v->k->numel, max);
+    if (!known_entries(t, v, what, max))
+        return false;
     for (int64_t i = 0; i < v->k->numel; i++)
         out[i] = tl_dtype_is_int(v->k->dtype) ? (double)kget(v->k, i) : tl_tensor_get(v->k, i);
     *n = (int)v->k->numel;
