@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "formats/npy.h"
+#include "graph/onnx.h"
 #include "graph/program.h"
 #include "graph/recipe.h"
 
@@ -224,8 +225,77 @@ static int compile(const args *a)
     return rc;
 }
 
+/* tl compile MODEL.onnx [NAME=TENSOR...] -o FILE.json: the recipe for
+ * those inputs (the declared shapes for the others), its weights in
+ * FILE.npz beside it. */
+static int compile_model(int argc, char **argv)
+{
+    cli_run_args c = {0};
+    tl_status st = {0};
+    struct tl_onnx_model *m = NULL;
+    tl_graph *sig = NULL;
+    tl_tensor **in = NULL, **ts = NULL;
+    char **keys = NULL, *json = NULL, *npz = NULL;
+    int nk = 0, rc = cli_parse_run_args(argc, argv, &c);
+    if (!rc && (!c.output || !strcmp(c.output, "-")))
+        rc = cli_usage("tl compile MODEL.onnx needs -o FILE.json (its weights go in an .npz beside it)");
+    if (rc)
+        goto done;
+    size_t n = strlen(c.output);
+    bool dot_json = n > 5 && !strcmp(c.output + n - 5, ".json");
+    if (!(npz = malloc(n + 5)))
+        goto oom;
+    snprintf(npz, n + 5, "%.*s.npz", (int)(dot_json ? n - 5 : n), c.output);
+    if (!(sig = cli_model_open(&c, &m, &st))) {
+        rc = cli_fail(&st);
+        goto done;
+    }
+    for (int k = 0; k < c.ndefaults; k++) /* an input not given: as the model declares it */
+        if (!c.defaults[k] && !(c.defaults[k] = tl_onnx_declared(m, k, &st)))
+            st = (tl_status){0};
+    if (!(in = calloc((size_t)sig->ninputs + 1, sizeof *in)))
+        goto oom;
+    if ((rc = cli_bind_inputs(&c, sig, in, &st)))
+        goto done;
+    const char *base = strrchr(npz, '/') ? strrchr(npz, '/') + 1 : npz;
+    if (!(json = tl_onnx_compile(m, in, base, &nk, &keys, &ts, &st))) {
+        rc = cli_fail(&st);
+        goto done;
+    }
+    cli_out o = {.path = npz, .n = nk, .names = (const char **)keys, .ts = (const tl_tensor **)ts, .noutputs = nk};
+    if (nk && cli_write(&o, &st))
+        rc = cli_fail(&st);
+    else if (cli_write_atomic(c.output, text_body, json, &st)) {
+        if (nk)
+            remove(npz);
+        rc = cli_fail(&st);
+    }
+    goto done;
+oom:
+    rc = cli_usage("out of memory");
+done:
+    for (int i = 0; i < nk; i++) {
+        free(keys[i]);
+        tl_tensor_unref(ts[i]);
+    }
+    free(keys);
+    free(ts);
+    for (int i = 0; in && sig && i < sig->ninputs; i++)
+        tl_tensor_unref(in[i]);
+    free(in);
+    free(json);
+    free(npz);
+    tl_graph_free(sig);
+    cli_model_close(m);
+    cli_run_args_free(&c);
+    return rc;
+}
+
 int cmd_compile(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (argv[i][0] != '-' && tl_onnx_is_model(argv[i]))
+            return compile_model(argc, argv);
     args a = {.want = 1};
     int rc = parse(argc, argv, &a, true);
     if (!rc)

@@ -203,7 +203,7 @@ int cmd_show(int argc, char **argv)
     }
     sh.arg = arg;
     if (!arg)
-        return cli_usage("show needs a tensor: tl show FILE.npy|FILE.npz[:KEY]|FILE.json|-|LITERAL");
+        return cli_usage("show needs a tensor: tl show FILE.npy|FILE.npz[:KEY]|MODEL.onnx:INIT|FILE.json|-|LITERAL");
     tl_status st = {0};
     tl_result_set *file = NULL, one = {0};
     const tl_tensor *t = NULL;

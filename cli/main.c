@@ -25,6 +25,7 @@ static const char usage_text[] =
     "                    [--eps E] [--rtol R] [--atol A] [--samples N] [--order 1|2]\n"
     "                    [--format text|json]\n"
     "       tl compile PROGRAM [-o FILE.json]\n"
+    "       tl compile MODEL.onnx [NAME=TENSOR...] -o FILE.json\n"
     "       tl diff A B\n"
     "       tl ops [OP] [--format text|json]\n"
     "       tl devices\n"

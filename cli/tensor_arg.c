@@ -2,6 +2,7 @@
  * once: as one result file whose one tensor "-" takes, or whose members
  * any number of arguments name ("-:KEY", "-i -"), kept until
  * cli_stdin_release. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include "formats/npy.h"
 #include "formats/results.h"
 #include "formats/text.h"
+#include "graph/onnx.h"
 
 static tl_result_file *stdin_file; /* the result file on standard input, once read */
 
@@ -142,6 +144,18 @@ tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
     if (ends_with(spec, ".npy")) { /* read straight from the file (mapped when large) */
         if (!(t = tl_npy_read_file(spec, st)))
             tl_wrap(st, "%s", spec);
+        return t;
+    }
+    if (strstr(spec, ".onnx:")) { /* an ONNX model's initializer */
+        const char *key = strstr(spec, ".onnx:") + 6;
+        char *path = strndup(spec, (size_t)(key - 1 - spec));
+        tl_onnx_model *m = path ? tl_onnx_open(path, NULL, st) : NULL;
+        if (!path)
+            tl_fail(st, TL_ERUNTIME, "out of memory");
+        else if (m && !(t = tl_onnx_initializer(m, key, st)))
+            tl_wrap(st, "%s", path);
+        tl_onnx_free(m);
+        free(path);
         return t;
     }
     const char *key;

@@ -53,7 +53,7 @@ tl_code tl_weak_fits(double v, tl_dtype dt, tl_status *st)
 
 /* A header-only tensor of type t: shape rules read dtype and shape only.
  * Element counts saturate (a check never allocates). */
-static void fake(const tl_type *t, tl_tensor *f)
+void tl_type_tensor(const tl_type *t, tl_tensor *f)
 {
     memset(f, 0, sizeof *f);
     f->refs = 1;
@@ -274,7 +274,7 @@ static tl_code check_op(checker *c, const tl_node *n, tl_type *out)
             else
                 rc = tl_weak_fits(v, ty[i].dtype, c->st);
         }
-        fake(&ty[i], &fk[i]);
+        tl_type_tensor(&ty[i], &fk[i]);
         ptr[i] = &fk[i];
     }
     tl_attrs a = *n->attrs;
@@ -403,7 +403,7 @@ static tl_code check_map(checker *c, const tl_node *n, tl_type *out)
                          "capture scalars only", c->g->slot_name[n->flow->cap_slots[i - n->nargs]], desc(&t, d));
         if (t.weak)
             t = scalar_type(have ? first : c->call);
-        fake(&t, &fk[i]);
+        tl_type_tensor(&t, &fk[i]);
         ptr[i] = &fk[i];
     }
     tl_attrs a = *n->attrs;

@@ -35,6 +35,10 @@ tl_code tl_check(const tl_graph *g, const tl_type *inputs, tl_check_visit visit,
 /* The type of a tensor. */
 tl_type tl_type_of(const tl_tensor *t);
 
+/* A header-only tensor (no data) of type t, for shape rules, which read
+ * dtype and shape only; its element count saturates. */
+void tl_type_tensor(const tl_type *t, tl_tensor *f);
+
 /* The dtype a plain number takes as argument i of op: an index argument's
  * is i64; a value argument takes the dtype of the first tensor among the
  * value arguments (have_value), else the element type of the call. */

@@ -77,6 +77,25 @@ tl_code tl_slurp_stream(FILE *f, unsigned char **out, size_t *len, tl_status *st
     return TL_OK;
 }
 
+bool tl_path_inside_folder(const char *path)
+{
+    if (path[0] == '/')
+        return false;
+    int depth = 0;
+    for (const char *p = path; *p;) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            depth--;
+        else if (n && !(n == 1 && p[0] == '.'))
+            depth++;
+        if (depth < 0)
+            return false;
+        p += n + (e != NULL);
+    }
+    return true;
+}
+
 tl_code tl_slurp_path(const char *path, unsigned char **buf, size_t *len, tl_status *st)
 {
     FILE *f = fopen(path, "rb");

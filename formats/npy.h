@@ -37,4 +37,9 @@ tl_code tl_npy_write(FILE *f, const tl_tensor *t, tl_status *st);
 tl_code tl_slurp_stream(FILE *f, unsigned char **buf, size_t *len, tl_status *st);
 tl_code tl_slurp_path(const char *path, unsigned char **buf, size_t *len, tl_status *st);
 
+/* Whether a relative path never climbs above its starting folder (no
+ * leading "/", never more ".." than folders before them): where file
+ * constants and external data may point. */
+bool tl_path_inside_folder(const char *path);
+
 #endif

@@ -178,26 +178,6 @@ static void from_typed(tl_tensor *x, int type, const void *src)
     }
 }
 
-/* A relative path that never climbs above its folder. */
-static bool inside_folder(const char *path)
-{
-    if (path[0] == '/')
-        return false;
-    int depth = 0;
-    for (const char *p = path; *p;) {
-        const char *e = strchr(p, '/');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (n == 2 && p[0] == '.' && p[1] == '.')
-            depth--;
-        else if (n && !(n == 1 && p[0] == '.'))
-            depth++;
-        if (depth < 0)
-            return false;
-        p += n + (e != NULL);
-    }
-    return true;
-}
-
 static bool parse_u64(const char *s, uint64_t *v)
 {
     char *end;
@@ -230,7 +210,7 @@ static tl_code read_external(const tl_onnx_file *f, const Onnx__TensorProto *t, 
         return tl_fail(st, TL_EINPUT, "external data without a location");
     if (has_len && len != want)
         return tl_fail(st, TL_EINPUT, "external data of %llu bytes, where the dims need %zu", (unsigned long long)len, want);
-    if (!f->allow_outside && !inside_folder(loc))
+    if (!f->allow_outside && !tl_path_inside_folder(loc))
         return tl_fail(st, TL_EINPUT, "external data \"%.200s\" is outside the model's folder", loc);
     size_t n = strlen(f->dir) + strlen(loc) + 1;
     char *path = tl_malloc(n, 1, "a path", st);

@@ -1187,26 +1187,6 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c)
     return tl_json_fill(c->tensor, data, L->st) == TL_OK;
 }
 
-/* A relative path that never climbs above its starting folder. */
-static bool inside_folder(const char *path)
-{
-    if (path[0] == '/')
-        return false;
-    int depth = 0;
-    for (const char *p = path; *p;) {
-        const char *e = strchr(p, '/');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (n == 2 && p[0] == '.' && p[1] == '.')
-            depth--;
-        else if (n && !(n == 1 && p[0] == '.'))
-            depth++;
-        if (depth < 0)
-            return false;
-        p += n + (e != NULL);
-    }
-    return true;
-}
-
 /* Whether path, with every symbolic link resolved, still lies in dir (the
  * graph's folder, "" for the current one).  A path that does not resolve
  * (no such file) passes here and fails when read. */
@@ -1233,7 +1213,7 @@ static bool const_file(loader *L, const cJSON *v, tl_const *c)
     size_t fl = strlen(f);
     if (!key && fl >= 4 && !strcmp(f + fl - 4, ".npz"))
         return tl_fail(L->st, TL_EINPUT, "file \"%.200s\" is an .npz: name the member with \"key\"", f), false;
-    if (!L->opts.allow_outside_files && !inside_folder(f))
+    if (!L->opts.allow_outside_files && !tl_path_inside_folder(f))
         return tl_fail(L->st, TL_EINPUT, "file \"%.200s\" is outside the graph's folder "
                        "(absolute or climbing out with ..; --allow-outside-files permits it)", f), false;
     size_t n = strlen(L->dir) + strlen(f) + 2;

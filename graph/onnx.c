@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/check.h"
 #include "exec/shape.h"
 #include "formats/onnx.h"
 #include "onnx_int.h"
@@ -197,6 +198,22 @@ void tl_onnx_free(tl_onnx_model *m)
     free(m);
 }
 
+tl_tensor *tl_onnx_initializer(const tl_onnx_model *m, const char *name, tl_status *st)
+{
+    int k = find_init(m, name);
+    if (k >= 0)
+        return tl_tensor_ref(m->init[k]);
+    char list[400] = "";
+    size_t u = 0;
+    const Onnx__GraphProto *g = m->f->model->graph;
+    for (int i = 0; i < m->ninit && u + 4 < sizeof list; i++)
+        u += (size_t)snprintf(list + u, sizeof list - u, "%s%s", i ? ", " : "", g->initializer[i]->name);
+    if (u >= sizeof list - 4)
+        snprintf(list + sizeof list - 5, 5, "...");
+    return tl_fail(st, TL_EINPUT, m->ninit ? "no initializer \"%.200s\" (the model has %s)"
+                                            : "no initializer \"%.200s\" (the model has none%s)", name, list), NULL;
+}
+
 tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i)
 {
     return i >= 0 && i < m->nin && m->in_init[i] >= 0 ? tl_tensor_ref(m->init[m->in_init[i]]) : NULL;
@@ -373,13 +390,21 @@ static bool foldable(const val *v) { return v && v->k && !v->weight && is_int_ty
 
 /* Integer values of a known input for a shape position (Reshape's shape,
  * Slice bounds...): count into n. */
-static bool ints_of(tx *t, const val *v, const char *what, int64_t *out, int *n, int max)
+/* Whether v is known at load, with at most max entries. */
+static bool known_entries(tx *t, const val *v, const char *what, int max)
 {
     if (!v || !v->k)
         return fail(t, "its %s is computed at run time; tl needs it at load (from shapes, integer "
                        "constants or the inputs given)", what);
     if (v->k->numel > max)
         return fail(t, "its %s has %lld entries (at most %d)", what, (long long)v->k->numel, max);
+    return true;
+}
+
+static bool ints_of(tx *t, const val *v, const char *what, int64_t *out, int *n, int max)
+{
+    if (!known_entries(t, v, what, max))
+        return false;
     for (int64_t i = 0; i < v->k->numel; i++) {
         double d = tl_tensor_get(v->k, i);
         out[i] = tl_dtype_is_int(v->k->dtype) ? kget(v->k, i) : (int64_t)d;
@@ -473,14 +498,9 @@ static const char *name_of(tx *t, val *v)
 
 static void fake(const val *v, tl_tensor *f)
 {
-    memset(f, 0, sizeof *f);
-    f->refs = 1;
-    f->dtype = v->dt;
-    f->ndim = v->ndim;
-    memcpy(f->shape, v->dims, sizeof(int64_t) * (size_t)v->ndim);
-    f->numel = 1;
-    for (int d = 0; d < v->ndim; d++)
-        f->numel = v->dims[d] == 0 ? 0 : f->numel * v->dims[d];
+    tl_type ty = {v->dt, v->ndim, {0}, false};
+    memcpy(ty.dims, v->dims, sizeof(int64_t) * (size_t)v->ndim);
+    tl_type_tensor(&ty, f);
 }
 
 /* Emits one call; its value, typed by tl's own shape rules. */
@@ -535,6 +555,14 @@ static val *call2(tx *t, const char *op, val *x, val *y)
     return call(t, op, 2, a, NULL);
 }
 
+/* r with the ONNX element type oty (calls are typed by tl's dtypes). */
+static val *typed(val *r, int oty)
+{
+    if (r)
+        r->oty = oty;
+    return r;
+}
+
 /* A scalar constant of dtype dt (a float constant: never folded). */
 static val *scalar(tx *t, tl_dtype dt, double x)
 {
@@ -559,18 +587,10 @@ static val *copy_of(tx *t, val *x)
 {
     cJSON *a = cJSON_CreateObject();
     put_ints(a, "shape", x->dims, x->ndim);
-    val *r = call1(t, "reshape", x, a);
-    if (r)
-        r->oty = x->oty;
-    return r;
+    return typed(call1(t, "reshape", x, a), x->oty);
 }
 
-static val *bool_result(val *v)
-{
-    if (v)
-        v->oty = TL_ONNX_BOOL;
-    return v;
-}
+static val *bool_result(val *v) { return typed(v, TL_ONNX_BOOL); }
 
 /* ---------- folding: integer arithmetic on values known at load ---------- */
 
@@ -649,6 +669,7 @@ static val *fold_binary(tx *t, int op, val *a, val *b, int oty)
 }
 
 static val *known_reshape(tx *t, val *x, int nd, const int64_t *shape);
+static val *filled(tx *t, tl_dtype dt, int nd, const int64_t *shape, double c);
 
 /* ---------- translators ---------- */
 
@@ -781,9 +802,7 @@ static bool x_binary(tx *t, val **in, int nin, val **out, int nout)
             put_str(d, "dtype", tl_dtype_name(a->dt));
             r = call1(t, "cast", r, d);
         }
-        if (r)
-            r->oty = a->oty;
-        return (out[0] = r) != NULL;
+        return (out[0] = typed(r, a->oty)) != NULL;
     }
     val *r = call2(t, binary_ops[i].tl, a, b);
     return (out[0] = binary_ops[i].cmp ? as_bool(t, r) : r) != NULL;
@@ -885,22 +904,29 @@ static bool x_dropout(tx *t, val **in, int nin, val **out, int nout)
     }
     if (nin > 2 && in[2] && !in[2]->k)
         return fail(t, "its training_mode is computed at run time; tl needs it at load");
-    /* the mask: exporters declare it and leave it unread; one that is read
-     * is refused (tl's dropout gives no mask) */
-    if (nout > 1 && name_read(t->m->f->model->graph, t->node->output[1]))
-        return fail(t, "its mask output is read, and tl does not translate the mask");
+    val *x = in[0];
+    /* the mask: exporters declare it and mostly leave it unread; any value
+     * serves to bind an unread one */
+    bool mask = nout > 1 && name_read(t->m->f->model->graph, t->node->output[1]);
     if (!training) {
-        out[0] = in[0];
-    } else {
-        cJSON *a = cJSON_CreateObject();
-        put_num(a, "p", p);
-        put_num(a, "seed", (double)attr_i(t, "seed", 0));
-        if (!(out[0] = call1(t, "dropout", in[0], a)))
-            return false;
+        out[0] = x;
+        if (nout > 1) /* all true */
+            out[1] = mask ? bool_result(filled(t, t->call, x->ndim, x->dims, 1)) : x;
+        return nout < 2 || out[1];
     }
-    if (nout > 1) /* unread: any value serves to bind the name */
-        out[1] = out[0];
-    return true;
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "p", p);
+    put_num(a, "seed", (double)attr_i(t, "seed", 0));
+    if (!mask) {
+        out[0] = call1(t, "dropout", x, a);
+        if (nout > 1)
+            out[1] = out[0];
+        return out[0] != NULL;
+    }
+    /* the dropout of ones is mask / (1 - p); x times it the value */
+    val *m = call1(t, "dropout", filled(t, x->dt, x->ndim, x->dims, 1), a);
+    return m && (out[0] = call2(t, "mul", x, m)) &&
+           (out[1] = as_bool(t, call2(t, "ne", m, scalar(t, x->dt, 0)))) != NULL;
 }
 
 /* activations made of a few calls */
@@ -1058,10 +1084,7 @@ static bool x_where(tx *t, val **in, int nin, val **out, int nout)
             return false;
     }
     val *a3[3] = {c, in[1], in[2]};
-    val *r = call(t, "where", 3, a3, NULL);
-    if (r)
-        r->oty = in[1]->oty;
-    return (out[0] = r) != NULL;
+    return (out[0] = typed(call(t, "where", 3, a3, NULL), in[1]->oty)) != NULL;
 }
 
 /* ---------- products ---------- */
@@ -1462,9 +1485,7 @@ static bool reshape_to(tx *t, val *x, int nd, const int64_t *sh, val **out)
         return false;
     if (*out == x)
         *out = copy_of(t, x);
-    if (*out)
-        (*out)->oty = x->oty;
-    return *out != NULL;
+    return typed(*out, x->oty) != NULL;
 }
 
 static bool x_reshape(tx *t, val **in, int nin, val **out, int nout)
@@ -1646,10 +1667,7 @@ static bool x_transpose(tx *t, val **in, int nin, val **out, int nout)
     }
     cJSON *a = cJSON_CreateObject();
     put_ints(a, "axes", perm, n);
-    val *r = call1(t, "transpose", x, a);
-    if (r)
-        r->oty = x->oty;
-    return (out[0] = r) != NULL;
+    return (out[0] = typed(call1(t, "transpose", x, a), x->oty)) != NULL;
 }
 
 static bool x_concat(tx *t, val **in, int nin, val **out, int nout)
@@ -1695,9 +1713,31 @@ static bool x_concat(tx *t, val **in, int nin, val **out, int nout)
     }
     cJSON *a = cJSON_CreateObject();
     put_num(a, "axis", ax);
-    val *r = call(t, "concat", nin, in, a);
-    if (r)
-        r->oty = in[0]->oty;
+    val *r = typed(call(t, "concat", nin, in, a), in[0]->oty);
+    bool data = r != NULL;
+    for (int i = 0; i < nin && data; i++)
+        data = in[i]->k && in[i]->k->dtype == r->dt;
+    /* float constants joined: still a call, its value known too, for the
+     * shape positions that read it (Resize's scales) */
+    int64_t outer = 1, inner = 1, pos = 0;
+    tl_tensor *k = data && r->ndim ? tl_tensor_new(r->dt, r->ndim, r->dims, t->st) : NULL;
+    for (int d = 0; k && d < r->ndim; d++) {
+        if (d < ax)
+            outer *= r->dims[d];
+        else if (d > ax)
+            inner *= r->dims[d];
+    }
+    for (int i = 0; k && i < nin; i++) {
+        int64_t len = in[i]->dims[ax] * inner;
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t j = 0; j < len; j++)
+                tl_tensor_set(k, o * r->dims[ax] * inner + pos + j, tl_tensor_get(in[i]->k, o * len + j));
+        pos += len;
+    }
+    if (k) {
+        r->k = k;
+        r->weight = true;
+    }
     return (out[0] = r) != NULL;
 }
 
@@ -1746,10 +1786,7 @@ static bool x_gather(tx *t, val **in, int nin, val **out, int nout)
         return (out[0] = fold_take(t, in[0], in[1], ax)) != NULL;
     cJSON *a = cJSON_CreateObject();
     put_num(a, "axis", ax);
-    val *r = call(t, "take", 2, in, a);
-    if (r)
-        r->oty = in[0]->oty;
-    return (out[0] = r) != NULL;
+    return (out[0] = typed(call(t, "take", 2, in, a), in[0]->oty)) != NULL;
 }
 
 static bool x_gather_elements(tx *t, val **in, int nin, val **out, int nout)
@@ -1763,10 +1800,7 @@ static bool x_gather_elements(tx *t, val **in, int nin, val **out, int nout)
         return false;
     cJSON *a = cJSON_CreateObject();
     put_num(a, "axis", ax);
-    val *r = call(t, "gather", 2, in, a);
-    if (r)
-        r->oty = in[0]->oty;
-    return (out[0] = r) != NULL;
+    return (out[0] = typed(call(t, "gather", 2, in, a), in[0]->oty)) != NULL;
 }
 
 /* One axis of a Slice with step != 0: Python's clamping, as ONNX defines. */
@@ -1882,10 +1916,7 @@ static bool x_expand(tx *t, val **in, int nin, val **out, int nout)
     }
     cJSON *a = cJSON_CreateObject();
     put_ints(a, "shape", os, od);
-    val *r = call1(t, "broadcast_to", in[0], a);
-    if (r)
-        r->oty = in[0]->oty;
-    return (out[0] = r) != NULL;
+    return (out[0] = typed(call1(t, "broadcast_to", in[0], a), in[0]->oty)) != NULL;
 }
 
 /* Tile: x as [1, d0, 1, d1...] broadcast to [r0, d0, r1, d1...], merged. */
@@ -1914,10 +1945,7 @@ static bool x_tile(tx *t, val **in, int nin, val **out, int nout)
     cJSON *o = cJSON_CreateObject();
     put_ints(o, "shape", s2, 2 * n);
     val *b = a ? call1(t, "broadcast_to", a, o) : (cJSON_Delete(o), NULL);
-    val *r = b ? reshape(t, b, n, s3) : NULL;
-    if (r)
-        r->oty = x->oty;
-    return (out[0] = r) != NULL;
+    return (out[0] = typed(b ? reshape(t, b, n, s3) : NULL, x->oty)) != NULL;
 }
 
 static bool x_constant(tx *t, val **in, int nin, val **out, int nout)
@@ -2175,10 +2203,7 @@ static bool x_pad(tx *t, val **in, int nin, val **out, int nout)
     put_str(a, "mode", mode);
     if (!strcmp(mode, "constant"))
         put_num(a, "value", value);
-    val *r = call1(t, "pad", x, a);
-    if (r)
-        r->oty = x->oty;
-    return (out[0] = r) != NULL;
+    return (out[0] = typed(call1(t, "pad", x, a), x->oty)) != NULL;
 }
 
 /* Reductions: axes from the attribute, or (ReduceSum from 13, the others
@@ -2276,10 +2301,7 @@ static bool x_cumsum(tx *t, val **in, int nin, val **out, int nout)
     put_num(o, "axis", a);
     put_bool(o, "exclusive", attr_i(t, "exclusive", 0) != 0);
     put_bool(o, "reverse", attr_i(t, "reverse", 0) != 0);
-    val *r = call1(t, "cumsum", in[0], o);
-    if (r)
-        r->oty = in[0]->oty;
-    return (out[0] = r) != NULL;
+    return (out[0] = typed(call1(t, "cumsum", in[0], o), in[0]->oty)) != NULL;
 }
 
 static bool x_depth_space(tx *t, val **in, int nin, val **out, int nout)
@@ -2318,6 +2340,940 @@ static bool x_depth_space(tx *t, val **in, int nin, val **out, int nout)
     put_ints(a, "axes", p, 6);
     r = r ? call1(t, "transpose", r, a) : (cJSON_Delete(a), NULL);
     return r && (out[0] = reshape(t, r, 4, s2)) != NULL;
+}
+
+/* ---------- layers, losses, indexing and draws (more) ---------- */
+
+static val *cast_dt(tx *t, val *x, tl_dtype dt)
+{
+    if (!x || x->dt == dt)
+        return x;
+    cJSON *a = cJSON_CreateObject();
+    put_str(a, "dtype", tl_dtype_name(dt));
+    return call1(t, "cast", x, a);
+}
+
+static val *permute(tx *t, val *x, int n, const int64_t *perm)
+{
+    bool id = true;
+    for (int i = 0; i < n; i++)
+        id = id && perm[i] == i;
+    if (!x || id)
+        return x;
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "axes", perm, n);
+    return typed(call1(t, "transpose", x, a), x->oty);
+}
+
+/* x's last axis moved to axis ax. */
+static val *last_to(tx *t, val *x, int ax)
+{
+    int64_t p[TL_MAXDIM];
+    if (!x)
+        return NULL;
+    for (int i = 0, k = 0; i < x->ndim; i++)
+        p[i] = i == ax ? x->ndim - 1 : k++;
+    return permute(t, x, x->ndim, p);
+}
+
+static val *axes_call(tx *t, const char *op, val *x, int n, const int64_t *axes, bool keep)
+{
+    cJSON *a = cJSON_CreateObject();
+    if (n >= 0)
+        put_ints(a, "axes", axes, n);
+    put_bool(a, "keepdims", keep);
+    return x ? call1(t, op, x, a) : (cJSON_Delete(a), NULL);
+}
+
+static val *axis_call(tx *t, const char *op, val *x, int ax)
+{
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    return x ? call1(t, op, x, a) : (cJSON_Delete(a), NULL);
+}
+
+/* A value of this shape filled with c (a broadcast scalar: no big constant). */
+static val *filled(tx *t, tl_dtype dt, int nd, const int64_t *shape, double c)
+{
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "shape", shape, nd);
+    return call1(t, "broadcast_to", scalar(t, dt, c), a);
+}
+
+/* Float values of a known input for a shape position (Resize's scales). */
+static bool floats_of(tx *t, const val *v, const char *what, double *out, int *n, int max)
+{
+    if (!known_entries(t, v, what, max))
+        return false;
+    for (int64_t i = 0; i < v->k->numel; i++)
+        out[i] = tl_dtype_is_int(v->k->dtype) ? (double)kget(v->k, i) : tl_tensor_get(v->k, i);
+    *n = (int)v->k->numel;
+    return true;
+}
+
+/* Resize (10..18) and Upsample (7, 9): tl's resize over the spatial axes;
+ * N and C keep their sizes. */
+static bool x_resize(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    bool up = !strcmp(t->node->op_type, "Upsample");
+    int nd = x->ndim, d = nd - 2;
+    if (d < 1 || d > TL_MAXSP)
+        return fail(t, "x must be [N, C, *S] with 1 to 3 spatial axes");
+    double sc[TL_MAXDIM];
+    int64_t sz[TL_MAXDIM], axes[TL_MAXDIM];
+    int nsc = -1, nsz = -1, na = -1;
+    if (up && opset(t) < 9) {
+        const Onnx__AttributeProto *a = attr(t, "scales");
+        if (!a || (int)a->n_floats != nd)
+            return fail(t, "attribute \"scales\" must have %d entries", nd);
+        for (nsc = 0; nsc < nd; nsc++)
+            sc[nsc] = a->floats[nsc];
+    } else {
+        int si = up || opset(t) < 11 ? 1 : 2;
+        if (nin > si && in[si] && (!in[si]->k || in[si]->k->numel) && !floats_of(t, in[si], "scales", sc, &nsc, TL_MAXDIM))
+            return false;
+        if (nin > 3 && !up && opset(t) >= 11 && in[3] && !ints_of(t, in[3], "sizes", sz, &nsz, TL_MAXDIM))
+            return false;
+        if (nsc > 0 && nsz > 0)
+            return fail(t, "scales and sizes are both given");
+        if (nsc <= 0 && nsz <= 0)
+            return fail(t, "neither scales nor sizes is given");
+    }
+    if (opset(t) >= 18 && (na = attr_ints(t, "axes", axes, TL_MAXDIM)) == -2)
+        return false;
+    /* every axis: a scale (1 where axes leave it out) or a size */
+    double fs[TL_MAXDIM];
+    int64_t fz[TL_MAXDIM];
+    int cnt = nsc > 0 ? nsc : nsz;
+    if (na < 0) {
+        na = nd;
+        for (int i = 0; i < nd; i++)
+            axes[i] = i;
+    }
+    if (cnt != na)
+        return fail(t, "%s has %d entries for %d axes", nsc > 0 ? "scales" : "sizes", cnt, na);
+    for (int i = 0; i < nd; i++)
+        fs[i] = 1, fz[i] = x->dims[i];
+    for (int i = 0; i < na; i++) {
+        bool ok;
+        int a = norm_axis(t, axes[i], nd, &ok);
+        if (!ok)
+            return false;
+        if (nsc > 0)
+            fs[a] = sc[i];
+        else
+            fz[a] = sz[i];
+    }
+    char buf[40], mb[16], nb[24];
+    const char *pol = opset(t) >= 18 ? attr_s(t, "keep_aspect_ratio_policy", "stretch", buf, sizeof buf) : "stretch";
+    if (nsz > 0 && strcmp(pol, "stretch")) { /* not_larger / not_smaller: one scale for the axes given */
+        bool smaller = !strcmp(pol, "not_smaller");
+        if (!smaller && strcmp(pol, "not_larger"))
+            return fail(t, "keep_aspect_ratio_policy \"%s\" is not one of stretch, not_larger, not_smaller", pol);
+        double s = smaller ? 0 : INFINITY;
+        for (int i = 0; i < na; i++) {
+            int a = (int)(axes[i] < 0 ? axes[i] + nd : axes[i]);
+            double r = (double)sz[i] / (double)x->dims[a];
+            s = smaller ? (r > s ? r : s) : (r < s ? r : s);
+        }
+        for (int i = 0; i < na; i++) {
+            int a = (int)(axes[i] < 0 ? axes[i] + nd : axes[i]);
+            fz[a] = (int64_t)floor(s * (double)x->dims[a] + 0.5);
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if ((nsc > 0 && fs[i] != 1) || (nsz > 0 && fz[i] != x->dims[i]))
+            return fail(t, "it resizes axis %d (N or C): tl resizes the spatial axes only", i);
+    const char *mode = attr_s(t, "mode", "nearest", mb, sizeof mb);
+    if (!strcmp(mode, "bilinear") || !strcmp(mode, "trilinear"))
+        mode = "linear"; /* Upsample 7's names */
+    bool old = up || opset(t) < 11; /* Upsample and Resize 10: asymmetric, floor */
+    const char *coord = old ? "asymmetric" : attr_s(t, "coordinate_transformation_mode", "half_pixel", buf, sizeof buf);
+    const char *near = old ? "floor" : attr_s(t, "nearest_mode", "round_prefer_floor", nb, sizeof nb);
+    if (strcmp(coord, "half_pixel") && strcmp(coord, "pytorch_half_pixel") && strcmp(coord, "align_corners") &&
+        strcmp(coord, "asymmetric"))
+        return fail(t, "coordinate_transformation_mode \"%s\" is not translated (tl resizes with half_pixel, "
+                       "pytorch_half_pixel, align_corners or asymmetric)", coord);
+    if (attr_i(t, "exclude_outside", 0))
+        return fail(t, "exclude_outside 1 is not translated (tl's cubic resize reads outside the edge)");
+    if (attr_i(t, "antialias", 0))
+        return fail(t, "antialias 1 is not translated");
+    cJSON *a = cJSON_CreateObject();
+    if (nsc > 0) {
+        cJSON *s = cJSON_CreateArray();
+        for (int i = 2; i < nd; i++)
+            cJSON_AddItemToArray(s, cJSON_CreateNumber(fs[i]));
+        cJSON_AddItemToObject(a, "scale", s);
+    } else {
+        put_ints(a, "size", fz + 2, d);
+    }
+    put_str(a, "mode", mode);
+    put_str(a, "coordinate", coord);
+    if (!strcmp(mode, "nearest"))
+        put_str(a, "nearest", near);
+    if (!strcmp(mode, "cubic"))
+        put_num(a, "cubic_coeff", attr_f(t, "cubic_coeff_a", -0.75));
+    return (out[0] = typed(call1(t, "resize", x, a), x->oty)) != NULL;
+}
+
+/* GroupNormalization 18: scale and bias per group, spread over its channels. */
+static bool x_groupnorm(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 3))
+        return false;
+    val *x = in[0];
+    int64_t g = attr_i(t, "num_groups", 0);
+    if (x->ndim < 3 || g < 1 || x->dims[1] % g)
+        return fail(t, "x must be [N, C, *S] and num_groups (%lld) divide C", (long long)g);
+    int64_t c = x->dims[1], g1[2] = {g, 1}, gc[2] = {g, c / g};
+    val *sb[2];
+    for (int i = 0; i < 2; i++) {
+        val *p = reshape(t, in[1 + i], 2, g1);
+        cJSON *a = cJSON_CreateObject();
+        put_ints(a, "shape", gc, 2);
+        p = p ? call1(t, "broadcast_to", p, a) : (cJSON_Delete(a), NULL);
+        if (!(sb[i] = reshape(t, p, 1, &c)))
+            return false;
+    }
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "groups", (double)g);
+    put_num(a, "epsilon", attr_f(t, "epsilon", 1e-5));
+    val *args[3] = {x, sb[0], sb[1]};
+    return (out[0] = call(t, "group_norm", 3, args, a)) != NULL;
+}
+
+/* LRN: x / (bias + alpha / size * (sum of squares over the channel
+ * window))^beta, the window sum an average pool over C of the squares. */
+static bool x_lrn(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    int64_t size = attr_i(t, "size", 0);
+    if (x->ndim < 3 || size < 1)
+        return fail(t, "x must be [N, C, *S] and size positive");
+    int64_t rest = 1;
+    for (int i = 2; i < x->ndim; i++)
+        rest *= x->dims[i];
+    int64_t sh[4] = {x->dims[0], 1, x->dims[1], rest}, k[2] = {size, 1}, one[2] = {1, 1};
+    int64_t lo[2] = {(size - 1) / 2, 0}, hi[2] = {size - 1 - (size - 1) / 2, 0};
+    val *sq = reshape(t, call1(t, "square", x, NULL), 4, sh);
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "kernel", k, 2);
+    put_ints(a, "stride", one, 2);
+    put_pairs(a, lo, hi, 2);
+    put_bool(a, "count_include_pad", true);
+    val *m = sq ? call1(t, "avg_pool", sq, a) : (cJSON_Delete(a), NULL);
+    m = m ? reshape(t, m, x->ndim, x->dims) : NULL;
+    val *dn = m ? call2(t, "add", scalar(t, x->dt, attr_f(t, "bias", 1)),
+                        call2(t, "mul", scalar(t, x->dt, attr_f(t, "alpha", 1e-4)), m)) : NULL;
+    dn = dn ? call2(t, "pow", dn, scalar(t, x->dt, attr_f(t, "beta", 0.75))) : NULL;
+    return dn && (out[0] = call2(t, "div", x, dn)) != NULL;
+}
+
+/* MeanVarianceNormalization, as its function body: (X - E[X]) /
+ * (sqrt(E[X^2] - E[X]^2) + 1e-9). */
+static bool x_mvn(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    int64_t axes[TL_MAXDIM] = {0, 2, 3};
+    int n = attr_ints(t, "axes", axes, TL_MAXDIM);
+    if (n == -2)
+        return false;
+    if (n < 0)
+        n = 3;
+    for (int i = 0; i < n; i++) {
+        bool ok;
+        axes[i] = norm_axis(t, axes[i], x->ndim, &ok);
+        if (!ok)
+            return false;
+    }
+    val *m = axes_call(t, "mean", x, n, axes, true);
+    val *e2 = axes_call(t, "mean", call1(t, "square", x, NULL), n, axes, true);
+    val *var = m && e2 ? call2(t, "sub", e2, call1(t, "square", m, NULL)) : NULL;
+    val *sd = var ? call2(t, "add", call1(t, "sqrt", var, NULL), scalar(t, x->dt, 1e-9)) : NULL;
+    return sd && (out[0] = call2(t, "div", call2(t, "sub", x, m), sd)) != NULL;
+}
+
+/* Hardmax: 1 at the first maximum along the axis (before opset 13: of the
+ * axes from `axis` on, flattened). */
+static bool x_hardmax(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1) || !not_int(t, in[0]))
+        return false;
+    val *x = in[0];
+    bool ok, flat = opset(t) < 13;
+    int ax = norm_axis(t, attr_i(t, "axis", flat ? 1 : -1), x->ndim, &ok);
+    if (!ok)
+        return false;
+    val *f = x;
+    if (flat) {
+        int64_t sh[2] = {1, 1};
+        for (int i = 0; i < x->ndim; i++)
+            sh[i >= ax] *= x->dims[i];
+        f = reshape(t, x, 2, sh);
+        ax = 1;
+    }
+    if (!f)
+        return false;
+    cJSON *a = cJSON_CreateObject(), *o = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    put_num(o, "depth", (double)f->dims[ax]);
+    val *i = call1(t, "argmax", f, a);
+    val *h = i ? call1(t, "one_hot", i, o) : (cJSON_Delete(o), NULL);
+    h = last_to(t, cast_dt(t, h, x->dt), ax);
+    return h && (out[0] = typed(reshape(t, h, x->ndim, x->dims), x->oty)) != NULL;
+}
+
+/* The loss of NegativeLogLikelihoodLoss over log-probabilities lp [N, C,
+ * *D] and targets [N, *D]: -lp[n, target] * weight[target], with
+ * ignore_index masked out of the values and the mean's divisor. */
+static val *nll(tx *t, val *lp, val *tgt, val *w)
+{
+    if (!lp || !tgt)
+        return NULL;
+    if (lp->ndim < 2 || tgt->ndim != lp->ndim - 1 || !is_int_type(tgt->oty))
+        return fail(t, "input must be [N, C, *D] and target integer [N, *D]"), NULL;
+    char buf[16];
+    const char *red = attr_s(t, "reduction", "mean", buf, sizeof buf);
+    if (strcmp(red, "mean") && strcmp(red, "sum") && strcmp(red, "none"))
+        return fail(t, "reduction \"%s\" is not one of none, sum, mean", red), NULL;
+    const Onnx__AttributeProto *ii = attr(t, "ignore_index");
+    val *safe = tgt, *valid = NULL;
+    if (ii && ii->has_i) {
+        valid = call2(t, "ne", tgt, scalar(t, tgt->dt, (double)ii->i));
+        safe = valid ? call2(t, "mul", tgt, valid) : NULL; /* ignored targets read class 0 */
+        valid = cast_dt(t, valid, lp->dt);
+    }
+    cJSON *e = cJSON_CreateObject();
+    put_num(e, "axis", 1);
+    val *idx = safe ? call1(t, "expand_dims", safe, e) : (cJSON_Delete(e), NULL);
+    val *ga[2] = {lp, idx};
+    cJSON *g = cJSON_CreateObject();
+    put_num(g, "axis", 1);
+    val *picked = idx ? call(t, "gather", 2, ga, g) : (cJSON_Delete(g), NULL);
+    cJSON *q = cJSON_CreateObject();
+    put_num(q, "axes", 1);
+    val *loss = picked ? call1(t, "neg", call1(t, "squeeze", picked, q), NULL) : (cJSON_Delete(q), NULL);
+    val *wt = valid;
+    if (w) {
+        val *ta[2] = {w, safe};
+        cJSON *k = cJSON_CreateObject();
+        put_num(k, "axis", 0);
+        wt = safe ? call(t, "take", 2, ta, k) : (cJSON_Delete(k), NULL);
+        if (wt && valid)
+            wt = call2(t, "mul", wt, valid);
+    }
+    if (loss && wt)
+        loss = call2(t, "mul", loss, wt);
+    if (!loss || !strcmp(red, "none"))
+        return loss;
+    val *s = axes_call(t, "sum", loss, -1, NULL, false);
+    if (!strcmp(red, "sum"))
+        return s;
+    return wt ? call2(t, "div", s, axes_call(t, "sum", wt, -1, NULL, false)) : axes_call(t, "mean", loss, -1, NULL, false);
+}
+
+static bool x_nll(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    return need(t, in, nin, 2) && not_int(t, in[0]) && (out[0] = nll(t, in[0], in[1], nin > 2 ? in[2] : NULL)) != NULL;
+}
+
+/* SoftmaxCrossEntropyLoss: the NLL of log_softmax over C; log_prob second. */
+static bool x_sce(tx *t, val **in, int nin, val **out, int nout)
+{
+    if (!need(t, in, nin, 2) || !not_int(t, in[0]))
+        return false;
+    val *x = in[0];
+    if (x->ndim < 2)
+        return fail(t, "scores must be [N, C, *D]");
+    val *lp = axis_call(t, "log_softmax", x, 1);
+    if (!lp || !(out[0] = nll(t, lp, in[1], nin > 2 ? in[2] : NULL)))
+        return false;
+    if (nout > 1)
+        out[1] = lp;
+    return true;
+}
+
+/* Linear indices into the first k axes of data (dims) from index tuples
+ * idx [..., k] (negative entries count from the end): a [..] int value. */
+static val *linear_index(tx *t, val *idx, const int64_t *dims, int k)
+{
+    int64_t str[TL_MAXDIM], kk = k, s = 1;
+    for (int j = k - 1; j >= 0; j--)
+        str[j] = s, s *= dims[j];
+    val *dv = known_ints(t, 1, &kk, dims, idx->oty), *sv = known_ints(t, 1, &kk, str, idx->oty);
+    val *neg = dv ? call2(t, "lt", idx, scalar(t, idx->dt, 0)) : NULL;
+    val *i = neg ? call2(t, "add", idx, call2(t, "mul", neg, dv)) : NULL;
+    val *l = i && sv ? call2(t, "mul", i, sv) : NULL;
+    int64_t last = idx->ndim - 1;
+    return axes_call(t, "sum", l, 1, &last, false);
+}
+
+static bool x_gather_nd(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2))
+        return false;
+    val *x = in[0], *idx = in[1];
+    int b = (int)attr_i(t, "batch_dims", 0), q = idx->ndim;
+    if (!is_int_type(idx->oty) || q < 1 || b < 0 || b >= q || b > x->ndim)
+        return fail(t, "indices must be integers of rank above batch_dims");
+    int k = (int)idx->dims[q - 1];
+    if (b + k > x->ndim)
+        return fail(t, "index tuples of %d entries past batch_dims %d for data of %d dims", k, b, x->ndim);
+    int64_t B = 1, P = 1, M = 1, sh[TL_MAXDIM], osh[TL_MAXDIM];
+    for (int i = 0; i < b; i++)
+        B *= x->dims[i];
+    for (int i = b; i < b + k; i++)
+        P *= x->dims[i];
+    for (int i = b; i < q - 1; i++)
+        M *= idx->dims[i];
+    int64_t i3[3] = {B, M, k};
+    val *lin = linear_index(t, reshape(t, idx, 3, i3), x->dims + b, k);
+    if (lin && B > 1) {
+        int64_t bs[2] = {B, 1}, off[TL_MAXDIM * 64];
+        if (B > (int64_t)(sizeof off / sizeof off[0]))
+            return fail(t, "%lld batches (at most %zu)", (long long)B, sizeof off / sizeof off[0]);
+        for (int64_t i = 0; i < B; i++)
+            off[i] = i * P;
+        lin = call2(t, "add", lin, known_ints(t, 2, bs, off, idx->oty));
+    }
+    int nr = x->ndim - b - k, no = 0;
+    sh[0] = B * P;
+    memcpy(sh + 1, x->dims + b + k, sizeof(int64_t) * (size_t)nr);
+    val *f = reshape(t, x, 1 + nr, sh);
+    val *ta[2] = {f, lin};
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", 0);
+    val *r = f && lin ? call(t, "take", 2, ta, a) : (cJSON_Delete(a), NULL);
+    for (int i = 0; i < q - 1; i++)
+        osh[no++] = idx->dims[i];
+    for (int i = 0; i < nr; i++)
+        osh[no++] = x->dims[b + k + i];
+    return r && (out[0] = typed(reshape(t, r, no, osh), x->oty)) != NULL;
+}
+
+/* scatter_add of src into x at idx along axis; reduction "none" writes
+ * the updates over x where an index lands. */
+static val *scatter(tx *t, val *x, val *idx, val *src, int ax, const char *red)
+{
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    if (!strcmp(red, "add")) {
+        val *s[3] = {x, idx, src};
+        return call(t, "scatter_add", 3, s, a);
+    }
+    val *z = filled(t, x->dt, x->ndim, x->dims, 0), *o = filled(t, x->dt, src->ndim, src->dims, 1);
+    val *s1[3] = {z, idx, src}, *s2[3] = {z, idx, o};
+    cJSON *b = cJSON_Duplicate(a, true);
+    val *put = z && o ? call(t, "scatter_add", 3, s1, a) : (cJSON_Delete(a), NULL);
+    val *hit = put ? call(t, "scatter_add", 3, s2, b) : (cJSON_Delete(b), NULL);
+    hit = hit ? call2(t, "gt", hit, scalar(t, x->dt, 0)) : NULL;
+    val *w[3] = {hit, put, x};
+    return hit ? call(t, "where", 3, w, NULL) : NULL;
+}
+
+static const char *scatter_reduction(tx *t, char *buf, size_t len)
+{
+    const char *red = attr_s(t, "reduction", "none", buf, len);
+    if (strcmp(red, "none") && strcmp(red, "add"))
+        return fail(t, "reduction \"%s\" is not translated (tl scatters with none or add)", red), NULL;
+    return red;
+}
+
+static bool x_scatter_elements(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    char buf[16];
+    const char *red;
+    if (!need(t, in, nin, 3) || !not_int(t, in[0]) || !(red = scatter_reduction(t, buf, sizeof buf)))
+        return false;
+    bool ok;
+    int ax = norm_axis(t, attr_i(t, "axis", 0), in[0]->ndim, &ok);
+    return ok && (out[0] = typed(scatter(t, in[0], in[1], in[2], ax, red), in[0]->oty)) != NULL;
+}
+
+static bool x_scatter_nd(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    char buf[16];
+    const char *red;
+    if (!need(t, in, nin, 3) || !not_int(t, in[0]) || !(red = scatter_reduction(t, buf, sizeof buf)))
+        return false;
+    val *x = in[0], *idx = in[1], *u = in[2];
+    int q = idx->ndim, k = q ? (int)idx->dims[q - 1] : 0;
+    if (!is_int_type(idx->oty) || q < 1 || k > x->ndim || u->ndim != q - 1 + x->ndim - k)
+        return fail(t, "indices [..., k] and updates of rank q - 1 + r - k");
+    int64_t P = 1, M = 1, sh[TL_MAXDIM], ish[TL_MAXDIM], two[2];
+    for (int i = 0; i < k; i++)
+        P *= x->dims[i];
+    for (int i = 0; i < q - 1; i++)
+        M *= idx->dims[i];
+    int nr = x->ndim - k;
+    sh[0] = P;
+    ish[0] = M;
+    for (int i = 0; i < nr; i++)
+        sh[1 + i] = ish[1 + i] = x->dims[k + i];
+    two[0] = M, two[1] = k;
+    val *lin = linear_index(t, reshape(t, idx, 2, two), x->dims, k);
+    int64_t col[TL_MAXDIM];
+    col[0] = M;
+    for (int i = 0; i < nr; i++)
+        col[1 + i] = 1;
+    cJSON *b = cJSON_CreateObject();
+    put_ints(b, "shape", ish, 1 + nr);
+    val *bi = lin ? call1(t, "broadcast_to", reshape(t, lin, 1 + nr, col), b) : (cJSON_Delete(b), NULL);
+    val *f = reshape(t, x, 1 + nr, sh), *uf = reshape(t, u, 1 + nr, ish);
+    val *r = bi && f && uf ? scatter(t, f, bi, uf, 0, red) : NULL;
+    return r && (out[0] = typed(reshape(t, r, x->ndim, x->dims), x->oty)) != NULL;
+}
+
+static bool x_onehot(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 3))
+        return false;
+    int64_t depth;
+    int n;
+    double dd;
+    if (!floats_of(t, in[1], "depth", &dd, &n, 1))
+        return false;
+    depth = (int64_t)dd;
+    if (n != 1 || depth < 1)
+        return fail(t, "depth must be one positive number");
+    val *idx = in[0], *vals = in[2];
+    if (!is_int_type(idx->oty) && !(idx = typed(cast_dt(t, idx, TL_I64), TL_ONNX_INT64)))
+        return false;
+    bool ok;
+    int ax = norm_axis(t, attr_i(t, "axis", -1), idx->ndim + 1, &ok);
+    if (!ok)
+        return false;
+    /* negative indices count from the end; others outside [0, depth) give all off */
+    val *neg = call2(t, "lt", idx, scalar(t, idx->dt, 0));
+    val *i = neg ? call2(t, "add", idx, call2(t, "mul", neg, scalar(t, idx->dt, (double)depth))) : NULL;
+    val *lo = i ? call2(t, "ge", i, scalar(t, idx->dt, 0)) : NULL, *hi = i ? call2(t, "lt", i, scalar(t, idx->dt, (double)depth)) : NULL;
+    val *valid = lo && hi ? call2(t, "mul", lo, hi) : NULL;
+    cJSON *o = cJSON_CreateObject();
+    put_num(o, "depth", (double)depth);
+    val *h = valid ? call1(t, "one_hot", call2(t, "mul", i, valid), o) : (cJSON_Delete(o), NULL);
+    cJSON *e = cJSON_CreateObject();
+    put_num(e, "axis", -1);
+    val *vm = valid ? call1(t, "expand_dims", cast_dt(t, valid, t->call), e) : (cJSON_Delete(e), NULL);
+    h = h && vm ? call2(t, "mul", h, vm) : NULL;
+    if (!h || vals->ndim != 1 || vals->dims[0] != 2)
+        return h ? fail(t, "values must be [off, on]") : false;
+    cJSON *s0 = cJSON_CreateObject(), *s1 = cJSON_CreateObject();
+    put_num(s0, "axis", 0), put_num(s0, "start", 0), put_num(s0, "stop", 1);
+    put_num(s1, "axis", 0), put_num(s1, "start", 1), put_num(s1, "stop", 2);
+    val *off = call1(t, "slice", vals, s0), *on = call1(t, "slice", vals, s1), *r;
+    if (!off || !on)
+        return false;
+    if (tl_dtype_is_int(vals->dt)) { /* off + (on - off) * hot, exactly */
+        val *hi2 = cast_dt(t, h, vals->dt);
+        r = hi2 ? call2(t, "add", off, call2(t, "mul", call2(t, "sub", on, off), hi2)) : NULL;
+    } else {
+        val *w[3] = {cast_dt(t, h, vals->dt), on, off};
+        r = w[0] ? call(t, "where", 3, w, NULL) : NULL;
+    }
+    return (out[0] = typed(last_to(t, r, ax), vals->oty)) != NULL;
+}
+
+static bool x_trilu(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    int64_t k = 0;
+    int n;
+    if (nin > 1 && in[1] && !ints_of(t, in[1], "k", &k, &n, 1))
+        return false;
+    if (x->ndim < 2)
+        return fail(t, "x must have at least 2 dims");
+    bool upper = attr_i(t, "upper", 1) != 0;
+    int64_t sh[2] = {x->dims[x->ndim - 2], x->dims[x->ndim - 1]};
+    tl_tensor *m = tl_tensor_new(x->dt, 2, sh, t->st);
+    if (!m)
+        return false;
+    for (int64_t i = 0; i < sh[0]; i++)
+        for (int64_t j = 0; j < sh[1]; j++)
+            tl_tensor_set(m, i * sh[1] + j, upper ? j - i >= k : j - i <= k);
+    val *mv = known(t, m, tl_dtype_is_int(x->dt) ? x->oty : x->oty == TL_ONNX_BOOL ? TL_ONNX_FLOAT : x->oty);
+    if (!mv)
+        return false;
+    mv->weight = true; /* a mask: a constant of the graph */
+    val *r;
+    if (tl_dtype_is_int(x->dt)) {
+        r = call2(t, "mul", x, mv);
+    } else {
+        val *w[3] = {mv, x, scalar(t, x->dt, 0)};
+        r = call(t, "where", 3, w, NULL);
+    }
+    return (out[0] = typed(r, x->oty)) != NULL;
+}
+
+static bool x_eyelike(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1))
+        return false;
+    val *x = in[0];
+    if (x->ndim != 2)
+        return fail(t, "the input must be a matrix");
+    int oty = (int)attr_i(t, "dtype", x->oty);
+    tl_dtype dt;
+    if (!onnx_dtype(oty, t->call, &dt))
+        return fail(t, "dtype %s, which tl does not compute in", tl_onnx_type_name(oty));
+    int64_t k = attr_i(t, "k", 0);
+    tl_tensor *e = tl_tensor_zeros(is_int_type(oty) ? TL_I64 : dt, 2, x->dims, t->st);
+    for (int64_t i = 0; e && i < x->dims[0]; i++)
+        if (i + k >= 0 && i + k < x->dims[1])
+            tl_tensor_set(e, i * x->dims[1] + i + k, 1);
+    return e && (out[0] = known(t, e, oty)) != NULL;
+}
+
+/* ReverseSequence: along the time axis, the first sequence_lens[b]
+ * entries of batch b reversed: a gather with index t < L ? L - 1 - t : t. */
+static bool x_reverse_sequence(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2))
+        return false;
+    val *x = in[0], *len = in[1];
+    int ta = (int)attr_i(t, "time_axis", 0), ba = (int)attr_i(t, "batch_axis", 1);
+    if (x->ndim < 2 || (ta | ba) > 1 || ta < 0 || ba < 0 || ta == ba || len->ndim != 1 || !is_int_type(len->oty) ||
+        len->dims[0] != x->dims[ba])
+        return fail(t, "time_axis and batch_axis must be 0 and 1, and sequence_lens [batch] integers");
+    int64_t T = x->dims[ta], B = x->dims[ba], tsh[2], lsh[2], st[TL_MAXDIM];
+    tsh[ta] = T, tsh[ba] = 1, lsh[ta] = 1, lsh[ba] = B;
+    int64_t *ts = malloc(sizeof *ts * (size_t)(T ? T : 1));
+    if (!ts)
+        return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+    for (int64_t i = 0; i < T; i++)
+        ts[i] = i;
+    val *tt = known_ints(t, 2, tsh, ts, len->oty);
+    free(ts);
+    val *L = tt ? reshape(t, len, 2, lsh) : NULL;
+    val *in_seq = L ? call2(t, "lt", tt, L) : NULL;
+    val *rev = in_seq ? call2(t, "sub", call2(t, "sub", L, scalar(t, len->dt, 1)), tt) : NULL;
+    val *idx = rev ? call2(t, "add", tt, call2(t, "mul", in_seq, call2(t, "sub", rev, tt))) : NULL;
+    for (int i = 0; i < x->ndim; i++)
+        st[i] = i < 2 ? x->dims[i] : 1;
+    cJSON *b = cJSON_CreateObject();
+    put_ints(b, "shape", x->dims, x->ndim);
+    idx = idx ? call1(t, "broadcast_to", reshape(t, idx, x->ndim, st), b) : (cJSON_Delete(b), NULL);
+    val *g[2] = {x, idx};
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", ta);
+    return idx && (out[0] = typed(call(t, "gather", 2, g, a), x->oty)) != NULL;
+}
+
+/* TopK with k known at load: k rounds of argmax (argmin), each found
+ * element masked out for the next; ties go to the lower index. */
+static bool x_topk(tx *t, val **in, int nin, val **out, int nout)
+{
+    if (!need(t, in, nin, 1) || !not_int(t, in[0]))
+        return false;
+    val *x = in[0];
+    int64_t k;
+    int n = 1;
+    if (opset(t) < 10)
+        k = attr_i(t, "k", -1);
+    else if (!need(t, in, nin, 2) || !ints_of(t, in[1], "k", &k, &n, 1))
+        return false;
+    bool ok;
+    int ax = norm_axis(t, attr_i(t, "axis", -1), x->ndim, &ok);
+    if (!ok)
+        return false;
+    if (n != 1 || k < 0 || k > x->dims[ax])
+        return fail(t, "k must be one number in [0, %lld]", (long long)x->dims[ax]);
+    if (k > MAXIO)
+        return fail(t, "k %lld is over %d", (long long)k, MAXIO);
+    bool largest = opset(t) < 11 || attr_i(t, "largest", 1);
+    int64_t ish[TL_MAXDIM], *io = malloc(sizeof *io * (size_t)(x->dims[ax] ? x->dims[ax] : 1));
+    if (!io)
+        return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+    for (int i = 0; i < x->ndim; i++)
+        ish[i] = i == ax ? x->dims[ax] : 1;
+    for (int64_t i = 0; i < x->dims[ax]; i++)
+        io[i] = i;
+    val *iota = known_ints(t, x->ndim, ish, io, TL_ONNX_INT64);
+    free(io);
+    val *cur = x, *vs[MAXIO], *is[MAXIO], *big = scalar(t, x->dt, largest ? -INFINITY : INFINITY);
+    if (!iota || !big)
+        return false;
+    for (int64_t j = 0; j < k; j++) {
+        cJSON *a = cJSON_CreateObject();
+        put_num(a, "axis", ax);
+        put_bool(a, "keepdims", true);
+        val *i = call1(t, largest ? "argmax" : "argmin", cur, a);
+        val *g[2] = {x, i};
+        cJSON *b = cJSON_CreateObject();
+        put_num(b, "axis", ax);
+        if (!i || !(is[j] = i) || !(vs[j] = call(t, "gather", 2, g, b)))
+            return i ? false : (cJSON_Delete(b), false);
+        if (j + 1 < k) {
+            val *hit = cast_dt(t, call2(t, "eq", iota, i), x->dt);
+            val *w[3] = {hit, big, cur};
+            if (!hit || !(cur = call(t, "where", 3, w, NULL)))
+                return false;
+        }
+    }
+    if (k == 0) {
+        int64_t sh[TL_MAXDIM];
+        memcpy(sh, x->dims, sizeof sh);
+        sh[ax] = 0;
+        cJSON *s = cJSON_CreateObject();
+        put_num(s, "axis", ax), put_num(s, "start", 0), put_num(s, "stop", 0);
+        out[0] = call1(t, "slice", x, s);
+        out[1] = nout > 1 ? known_ints(t, x->ndim, sh, NULL, TL_ONNX_INT64) : NULL;
+        return out[0] && (nout < 2 || out[1]);
+    }
+    cJSON *c1 = cJSON_CreateObject(), *c2 = cJSON_CreateObject();
+    put_num(c1, "axis", ax);
+    put_num(c2, "axis", ax);
+    out[0] = k == 1 ? (cJSON_Delete(c1), vs[0]) : call(t, "concat", (int)k, vs, c1);
+    if (nout > 1)
+        out[1] = k == 1 ? (cJSON_Delete(c2), is[0]) : call(t, "concat", (int)k, is, c2);
+    else
+        cJSON_Delete(c2);
+    return out[0] && (nout < 2 || out[1]);
+}
+
+/* Einsum of one or two operands without repeated indices in a term: sums
+ * over the indices only one operand has, then a batched matmul of
+ * [batch, kept of A, contracted] by [batch, contracted, kept of B]
+ * (transposes and reshapes around it), transposed to the output. */
+typedef struct eterm {
+    char ix[TL_MAXDIM + 1];
+    int n;
+} eterm;
+
+static bool eparse(tx *t, const char *s, size_t len, int ndim, int nell, eterm *e)
+{
+    e->n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '.') {
+            if (i + 2 >= len + 0 || s[i + 1] != '.' || s[i + 2] != '.')
+                return fail(t, "a lone '.' in the equation");
+            for (int j = 0; j < nell && e->n < TL_MAXDIM; j++)
+                e->ix[e->n++] = (char)(1 + j); /* the broadcast axes */
+            i += 2;
+        } else if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) {
+            if (e->n == TL_MAXDIM)
+                return fail(t, "a term with over %d indices", TL_MAXDIM);
+            if (memchr(e->ix, s[i], (size_t)e->n))
+                return fail(t, "the index '%c' repeats in a term (a diagonal): not translated", s[i]);
+            e->ix[e->n++] = s[i];
+        } else {
+            return fail(t, "the character '%c' in the equation", s[i]);
+        }
+    }
+    if (ndim >= 0 && e->n != ndim)
+        return fail(t, "a term of %d indices for an operand of %d dims", e->n, ndim);
+    return true;
+}
+
+static int ells(const char *s, size_t len, int ndim)
+{
+    int letters = 0;
+    bool dots = false;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == '.')
+            dots = true;
+        else
+            letters++;
+    return dots ? ndim - letters : 0;
+}
+
+static int epos(const eterm *e, char c)
+{
+    const char *p = memchr(e->ix, c, (size_t)e->n);
+    return p ? (int)(p - e->ix) : -1;
+}
+
+/* x (indices e) summed over the indices neither keep nor other has. */
+static val *esum_own(tx *t, val *x, eterm *e, const eterm *keep, const eterm *other)
+{
+    int64_t ax[TL_MAXDIM];
+    int n = 0;
+    eterm r = {.n = 0};
+    for (int i = 0; i < e->n; i++)
+        if (epos(keep, e->ix[i]) < 0 && (!other || epos(other, e->ix[i]) < 0))
+            ax[n++] = i;
+        else
+            r.ix[r.n++] = e->ix[i];
+    if (!n)
+        return x;
+    *e = r;
+    return typed(axes_call(t, "sum", x, n, ax, false), x->oty);
+}
+
+static bool x_einsum(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    char buf[512], eq[512];
+    const char *q = attr_s(t, "equation", "", buf, sizeof buf);
+    size_t m = 0;
+    for (; *q && m + 1 < sizeof eq; q++)
+        if (*q != ' ')
+            eq[m++] = *q;
+    eq[m] = '\0';
+    if (nin < 1 || nin > 2)
+        return fail(t, "%d operands: tl translates Einsum of one or two", nin);
+    if (!need(t, in, nin, nin) || !not_int(t, in[0]) || (nin > 1 && !not_int(t, in[1])))
+        return false;
+    const char *arrow = strstr(eq, "->"), *comma = strchr(eq, ',');
+    size_t lhs = arrow ? (size_t)(arrow - eq) : m;
+    if ((comma && (size_t)(comma - eq) < lhs) != (nin == 2) || (comma && strchr(comma + 1, ',') &&
+                                                                 (size_t)(strchr(comma + 1, ',') - eq) < lhs))
+        return fail(t, "the equation \"%s\" has not %d terms", eq, nin);
+    eterm e[2], o;
+    int nell = 0;
+    size_t a0 = 0, l0 = nin == 2 ? (size_t)(comma - eq) : lhs;
+    for (int i = 0; i < nin; i++) {
+        size_t st = i ? l0 + 1 : a0, len = i ? lhs - l0 - 1 : l0;
+        int ne = ells(eq + st, len, in[i]->ndim);
+        if (ne < 0)
+            return fail(t, "operand %d has %d dims, fewer than its term", i + 1, in[i]->ndim);
+        if (!eparse(t, eq + st, len, in[i]->ndim, ne, &e[i]))
+            return false;
+        nell = ne > nell ? ne : nell;
+    }
+    if (arrow) {
+        if (!eparse(t, arrow + 2, strlen(arrow + 2), -1, nell, &o))
+            return false;
+    } else { /* implicit: the broadcast axes, then the indices seen once, sorted */
+        o.n = 0;
+        for (int j = 0; j < nell; j++)
+            o.ix[o.n++] = (char)(1 + j);
+        for (int c = 'A'; c <= 'z'; c++) {
+            int seen = 0;
+            for (int i = 0; i < nin; i++)
+                seen += epos(&e[i], (char)c) >= 0;
+            if (seen == 1 && o.n < TL_MAXDIM)
+                o.ix[o.n++] = (char)c;
+        }
+    }
+    int64_t size[128] = {0};
+    for (int i = 0; i < nin; i++)
+        for (int j = 0; j < e[i].n; j++) {
+            int c = (unsigned char)e[i].ix[j];
+            if (size[c] && size[c] != in[i]->dims[j])
+                return fail(t, "the index '%c' has sizes %lld and %lld", c < 32 ? '.' : c, (long long)size[c],
+                            (long long)in[i]->dims[j]);
+            size[c] = in[i]->dims[j];
+        }
+    for (int j = 0; j < o.n; j++)
+        if (!size[(unsigned char)o.ix[j]])
+            return fail(t, "the output index '%c' is in no operand", o.ix[j] < 32 ? '.' : o.ix[j]);
+    val *a = esum_own(t, in[0], &e[0], &o, nin > 1 ? &e[1] : NULL), *r;
+    eterm cur;
+    if (nin == 1) {
+        r = a;
+        cur = e[0];
+    } else {
+        val *b = esum_own(t, in[1], &e[1], &o, &e[0]);
+        if (!a || !b)
+            return false;
+        eterm bat = {.n = 0}, ao = {.n = 0}, bo = {.n = 0}, ct = {.n = 0};
+        for (int j = 0; j < o.n; j++) {
+            bool ia = epos(&e[0], o.ix[j]) >= 0, ib = epos(&e[1], o.ix[j]) >= 0;
+            eterm *d = ia && ib ? &bat : ia ? &ao : &bo;
+            d->ix[d->n++] = o.ix[j];
+        }
+        for (int j = 0; j < e[0].n; j++)
+            if (epos(&o, e[0].ix[j]) < 0)
+                ct.ix[ct.n++] = e[0].ix[j];
+        int64_t pa[TL_MAXDIM], pb[TL_MAXDIM], P[4] = {1, 1, 1, 1};
+        int k = 0;
+        const eterm *ga[3] = {&bat, &ao, &ct}, *gb[3] = {&bat, &ct, &bo};
+        for (int g = 0; g < 3; g++)
+            for (int j = 0; j < ga[g]->n; j++)
+                pa[k++] = epos(&e[0], ga[g]->ix[j]);
+        k = 0;
+        for (int g = 0; g < 3; g++)
+            for (int j = 0; j < gb[g]->n; j++)
+                pb[k++] = epos(&e[1], gb[g]->ix[j]);
+        const eterm *gs[4] = {&bat, &ao, &ct, &bo};
+        for (int g = 0; g < 4; g++)
+            for (int j = 0; j < gs[g]->n; j++)
+                P[g] *= size[(unsigned char)gs[g]->ix[j]];
+        int64_t sa[3] = {P[0], P[1], P[2]}, sb[3] = {P[0], P[2], P[3]};
+        a = reshape(t, permute(t, a, e[0].n, pa), 3, sa);
+        b = reshape(t, permute(t, b, e[1].n, pb), 3, sb);
+        r = a && b ? call2(t, "matmul", a, b) : NULL;
+        cur.n = 0;
+        int64_t sh[TL_MAXDIM];
+        const eterm *gr[3] = {&bat, &ao, &bo};
+        for (int g = 0; g < 3; g++)
+            for (int j = 0; j < gr[g]->n; j++) {
+                sh[cur.n] = size[(unsigned char)gr[g]->ix[j]];
+                cur.ix[cur.n++] = gr[g]->ix[j];
+            }
+        r = r ? reshape(t, r, cur.n, sh) : NULL;
+    }
+    int64_t p[TL_MAXDIM];
+    for (int j = 0; j < o.n; j++)
+        p[j] = epos(&cur, o.ix[j]);
+    if (r && cur.n != o.n)
+        return fail(t, "the output's indices do not match the operands'");
+    r = permute(t, r, o.n, p);
+    if (r && r == in[0])
+        r = copy_of(t, r);
+    return (out[0] = typed(r, in[0]->oty)) != NULL;
+}
+
+/* RandomUniform, RandomNormal (and ...Like), Bernoulli: tl's seeded draws. */
+static bool x_random(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    const char *op = t->node->op_type;
+    bool like = strstr(op, "Like") != NULL, bern = !strcmp(op, "Bernoulli"), normal = strstr(op, "Normal") != NULL;
+    if ((like || bern) && !need(t, in, nin, 1))
+        return false;
+    int64_t sh[TL_MAXDIM];
+    int nd;
+    if (like || bern) {
+        nd = in[0]->ndim;
+        memcpy(sh, in[0]->dims, sizeof sh);
+    } else if ((nd = attr_ints(t, "shape", sh, TL_MAXDIM)) < 0) {
+        return nd == -2 ? false : fail(t, "attribute \"shape\" is missing");
+    }
+    int oty = (int)attr_i(t, "dtype", like || bern ? in[0]->oty : TL_ONNX_FLOAT);
+    tl_dtype dt, draw;
+    if (!onnx_dtype(oty, t->call, &dt))
+        return fail(t, "dtype %s, which tl does not compute in", tl_onnx_type_name(oty));
+    draw = bern ? in[0]->dt : dt;
+    if (tl_dtype_is_int(draw))
+        return fail(t, "draws of %s: tl draws floats", tl_dtype_name(draw));
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "shape", sh, nd);
+    put_num(a, "seed", (double)(int64_t)attr_f(t, "seed", 0));
+    put_str(a, "dtype", tl_dtype_name(draw));
+    if (normal) {
+        put_num(a, "mean", attr_f(t, "mean", 0));
+        put_num(a, "std", attr_f(t, "scale", 1));
+    } else if (!bern) {
+        put_num(a, "low", attr_f(t, "low", 0));
+        put_num(a, "high", attr_f(t, "high", 1));
+    }
+    val *r = call(t, normal ? "random_normal" : "random_uniform", 0, NULL, a);
+    if (bern) /* 1 where the uniform draw is below p */
+        r = r ? cast_dt(t, call2(t, "lt", r, in[0]), dt) : NULL;
+    return (out[0] = typed(r, oty)) != NULL;
 }
 
 /* ---------- the op table ---------- */
@@ -2360,15 +3316,34 @@ static const struct op_entry {
     {"Sum", 1, 18, x_variadic}, {"Tan", 7, 18, x_unary}, {"Tanh", 1, 18, x_unary},
     {"ThresholdedRelu", 10, 18, x_act}, {"Tile", 1, 18, x_tile}, {"Transpose", 1, 18, x_transpose},
     {"Unsqueeze", 1, 18, x_unsqueeze}, {"Where", 9, 18, x_where}, {"Xor", 1, 18, x_binary},
+    /* layers, losses, indexing and draws */
+    {"Bernoulli", 15, 18, x_random}, {"Einsum", 12, 18, x_einsum}, {"EyeLike", 9, 18, x_eyelike},
+    {"GatherND", 11, 18, x_gather_nd}, {"GroupNormalization", 18, 18, x_groupnorm}, {"Hardmax", 1, 18, x_hardmax},
+    {"LRN", 1, 18, x_lrn}, {"MeanVarianceNormalization", 9, 18, x_mvn},
+    {"NegativeLogLikelihoodLoss", 12, 18, x_nll}, {"OneHot", 9, 18, x_onehot},
+    {"RandomNormal", 1, 18, x_random}, {"RandomNormalLike", 1, 18, x_random}, {"RandomUniform", 1, 18, x_random},
+    {"RandomUniformLike", 1, 18, x_random}, {"Resize", 10, 18, x_resize},
+    {"ReverseSequence", 10, 18, x_reverse_sequence}, {"Scatter", 9, 10, x_scatter_elements},
+    {"ScatterElements", 11, 18, x_scatter_elements}, {"ScatterND", 11, 18, x_scatter_nd},
+    {"SoftmaxCrossEntropyLoss", 12, 18, x_sce}, {"TopK", 1, 18, x_topk}, {"Trilu", 14, 18, x_trilu},
+    {"Upsample", 7, 9, x_resize},
 };
 
+/* In the order of the names: the i-th is the row with i names before it. */
 const char *tl_onnx_op_name(int i, int *lo, int *hi)
 {
-    if (i < 0 || i >= (int)(sizeof op_table / sizeof op_table[0]))
-        return NULL;
-    *lo = op_table[i].lo < 6 ? 6 : op_table[i].lo;
-    *hi = op_table[i].hi;
-    return op_table[i].name;
+    int n = (int)(sizeof op_table / sizeof op_table[0]);
+    for (int r = 0; i >= 0 && i < n && r < n; r++) {
+        int before = 0;
+        for (int j = 0; j < n; j++)
+            before += strcmp(op_table[j].name, op_table[r].name) < 0;
+        if (before != i)
+            continue;
+        *lo = op_table[r].lo < 6 ? 6 : op_table[r].lo;
+        *hi = op_table[r].hi;
+        return op_table[r].name;
+    }
+    return NULL;
 }
 
 static const struct op_entry *find_op(const char *name, int ver)
@@ -2765,4 +3740,194 @@ bool ox_translate_node(tx *t, const Onnx__NodeProto *n, int index)
         t->node_index = oi;
     }
     return ok;
+}
+
+tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st) { return declared(m, i, st); }
+
+/* ---------- tl compile: the recipe as graph-file JSON ---------- */
+
+/* A graph-file name for a model's name: other characters as '_', '_'
+ * before a leading digit, and _2, _3... until it is not taken. */
+typedef struct nameset {
+    char **s;
+    size_t cap, n;
+} nameset;
+
+static bool taken(const nameset *ns, const char *s)
+{
+    for (size_t i = hash_str(s) & (ns->cap - 1); ns->s[i]; i = (i + 1) & (ns->cap - 1))
+        if (!strcmp(ns->s[i], s))
+            return true;
+    return false;
+}
+
+static char *claim(nameset *ns, const char *want, tl_status *st)
+{
+    size_t n = strlen(want);
+    if (n > 200)
+        n = 200;
+    char *s = malloc(n + 24);
+    if (!s)
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), NULL;
+    size_t k = 0;
+    if (!n || (want[0] >= '0' && want[0] <= '9'))
+        s[k++] = '_';
+    for (size_t i = 0; i < n; i++) {
+        char c = want[i];
+        s[k++] = (c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) ? c : '_';
+    }
+    s[k] = '\0';
+    for (int j = 2; taken(ns, s); j++)
+        snprintf(s + k, 24, "_%d", j);
+    size_t i = hash_str(s) & (ns->cap - 1);
+    while (ns->s[i])
+        i = (i + 1) & (ns->cap - 1);
+    ns->s[i] = s;
+    ns->n++;
+    return s;
+}
+
+/* The new name of a recipe name ("t12", "c3", "i0"), or NULL. */
+static const char *new_name(char **by_t, int ntl, char **by_i, int nin, const char *s)
+{
+    if ((s[0] != 't' && s[0] != 'c' && s[0] != 'i') || !s[1])
+        return NULL;
+    char *end;
+    long k = strtol(s + 1, &end, 10);
+    if (*end || k < 0)
+        return NULL;
+    return s[0] == 'i' ? (k < nin ? by_i[k] : NULL) : (k < ntl ? by_t[k] : NULL);
+}
+
+typedef struct renamer {
+    char **by_t, **by_i;
+    int ntl, nin;
+} renamer;
+
+static void rename_strings(const renamer *r, cJSON *j)
+{
+    if (cJSON_IsString(j)) {
+        const char *n = new_name(r->by_t, r->ntl, r->by_i, r->nin, j->valuestring);
+        if (n)
+            cJSON_SetValuestring(j, n);
+        return;
+    }
+    for (cJSON *c = j->child; c; c = c->next)
+        if (cJSON_IsString(c))
+            rename_strings(r, c);
+}
+
+/* Every name in the graph's JSON (ids, args, inputs, outputs, constant
+ * names and npz keys, in nested graphs too) to its new name. */
+static void rename_json(const renamer *r, cJSON *j)
+{
+    for (cJSON *c = j->child; c; c = c->next) {
+        const char *k = c->string;
+        if (k && (!strcmp(k, "id") || !strcmp(k, "args") || !strcmp(k, "inputs") || !strcmp(k, "outputs") ||
+                  !strcmp(k, "key")))
+            rename_strings(r, c);
+        if (k && !strcmp(k, "consts"))
+            for (cJSON *d = c->child; d; d = d->next) {
+                const char *n = new_name(r->by_t, r->ntl, r->by_i, r->nin, d->string);
+                char *s = n ? malloc(strlen(n) + 1) : NULL;
+                if (s) {
+                    strcpy(s, n);
+                    free(d->string);
+                    d->string = s;
+                }
+            }
+        if (cJSON_IsObject(c) || cJSON_IsArray(c))
+            rename_json(r, c);
+    }
+}
+
+char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_name, int *n, char ***keys,
+                      tl_tensor ***tensors, tl_status *st)
+{
+    tx t = {.m = m, .st = st, .compile = true, .npz = npz_name};
+    char *text = NULL, **by_t = NULL, **by_i = NULL, *doc = NULL;
+    nameset ns = {0};
+    *n = 0;
+    *keys = NULL;
+    *tensors = NULL;
+    if (!build(&t, in)) {
+        tl_wrap(st, "%s", m->path);
+        goto done;
+    }
+    ns.cap = 64;
+    while (ns.cap < 2 * (t.nall + 1))
+        ns.cap *= 2;
+    size_t doclen = 256, used = 0;
+    if (!(ns.s = tl_calloc(ns.cap, sizeof *ns.s, "names", st)) ||
+        !(by_t = tl_calloc((size_t)t.ntl + 1, sizeof *by_t, "names", st)) ||
+        !(by_i = tl_calloc((size_t)m->nin + 1, sizeof *by_i, "names", st)) || !(doc = malloc(doclen)))
+        goto done;
+    used = (size_t)snprintf(doc, doclen, "translated from %s; the model's names as graph names (graph name: "
+                            "model name), where they differ:", m->path);
+    /* the model's names first (inputs, then in order), then tl's own */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < t.nall; i++) {
+            val *v = t.all[i];
+            if (!v->tl[0] || (pass == 0) != (v->user != NULL))
+                continue;
+            long k = strtol(v->tl + 1, NULL, 10);
+            char **slot = v->tl[0] == 'i' ? &by_i[k] : &by_t[k];
+            if (*slot || !(*slot = claim(&ns, v->user ? v->user : v->tl, st)))
+                continue;
+            if (v->user && strcmp(v->user, *slot)) {
+                size_t need = strlen(v->user) + strlen(*slot) + 8;
+                if (used + need >= doclen) {
+                    char *d = realloc(doc, doclen = 2 * (used + need));
+                    if (!d) {
+                        tl_fail(st, TL_ERUNTIME, "out of memory");
+                        goto done;
+                    }
+                    doc = d;
+                }
+                used += (size_t)snprintf(doc + used, doclen - used, "\n%s: %s", *slot, v->user);
+            }
+        }
+    if (st->code)
+        goto done;
+    renamer r = {by_t, by_i, t.ntl, m->nin};
+    rename_json(&r, t.root);
+    cJSON_AddStringToObject(t.root, "doc", doc);
+    /* the npz members: the constants of more than 16 elements */
+    int nk = 0;
+    for (int i = 0; i < t.npatch; i++)
+        nk += t.patch[i]->numel > 16;
+    if (!(*keys = tl_calloc((size_t)nk + 1, sizeof **keys, "keys", st)) ||
+        !(*tensors = tl_calloc((size_t)nk + 1, sizeof **tensors, "keys", st)))
+        goto done;
+    for (int i = 0; i < t.npatch; i++) {
+        if (t.patch[i]->numel <= 16)
+            continue;
+        const char *nm = new_name(by_t, t.ntl, by_i, m->nin, t.patch_name[i]);
+        if (!((*keys)[*n] = tl_strdup(nm ? nm : t.patch_name[i], st)))
+            goto done;
+        (*tensors)[(*n)++] = t.patch[i];
+        t.patch[i] = NULL;
+    }
+    if (!(text = cJSON_Print(t.root)))
+        tl_fail(st, TL_ERUNTIME, "out of memory");
+done:
+    if (!text && *keys) {
+        for (int i = 0; i < *n; i++) {
+            free((*keys)[i]);
+            tl_tensor_unref((*tensors)[i]);
+        }
+        free(*keys);
+        free(*tensors);
+        *keys = NULL;
+        *tensors = NULL;
+        *n = 0;
+    }
+    for (size_t i = 0; ns.s && i < ns.cap; i++)
+        free(ns.s[i]);
+    free(ns.s);
+    free(by_t);
+    free(by_i);
+    free(doc);
+    tx_free(&t);
+    return text;
 }

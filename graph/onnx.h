@@ -36,6 +36,10 @@ tl_onnx_model *tl_onnx_open_mem(const void *data, size_t len, const char *path, 
                                 tl_status *st);
 void tl_onnx_free(tl_onnx_model *m);
 
+/* The initializer of that name (a reference the caller drops); an error
+ * listing the names when there is none. */
+tl_tensor *tl_onnx_initializer(const tl_onnx_model *m, const char *name, tl_status *st);
+
 /* The inputs of the translated graph, in order: the graph inputs that are
  * not initializers, those that are (inputs with a default), then (with
  * --params or --wrt) the other initializers made inputs.  A graph with
@@ -55,6 +59,10 @@ tl_graph *tl_onnx_translate(tl_onnx_model *m, tl_tensor *const *in, tl_status *s
  * tensors (tl check, dot, diff...).  A dynamic dim is an error asking for
  * the input. */
 tl_graph *tl_onnx_load_declared(const char *path, const tl_onnx_options *o, tl_status *st);
+
+/* Input i as the model declares it: zeros of its fixed shape (a dynamic
+ * dim is an error asking for the input). */
+tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st);
 
 /* The same recipe as graph-file JSON for `tl compile`: weights of more
  * than 16 elements as members of the .npz `npz_name` (beside the JSON),

@@ -101,3 +101,10 @@ save(f16, "f16_weights.onnx")
 x = np.array([[1, 2, 3], [-1, 0, 1]], np.float32)
 y = np.maximum(x @ W.T + B, 0)
 print("mlp out:", y.tolist())
+
+# wide: a 5x4 weight (over 16 elements: tl compile puts it in the .npz)
+W5 = (np.arange(20, dtype=np.float32).reshape(5, 4) - 10) / 4
+wide = model([h.make_node("MatMul", ["x", "layer.w"], ["y"], name="/mm")],
+             [h.make_tensor_value_info("x", T.FLOAT, [2, 5])], [h.make_tensor_value_info("y", T.FLOAT, [2, 4])],
+             [nh.from_array(W5, "layer.w")])
+save(wide, "wide.onnx")
