@@ -62,6 +62,15 @@ static inline void cli_progress_note(cli_progress *p, const char *phase, const c
 /* Stops the thread; the line, if drawn, is cleared. */
 void cli_progress_end(cli_progress *p);
 
+/* What a misspelt name most likely meant, for the end of an error
+ * message: " (did you mean "fc2_bias"?)" when one of the n names is near
+ * it (half its letters or more kept), else " (KIND a, b, c)" naming them (the first few when many), or
+ * "" when n is 0.  Writes into buf and returns it. */
+const char *cli_name_hint(const char *name, const char *const *names, int n, const char *kind, char *buf,
+                          size_t len);
+/* The same among the inputs of g ("its inputs are x, w"). */
+const char *cli_input_hint(const tl_graph *g, const char *name, char *buf, size_t len);
+
 /* ---------- options (common.c) ---------- */
 
 /* Whether arg is the option: the short form s, or the long form l alone

@@ -215,8 +215,10 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
         snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), argv[i]);
         int k = n < 256 ? tl_graph_input_index(g, name) : -1;
         tl_status_clear(st);
+        char hint[400];
         if (k < 0)
-            rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph", g->path, name), cli_fail(st));
+            rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph%s", g->path, name,
+                          cli_input_hint(g, name, hint, sizeof hint)), cli_fail(st));
         else if (set[k])
             rc = (tl_fail(st, TL_EINPUT, "input \"%s\" is given twice", name), cli_fail(st));
         else if (parse_spec(&l->z, eq + 1, &l->types[k], st)) {

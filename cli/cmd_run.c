@@ -311,6 +311,26 @@ static int read_members(const tl_graph *g, const tl_npz *z, const char *what, co
     return rc;
 }
 
+/* Every input still without a tensor, named in one line. */
+static int missing_inputs(const cmd *c, const tl_graph *g, tl_tensor *const *in, tl_status *st)
+{
+    char names[600], keys[400];
+    int n = 0, shown = 0;
+    size_t k = 0;
+    for (int i = 0; i < g->ninputs; i++)
+        if (!in[i] && n++ < 8 && k + 80 < sizeof names)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s\"%.60s\"", k ? ", " : "", g->inputs[i].name),
+                shown++;
+    if (!n)
+        return 0;
+    if (shown < n)
+        snprintf(names + k, sizeof names - k, ", ... (%d in all)", n);
+    unused_keys(c, g, keys, sizeof keys);
+    tl_fail(st, TL_EINPUT, "%s: missing input%s %s%s%s%s", g->path, n == 1 ? "" : "s", names,
+            keys[0] ? " (the -i files also hold " : "", keys, keys[0] ? ", which are not inputs)" : "");
+    return cli_fail(st);
+}
+
 /* -i files first (an input in two of them is an error), then NAME=TENSOR,
  * which overrides the same key of an -i file (but not another NAME=). */
 int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *st)
@@ -323,8 +343,10 @@ int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *
         size_t n = (size_t)(eq - c->bind[i]);
         snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), c->bind[i]);
         int k = n < 256 ? tl_graph_input_index(g, name) : -1; /* names have at most 255 bytes */
+        char hint[400];
         if (k < 0)
-            rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph", g->path, name), cli_fail(st));
+            rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph%s", g->path, name,
+                          cli_input_hint(g, name, hint, sizeof hint)), cli_fail(st));
         else if (explicit[k])
             rc = (tl_fail(st, TL_EINPUT, "input \"%s\" is supplied twice", name), cli_fail(st));
         else if (!(in[k] = cli_read_tensor(eq + 1, st)))
@@ -344,15 +366,8 @@ int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *
         if (!from_stdin)
             tl_npz_close(z);
     }
-    for (int k = 0; k < g->ninputs && !rc; k++) {
-        if (in[k])
-            continue;
-        char keys[400];
-        unused_keys(c, g, keys, sizeof keys);
-        tl_fail(st, TL_EINPUT, "%s: missing input \"%s\"%s%s%s", g->path, g->inputs[k].name,
-                keys[0] ? " (the -i files also hold " : "", keys, keys[0] ? ", which are not inputs)" : "");
-        rc = cli_fail(st);
-    }
+    if (!rc)
+        rc = missing_inputs(c, g, in, st);
     free(explicit);
     return rc;
 }
@@ -368,8 +383,10 @@ static int wrt_one(const char *name, void *ctx)
 {
     wrt_ctx *w = ctx;
     int k = strlen(name) < 256 ? tl_graph_input_index(w->g, name) : -1;
+    char hint[400];
     if (k < 0)
-        return tl_fail(w->st, TL_EINPUT, "--wrt: \"%s\" is not an input of the graph", name), cli_fail(w->st);
+        return tl_fail(w->st, TL_EINPUT, "--wrt: \"%s\" is not an input of the graph%s", name,
+                       cli_input_hint(w->g, name, hint, sizeof hint)), cli_fail(w->st);
     if (tl_dtype_is_int(w->in[k]->dtype))
         return tl_fail(w->st, TL_EINPUT, "--wrt: input \"%s\" is an index tensor (%s), which is never "
                        "differentiated", name, tl_dtype_name(w->in[k]->dtype)), cli_fail(w->st);
@@ -428,6 +445,21 @@ static int output_index(const tl_result *r, const char *name, size_t len)
     return -1;
 }
 
+/* " (did you mean "loss"?)" or " (its outputs are y, z)" for a name that
+ * is no output of r. */
+static const char *output_hint(const tl_result *r, const char *name, char *buf, size_t len)
+{
+    int no = tl_result_noutputs(r);
+    const char **names = malloc(sizeof *names * ((size_t)no + 1));
+    buf[0] = '\0';
+    for (int j = 0; names && j < no; j++)
+        names[j] = tl_result_output_name(r, j);
+    if (names)
+        cli_name_hint(name, names, no, no == 1 ? "its output is" : "its outputs are", buf, len);
+    free(names);
+    return buf;
+}
+
 int cli_read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_status *st)
 {
     int no = tl_result_noutputs(r);
@@ -435,8 +467,11 @@ int cli_read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_statu
         const char *s = c->seed[i], *eq = strchr(s, '=');
         int k = 0;
         if (eq) {
+            char name[300], hint[400];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - s < 299 ? eq - s : 299), s);
             if ((k = output_index(r, s, (size_t)(eq - s))) < 0)
-                return tl_fail(st, TL_EINPUT, "--seed %.*s: not an output of the graph", (int)(eq - s), s), cli_fail(st);
+                return tl_fail(st, TL_EINPUT, "--seed %s: not an output of the graph%s", name,
+                               output_hint(r, name, hint, sizeof hint)), cli_fail(st);
             s = eq + 1;
         } else if (no != 1) {
             return tl_fail(st, TL_EINPUT, "--seed without OUT= needs a graph with one output (this one has %d)", no), cli_fail(st);
@@ -460,8 +495,10 @@ static int of_one(const char *name, void *ctx)
 {
     of_ctx *o = ctx;
     int k = output_index(o->r, name, strlen(name));
+    char hint[400];
     if (k < 0)
-        return tl_fail(o->st, TL_EINPUT, "--of: \"%s\" is not an output", name), cli_fail(o->st);
+        return tl_fail(o->st, TL_EINPUT, "--of: \"%s\" is not an output%s", name,
+                       output_hint(o->r, name, hint, sizeof hint)), cli_fail(o->st);
     o->of[k] = true;
     return 0;
 }

@@ -254,29 +254,12 @@ static bool continues(const P *p)
 static bool lex_number(P *p, lexer *L)
 {
     const char *s = p->src;
-    size_t i = L->i, start = i;
-    bool ok = true;
-    if (s[i] == '0')
-        ok = !(++i < p->n && is_digit(s[i]));
-    while (i < p->n && is_digit(s[i]))
-        i++;
-    if (ok && i < p->n && s[i] == '.') {
-        ok = ++i < p->n && is_digit(s[i]);
-        while (i < p->n && is_digit(s[i]))
-            i++;
-    }
-    if (ok && i < p->n && (s[i] == 'e' || s[i] == 'E')) {
-        i += i + 1 < p->n && (s[i + 1] == '+' || s[i + 1] == '-');
-        ok = ++i < p->n && is_digit(s[i]);
-        while (i < p->n && is_digit(s[i]))
-            i++;
-    }
-    size_t end = i;
+    size_t start = L->i, end = start + tl_scan_number(s + start, p->n - start), i = end;
     while (i < p->n && (is_name_char(s[i]) || s[i] == '.'))
         i++;
-    if (!ok || i != end)
-        return fail_here(p, L->line, L->col, "malformed number '%.*s' (numbers are written as in JSON)",
-                         (int)(i - start > 40 ? 40 : i - start), s + start);
+    if (end == start || i != end)
+        return fail_here(p, L->line, L->col, "malformed number '%.*s' (numbers are written as in JSON, "
+                         "or as 1. and .5)", (int)(i - start > 40 ? 40 : i - start), s + start);
     char buf[400];
     if (end - start >= sizeof buf)
         return fail_here(p, L->line, L->col, "number longer than %d characters", (int)sizeof buf - 1);
@@ -433,7 +416,7 @@ static bool lex(P *p)
             while (ok && L.i < p->n && p->src[L.i] != '\n')
                 ok = p->src[L.i] == '\t' || p->src[L.i] == '\r' ? (L.i++, L.col++, true)
                                                                  : text_char(p, &L, "a comment");
-        else if (is_digit(c))
+        else if (is_digit(c) || (c == '.' && L.i + 1 < p->n && is_digit(p->src[L.i + 1])))
             ok = lex_number(p, &L);
         else if (is_name_start(c))
             ok = lex_name(p, &L);

@@ -274,13 +274,15 @@ Test(operators, numbers_are_weak_scalars_bit_for_bit)
     EXPECT_NODES("x * 0.1", "\"out\"=mul(x,0.1)");
     EXPECT_NODES("x * 1e-300", "\"out\"=mul(x,1e-300)");
     EXPECT_NODES("x * 2.0000000000000004", "\"out\"=mul(x,2.0000000000000004)");
+    EXPECT_NODES("x * 1. + .5", "\"_1_3\"=mul(x,1); \"out\"=add(_1_3,0.5)"); /* NumPy's way of writing them */
     EXPECT_ALL("x * nan + inf - -inf",
                "in [\"x\"] consts {\"_1_5\":\"nan\",\"_1_11\":\"inf\",\"_1_17\":\"-inf\"} out [\"out\"]: "
                "\"_1_3\"=mul(x,_1_5); \"_1_9\"=add(_1_3,_1_11); \"out\"=sub(_1_9,_1_17)");
     static const err_case errors[] = {
         {"x * 1e400", "1:5", "too large"},
         {"x * 01", "1:5", "malformed number"},
-        {"x * 1.", "1:5", "malformed number"},
+        {"x * 1..5", "1:5", "malformed number"},
+        {"x * 1.5.", "1:5", "malformed number"},
         {"x * 2y", "1:5", "malformed number"},
     };
     expect_errors(errors, sizeof errors / sizeof errors[0]);
