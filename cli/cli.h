@@ -64,7 +64,7 @@ void cli_progress_end(cli_progress *p);
 
 /* What a misspelt name most likely meant, for the end of an error
  * message: " (did you mean "fc2_bias"?)" when one of the n names is near
- * it (half its letters or more kept), else " (KIND a, b, c)" naming them (the first few when many), or
+ * it (tl_nearest), else " (KIND a, b, c)" naming them (the first few when many), or
  * "" when n is 0.  Writes into buf and returns it. */
 const char *cli_name_hint(const char *name, const char *const *names, int n, const char *kind, char *buf,
                           size_t len);
@@ -147,6 +147,9 @@ tl_graph *cli_load_program(const char *graph, const tl_graph_options *o, tl_stat
  * column of the last program error, and forgets them (cli_fail calls it
  * after the error line). */
 void cli_print_caret(FILE *f);
+/* cli_fail for an error about g (running or checking it): for a program,
+ * placed at the text of the node it names, with the caret. */
+int cli_fail_in(const tl_graph *g, tl_status *st);
 
 /* ---------- the arguments of run, grad and gradcheck (cmd_run.c) ---------- */
 

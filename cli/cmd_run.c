@@ -715,7 +715,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     t->run = cli_now_ms() - t1;
     if (failed) {
         literal_hint(c, st);
-        return cli_fail(st);
+        return cli_fail_in(g, st);
     }
     int no = tl_result_noutputs(s->r);
     if (!(s->seeds = calloc((size_t)no + 1, sizeof *s->seeds)))
@@ -730,7 +730,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
         cli_progress_end(&p);
         t->backward = cli_now_ms() - t2;
         if (failed)
-            return cli_fail(st);
+            return cli_fail_in(g, st);
     }
     int n = 0;
     for (int i = 0; i < no; i++) {

@@ -105,8 +105,6 @@ const char *cli_name_hint(const char *name, const char *const *names, int n, con
                           size_t len)
 {
     const char *near = tl_nearest(name, names, n);
-    if (near && 2 * tl_edit_distance(name, near) > (int)strlen(name))
-        near = NULL; /* "q" is one edit from "x", and means nothing by it */
     buf[0] = '\0';
     if (near) {
         snprintf(buf, len, " (did you mean \"%s\"?)", near);

@@ -2187,6 +2187,8 @@ void tl_graph_free(tl_graph *g)
     free(g->names);
     free(g->doc);
     free(g->path);
+    free(g->source);
+    free(g->slot_pos);
     free(g);
 }
 
@@ -2211,6 +2213,11 @@ const char *tl_attr_name(uint64_t bit)
         if (attr_keys[i].bit == bit)
             return attr_keys[i].key;
     return "?";
+}
+
+int tl_graph_slot(const tl_graph *g, const char *name)
+{
+    return g->names ? lookup(g, g->names, g->tcap, name) : -1;
 }
 
 int tl_graph_input_index(const tl_graph *g, const char *name)

@@ -100,8 +100,20 @@ typedef struct tl_const {
     char *key;         /* FILE: npz member, or NULL */
 } tl_const;
 
+/* A place in a program: line and column from 1, the column counted in
+ * characters of UTF-8 text; 0 and 0 for no place. */
+typedef struct tl_srcpos {
+    int line, col;
+} tl_srcpos;
+
 typedef struct tl_graph {
     char *path; /* as given, for messages */
+    /* A graph a program translated to (program.h): the program's text and,
+     * per slot, the place in it that made the slot (0:0: none), so that
+     * errors point at the text; NULL for a graph file. */
+    char *source;
+    size_t source_len;
+    tl_srcpos *slot_pos;
     char *doc;
     int nslots;
     char **slot_name;
@@ -163,6 +175,8 @@ tl_code tl_graph_check_call(const struct cJSON *node, const char **bad_key, tl_s
 /* The key a graph file writes for attribute bit A_* ("axes", "keepdims"...). */
 const char *tl_attr_name(uint64_t bit);
 
+/* The slot of any name of the graph (in any block), or -1. */
+int tl_graph_slot(const tl_graph *g, const char *name);
 /* Input index by name, or -1. */
 int tl_graph_input_index(const tl_graph *g, const char *name);
 /* The slot of a name of the top scope (an input, a constant or a node of
