@@ -179,6 +179,10 @@ int cli_bind_inputs(const cli_run_args *c, const tl_graph *g, tl_tensor **in, tl
 /* wrt[k]: input k is differentiated (all without --wrt). */
 int cli_parse_wrt(const cli_run_args *c, const tl_graph *g, tl_tensor *const *in, bool *wrt,
                   tl_status *st);
+/* Appends to a dtype error of the run how a literal input without a
+ * prefix (so f64) is written in the dtype wanted: "x=f32:[1,2]",
+ * "idx=i64:[0,2]". */
+void cli_literal_hint(const cli_run_args *c, tl_tensor *const *in, const tl_graph *g, tl_status *st);
 /* seeds[i] for output i of r from --seed (NULL: not given); a 0-d seed is
  * broadcast to the output's shape. */
 int cli_read_seeds(const cli_run_args *c, const tl_result *r, tl_tensor **seeds, tl_status *st);

@@ -303,7 +303,7 @@ static int check(gc_cmd *c, gc_state *s, tl_status *st)
     tl_code failed = tl_gradcheck_begin(s->g, s->in, &c->o, &s->gc, st); /* the run and its tape */
     cli_progress_end(&p);
     if (failed)
-        return cli_fail_in(s->g, st);
+        return cli_literal_hint(&c->run, s->in, s->g, st), cli_fail_in(s->g, st);
     s->nseeds = tl_result_noutputs(tl_gradcheck_base(s->gc));
     if (!(s->seeds = calloc((size_t)s->nseeds + 1, sizeof *s->seeds)))
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);

@@ -14,6 +14,7 @@
 #include "formats/compare.h"
 #include "formats/npz.h"
 #include "formats/results.h"
+#include "formats/text.h"
 
 typedef cli_run_args cmd;
 
@@ -609,24 +610,52 @@ static void on_progress(void *ctx, const char *phase, int64_t done, int64_t tota
     cli_progress_note(ctx, phase, total > 0 ? "tape entries" : "nodes", done, total);
 }
 
-/* A dtype clash where an input came from a literal without a prefix (so
- * f64): say how to write it in the other dtype. */
-static void literal_hint(const cmd *c, tl_status *st)
+/* For cli_literal_hint: the literal v written with a dtype prefix, as
+ * "x=f32:[1,2]", when it reads so (an integer one needs whole numbers). */
+static bool prefixed(const char *name, size_t n, const char *v, tl_dtype dt, char *buf, size_t len)
 {
-    if (!strstr(st->msg, "dtype"))
+    tl_status st = {0};
+    snprintf(buf, len, "%s:%s", tl_dtype_name(dt), v);
+    tl_tensor *t = strlen(v) < 200 ? tl_literal_parse(buf, &st) : NULL;
+    tl_tensor_unref(t);
+    snprintf(buf, len, "%.*s=%s:%.40s%s", (int)n, name, tl_dtype_name(dt), v, strlen(v) > 40 ? "..." : "");
+    return t != NULL;
+}
+
+/* The dtype wanted: f32 or an index type, by a declared input or as the
+ * indices of take, gather... */
+void cli_literal_hint(const cmd *c, tl_tensor *const *in, const tl_graph *g, tl_status *st)
+{
+    if (!strstr(st->msg, "dtype") && !strstr(st->msg, "an index tensor"))
         return;
     for (int i = 0; i < c->nbind; i++) {
         const char *v = strchr(c->bind[i], '=') + 1;
-        size_t n = strlen(v);
+        size_t n = strlen(v), nl = (size_t)(v - 1 - c->bind[i]);
         bool file = v[0] == '-' || strstr(v, ".npz:") || (n > 4 && !strcmp(v + n - 4, ".npy"));
-        char named[300];
-        snprintf(named, sizeof named, "input \"%.*s\"", (int)(v - 1 - c->bind[i]), c->bind[i]);
-        /* only the literal the message is about, and only when f32 is what it wants */
-        if (file || strchr(v, ':') || !strstr(st->msg, named) || !strstr(st->msg, "expected dtype f32"))
+        char name[300], named[310], got[120], desc[96], how[300];
+        snprintf(name, sizeof name, "%.*s", (int)(nl < 299 ? nl : 299), c->bind[i]);
+        snprintf(named, sizeof named, "input \"%s\"", name);
+        int k = nl < 256 ? tl_graph_input_index(g, name) : -1;
+        if (file || strchr(v, ':') || k < 0 || !in[k])
             continue;
-        size_t k = strlen(st->msg);
-        snprintf(st->msg + k, sizeof st->msg - k, " (%.*s is an f64 literal; write %.*s=f32:%.40s for f32)",
-                 (int)(v - 1 - c->bind[i]), c->bind[i], (int)(v - 1 - c->bind[i]), c->bind[i], v);
+        snprintf(got, sizeof got, "got %s", tl_tensor_desc(in[k], desc, sizeof desc));
+        /* only the literal the message is about, and only when it says what it wants */
+        const char *e = strstr(st->msg, "expected dtype ");
+        char dt[4] = "";
+        tl_dtype want = TL_F64;
+        if (strstr(st->msg, named) && e && (snprintf(dt, sizeof dt, "%s", e + 15), tl_dtype_parse(dt, &want)))
+            ;
+        else if (strstr(st->msg, "an index tensor") && strstr(st->msg, got))
+            want = TL_I64;
+        if (want == TL_F64)
+            continue;
+        size_t m = strlen(st->msg);
+        if (prefixed(c->bind[i], nl, v, want, how, sizeof how))
+            snprintf(st->msg + m, sizeof st->msg - m, " (%.*s is an f64 literal; write %s for %s)", (int)nl,
+                     c->bind[i], how, tl_dtype_name(want));
+        else
+            snprintf(st->msg + m, sizeof st->msg - m, " (%.*s is an f64 literal; %s elements are whole numbers, "
+                     "written with the %s: prefix)", (int)nl, c->bind[i], tl_dtype_name(want), tl_dtype_name(want));
         return;
     }
 }
@@ -714,7 +743,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     cli_progress_end(&p);
     t->run = cli_now_ms() - t1;
     if (failed) {
-        literal_hint(c, st);
+        cli_literal_hint(c, s->in, g, st);
         return cli_fail_in(g, st);
     }
     int no = tl_result_noutputs(s->r);

@@ -350,8 +350,7 @@ static tl_code eval_if(tl_eval *ev, const tl_node *n)
         return ev->st->code;
     char d[96];
     if (!c.weak && c.t->ndim != 0)
-        return tl_fail(ev->st, TL_EINPUT, "cond must be a scalar (shape []), got %s",
-                       tl_tensor_desc(c.t, d, sizeof d));
+        return tl_fail(ev->st, TL_EINPUT, TL_IF_COND_NOT_SCALAR, tl_tensor_desc(c.t, d, sizeof d));
     if (!c.weak && tl_dtype_is_int(c.t->dtype))
         return tl_fail(ev->st, TL_EINPUT, "cond must be f32 or f64 (cast the index tensor), got %s",
                        tl_tensor_desc(c.t, d, sizeof d));
