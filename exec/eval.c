@@ -20,8 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "formats/npy.h"
-#include "formats/npz.h"
 
 struct tl_result {
     const tl_graph *g;
@@ -54,15 +52,8 @@ static tl_code load_const(tl_eval *ev, const tl_const *c, tl_value *v)
     }
     tl_tensor *t = NULL;
     if (c->kind == TL_CONST_FILE) {
-        if (c->key) {
-            tl_npz *z = tl_npz_open(c->path, st);
-            t = z ? tl_npz_get(z, c->key, st) : NULL;
-            tl_npz_close(z);
-        } else {
-            t = tl_npy_read_file(c->path, st);
-        }
-        if (!t)
-            return tl_wrap(st, "const \"%s\": %s", c->name, c->path);
+        if (!(t = tl_const_read_file(c, st)))
+            return st->code;
     } else if (c->kind == TL_CONST_FILL) {
         tl_dtype dt = c->typed ? c->dtype : ev->call_dtype;
         if (!(t = tl_tensor_new_in(ev->cx->budget, dt, c->ndim, c->shape, st)))

@@ -175,6 +175,14 @@ tl_code tl_graph_check_call(const struct cJSON *node, const char **bad_key, tl_s
 /* The key a graph file writes for attribute bit A_* ("axes", "keepdims"...). */
 const char *tl_attr_name(uint64_t bit);
 
+/* Reads a file constant's tensor (a new reference); errors name the
+ * constant and its file (f64.c). */
+tl_tensor *tl_const_read_file(const tl_const *c, tl_status *st);
+/* Makes g its own f64 copy (what tl gradcheck --f64 checks): every f32 of
+ * the recipe becomes f64, the declared dtypes of inputs, typed and file
+ * constants (read now, then cast) and the dtype of cast and random ops;
+ * nothing else changes.  The caller casts the inputs (tl_tensor_f64). */
+tl_code tl_graph_to_f64(tl_graph *g, tl_status *st);
 /* The slot of any name of the graph (in any block), or -1. */
 int tl_graph_slot(const tl_graph *g, const char *name);
 /* Input index by name, or -1. */
