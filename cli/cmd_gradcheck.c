@@ -223,7 +223,8 @@ static void json_input(const tl_gradcheck_input *e, bool cast)
     char at[TL_MAXDIM * 24];
     printf("{\"name\": ");
     tl_json_write_string(stdout, e->name);
-    printf(", \"dtype\": \"%s\", \"shape\": [", tl_dtype_name(e->dtype));
+    printf(", \"dtype\": \"%s\", \"cast_from\": %s, \"shape\": [", tl_dtype_name(e->dtype),
+           cast ? "\"f32\"" : "null");
     for (int d = 0; d < e->ndim; d++)
         printf(d ? ", %lld" : "%lld", (long long)e->shape[d]);
     printf("], \"skipped\": ");
@@ -231,8 +232,8 @@ static void json_input(const tl_gradcheck_input *e, bool cast)
         tl_json_write_string(stdout, skip_text(e->skip, true));
     else
         printf("null");
-    printf(", \"elements\": %lld, \"checked\": %lld, \"mismatches\": %lld, \"cast_from\": %s", (long long)e->numel,
-           (long long)e->checked, (long long)e->mismatches, cast ? "\"f32\"" : "null");
+    printf(", \"elements\": %lld, \"checked\": %lld, \"mismatches\": %lld", (long long)e->numel,
+           (long long)e->checked, (long long)e->mismatches);
     bool w = e->worst >= 0;
     printf(", \"max_abs_error\": ");
     w ? json_num(e->max_abs) : (void)printf("null");
@@ -250,14 +251,14 @@ static void json_input(const tl_gradcheck_input *e, bool cast)
 
 static void json_report(const tl_gradcheck_report *r, const bool *cast)
 {
-    printf("{\"passed\": %s, \"device\": \"cpu\", \"eps\": ", r->mismatches ? "false" : "true");
+    printf("{\"passed\": %s, \"device\": \"cpu\", \"f64_copy\": %s, \"eps\": ", r->mismatches ? "false" : "true",
+           cast ? "true" : "false");
     json_num(r->eps);
     printf(", \"rtol\": ");
     json_num(r->rtol);
     printf(", \"atol\": ");
     json_num(r->atol);
     printf(r->samples ? ", \"samples\": %lld" : ", \"samples\": null", (long long)r->samples);
-    printf(", \"f64_copy\": %s", cast ? "true" : "false");
     printf(", \"checked\": %lld, \"mismatches\": %lld, \"kink\": %lld, \"boundary\": %lld, \"inputs\": [",
            (long long)r->checked, (long long)r->mismatches, (long long)r->nkink, (long long)r->nboundary);
     for (int k = 0; k < r->ninputs; k++) {
@@ -315,11 +316,13 @@ static int cast_up(tl_tensor **ts, int n, bool *cast, tl_status *st)
 /* The refusal of an f32 graph names the way to check it anyway. */
 static int refused(const gc_cmd *c, gc_state *s, tl_status *st)
 {
+    bool declared = strstr(st->msg, "expected dtype f32") != NULL; /* an f32 input given in f64 */
+    if (!declared)
+        cli_literal_hint(&c->run, s->in, s->g, st); /* "write f32:" would only be refused next */
     size_t k = strlen(st->msg);
-    if (!c->f64 && strstr(st->msg, "gradcheck needs f64"))
-        snprintf(st->msg + k, sizeof st->msg - k, "; or give --f64 to check an f64 copy of the recipe, "
-                 "the inputs cast up");
-    cli_literal_hint(&c->run, s->in, s->g, st);
+    if (!c->f64 && (declared || strstr(st->msg, "gradcheck needs f64")))
+        snprintf(st->msg + k, sizeof st->msg - k, declared ? "; give --f64 to check an f64 copy of the recipe"
+                 : "; or give --f64 to check an f64 copy of the recipe, the inputs cast up");
     return cli_fail_in(s->g, st);
 }
 
