@@ -622,8 +622,8 @@ static bool prefixed(const char *name, size_t n, const char *v, tl_dtype dt, cha
     return t != NULL;
 }
 
-/* The dtype wanted: f32 or an index type, by a declared input or as the
- * indices of take, gather... */
+/* The dtype wanted is f32 or an index type, that of a declared input, or
+ * i64 for the indices of take, gather... that a literal input holds. */
 void cli_literal_hint(const cmd *c, tl_tensor *const *in, const tl_graph *g, tl_status *st)
 {
     if (!strstr(st->msg, "dtype") && !strstr(st->msg, "an index tensor"))
@@ -643,9 +643,10 @@ void cli_literal_hint(const cmd *c, tl_tensor *const *in, const tl_graph *g, tl_
         const char *e = strstr(st->msg, "expected dtype ");
         char dt[4] = "";
         tl_dtype want = TL_F64;
-        if (strstr(st->msg, named) && e && (snprintf(dt, sizeof dt, "%s", e + 15), tl_dtype_parse(dt, &want)))
-            ;
-        else if (strstr(st->msg, "an index tensor") && strstr(st->msg, got))
+        if (e)
+            snprintf(dt, sizeof dt, "%s", e + 15);
+        bool declared = strstr(st->msg, named) && e && tl_dtype_parse(dt, &want);
+        if (!declared && strstr(st->msg, "an index tensor") && strstr(st->msg, got))
             want = TL_I64;
         if (want == TL_F64)
             continue;

@@ -997,7 +997,7 @@ static bool op_call(P *p, int name, val *v)
     snprintf(op, sizeof op, "%.*s", TEXT(p, name));
     tl_opcode code = tl_op_lookup(op);
     if (code == TL_OP_COUNT) {
-        const char *near = tl_op_suggest(op), *file = "file";
+        const char *near = tl_op_suggest(op), *file = "file"; /* file(...) is a call too */
         if (!near || tl_edit_distance(op, file) < tl_edit_distance(op, near))
             near = tl_nearest(op, &file, 1) ? file : near;
         return fail_at(p, name, "unknown op \"%s\"%s%s%s", op, near ? " (did you mean \"" : " (tl ops lists them)",
@@ -2114,9 +2114,9 @@ static char *graph_text(const cJSON *g, tl_status *st)
  * translator or the graph); false when it did not. */
 typedef bool (*where_fn)(const void *ctx, const char *name, tl_srcpos *at);
 
-/* A mention of a node or constant in a message: node "NAME" (OP) or
- * (OP, MORE), node "NAME", const "NAME"; n the bytes it takes up to the
- * parenthesis or the closing quote. */
+/* A mention of a node or constant in a message: node "NAME" (OP),
+ * node "NAME" (OP, MORE...), node "NAME" or const "NAME"; n the bytes it
+ * takes: through the ")" or "," after OP, else the closing quote. */
 typedef struct mention {
     bool node;
     char name[MAX_NAME + 1];
