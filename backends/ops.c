@@ -66,7 +66,8 @@ const char *tl_nearest(const char *name, const char *const *candidates, int n)
             best = candidates[i];
         }
     }
-    return best && (bd <= 2 || 3 * bd <= (int)strlen(name)) ? best : NULL;
+    int len = (int)strlen(name); /* and half its letters kept: "q" is one edit from "x", and means nothing by it */
+    return best && (bd <= 2 || 3 * bd <= len) && 2 * bd <= len ? best : NULL;
 }
 
 const char *tl_op_suggest(const char *name)

@@ -394,6 +394,14 @@ tl_tensor *tl_tensor_zeros(tl_dtype dt, int ndim, const int64_t *shape, tl_statu
     return t;
 }
 
+tl_tensor *tl_tensor_f64(const tl_tensor *t, tl_status *st)
+{
+    tl_tensor *d = tl_tensor_new(TL_F64, t->ndim, t->shape, st);
+    for (int64_t i = 0; d && i < t->numel; i++)
+        ((double *)d->data)[i] = tl_tensor_get(t, i);
+    return d;
+}
+
 tl_tensor *tl_tensor_scalar(tl_dtype dt, double v, tl_status *st)
 {
     tl_tensor *t = tl_tensor_new(dt, 0, NULL, st);

@@ -114,6 +114,9 @@ tl_tensor *tl_tensor_stub(const tl_tensor *t, tl_status *st);
 /* New host tensor filled with zeros. */
 tl_tensor *tl_tensor_zeros(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);
 tl_tensor *tl_tensor_scalar(tl_dtype dt, double v, tl_status *st);
+/* A new host f64 tensor holding the values of t (a host tensor, f32 or
+ * f64: each value exactly, since every float is a double). */
+tl_tensor *tl_tensor_f64(const tl_tensor *t, tl_status *st);
 tl_tensor *tl_tensor_ref(tl_tensor *t);
 void tl_tensor_unref(tl_tensor *t);
 /* Frees the blocks of large host tensors kept for reuse (tensor.c keeps

@@ -62,6 +62,15 @@ static inline void cli_progress_note(cli_progress *p, const char *phase, const c
 /* Stops the thread; the line, if drawn, is cleared. */
 void cli_progress_end(cli_progress *p);
 
+/* What a misspelt name most likely meant, for the end of an error
+ * message: " (did you mean "fc2_bias"?)" when one of the n names is near
+ * it (tl_nearest), else " (KIND a, b, c)" naming them (the first few when many), or
+ * "" when n is 0.  Writes into buf and returns it. */
+const char *cli_name_hint(const char *name, const char *const *names, int n, const char *kind, char *buf,
+                          size_t len);
+/* The same among the inputs of g ("its inputs are x, w"). */
+const char *cli_input_hint(const tl_graph *g, const char *name, char *buf, size_t len);
+
 /* ---------- options (common.c) ---------- */
 
 /* Whether arg is the option: the short form s, or the long form l alone
@@ -161,6 +170,9 @@ tl_graph *cli_load_program(const char *graph, const tl_graph_options *o, tl_stat
  * column of the last program error, and forgets them (cli_fail calls it
  * after the error line). */
 void cli_print_caret(FILE *f);
+/* cli_fail for an error about g (running or checking it): for a program,
+ * placed at the text of the node it names, with the caret. */
+int cli_fail_in(const tl_graph *g, tl_status *st);
 
 /* ---------- the arguments of run, grad and gradcheck (cmd_run.c) ---------- */
 
@@ -205,6 +217,10 @@ int cli_bind_inputs(const cli_run_args *c, const tl_graph *g, tl_tensor **in, tl
 /* wrt[k]: input k is differentiated (all without --wrt). */
 int cli_parse_wrt(const cli_run_args *c, const tl_graph *g, tl_tensor *const *in, bool *wrt,
                   tl_status *st);
+/* Appends to a dtype error of the run how a literal input without a
+ * prefix (so f64) is written in the dtype wanted: "x=f32:[1,2]",
+ * "idx=i64:[0,2]". */
+void cli_literal_hint(const cli_run_args *c, tl_tensor *const *in, const tl_graph *g, tl_status *st);
 /* seeds[i] for output i of r from --seed (NULL: not given); a 0-d seed is
  * broadcast to the output's shape. */
 int cli_read_seeds(const cli_run_args *c, const tl_result *r, tl_tensor **seeds, tl_status *st);

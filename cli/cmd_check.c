@@ -70,8 +70,10 @@ static void dim_text(const sizes *z, int64_t v, char *buf, size_t len)
 }
 
 /* An error from the check speaks of sizes as numbers: put the size
- * variables' names back where their values stand alone. */
-static int fail_named(const sizes *z, tl_status *st)
+ * variables' names back where their values stand alone (before the
+ * message is placed in a program's text, whose lines and columns are
+ * numbers too). */
+static int fail_named(const tl_graph *g, const sizes *z, tl_status *st)
 {
     for (int i = 0; i < z->n; i++) {
         char num[32], out[sizeof st->msg];
@@ -90,7 +92,7 @@ static int fail_named(const sizes *z, tl_status *st)
         out[k] = '\0';
         memcpy(st->msg, out, k + 1);
     }
-    return cli_fail(st);
+    return cli_fail_in(g, st);
 }
 
 static void type_text(const sizes *z, const tl_type *t, char *buf, size_t len)
@@ -215,8 +217,10 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
         snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), argv[i]);
         int k = n < 256 ? tl_graph_input_index(g, name) : -1;
         tl_status_clear(st);
+        char hint[400];
         if (k < 0)
-            rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph", g->path, name), cli_fail(st));
+            rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph%s", g->path, name,
+                          cli_input_hint(g, name, hint, sizeof hint)), cli_fail(st));
         else if (set[k])
             rc = (tl_fail(st, TL_EINPUT, "input \"%s\" is given twice", name), cli_fail(st));
         else if (parse_spec(&l->z, eq + 1, &l->types[k], st)) {
@@ -291,7 +295,7 @@ int cmd_check(int argc, char **argv)
     printf("nodes\n");
     if (tl_check(g, l.types, print_node, &p, &st)) {
         fflush(stdout);
-        rc = fail_named(&l.z, &st);
+        rc = fail_named(g, &l.z, &st);
     } else {
         printf("outputs:");
         for (int i = 0; i < g->noutputs; i++)
@@ -405,7 +409,7 @@ int cmd_dot(int argc, char **argv)
             d.has_type[g->inputs[i].slot] = true;
         }
         if (tl_check(g, l.types, record_type, &d, &st))
-            rc = fail_named(&l.z, &st);
+            rc = fail_named(g, &l.z, &st);
     }
     if (!rc) {
         printf("digraph tl {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");

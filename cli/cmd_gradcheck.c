@@ -16,6 +16,7 @@
 typedef struct gc_cmd {
     cli_run_args run; /* GRAPH, inputs, seeds, --wrt, --format, -q */
     tl_gradcheck_opts o;
+    bool f64;         /* --f64: check the f64 copy of the recipe */
     char **rest;      /* the arguments handed to the shared parser */
     int nrest;
 } gc_cmd;
@@ -79,7 +80,9 @@ static int parse(int argc, char **argv, gc_cmd *c)
             return cli_usage("gradcheck runs on the CPU: it takes no %s", a);
         if (one_of(a, not_here, sizeof not_here / sizeof not_here[0]))
             return cli_usage("%s is not an option of gradcheck", a);
-        if (cli_is_opt(a, NULL, "--eps") || cli_is_opt(a, NULL, "--samples") || cli_is_opt(a, NULL, "--order"))
+        if (!strcmp(a, "--f64"))
+            rc = 0, c->f64 = true;
+        else if (cli_is_opt(a, NULL, "--eps") || cli_is_opt(a, NULL, "--samples") || cli_is_opt(a, NULL, "--order"))
             rc = own_option(argc, argv, &i, c);
         else
             rc = cli_compare_option(argc, argv, &i, &tol); /* --rtol, --atol */
@@ -158,11 +161,11 @@ static void text_of(const tl_gradcheck_report *r, const tl_gradcheck_input *e)
     printf("%s)", index_text(o, e->worst_of_index, at, sizeof at));
 }
 
-static void text_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e)
+static void text_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e, bool cast)
 {
     char d[96], at[TL_MAXDIM * 24], a[TL_FMT_LEN], b[TL_FMT_LEN];
     cli_print_escaped(stdout, e->name);
-    printf(": %s: ", tl_shape_desc(e->dtype, e->ndim, e->shape, d, sizeof d));
+    printf(": %s%s: ", tl_shape_desc(e->dtype, e->ndim, e->shape, d, sizeof d), cast ? " (cast from f32)" : "");
     if (e->skip) {
         printf("skipped (%s)\n", skip_text(e->skip, false));
         return;
@@ -187,11 +190,18 @@ static void text_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e
     text_sites(e, e->boundary, e->nboundary, "branch boundary");
 }
 
-static void text_report(const tl_gradcheck_report *r)
+/* What --f64 did: cast[k] for each input cast up from f32; NULL: no --f64. */
+static void text_report(const tl_gradcheck_report *r, const bool *cast)
 {
     char a[TL_FMT_LEN], b[TL_FMT_LEN], c[TL_FMT_LEN];
+    if (cast) {
+        int n = 0;
+        for (int k = 0; k < r->ninputs; k++)
+            n += cast[k];
+        printf("gradcheck: an f64 copy of the recipe (--f64), %d input%s cast from f32\n", n, n == 1 ? "" : "s");
+    }
     for (int k = 0; k < r->ninputs; k++)
-        text_input(r, &r->inputs[k]);
+        text_input(r, &r->inputs[k], cast && cast[k]);
     const char *what = r->order == 2 ? "gradcheck --order 2" : "gradcheck";
     if (r->mismatches)
         printf("%s: %lld of %lld MISMATCHED", what, (long long)r->mismatches, (long long)r->checked);
@@ -230,12 +240,13 @@ static void json_sites(const tl_gradcheck_input *e, const char *key, const tl_gr
     printf("]");
 }
 
-static void json_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e)
+static void json_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e, bool cast)
 {
     char at[TL_MAXDIM * 24];
     printf("{\"name\": ");
     tl_json_write_string(stdout, e->name);
-    printf(", \"dtype\": \"%s\", \"shape\": [", tl_dtype_name(e->dtype));
+    printf(", \"dtype\": \"%s\", \"cast_from\": %s, \"shape\": [", tl_dtype_name(e->dtype),
+           cast ? "\"f32\"" : "null");
     for (int d = 0; d < e->ndim; d++)
         printf(d ? ", %lld" : "%lld", (long long)e->shape[d]);
     printf("], \"skipped\": ");
@@ -268,9 +279,10 @@ static void json_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e
     printf("}");
 }
 
-static void json_report(const tl_gradcheck_report *r)
+static void json_report(const tl_gradcheck_report *r, const bool *cast)
 {
-    printf("{\"passed\": %s, \"device\": \"cpu\", ", r->mismatches ? "false" : "true");
+    printf("{\"passed\": %s, \"device\": \"cpu\", \"f64_copy\": %s, ", r->mismatches ? "false" : "true",
+           cast ? "true" : "false");
     if (r->order == 2) /* order 1's report is as it always was */
         printf("\"order\": 2, ");
     printf("\"eps\": ");
@@ -284,7 +296,7 @@ static void json_report(const tl_gradcheck_report *r)
            (long long)r->checked, (long long)r->mismatches, (long long)r->nkink, (long long)r->nboundary);
     for (int k = 0; k < r->ninputs; k++) {
         printf(k ? ", " : "");
-        json_input(r, &r->inputs[k]);
+        json_input(r, &r->inputs[k], cast && cast[k]);
     }
     printf("]}\n");
 }
@@ -295,6 +307,7 @@ typedef struct gc_state {
     tl_graph *g;
     tl_tensor **in, **seeds;
     bool *wrt;
+    bool *cast; /* --f64: the inputs cast from f32 */
     int nseeds;
     tl_gradcheck *gc;
     tl_gradcheck_report *r;
@@ -312,6 +325,38 @@ static void release(gc_state *s)
     free(s->in);
     free(s->seeds);
     free(s->wrt);
+    free(s->cast);
+}
+
+/* --f64: the recipe and every f32 tensor given to it, inputs and seeds,
+ * cast up (cast[k]: input k was); the cast reads each value exactly. */
+static int cast_up(tl_tensor **ts, int n, bool *cast, tl_status *st)
+{
+    for (int k = 0; k < n; k++) {
+        if (!ts[k] || ts[k]->dtype != TL_F32)
+            continue;
+        tl_tensor *d = tl_tensor_f64(ts[k], st);
+        if (!d)
+            return cli_fail(st);
+        tl_tensor_unref(ts[k]);
+        ts[k] = d;
+        if (cast)
+            cast[k] = true;
+    }
+    return 0;
+}
+
+/* The refusal of an f32 graph names the way to check it anyway. */
+static int refused(const gc_cmd *c, gc_state *s, tl_status *st)
+{
+    bool declared = strstr(st->msg, "expected dtype f32") != NULL; /* an f32 input given in f64 */
+    if (!declared)
+        cli_literal_hint(&c->run, s->in, s->g, st); /* "write f32:" would only be refused next */
+    size_t k = strlen(st->msg);
+    if (!c->f64 && (declared || strstr(st->msg, "gradcheck needs f64")))
+        snprintf(st->msg + k, sizeof st->msg - k, declared ? "; give --f64 to check an f64 copy of the recipe"
+                 : "; or give --f64 to check an f64 copy of the recipe, the inputs cast up");
+    return cli_fail_in(s->g, st);
 }
 
 /* The check itself, once the graph is loaded; fills s->r. */
@@ -320,9 +365,13 @@ static int check(gc_cmd *c, gc_state *s, tl_status *st)
     int ni = s->g->ninputs, rc;
     s->in = calloc((size_t)ni + 1, sizeof *s->in);
     s->wrt = calloc((size_t)ni + 1, sizeof *s->wrt);
-    if (!s->in || !s->wrt)
+    s->cast = calloc((size_t)ni + 1, sizeof *s->cast);
+    if (!s->in || !s->wrt || !s->cast)
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
-    if ((rc = cli_bind_inputs(&c->run, s->g, s->in, st)) || (rc = cli_parse_wrt(&c->run, s->g, s->in, s->wrt, st)))
+    if (c->f64 && tl_graph_to_f64(s->g, st))
+        return cli_fail_in(s->g, st);
+    if ((rc = cli_bind_inputs(&c->run, s->g, s->in, st)) || (c->f64 && (rc = cast_up(s->in, ni, s->cast, st))) ||
+        (rc = cli_parse_wrt(&c->run, s->g, s->in, s->wrt, st)))
         return rc;
     cli_progress p;
     bool tty = isatty(2) && !c->run.quiet;
@@ -336,16 +385,17 @@ static int check(gc_cmd *c, gc_state *s, tl_status *st)
     tl_code failed = tl_gradcheck_begin(s->g, s->in, &c->o, &s->gc, st); /* the run and its tape */
     cli_progress_end(&p);
     if (failed)
-        return cli_fail(st);
+        return refused(c, s, st);
     s->nseeds = tl_result_noutputs(tl_gradcheck_base(s->gc));
     if (!(s->seeds = calloc((size_t)s->nseeds + 1, sizeof *s->seeds)))
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
-    if ((rc = cli_read_seeds(&c->run, tl_gradcheck_base(s->gc), s->seeds, st)))
+    if ((rc = cli_read_seeds(&c->run, tl_gradcheck_base(s->gc), s->seeds, st)) ||
+        (c->f64 && (rc = cast_up(s->seeds, s->nseeds, NULL, st))))
         return rc;
     cli_progress_start(&p, tty, t0, "gradcheck"); /* the same line, once the seeds are read */
     failed = tl_gradcheck_run(s->gc, s->seeds, &s->r, st);
     cli_progress_end(&p);
-    return failed ? cli_fail(st) : 0;
+    return failed ? cli_fail_in(s->g, st) : 0;
 }
 
 int cmd_gradcheck(int argc, char **argv)
@@ -363,7 +413,8 @@ int cmd_gradcheck(int argc, char **argv)
     if (!rc)
         rc = check(&c, &s, &st);
     if (!rc) {
-        c.run.json ? json_report(s.r) : text_report(s.r);
+        const bool *cast = c.f64 ? s.cast : NULL;
+        c.run.json ? json_report(s.r, cast) : text_report(s.r, cast);
         rc = cli_finish_stdout();
         rc = rc ? rc : s.r->mismatches ? TL_EDIFF : 0;
     }

@@ -99,10 +99,10 @@ static tl_code read_source(const char *graph, source *s, tl_status *st)
 
 /* The program's line at pos and a caret under its column (a tab stays a
  * tab, so the caret lines up); a long line is shown around the column. */
-static void note_caret(const source *s, tl_srcpos pos)
+static void note_caret(const char *text, size_t len, tl_srcpos pos)
 {
     enum { BEFORE = 60, WIDTH = 120 };
-    const char *p = s->text, *end = s->text + s->len;
+    const char *p = text, *end = text + len;
     for (int line = 1; line < pos.line && p < end; p++)
         line += *p == '\n';
     int skip = pos.col - 1 > BEFORE + 20 ? pos.col - 1 - BEFORE : 0, col = 0;
@@ -135,7 +135,7 @@ tl_graph *cli_load_program_text(const char *text, size_t len, const char *path, 
     tl_srcpos pos;
     tl_graph *g = tl_program_load(s.text, s.len, s.path, o, &pos, st);
     if (!g && pos.line)
-        note_caret(&s, pos);
+        note_caret(s.text, s.len, pos);
     return g;
 }
 
@@ -147,6 +147,15 @@ tl_graph *cli_load_program(const char *graph, const tl_graph_options *o, tl_stat
     tl_graph *g = cli_load_program_text(s.text, s.len, s.path, o, st);
     free(s.buf);
     return g;
+}
+
+int cli_fail_in(const tl_graph *g, tl_status *st)
+{
+    tl_srcpos pos;
+    tl_program_place(g, st, &pos);
+    if (pos.line)
+        note_caret(g->source, g->source_len, pos);
+    return cli_fail(st);
 }
 
 /* ---------- arguments ---------- */
@@ -212,7 +221,7 @@ static int compile(const args *a)
                    (!cli_is_graph_file(a->graphs[0]) && cli_text_is_program(s.text, s.len));
     char *json = tl_program_compile(s.text, s.len, s.path, program, &go, &pos, &st);
     if (!json && pos.line)
-        note_caret(&s, pos);
+        note_caret(s.text, s.len, pos);
     free(s.buf);
     if (!json)
         return cli_fail(&st);

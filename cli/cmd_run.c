@@ -14,6 +14,7 @@
 #include "graph/onnx.h"
 #include "formats/compare.h"
 #include "formats/results.h"
+#include "formats/text.h"
 
 typedef cli_run_args cmd;
 
@@ -334,6 +335,26 @@ static int read_members(const tl_graph *g, const tl_result_file *z, const char *
     return rc;
 }
 
+/* Every input still without a tensor, named in one line. */
+static int missing_inputs(const cmd *c, const tl_graph *g, tl_tensor *const *in, tl_status *st)
+{
+    char names[600], keys[400];
+    int n = 0, shown = 0;
+    size_t k = 0;
+    for (int i = 0; i < g->ninputs; i++)
+        if (!in[i] && n++ < 8 && k + 80 < sizeof names)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s\"%.60s\"", k ? ", " : "", g->inputs[i].name),
+                shown++;
+    if (!n)
+        return 0;
+    if (shown < n)
+        snprintf(names + k, sizeof names - k, ", ... (%d in all)", n);
+    unused_keys(c, g, keys, sizeof keys);
+    tl_fail(st, TL_EINPUT, "%s: missing input%s %s%s%s%s", g->path, n == 1 ? "" : "s", names,
+            keys[0] ? " (the -i files also hold " : "", keys, keys[0] ? ", which are not inputs)" : "");
+    return cli_fail(st);
+}
+
 /* -i files first (an input in two of them is an error), then NAME=TENSOR,
  * which overrides the same key of an -i file (but not another NAME=). */
 int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *st)
@@ -346,8 +367,10 @@ int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *
         size_t n = (size_t)(eq - c->bind[i]);
         snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), c->bind[i]);
         int k = n < 256 ? tl_graph_input_index(g, name) : -1; /* names have at most 255 bytes */
+        char hint[400];
         if (k < 0)
-            rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph", g->path, name), cli_fail(st));
+            rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph%s", g->path, name,
+                          cli_input_hint(g, name, hint, sizeof hint)), cli_fail(st));
         else if (explicit[k])
             rc = (tl_fail(st, TL_EINPUT, "input \"%s\" is supplied twice", name), cli_fail(st));
         else if (!(in[k] = cli_read_tensor(eq + 1, st)))
@@ -371,17 +394,11 @@ int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *
         if (!from_stdin)
             tl_result_file_close(z);
     }
-    for (int k = 0; k < g->ninputs && !rc; k++) {
+    for (int k = 0; k < g->ninputs && !rc; k++) /* inputs with a default (ONNX models) */
         if (!in[k] && c->defaults && c->defaults[k])
             in[k] = tl_tensor_ref(c->defaults[k]);
-        if (in[k])
-            continue;
-        char keys[400];
-        unused_keys(c, g, keys, sizeof keys);
-        tl_fail(st, TL_EINPUT, "%s: missing input \"%s\"%s%s%s", g->path, g->inputs[k].name,
-                keys[0] ? " (the -i files also hold " : "", keys, keys[0] ? ", which are not inputs)" : "");
-        rc = cli_fail(st);
-    }
+    if (!rc)
+        rc = missing_inputs(c, g, in, st);
     free(explicit);
     return rc;
 }
@@ -397,8 +414,10 @@ static int wrt_one(const char *name, void *ctx)
 {
     wrt_ctx *w = ctx;
     int k = strlen(name) < 256 ? tl_graph_input_index(w->g, name) : -1;
+    char hint[400];
     if (k < 0)
-        return tl_fail(w->st, TL_EINPUT, "--wrt: \"%s\" is not an input of the graph", name), cli_fail(w->st);
+        return tl_fail(w->st, TL_EINPUT, "--wrt: \"%s\" is not an input of the graph%s", name,
+                       cli_input_hint(w->g, name, hint, sizeof hint)), cli_fail(w->st);
     if (tl_dtype_is_int(w->in[k]->dtype))
         return tl_fail(w->st, TL_EINPUT, "--wrt: input \"%s\" is an index tensor (%s), which is never "
                        "differentiated", name, tl_dtype_name(w->in[k]->dtype)), cli_fail(w->st);
@@ -457,6 +476,21 @@ static int output_index(const tl_result *r, const char *name, size_t len)
     return -1;
 }
 
+/* " (did you mean "loss"?)" or " (its outputs are y, z)" for a name that
+ * is no output of r. */
+static const char *output_hint(const tl_result *r, const char *name, char *buf, size_t len)
+{
+    int no = tl_result_noutputs(r);
+    const char **names = malloc(sizeof *names * ((size_t)no + 1));
+    buf[0] = '\0';
+    for (int j = 0; names && j < no; j++)
+        names[j] = tl_result_output_name(r, j);
+    if (names)
+        cli_name_hint(name, names, no, no == 1 ? "its output is" : "its outputs are", buf, len);
+    free(names);
+    return buf;
+}
+
 int cli_read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_status *st)
 {
     int no = tl_result_noutputs(r);
@@ -464,8 +498,11 @@ int cli_read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_statu
         const char *s = c->seed[i], *eq = strchr(s, '=');
         int k = 0;
         if (eq) {
+            char name[300], hint[400];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - s < 299 ? eq - s : 299), s);
             if ((k = output_index(r, s, (size_t)(eq - s))) < 0)
-                return tl_fail(st, TL_EINPUT, "--seed %.*s: not an output of the graph", (int)(eq - s), s), cli_fail(st);
+                return tl_fail(st, TL_EINPUT, "--seed %s: not an output of the graph%s", name,
+                               output_hint(r, name, hint, sizeof hint)), cli_fail(st);
             s = eq + 1;
         } else if (no != 1) {
             return tl_fail(st, TL_EINPUT, "--seed without OUT= needs a graph with one output (this one has %d)", no), cli_fail(st);
@@ -489,8 +526,10 @@ static int of_one(const char *name, void *ctx)
 {
     of_ctx *o = ctx;
     int k = output_index(o->r, name, strlen(name));
+    char hint[400];
     if (k < 0)
-        return tl_fail(o->st, TL_EINPUT, "--of: \"%s\" is not an output", name), cli_fail(o->st);
+        return tl_fail(o->st, TL_EINPUT, "--of: \"%s\" is not an output%s", name,
+                       output_hint(o->r, name, hint, sizeof hint)), cli_fail(o->st);
     o->of[k] = true;
     return 0;
 }
@@ -599,24 +638,53 @@ static void on_progress(void *ctx, const char *phase, int64_t done, int64_t tota
     cli_progress_note(ctx, phase, total > 0 ? "tape entries" : "nodes", done, total);
 }
 
-/* A dtype clash where an input came from a literal without a prefix (so
- * f64): say how to write it in the other dtype. */
-static void literal_hint(const cmd *c, tl_status *st)
+/* For cli_literal_hint: the literal v written with a dtype prefix, as
+ * "x=f32:[1,2]", when it reads so (an integer one needs whole numbers). */
+static bool prefixed(const char *name, size_t n, const char *v, tl_dtype dt, char *buf, size_t len)
 {
-    if (!strstr(st->msg, "dtype"))
+    tl_status st = {0};
+    snprintf(buf, len, "%s:%s", tl_dtype_name(dt), v);
+    tl_tensor *t = strlen(v) < 200 ? tl_literal_parse(buf, &st) : NULL;
+    tl_tensor_unref(t);
+    snprintf(buf, len, "%.*s=%s:%.40s%s", (int)n, name, tl_dtype_name(dt), v, strlen(v) > 40 ? "..." : "");
+    return t != NULL;
+}
+
+/* The dtype wanted is f32 or an index type, that of a declared input, or
+ * i64 for the indices of take, gather... that a literal input holds. */
+void cli_literal_hint(const cmd *c, tl_tensor *const *in, const tl_graph *g, tl_status *st)
+{
+    if (!strstr(st->msg, "dtype") && !strstr(st->msg, "an index tensor"))
         return;
     for (int i = 0; i < c->nbind; i++) {
         const char *v = strchr(c->bind[i], '=') + 1;
-        size_t n = strlen(v);
+        size_t n = strlen(v), nl = (size_t)(v - 1 - c->bind[i]);
         bool file = v[0] == '-' || strstr(v, ".npz:") || (n > 4 && !strcmp(v + n - 4, ".npy"));
-        char named[300];
-        snprintf(named, sizeof named, "input \"%.*s\"", (int)(v - 1 - c->bind[i]), c->bind[i]);
-        /* only the literal the message is about, and only when f32 is what it wants */
-        if (file || strchr(v, ':') || !strstr(st->msg, named) || !strstr(st->msg, "expected dtype f32"))
+        char name[300], named[310], got[120], desc[96], how[300];
+        snprintf(name, sizeof name, "%.*s", (int)(nl < 299 ? nl : 299), c->bind[i]);
+        snprintf(named, sizeof named, "input \"%s\"", name);
+        int k = nl < 256 ? tl_graph_input_index(g, name) : -1;
+        if (file || strchr(v, ':') || k < 0 || !in[k])
             continue;
-        size_t k = strlen(st->msg);
-        snprintf(st->msg + k, sizeof st->msg - k, " (%.*s is an f64 literal; write %.*s=f32:%.40s for f32)",
-                 (int)(v - 1 - c->bind[i]), c->bind[i], (int)(v - 1 - c->bind[i]), c->bind[i], v);
+        snprintf(got, sizeof got, "got %s", tl_tensor_desc(in[k], desc, sizeof desc));
+        /* only the literal the message is about, and only when it says what it wants */
+        const char *e = strstr(st->msg, "expected dtype ");
+        char dt[4] = "";
+        tl_dtype want = TL_F64;
+        if (e)
+            snprintf(dt, sizeof dt, "%s", e + 15);
+        bool declared = strstr(st->msg, named) && e && tl_dtype_parse(dt, &want);
+        if (!declared && strstr(st->msg, "an index tensor") && strstr(st->msg, got))
+            want = TL_I64;
+        if (want == TL_F64)
+            continue;
+        size_t m = strlen(st->msg);
+        if (prefixed(c->bind[i], nl, v, want, how, sizeof how))
+            snprintf(st->msg + m, sizeof st->msg - m, " (%.*s is an f64 literal; write %s for %s)", (int)nl,
+                     c->bind[i], how, tl_dtype_name(want));
+        else
+            snprintf(st->msg + m, sizeof st->msg - m, " (%.*s is an f64 literal; %s elements are whole numbers, "
+                     "written with the %s: prefix)", (int)nl, c->bind[i], tl_dtype_name(want), tl_dtype_name(want));
         return;
     }
 }
@@ -785,8 +853,8 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     cli_progress_end(&p);
     t->run = cli_now_ms() - t1;
     if (failed) {
-        literal_hint(c, st);
-        return cli_fail(st);
+        cli_literal_hint(c, s->in, g, st);
+        return cli_fail_in(g, st);
     }
     int no = tl_result_noutputs(s->r);
     if (!(s->seeds = calloc((size_t)no + 1, sizeof *s->seeds)))
@@ -802,7 +870,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
         cli_progress_end(&p);
         t->backward = cli_now_ms() - t2;
         if (failed)
-            return cli_fail(st);
+            return cli_fail_in(g, st);
     }
     int n = 0;
     for (int i = 0; i < no; i++) {

@@ -110,3 +110,32 @@ tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *
     free(buf);
     return g;
 }
+
+const char *cli_name_hint(const char *name, const char *const *names, int n, const char *kind, char *buf,
+                          size_t len)
+{
+    const char *near = tl_nearest(name, names, n);
+    buf[0] = '\0';
+    if (near) {
+        snprintf(buf, len, " (did you mean \"%s\"?)", near);
+    } else if (n > 0) {
+        size_t k = (size_t)snprintf(buf, len, " (%s ", kind);
+        int i = 0;
+        for (; i < n && k + 80 < len && k < 200; i++)
+            k += (size_t)snprintf(buf + k, len - k, "%s%.60s", i ? ", " : "", names[i]);
+        snprintf(buf + k, len - k, i < n ? ", ... %d in all)" : ")", n);
+    }
+    return buf;
+}
+
+const char *cli_input_hint(const tl_graph *g, const char *name, char *buf, size_t len)
+{
+    const char **names = malloc(sizeof *names * ((size_t)g->ninputs + 1));
+    if (!names)
+        return buf[0] = '\0', buf;
+    for (int k = 0; k < g->ninputs; k++)
+        names[k] = g->inputs[k].name;
+    cli_name_hint(name, names, g->ninputs, g->ninputs == 1 ? "its input is" : "its inputs are", buf, len);
+    free(names);
+    return buf;
+}

@@ -36,7 +36,7 @@ _tl()
         compare) opts="--rtol --atol --ulp --equal-nan --format" ;;
         show) opts="--stats --full --format" ;;
         check|dot) opts="--allow-outside-files -e" ;;
-        gradcheck) opts="-i --inputs --seed --wrt --eps --rtol --atol --samples --format
+        gradcheck) opts="-i --inputs --seed --wrt --eps --rtol --atol --samples --f64 --format
                          --allow-outside-files -q --quiet -e" ;;
         compile) opts="-o -e" ;;
         ops)

@@ -312,7 +312,7 @@ static tl_code check_branches(checker *c, const tl_node *n, int depth, tl_type *
     if (arg_type(c, &n->flow->cond, &cond))
         return c->st->code;
     if (!cond.weak && cond.ndim != 0)
-        return tl_fail(c->st, TL_EINPUT, "cond must be a scalar (shape []), got %s", desc(&cond, d));
+        return tl_fail(c->st, TL_EINPUT, TL_IF_COND_NOT_SCALAR, desc(&cond, d));
     if (!cond.weak && tl_dtype_is_int(cond.dtype))
         return tl_fail(c->st, TL_EINPUT, "cond must be f32 or f64 (cast the index tensor), got %s",
                        desc(&cond, d));

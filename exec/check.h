@@ -47,4 +47,10 @@ tl_dtype tl_weak_dtype(tl_opcode op, int i, bool have_value, tl_dtype first_valu
  * in range, below 2^53 in magnitude). */
 tl_code tl_weak_fits(double v, tl_dtype dt, tl_status *st);
 
+/* The message for an if whose cond is not a scalar (%s: its type), the
+ * check's and the run's alike. */
+#define TL_IF_COND_NOT_SCALAR                                                                  \
+    "cond must be a scalar (shape []), got %s: an if takes one branch for the whole tensor; " \
+    "to choose per element use where(cond, a, b), or map with an if in its body"
+
 #endif

@@ -20,8 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "formats/npy.h"
-#include "formats/npz.h"
 
 struct tl_result {
     const tl_graph *g;
@@ -59,15 +57,8 @@ static tl_code load_const(tl_eval *ev, const tl_const *c, tl_value *v)
     }
     tl_tensor *t = NULL;
     if (c->kind == TL_CONST_FILE) {
-        if (c->key) {
-            tl_npz *z = tl_npz_open(c->path, st);
-            t = z ? tl_npz_get(z, c->key, st) : NULL;
-            tl_npz_close(z);
-        } else {
-            t = tl_npy_read_file(c->path, st);
-        }
-        if (!t)
-            return tl_wrap(st, "const \"%s\": %s", c->name, c->path);
+        if (!(t = tl_const_read_file(c, st)))
+            return st->code;
     } else if (c->kind == TL_CONST_FILL) {
         tl_dtype dt = c->typed ? c->dtype : ev->call_dtype;
         if (!(t = tl_tensor_new_in(ev->cx->budget, dt, c->ndim, c->shape, st)))
@@ -355,8 +346,7 @@ static tl_code eval_if(tl_eval *ev, const tl_node *n)
         return ev->st->code;
     char d[96];
     if (!c.weak && c.t->ndim != 0)
-        return tl_fail(ev->st, TL_EINPUT, "cond must be a scalar (shape []), got %s",
-                       tl_tensor_desc(c.t, d, sizeof d));
+        return tl_fail(ev->st, TL_EINPUT, TL_IF_COND_NOT_SCALAR, tl_tensor_desc(c.t, d, sizeof d));
     if (!c.weak && tl_dtype_is_int(c.t->dtype))
         return tl_fail(ev->st, TL_EINPUT, "cond must be f32 or f64 (cast the index tensor), got %s",
                        tl_tensor_desc(c.t, d, sizeof d));

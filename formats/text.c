@@ -332,7 +332,7 @@ tl_code tl_json_tensor_write(FILE *f, const tl_tensor *t, tl_status *st)
  * before recursing (no stack overflow on "[[[[..."). */
 typedef struct lit {
     const char *s; /* the whole text, so that columns count from its start */
-    size_t pos;
+    size_t len, pos;
     tl_dtype dt;
     int ndim;    /* depth at which numbers sit, -1 until one is seen */
     int deepest; /* deepest '[' so far, -1 for none */
@@ -401,37 +401,28 @@ static tl_code parse_integer(lit *L, size_t k)
     return push(L, L->dt == TL_I32 ? (const void *)&i32 : (const void *)&i64);
 }
 
-/* Length of a JSON number at s (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?),
- * 0 when there is none: strtod alone would also take "+1", ".5", "1.",
- * "01", hex and "nan(...)", none of which is JSON. */
-static size_t scan_number(const char *s)
+size_t tl_scan_number(const char *s, size_t n)
 {
-    size_t i = 0;
-    if (s[i] == '-')
+    size_t i = 0, digits = 0;
+    if (i < n && s[i] == '-')
         i++;
-    if (s[i] == '0')
-        i++;
-    else if (s[i] >= '1' && s[i] <= '9')
-        while (isdigit((unsigned char)s[i]))
-            i++;
-    else
-        return 0;
-    if (isdigit((unsigned char)s[i]))
+    if (i + 1 < n && s[i] == '0' && isdigit((unsigned char)s[i + 1]))
         return 0; /* a leading zero */
-    if (s[i] == '.') {
-        if (!isdigit((unsigned char)s[++i]))
-            return 0;
-        while (isdigit((unsigned char)s[i]))
-            i++;
-    }
-    if (s[i] != 'e' && s[i] != 'E')
+    for (; i < n && isdigit((unsigned char)s[i]); i++)
+        digits++;
+    if (i < n && s[i] == '.')
+        for (i++; i < n && isdigit((unsigned char)s[i]); i++)
+            digits++;
+    if (!digits)
+        return 0;
+    if (i >= n || (s[i] != 'e' && s[i] != 'E'))
         return i;
     size_t j = i + 1;
-    if (s[j] == '+' || s[j] == '-')
+    if (j < n && (s[j] == '+' || s[j] == '-'))
         j++;
-    if (!isdigit((unsigned char)s[j]))
+    if (j >= n || !isdigit((unsigned char)s[j]))
         return 0;
-    while (isdigit((unsigned char)s[j]))
+    while (j < n && isdigit((unsigned char)s[j]))
         j++;
     return j;
 }
@@ -439,7 +430,7 @@ static size_t scan_number(const char *s)
 static tl_code parse_number(lit *L)
 {
     const char *start = L->s + L->pos;
-    size_t k = scan_number(start);
+    size_t k = tl_scan_number(start, L->len - L->pos);
     if (!k)
         return tl_fail(L->st, TL_EINPUT, "malformed number at column %zu", col(L));
     if (tl_dtype_is_int(L->dt))
@@ -609,7 +600,7 @@ static tl_code parse_literal(lit *L)
 
 tl_tensor *tl_literal_parse(const char *text, tl_status *st)
 {
-    lit L = {.s = text, .ndim = -1, .deepest = -1, .st = st};
+    lit L = {.s = text, .len = strlen(text), .ndim = -1, .deepest = -1, .st = st};
     tl_tensor *t = NULL;
     if (!parse_literal(&L)) {
         /* no number seen: the shape is that of the (empty) arrays */

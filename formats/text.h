@@ -57,8 +57,8 @@ tl_code tl_text_write(FILE *f, const char *name, const tl_tensor *t, bool full, 
 tl_code tl_json_tensor_write(FILE *f, const tl_tensor *t, tl_status *st);
 
 /* Parses a command-line tensor literal: an optional dtype prefix ("f32:",
- * "f64:", also "float32:", "float64:"; default f64) and a JSON number or
- * nested array.  Elements may also be nan, inf, -inf (bare or as JSON
+ * "f64:", also "float32:", "float64:"; default f64) and a number
+ * (tl_scan_number) or a nested array of them, as JSON writes them.  Elements may also be nan, inf, -inf (bare or as JSON
  * strings; case-insensitive, and "infinity" as Python writes it).  Each
  * f32 element is rounded once, straight from its decimal text by strtof.
  * Empty arrays keep their shape ("[]" is [0], "[[],[]]" is [2,0]).  At
@@ -68,6 +68,13 @@ tl_code tl_json_tensor_write(FILE *f, const tl_tensor *t, tl_status *st);
  * the column where, e.g. "ragged nested array: row 1 has 3 elements,
  * expected 2". */
 tl_tensor *tl_literal_parse(const char *text, tl_status *st);
+
+/* The length of the number at s (at most n bytes), 0 when there is none:
+ * a JSON number, or one written as NumPy prints it, with nothing after
+ * the point ("1.") or before it (".5", "-.5"); 1.e3 too.  strtod reads
+ * exactly these bytes; "+1", "01", ".", hex and "nan(...)" are no number
+ * (tl_literal_parse and the program language both read numbers so). */
+size_t tl_scan_number(const char *s, size_t n);
 
 /* Fills t (host, shape already set) from a cJSON "data" value: an array
  * nested to match t's shape, or a flat array of t->numel values, or a

@@ -892,6 +892,33 @@ static void unknown_attribute(loader *L, tl_opcode op, const char *key)
                 near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
 }
 
+/* A reduction given two tensors, or an elementwise op given one, was most
+ * likely the other: "max(x, 0)" means maximum. */
+static const struct twin {
+    tl_opcode reduce, pairwise;
+    const char *one, *two, *how; /* what the reduction gives, what the pairwise op gives, how it is written */
+} twins[] = {
+    {TL_OP_MAX, TL_OP_MAXIMUM, "largest element", "maximum", "maximum"},
+    {TL_OP_MIN, TL_OP_MINIMUM, "smallest element", "minimum", "minimum"},
+    {TL_OP_SUM, TL_OP_ADD, "sum", "sum", "add (a + b)"},
+    {TL_OP_PROD, TL_OP_MUL, "product", "product", "mul (a * b)"},
+};
+
+static bool wrong_arity(loader *L, tl_opcode op)
+{
+    size_t k = strlen(L->st->msg);
+    for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
+        const struct twin *t = &twins[i];
+        if (op == t->reduce)
+            snprintf(L->st->msg + k, sizeof L->st->msg - k, " (%s reduces one tensor, over \"axes\"; the "
+                     "elementwise %s of two is %s)", tl_ops[op].name, t->two, t->how);
+        else if (op == t->pairwise)
+            snprintf(L->st->msg + k, sizeof L->st->msg - k, " (%s works elementwise on two tensors; the %s "
+                     "of one, over \"axes\", is %s)", tl_ops[op].name, t->one, tl_ops[t->reduce].name);
+    }
+    return false;
+}
+
 static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
 {
     const tl_opinfo *info = &tl_ops[n->op];
@@ -933,7 +960,7 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
         if (missing & attr_keys[i].bit)
             return tl_fail(L->st, TL_EINPUT, "missing attribute \"%s\"", attr_keys[i].key), false;
     if (tl_op_check_arity(n->op, n->nargs, L->st))
-        return false;
+        return wrong_arity(L, n->op);
     if (n->op == TL_OP_BATCH_NORM && n->nout == 3 && n->attrs->training != 1)
         return tl_fail(L->st, TL_EINPUT, "batch_norm gives its batch mean and variance only with \"training\": true; "
                        "\"id\" has 3 names"), false;
@@ -2168,6 +2195,8 @@ void tl_graph_free(tl_graph *g)
     free(g->names);
     free(g->doc);
     free(g->path);
+    free(g->source);
+    free(g->slot_pos);
     free(g);
 }
 
@@ -2192,6 +2221,11 @@ const char *tl_attr_name(uint64_t bit)
         if (attr_keys[i].bit == bit)
             return attr_keys[i].key;
     return "?";
+}
+
+int tl_graph_slot(const tl_graph *g, const char *name)
+{
+    return g->names ? lookup(g, g->names, g->tcap, name) : -1;
 }
 
 int tl_graph_input_index(const tl_graph *g, const char *name)

@@ -100,8 +100,20 @@ typedef struct tl_const {
     char *key;         /* FILE: npz member, or NULL */
 } tl_const;
 
+/* A place in a program: line and column from 1, the column counted in
+ * characters of UTF-8 text; 0 and 0 for no place. */
+typedef struct tl_srcpos {
+    int line, col;
+} tl_srcpos;
+
 typedef struct tl_graph {
     char *path; /* as given, for messages */
+    /* A graph a program translated to (program.h): the program's text and,
+     * per slot, the place in it that made the slot (0:0: none), so that
+     * errors point at the text; NULL for a graph file. */
+    char *source;
+    size_t source_len;
+    tl_srcpos *slot_pos;
     char *doc;
     int nslots;
     char **slot_name;
@@ -171,6 +183,16 @@ tl_code tl_graph_rename(tl_graph *g, const char *const *names, tl_status *st);
 /* The key a graph file writes for attribute bit A_* ("axes", "keepdims"...). */
 const char *tl_attr_name(uint64_t bit);
 
+/* Reads a file constant's tensor (a new reference); errors name the
+ * constant and its file (f64.c). */
+tl_tensor *tl_const_read_file(const tl_const *c, tl_status *st);
+/* Makes g its own f64 copy (what tl gradcheck --f64 checks): every f32 of
+ * the recipe becomes f64, the declared dtypes of inputs, typed and file
+ * constants (read now, then cast) and the dtype of cast and random ops;
+ * nothing else changes.  The caller casts the inputs (tl_tensor_f64). */
+tl_code tl_graph_to_f64(tl_graph *g, tl_status *st);
+/* The slot of any name of the graph (in any block), or -1. */
+int tl_graph_slot(const tl_graph *g, const char *name);
 /* Input index by name, or -1. */
 int tl_graph_input_index(const tl_graph *g, const char *name);
 /* The slot of a name of the top scope (an input, a constant or a node of

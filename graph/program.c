@@ -254,29 +254,12 @@ static bool continues(const P *p)
 static bool lex_number(P *p, lexer *L)
 {
     const char *s = p->src;
-    size_t i = L->i, start = i;
-    bool ok = true;
-    if (s[i] == '0')
-        ok = !(++i < p->n && is_digit(s[i]));
-    while (i < p->n && is_digit(s[i]))
-        i++;
-    if (ok && i < p->n && s[i] == '.') {
-        ok = ++i < p->n && is_digit(s[i]);
-        while (i < p->n && is_digit(s[i]))
-            i++;
-    }
-    if (ok && i < p->n && (s[i] == 'e' || s[i] == 'E')) {
-        i += i + 1 < p->n && (s[i + 1] == '+' || s[i + 1] == '-');
-        ok = ++i < p->n && is_digit(s[i]);
-        while (i < p->n && is_digit(s[i]))
-            i++;
-    }
-    size_t end = i;
+    size_t start = L->i, end = start + tl_scan_number(s + start, p->n - start), i = end;
     while (i < p->n && (is_name_char(s[i]) || s[i] == '.'))
         i++;
-    if (!ok || i != end)
-        return fail_here(p, L->line, L->col, "malformed number '%.*s' (numbers are written as in JSON)",
-                         (int)(i - start > 40 ? 40 : i - start), s + start);
+    if (end == start || i != end)
+        return fail_here(p, L->line, L->col, "malformed number '%.*s' (numbers are written as in JSON, "
+                         "or as 1. and .5)", (int)(i - start > 40 ? 40 : i - start), s + start);
     char buf[400];
     if (end - start >= sizeof buf)
         return fail_here(p, L->line, L->col, "number longer than %d characters", (int)sizeof buf - 1);
@@ -433,7 +416,7 @@ static bool lex(P *p)
             while (ok && L.i < p->n && p->src[L.i] != '\n')
                 ok = p->src[L.i] == '\t' || p->src[L.i] == '\r' ? (L.i++, L.col++, true)
                                                                  : text_char(p, &L, "a comment");
-        else if (is_digit(c))
+        else if (is_digit(c) || (c == '.' && L.i + 1 < p->n && is_digit(p->src[L.i + 1])))
             ok = lex_number(p, &L);
         else if (is_name_start(c))
             ok = lex_name(p, &L);
@@ -1013,8 +996,13 @@ static bool op_call(P *p, int name, val *v)
     char op[MAX_NAME + 1];
     snprintf(op, sizeof op, "%.*s", TEXT(p, name));
     tl_opcode code = tl_op_lookup(op);
-    if (code == TL_OP_COUNT)
-        return fail_at(p, name, "unknown op \"%s\" (tl ops lists them)", op);
+    if (code == TL_OP_COUNT) {
+        const char *near = tl_op_suggest(op), *file = "file"; /* file(...) is a call too */
+        if (!near || tl_edit_distance(op, file) < tl_edit_distance(op, near))
+            near = tl_nearest(op, &file, 1) ? file : near;
+        return fail_at(p, name, "unknown op \"%s\"%s%s%s", op, near ? " (did you mean \"" : " (tl ops lists them)",
+                       near ? near : "", near ? "\"?)" : "");
+    }
     cJSON *args = note(p, cJSON_CreateArray()), *attrs = note(p, cJSON_CreateObject());
     int attr_toks[32], nattrs = 0, nargs = 0;
     bool ok = true;
@@ -1287,6 +1275,30 @@ static bool implicit_input(P *p, int tok, int *s)
     return bind_name(p, p->s[*s].want, p->s[*s].wlen, tok, *s, 0);
 }
 
+/* Into near, the visible name nearest to the one at token tok
+ * (tl_nearest); the last few hundred bindings are compared.
+ * False when none is near. */
+static bool nearest_visible(P *p, int tok, char *near, size_t len)
+{
+    enum { MAX = 256 };
+    char want[MAX_NAME + 1], *names = malloc((size_t)MAX * (MAX_NAME + 1));
+    const char *list[MAX], *best = NULL;
+    int n = 0;
+    for (int k = p->nb - 1; names && k >= 0 && n < MAX; k--)
+        if (p->b[k].sym >= 0) {
+            list[n] = names + (size_t)n * (MAX_NAME + 1);
+            snprintf(names + (size_t)n * (MAX_NAME + 1), MAX_NAME + 1, "%.*s", p->b[k].len, p->b[k].name);
+            n++;
+        }
+    snprintf(want, sizeof want, "%.*s", TEXT(p, tok));
+    best = tl_nearest(want, list, n);
+    bool ok = best != NULL;
+    if (ok)
+        snprintf(near, len, "%s", best);
+    free(names);
+    return ok;
+}
+
 /* The symbol of the name at token tok: a visible binding, else (without
  * input statements) a new input; `where` says where it was looked for. */
 static bool resolve_name(P *p, int tok, const char *where, int *s)
@@ -1294,8 +1306,12 @@ static bool resolve_name(P *p, int tok, const char *where, int *s)
     int k = lookup(p, p->src + p->t[tok].off, (int)p->t[tok].len);
     if (k >= 0)
         return *s = p->b[k].sym, true;
-    if (p->declared)
+    if (p->declared) {
+        char near[MAX_NAME + 1];
+        if (nearest_visible(p, tok, near, sizeof near))
+            return fail_at(p, tok, "unknown name \"%.*s\" (did you mean \"%s\"?)", TEXT(p, tok), near);
         return fail_at(p, tok, "unknown name \"%.*s\" (not an input, and not bound %s)", TEXT(p, tok), where);
+    }
     return implicit_input(p, tok, s);
 }
 
@@ -2092,27 +2108,131 @@ static char *graph_text(const cJSON *g, tl_status *st)
 
 /* ---------- loading ---------- */
 
-/* The loader's complaint about a node or constant of the translation,
- * placed at the token that made it. */
-static void place_loader_error(P *p)
+/* ---------- placing messages at the text ---------- */
+
+/* Where the text made the node or constant of this name (ctx: the
+ * translator or the graph); false when it did not. */
+typedef bool (*where_fn)(const void *ctx, const char *name, tl_srcpos *at);
+
+/* A mention of a node or constant in a message: node "NAME" (OP),
+ * node "NAME" (OP, MORE...), node "NAME" or const "NAME"; n the bytes it
+ * takes: through the ")" or "," after OP, else the closing quote. */
+typedef struct mention {
+    bool node;
+    char name[MAX_NAME + 1];
+    size_t n;
+    const char *op; /* after "(": the op's name, up to oplen */
+    size_t oplen;
+    bool more; /* (OP, MORE): MORE follows op */
+} mention;
+
+static bool mention_at(const char *q, mention *m)
 {
-    char msg[sizeof p->st->msg];
-    size_t pl = strlen(p->path);
-    snprintf(msg, sizeof msg, "%s", p->st->msg);
-    if (strncmp(msg, p->path, pl) || strncmp(msg + pl, ": ", 2))
+    bool node = !strncmp(q, "node \"", 6);
+    if (!node && strncmp(q, "const \"", 7))
+        return false;
+    const char *name = q + (node ? 6 : 7), *end = strchr(name, '"');
+    if (!end || end - name > MAX_NAME)
+        return false;
+    *m = (mention){.node = node, .n = (size_t)(end + 1 - q)};
+    memcpy(m->name, name, (size_t)(end - name));
+    size_t oplen = node && !strncmp(end + 1, " (", 2) ? strcspn(end + 3, ",)") : 0;
+    if (oplen && end[3 + oplen]) {
+        m->op = end + 3;
+        m->oplen = oplen;
+        m->more = m->op[oplen] == ',';
+        m->n += 2 + oplen + 1; /* through ")" or "," */
+    }
+    return true;
+}
+
+/* The message at the innermost place it names (tl_program_place). */
+static void place_message(tl_status *st, const char *path, where_fn where, const void *ctx, tl_srcpos *pos)
+{
+    size_t pl = strlen(path);
+    mention m;
+    tl_srcpos at, inner = {0, 0};
+    const char *rest, *innermost = NULL;
+    pos->line = pos->col = 0;
+    if (strncmp(st->msg, path, pl) || strncmp(st->msg + pl, ": ", 2))
         return;
-    const char *rest = msg + pl + 2, *name = NULL;
-    if (!strncmp(rest, "const \"", 7))
-        name = rest + 7;
-    for (const char *q = strstr(rest, "node \""); q; q = strstr(q + 1, "node \""))
-        name = q + 6;
-    const char *end = name ? strchr(name, '"') : NULL;
-    for (int k = 0; end && k < p->ns; k++)
-        if (p->s[k].final && strlen(p->s[k].final) == (size_t)(end - name) &&
-            !strncmp(p->s[k].final, name, (size_t)(end - name))) {
-            fail_at(p, p->s[k].tok, "%s", rest);
-            return;
+    rest = st->msg + pl + 2;
+    for (const char *q = rest; *q; q++)
+        if (mention_at(q, &m) && where(ctx, m.name, &at) && at.line)
+            innermost = q, inner = at;
+    if (!innermost)
+        return;
+    char out[sizeof st->msg];
+    size_t k = (size_t)snprintf(out, sizeof out, "%s:%d:%d: ", path, inner.line, inner.col);
+    for (const char *q = rest; *q && k + 1 < sizeof out;) {
+        if (!mention_at(q, &m) || !where(ctx, m.name, &at) || !at.line) {
+            out[k++] = *q++;
+            continue;
         }
+        char here[40] = "";
+        if (q != innermost)
+            snprintf(here, sizeof here, " at %d:%d", at.line, at.col);
+        if (m.op)
+            k += (size_t)snprintf(out + k, sizeof out - k, "%.*s%s%s", (int)m.oplen, m.op, here,
+                                  m.more ? " (" : "");
+        else
+            k += (size_t)snprintf(out + k, sizeof out - k, "the %s%s", m.node ? "node" : "constant", here);
+        q += m.n;
+        if (m.more && *q == ' ')
+            q++;
+    }
+    out[k < sizeof out ? k : sizeof out - 1] = '\0';
+    snprintf(st->msg, sizeof st->msg, "%s", out);
+    *pos = inner;
+}
+
+static bool sym_place(const void *ctx, const char *name, tl_srcpos *at)
+{
+    const P *p = ctx;
+    for (int k = 0; k < p->ns; k++)
+        if (p->s[k].final && !strcmp(p->s[k].final, name)) {
+            *at = (tl_srcpos){p->t[p->s[k].tok].line, p->t[p->s[k].tok].col};
+            return true;
+        }
+    return false;
+}
+
+static bool slot_place(const void *ctx, const char *name, tl_srcpos *at)
+{
+    const tl_graph *g = ctx;
+    int s = tl_graph_slot(g, name);
+    if (s < 0)
+        return false;
+    *at = g->slot_pos[s];
+    return true;
+}
+
+void tl_program_place(const tl_graph *g, tl_status *st, tl_srcpos *pos)
+{
+    pos->line = pos->col = 0;
+    if (g && g->slot_pos)
+        place_message(st, g->path, slot_place, g, pos);
+}
+
+/* What the graph keeps of the program: its text and where each slot's
+ * name came from. */
+static tl_graph *keep_places(P *p, tl_graph *g)
+{
+    g->source = malloc(p->n + 1);
+    g->slot_pos = calloc((size_t)g->nslots + 1, sizeof *g->slot_pos);
+    if (!g->source || !g->slot_pos) {
+        tl_graph_free(g);
+        return out_of_memory(p), NULL;
+    }
+    memcpy(g->source, p->src, p->n);
+    g->source[p->n] = '\0';
+    g->source_len = p->n;
+    for (int k = 0; k < p->ns; k++) {
+        int s = p->s[k].final ? tl_graph_slot(g, p->s[k].final) : -1;
+        if (s >= 0)
+            g->slot_pos[s] = (tl_srcpos){p->t[p->s[k].tok].line, p->t[p->s[k].tok].col};
+    }
+    return g;
 }
 
 static char *program_json(P *p, const char *text, size_t len, const char *path, tl_srcpos *pos, tl_status *st)
@@ -2126,7 +2246,7 @@ static tl_graph *load_json(P *p, const char *json, const tl_graph_options *o)
 {
     tl_graph *g = tl_graph_parse_with(json, strlen(json), p->path, o, p->st);
     if (!g && p->st->code == TL_EINPUT)
-        place_loader_error(p);
+        place_message(p->st, p->path, sym_place, p, p->pos);
     return g;
 }
 
@@ -2136,6 +2256,8 @@ tl_graph *tl_program_load(const char *text, size_t len, const char *path, const 
     P p;
     char *json = program_json(&p, text, len, path, pos, st);
     tl_graph *g = json ? load_json(&p, json, o) : NULL;
+    if (g)
+        g = keep_places(&p, g);
     free(json);
     cleanup(&p);
     return g;

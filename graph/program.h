@@ -1,7 +1,9 @@
 /* Programs: ordinary calculations written as text, translated call for call
  * into the graph recipe (the JSON a graph file holds), which the graph
  * loader then validates and loads like any graph file.  There is no second
- * engine: a program is only ever another way of writing a graph.
+ * engine: a program is only ever another way of writing a graph.  The
+ * graph keeps the program's text and where each name came from, so that
+ * later errors, the executor's too, point at the text (tl_program_place).
  *
  * Ownership: every function returns memory its caller owns (free the text,
  * tl_graph_free the graph).  Nothing here prints; errors are values in the
@@ -12,18 +14,20 @@
 
 #include "graph.h"
 
-/* A place in a program: line and column from 1, the column counted in
- * characters of UTF-8 text; 0 and 0 when an error has no place. */
-typedef struct tl_srcpos {
-    int line, col;
-} tl_srcpos;
-
 /* Translates program text and loads the translation: the graph exactly as
  * tl_graph_parse_with loads the JSON that tl_program_compile returns.
  * path names the program in messages ("-e" for inline text) and anchors
  * relative file constants, as a graph file's path does. */
 tl_graph *tl_program_load(const char *text, size_t len, const char *path, const tl_graph_options *o,
                           tl_srcpos *pos, tl_status *st);
+
+/* Places an error about g at its program's text (g->source; nothing for
+ * a graph file).  The loader and the executor name nodes by id, as in a
+ * graph file: "P: node "y" (if): then branch: node "_1_7" (matmul): WHAT"
+ * becomes "P:1:7: if at 1:3: then branch: matmul: WHAT", placed at the
+ * innermost node (or constant) named, that place also in *pos.  A message
+ * that names none stays as it is, *pos 0:0. */
+void tl_program_place(const tl_graph *g, tl_status *st, tl_srcpos *pos);
 
 /* The JSON text of a graph in the layout `tl compile` writes: version,
  * inputs, consts, then the nodes one per line (a block's nodes each on a

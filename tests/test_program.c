@@ -274,13 +274,15 @@ Test(operators, numbers_are_weak_scalars_bit_for_bit)
     EXPECT_NODES("x * 0.1", "\"out\"=mul(x,0.1)");
     EXPECT_NODES("x * 1e-300", "\"out\"=mul(x,1e-300)");
     EXPECT_NODES("x * 2.0000000000000004", "\"out\"=mul(x,2.0000000000000004)");
+    EXPECT_NODES("x * 1. + .5", "\"_1_3\"=mul(x,1); \"out\"=add(_1_3,0.5)"); /* NumPy's way of writing them */
     EXPECT_ALL("x * nan + inf - -inf",
                "in [\"x\"] consts {\"_1_5\":\"nan\",\"_1_11\":\"inf\",\"_1_17\":\"-inf\"} out [\"out\"]: "
                "\"_1_3\"=mul(x,_1_5); \"_1_9\"=add(_1_3,_1_11); \"out\"=sub(_1_9,_1_17)");
     static const err_case errors[] = {
         {"x * 1e400", "1:5", "too large"},
         {"x * 01", "1:5", "malformed number"},
-        {"x * 1.", "1:5", "malformed number"},
+        {"x * 1..5", "1:5", "malformed number"},
+        {"x * 1.5.", "1:5", "malformed number"},
         {"x * 2y", "1:5", "malformed number"},
     };
     expect_errors(errors, sizeof errors / sizeof errors[0]);
@@ -977,4 +979,101 @@ Test(pairs, a_program_and_its_compiled_json)
         tl_graph_free(p);
         free(json);
     }
+}
+
+/* ---------- errors after the load point at the text ---------- */
+
+/* The error of running src on x (an f64 literal), placed by
+ * tl_program_place. */
+static tl_code run_placed(const char *src, const char *x, tl_status *st, tl_srcpos *pos)
+{
+    tl_srcpos at;
+    tl_status_clear(st);
+    tl_graph *g = tl_program_load(src, strlen(src), "p.tl", NULL, &at, st);
+    cr_assert(g, "%s: %s", src, st->msg);
+    cr_assert(g->source && g->slot_pos && g->source_len == strlen(src) && !strcmp(g->source, src));
+    tl_tensor *in = tl_literal_parse(x, st);
+    cr_assert(in, "%s", st->msg);
+    tl_run_opts o = {.record = false};
+    tl_result *r = NULL;
+    tl_code rc = tl_run(g, &in, &o, &r, st);
+    if (rc)
+        tl_program_place(g, st, pos);
+    tl_result_free(r);
+    tl_tensor_unref(in);
+    tl_graph_free(g);
+    return rc;
+}
+
+Test(errors, run_time_errors_are_placed_at_the_text)
+{
+    tl_status st;
+    tl_srcpos pos;
+    cr_expect_eq(run_placed("x @ x + 1", "[[1,2,3]]", &st, &pos), TL_EINPUT);
+    cr_expect_str_eq(st.msg, "p.tl:1:3: matmul: inner sizes differ: f64[1,3] @ f64[1,3]");
+    cr_expect(pos.line == 1 && pos.col == 3);
+    /* the innermost node is the place; the enclosing ones keep theirs in the text */
+    cr_expect_eq(run_placed("y = if sum(x) > 0 then {\n  h = x @ x\n  h\n} else x\ny", "[[1,2,3]]", &st, &pos),
+                 TL_EINPUT);
+    cr_expect_str_eq(st.msg, "p.tl:2:9: if at 1:5: then branch: matmul: inner sizes differ: f64[1,3] @ f64[1,3]");
+    cr_expect(pos.line == 2 && pos.col == 9);
+}
+
+Test(errors, a_message_naming_no_node_stays_as_it_is)
+{
+    tl_srcpos at, pos = {7, 7};
+    tl_status st = {0};
+    tl_graph *g = tl_program_load("x * 2", 5, "p.tl", NULL, &at, &st);
+    cr_assert(g, "%s", st.msg);
+    tl_fail(&st, TL_EINPUT, "p.tl: missing input \"x\"");
+    tl_program_place(g, &st, &pos);
+    cr_expect_str_eq(st.msg, "p.tl: missing input \"x\"");
+    cr_expect(pos.line == 0 && pos.col == 0);
+    /* a node of another name, or another graph's path: left alone */
+    tl_fail(&st, TL_EINPUT, "p.tl: node \"nope\" (mul): bad");
+    tl_program_place(g, &st, &pos);
+    cr_expect_str_eq(st.msg, "p.tl: node \"nope\" (mul): bad");
+    tl_fail(&st, TL_EINPUT, "q.tl: node \"out\" (mul): bad");
+    tl_program_place(g, &st, &pos);
+    cr_expect_str_eq(st.msg, "q.tl: node \"out\" (mul): bad");
+    /* the forms the executor writes */
+    tl_fail(&st, TL_EINPUT, "p.tl: backward of node \"out\" (mul, inputs f64[2], f64[]): bad");
+    tl_program_place(g, &st, &pos);
+    cr_expect_str_eq(st.msg, "p.tl:1:3: backward of mul (inputs f64[2], f64[]): bad");
+    tl_fail(&st, TL_EINPUT, "p.tl: backward from node \"out\": bad");
+    tl_program_place(g, &st, &pos);
+    cr_expect_str_eq(st.msg, "p.tl:1:3: backward from the node: bad");
+    tl_graph_free(g);
+    /* a graph file has no text to point at */
+    const char *json = "{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": [{\"id\": \"y\", \"op\": \"neg\", \"args\": [\"x\"]}], "
+                       "\"outputs\": \"y\"}";
+    g = tl_graph_parse(json, strlen(json), "g.json", &st);
+    cr_assert(g && !g->source && !g->slot_pos, "%s", st.msg);
+    tl_fail(&st, TL_EINPUT, "g.json: node \"y\" (neg): bad");
+    tl_program_place(g, &st, &pos);
+    cr_expect_str_eq(st.msg, "g.json: node \"y\" (neg): bad");
+    tl_graph_free(g);
+}
+
+Test(errors, the_f64_copy_of_a_recipe)
+{
+    const char *src = "input x: f32[2]; y = cast(x * f32:[1.5, 2] + random_uniform(shape=[2], seed=1, dtype=\"f32\"), "
+                      "dtype=\"f32\"); output y";
+    tl_srcpos at;
+    tl_status st = {0};
+    tl_graph *g = tl_program_load(src, strlen(src), "p.tl", NULL, &at, &st);
+    cr_assert(g, "%s", st.msg);
+    cr_assert(!tl_graph_to_f64(g, &st), "%s", st.msg);
+    cr_expect_eq(g->inputs[0].dtype, TL_F64);
+    cr_assert_eq(g->nconsts, 1);
+    cr_expect_eq(g->consts[0].tensor->dtype, TL_F64);
+    cr_expect_eq(((double *)g->consts[0].tensor->data)[0], 1.5);
+    tl_tensor *x = tl_literal_parse("[1, 2]", &st);
+    tl_run_opts o = {.record = false};
+    tl_result *r = NULL;
+    cr_assert(!tl_run(g, &x, &o, &r, &st), "%s", st.msg);
+    cr_expect_eq(tl_result_output(r, 0)->dtype, TL_F64); /* the cast and the draw are f64 too */
+    tl_result_free(r);
+    tl_tensor_unref(x);
+    tl_graph_free(g);
 }

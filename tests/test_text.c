@@ -548,10 +548,25 @@ Test(literal, scalars_and_arrays)
     tl_tensor_unref(t);
 }
 
+Test(literal, numpy_numbers)
+{
+    /* NumPy prints 1. and .5; tl reads them as JSON's 1.0 and 0.5 */
+    tl_tensor *t = parse_ok("[1., .5, -.25, 2.e1, -0., 0.]");
+    expect_shape(t, TL_F64, 1, (int64_t[]){6});
+    const double *d = t->data;
+    cr_expect(d[0] == 1.0 && d[1] == 0.5 && d[2] == -0.25 && d[3] == 20.0);
+    cr_expect(d[4] == 0.0 && signbit(d[4]) && d[5] == 0.0 && !signbit(d[5]));
+    tl_tensor_unref(t);
+    t = parse_ok("f32:.1");
+    cr_expect_eq(((float *)t->data)[0], 0.1f);
+    tl_tensor_unref(t);
+    parse_fails("i64:[1.]", "not an integer");
+}
+
 Test(literal, json_numbers_only)
 {
-    /* strtod would take all of these; JSON (and so tl) does not */
-    const char *bad[] = {"01", ".5", "+1", "1.", "0x10", "1e", "-", "NaN", "Infinity", "+inf", "[1, .5]"};
+    /* strtod would take all of these; JSON and NumPy (and so tl) do not */
+    const char *bad[] = {"01", ".", "+1", "-.", "0x10", "1e", "-", "NaN", "Infinity", "+inf", "[1, .e5]", "1..5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tl_status st = {0};
         tl_tensor *t = tl_literal_parse(bad[i], &st);
