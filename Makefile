@@ -216,7 +216,7 @@ endif
 # packages first, then a make that parses this file anew and so builds
 # against what is installed now
 demo: deps
-	@$(MAKE) --no-print-directory tl
+	@$(MAKE) --no-print-directory -j$(JOBS) tl
 	./tl grad examples/mlp.json -i examples/mlp_inputs.npz
 
 # ---- examples: a C program on libtl, and the many-runs CI check ----
@@ -298,7 +298,11 @@ memcheck: tl build/tests/test_cli
 	@TL="$(VALGRIND) $(CURDIR)/build/tl-memcheck" TL_MEMCHECK=1 TL_CLI_TIMEOUT=300 TL_CLI_EVERY=$(MEMCHECK_EVERY) \
 	  build/tests/test_cli --jobs 2
 
+# The build on every core first (the tests themselves run in their own
+# order, each binary with its own jobs); then the checks.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 check: deps
+	$(MAKE) -j$(JOBS) tl build/tl-san $(TESTS) build/tests/fake-cuda.so build/examples/embed $(PLUGIN)
 	$(MAKE) clang-check
 	$(MAKE) test
 	$(MAKE) memcheck
