@@ -3717,6 +3717,8 @@ val *ox_call(tx *t, const char *op, int nargs, val *const *args, cJSON *attrs) {
 val *ox_copy(tx *t, val *x) { return copy_of(t, x); }
 const char *ox_name(tx *t, val *v) { return name_of(t, v); }
 int ox_opset(const tx *t) { return opset(t); }
+const Onnx__AttributeProto *ox_attr(const tx *t, const char *name) { return attr(t, name); }
+int64_t ox_attr_i(const tx *t, const char *name, int64_t def) { return attr_i(t, name, def); }
 
 tl_tensor *ox_tensor(tx *t, Onnx__TensorProto *p, int *oty)
 {

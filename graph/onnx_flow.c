@@ -200,26 +200,8 @@ static bool subgraph(tx *t, const Onnx__GraphProto *g, val **in, int nin, val **
 
 static const Onnx__GraphProto *graph_attr(const tx *t, const char *name)
 {
-    for (size_t i = 0; i < t->node->n_attribute; i++)
-        if (t->node->attribute[i]->name && !strcmp(t->node->attribute[i]->name, name))
-            return t->node->attribute[i]->g;
-    return NULL;
-}
-
-static int64_t int_attr(const tx *t, const char *name, int64_t def)
-{
-    for (size_t i = 0; i < t->node->n_attribute; i++)
-        if (t->node->attribute[i]->name && !strcmp(t->node->attribute[i]->name, name))
-            return t->node->attribute[i]->has_i ? t->node->attribute[i]->i : def;
-    return def;
-}
-
-static const Onnx__AttributeProto *find_attr(const tx *t, const char *name)
-{
-    for (size_t i = 0; i < t->node->n_attribute; i++)
-        if (t->node->attribute[i]->name && !strcmp(t->node->attribute[i]->name, name))
-            return t->node->attribute[i];
-    return NULL;
+    const Onnx__AttributeProto *a = ox_attr(t, name);
+    return a ? a->g : NULL;
 }
 
 /* ---------- If ---------- */
@@ -555,7 +537,7 @@ static bool scan_core(tx *t, const Onnx__GraphProto *g, int N, val **st, int M, 
 
 static bool scan_ints(tx *t, const char *name, int64_t *v, int n)
 {
-    const Onnx__AttributeProto *a = find_attr(t, name);
+    const Onnx__AttributeProto *a = ox_attr(t, name);
     for (int i = 0; i < n; i++)
         v[i] = 0;
     if (!a)
@@ -584,7 +566,7 @@ static val *reversed(tx *t, val *x)
 bool ox_scan(tx *t, val **in, int nin, val **out, int nout)
 {
     const Onnx__GraphProto *g = graph_attr(t, "body");
-    int M = (int)int_attr(t, "num_scan_inputs", -1);
+    int M = (int)ox_attr_i(t, "num_scan_inputs", -1);
     bool v8 = ox_opset(t) < 9;
     int first = v8 ? 1 : 0, N = nin - first - M, K = nout - N;
     if (!g)
@@ -677,8 +659,8 @@ static bool activations(tx *t, const char *const *defs, int G, int D, act *fs)
         {"ScaledTanh", 1, 1, 1, 1},    {"HardSigmoid", 1, 1, 0.2, 0.5}, {"Elu", 1, 0, 1, 0},
         {"Softsign", 0, 0, 0, 0},      {"Softplus", 0, 0, 0, 0},
     };
-    const Onnx__AttributeProto *a = find_attr(t, "activations"), *al = find_attr(t, "activation_alpha"),
-                               *be = find_attr(t, "activation_beta");
+    const Onnx__AttributeProto *a = ox_attr(t, "activations"), *al = ox_attr(t, "activation_alpha"),
+                               *be = ox_attr(t, "activation_beta");
     int n = a ? (int)a->n_strings : 0;
     if (a && n != G && n != G * D)
         return ox_fail(t, "%d activations, where %d per direction are needed", n, G);
@@ -884,17 +866,17 @@ bool ox_rnn(tx *t, val **in, int nin, val **out, int nout)
     val *h0 = nin > 5 ? in[5] : NULL, *c0 = r.kind == 2 && nin > 6 ? in[6] : NULL;
     val *P = r.kind == 2 && nin > 7 ? in[7] : NULL;
     char dirs[24] = "forward";
-    const Onnx__AttributeProto *da = find_attr(t, "direction");
+    const Onnx__AttributeProto *da = ox_attr(t, "direction");
     if (da && da->has_s)
         snprintf(dirs, sizeof dirs, "%.*s", (int)(da->s.len < 23 ? da->s.len : 23), (const char *)da->s.data);
     bool bidi = !strcmp(dirs, "bidirectional"), rev = !strcmp(dirs, "reverse");
     if (!bidi && !rev && strcmp(dirs, "forward"))
         return ox_fail(t, "direction \"%s\" (forward, reverse or bidirectional)", dirs);
     int D = bidi ? 2 : 1;
-    int layout = (int)int_attr(t, "layout", 0);
-    r.lbr = int_attr(t, "linear_before_reset", 0) != 0;
-    r.coupled = int_attr(t, "input_forget", 0) != 0;
-    const Onnx__AttributeProto *ca = find_attr(t, "clip");
+    int layout = (int)ox_attr_i(t, "layout", 0);
+    r.lbr = ox_attr_i(t, "linear_before_reset", 0) != 0;
+    r.coupled = ox_attr_i(t, "input_forget", 0) != 0;
+    const Onnx__AttributeProto *ca = ox_attr(t, "clip");
     r.clip = ca && ca->has_f ? ca->f : 0;
     if (X->ndim != 3 || W->ndim != 3 || R->ndim != 3)
         return ox_fail(t, "X, W and R must have 3 dims");
@@ -910,7 +892,7 @@ bool ox_rnn(tx *t, val **in, int nin, val **out, int nout)
     }
     r.T = X->dims[0], r.B = X->dims[1];
     r.H = R->dims[2];
-    int64_t GH = r.G * r.H, hs = int_attr(t, "hidden_size", r.H);
+    int64_t GH = r.G * r.H, hs = ox_attr_i(t, "hidden_size", r.H);
     if (hs != r.H || W->dims[0] != D || R->dims[0] != D || W->dims[1] != GH || R->dims[1] != GH ||
         W->dims[2] != X->dims[2])
         return ox_fail(t, "W, R (and hidden_size %lld) do not fit X with %d direction(s) and %d gate(s)",

@@ -69,6 +69,9 @@ val *ox_copy(tx *t, val *x);
 const char *ox_name(tx *t, val *v);
 bool ox_translate_node(tx *t, const Onnx__NodeProto *n, int index);
 int ox_opset(const tx *t);
+/* The node's attribute of that name, or NULL; an int one's value, or def. */
+const Onnx__AttributeProto *ox_attr(const tx *t, const char *name);
+int64_t ox_attr_i(const tx *t, const char *name, int64_t def);
 /* A subgraph's initializer (read once: its bytes are released). */
 tl_tensor *ox_tensor(tx *t, Onnx__TensorProto *p, int *oty);
 
