@@ -584,6 +584,14 @@ unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var)
     case TL_OP_LOGSUMEXP: return IN0 | OUT;
     case TL_OP_TAKE:
     case TL_OP_GATHER: return nin > 1 ? IN1 : 0;
+    /* the layer ops (exec/nn_*.c): never their output, nor a bias */
+    case TL_OP_LAYER_NORM:
+    case TL_OP_GROUP_NORM: return IN0 | IN1;
+    case TL_OP_BATCH_NORM: return IN0 | IN1 | 8 | 16; /* x, scale, mean, var */
+    case TL_OP_MAX_POOL: return IN0;
+    case TL_OP_AVG_POOL:
+    case TL_OP_PAD:
+    case TL_OP_RESIZE: return 0; /* x's shape alone */
     default: return ~0u; /* map and the rest: everything */
     }
 }
