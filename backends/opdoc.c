@@ -282,6 +282,7 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
     [TL_OP_GATHER_GRAD] = {"internal: gather's backward (scatter-add)", "", NONE},
     [TL_OP_PROD_GRAD] = {"internal: prod's backward", "", NONE},
     [TL_OP_GELU_GRAD] = {"internal: g*gelu'(x)", "", NONE},
+    [TL_OP_RELU_GRAD] = {"internal: g where x > 0, else 0 (relu's backward)", "", NONE},
     [TL_OP_MAP_GRAD] = {"internal: a map's forward-mode derivatives", "", NONE},
     [TL_OP_MAX_POOL_PICK] = {"internal: v at each window's argmax of x (max_pool's Jacobian times v)", "", NONE},
 };

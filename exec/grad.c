@@ -330,7 +330,11 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
                  op2(b, TL_OP_MUL, num(b, x, 1.12837916709551257390),
                      op1(b, TL_OP_EXP, op1(b, TL_OP_NEG, op1(b, TL_OP_SQUARE, x)))));
         break;
-    case TL_OP_RELU: ga = op3(b, TL_OP_WHERE, op2(b, TL_OP_GT, x, zero), g, zero); break;
+    case TL_OP_RELU: {
+        tl_tensor *in[2] = {x, g};
+        ga = call(b, TL_OP_RELU_GRAD, 2, in, NULL);
+        break;
+    }
     case TL_OP_SOFTPLUS: ga = op2(b, TL_OP_MUL, g, op1(b, TL_OP_SIGMOID, x)); break;
     case TL_OP_GELU: {
         tl_tensor *in[2] = {x, g};

@@ -180,6 +180,12 @@ bool tl_rule_twice(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want
             out[0] = bw_call(b, e->op == TL_OP_TAKE_GRAD ? TL_OP_TAKE : TL_OP_GATHER, e->nin, in, &s);
         }
         return true;
+    case TL_OP_RELU_GRAD: /* (x, g): linear in g, piecewise constant in x */
+        if (want[1]) {
+            tl_tensor *in[2] = {e->in[0], g};
+            out[1] = bw_sum_to(b, bw_call(b, TL_OP_RELU_GRAD, 2, in, a), e->in[1]);
+        }
+        return true;
     case TL_OP_GELU_GRAD: { /* gelu_grad(x, c) = c * gelu'(x) */
         tl_tensor *x = e->in[0], *c = e->in[1];
         if (want[0])

@@ -57,6 +57,7 @@ static bool has_rule(tl_opcode op)
     case TL_OP_TAKE_GRAD:
     case TL_OP_GATHER_GRAD:
     case TL_OP_GELU_GRAD:
+    case TL_OP_RELU_GRAD:
     case TL_OP_AVG_POOL_GRAD:
     case TL_OP_PAD_GRAD:
     case TL_OP_RESIZE_GRAD:

@@ -383,7 +383,8 @@ static tl_code misc(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs *a
     case TL_OP_TAKE_GRAD:
     case TL_OP_GATHER_GRAD: return to_attr_shape(x, a, out);
     case TL_OP_PROD_GRAD:
-    case TL_OP_GELU_GRAD: set_like(out, x); return same_dtype(n, in, st);
+    case TL_OP_GELU_GRAD:
+    case TL_OP_RELU_GRAD: set_like(out, x); return same_dtype(n, in, st);
     case TL_OP_MAP:
         return same_dtype(n, in, st) ? st->code : broadcast_all(n, in, out, st);
     case TL_OP_MAP_GRAD: { /* inputs..., g -> [k, g's shape] */

@@ -551,7 +551,8 @@ static tl_code twin_kernels(tl_opcode op, int n, const tl_tensor *const *in, con
     switch (op) {
     case TL_OP_CAST:
     case TL_OP_WHERE:
-    case TL_OP_GELU_GRAD: return twin_elementwise(op, n, in, a, out, st);
+    case TL_OP_GELU_GRAD:
+    case TL_OP_RELU_GRAD: return twin_elementwise(op, n, in, a, out, st);
     case TL_OP_SOFTMAX:
     case TL_OP_LOG_SOFTMAX:
         if (out->numel)

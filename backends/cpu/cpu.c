@@ -23,7 +23,8 @@ static tl_code cpu_run(const tl_backend *be, tl_opcode op, int n, cpu_ins in, co
     switch (op) {
     case TL_OP_CAST:
     case TL_OP_WHERE:
-    case TL_OP_GELU_GRAD: return cpu_elementwise(op, n, in, a, out, st);
+    case TL_OP_GELU_GRAD:
+    case TL_OP_RELU_GRAD: return cpu_elementwise(op, n, in, a, out, st);
     case TL_OP_SOFTMAX:
     case TL_OP_LOG_SOFTMAX: return out->numel ? cpu_softmax(op, in[0], a, out) : TL_OK;
     case TL_OP_MATMUL: return cpu_matmul(in[0], in[1], a, out, st);

@@ -224,6 +224,8 @@ CPU_KERNEL static void ew_range(const ew_job *j, int64_t e0, int64_t e1)
 #undef BIN_CASE
     /* (x, g) -> g * gelu'(x) */
     case TL_OP_GELU_GRAD: BY_DTYPE(BIN_KERNEL, b * TL_GELU_GRAD(a, approx)); break;
+    /* (x, g) -> g where x > 0: the selection of where(x > 0, g, 0) */
+    case TL_OP_RELU_GRAD: BY_DTYPE(BIN_KERNEL, a > 0 ? b : 0); break;
 #define UN_CASE(E, EXPR) case TL_OP_##E: BY_DTYPE(UN_KERNEL, EXPR); break;
     TL_UNARY_EXPRS(UN_CASE)
 #undef UN_CASE
@@ -297,7 +299,7 @@ tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_t
         return cast(in[0], out, st);
     tl_opkind kind = tl_ops[op].kind;
     bool known = kind == TL_KIND_BIN || kind == TL_KIND_CMP || kind == TL_KIND_UN ||
-                 op == TL_OP_WHERE || op == TL_OP_GELU_GRAD;
+                 op == TL_OP_WHERE || op == TL_OP_GELU_GRAD || op == TL_OP_RELU_GRAD;
     if (!known || (n != 2 && n != 1 && op != TL_OP_WHERE))
         return tl_fail(st, TL_ERUNTIME, "internal: %s is not elementwise", tl_ops[op].name);
     if (tl_dtype_is_int(out->dtype)) {

@@ -53,6 +53,7 @@ template <typename T> static tl_code launch(cu_state *s, const cu_ew *k, tl_stat
         TL_BINARY_EXPRS(BIN_LAUNCH)
         TL_UNARY_EXPRS(UN_LAUNCH)
     case TL_OP_GELU_GRAD: CU_LAUNCH(s, (binary_kernel<T, TL_OP_GELU_GRAD>), b, *k); break;
+    case TL_OP_RELU_GRAD: CU_LAUNCH(s, (binary_kernel<T, TL_OP_RELU_GRAD>), b, *k); break;
     case TL_OP_WHERE: CU_LAUNCH(s, where_kernel<T>, b, *k); break;
     case TL_OP_CLAMP: CU_LAUNCH(s, clamp_kernel<T>, b, *k); break;
     default: return tl_fail(st, TL_ERUNTIME, "internal: %s is not elementwise", tl_ops[k->op].name);

@@ -69,6 +69,7 @@ static inline void cu_ew_prepare(cu_ew *k, tl_opcode op, int n, const tl_tensor 
         switch (op) {                                                              \
             TL_BINARY_EXPRS(CU_BIN_CASE)                                           \
         case TL_OP_GELU_GRAD: return b * TL_GELU_GRAD(a, approx); /* (x, g) */     \
+        case TL_OP_RELU_GRAD: return a > (T)0 ? b : (T)0;         /* (x, g) */     \
         default: return a;                                                         \
         }                                                                          \
     }                                                                              \

@@ -191,7 +191,8 @@ static tl_code cu_run(const tl_backend *be, tl_opcode op, int n, const tl_tensor
     switch (op) {
     case TL_OP_CAST:
     case TL_OP_WHERE:
-    case TL_OP_GELU_GRAD: return cu_elementwise(s, op, n, in, a, out, st);
+    case TL_OP_GELU_GRAD:
+    case TL_OP_RELU_GRAD: return cu_elementwise(s, op, n, in, a, out, st);
     case TL_OP_SOFTMAX:
     case TL_OP_LOG_SOFTMAX: return out->numel ? cu_softmax(s, op, in[0], a, out, st) : TL_OK;
     case TL_OP_MATMUL: return cu_matmul(s, in[0], in[1], a, out, st);
