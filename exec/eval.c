@@ -206,16 +206,40 @@ static void bn_attrs_init(void)
     }
 }
 
+/* Whether training batch_norm's gradient may come from its fused kernels:
+ * one tape entry, with one value, on a tape that is not differentiated
+ * twice (the kernels have no rules of their own), where the device runs
+ * them (else the recipe stays on the device, op by op). */
+static bool bn_fused(tl_eval *ev, const tl_node *n, tl_tensor **in, const int *vars)
+{
+    if (!ev->tape || n->nout != 1 || ev->opts->twice ||
+        (vars[0] < 0 && vars[1] < 0 && vars[2] < 0))
+        return false;
+    const tl_backend *be = ev->cx->backend;
+    if (!tl_backend_is_device(be))
+        return true;
+    tl_dtype d = in[0]->dtype, dt[6] = {d, d, d, d, d, d};
+    const char *why = NULL;
+    return be->supports(be, TL_OP_BATCH_NORM_PARAMS_GRAD, 4, dt, d, &why) &&
+           be->supports(be, TL_OP_BATCH_NORM_GRAD, 6, dt, d, &why);
+}
+
 /* batch_norm in training mode: the recipe of ops that normalises x with
- * its batch's statistics, each op on the tape, so that the chain rule
- * gives the gradient through them:
+ * its batch's statistics,
  *   m1 = mean(x) and v1 = mean(square(x - m1)) over N and S (keepdims),
  *   mean = squeeze(m1), var = squeeze(v1),
- *   y = batch_norm(x, scale, bias, mean, var) in its inference form.
- * The node's mean and var arguments are not read.  Its values: y, and
- * with three ids mean and var (biased). */
-static tl_code batch_norm_training(tl_eval *ev, const tl_node *n, tl_tensor **in, const int *vars)
+ *   y = batch_norm(x, scale, bias, mean, var) in its inference form,
+ * each op on the tape, so that the chain rule gives the gradient through
+ * them; or, where bn_fused, the same ops off the tape and one entry of
+ * batch_norm on it, its statistics constants there (exec/nn_norm.c's rule
+ * for it is the gradient through them).  The values are the same bits
+ * either way.  The node's mean and var arguments are not read.  Its
+ * values: y, and with three ids mean and var (biased). */
+static tl_code batch_norm_training(tl_eval *ev, const tl_node *n, tl_tensor **in, const int *vars_in)
 {
+    int none[3] = {-1, -1, -1};
+    bool fused = bn_fused(ev, n, in, vars_in);
+    const int *vars = fused ? none : vars_in;
     tl_attrs a = *n->attrs;
     tl_shape sh;
     if (tl_shape_infer(TL_OP_BATCH_NORM, n->nargs, (const tl_tensor *const *)in, &a, &sh, ev->st))
@@ -231,6 +255,10 @@ static tl_code batch_norm_training(tl_eval *ev, const tl_node *n, tl_tensor **in
         rc = recipe_op(ev, n, TL_OP_SQUARE, 1, &t[1], &v[1], NULL, &t[2], &v[2]);
     if (!rc)
         rc = recipe_op(ev, n, TL_OP_MEAN, 1, &t[2], &v[2], am, &t[3], &v[3]);
+    for (int i = 1; i < 3; i++) { /* x - m1 and its square: the tape holds what it needs of them */
+        tl_tensor_unref(t[i]);
+        t[i] = NULL;
+    }
     if (!rc)
         rc = recipe_op(ev, n, TL_OP_SQUEEZE, 1, &t[0], &v[0], as, &t[4], &v[4]);
     if (!rc)
@@ -239,6 +267,11 @@ static tl_code batch_norm_training(tl_eval *ev, const tl_node *n, tl_tensor **in
     int bv[5] = {vars[0], vars[1], vars[2], v[4], v[5]}, yv = -1;
     if (!rc)
         rc = recipe_op(ev, n, TL_OP_BATCH_NORM, 5, bn, bv, n->attrs, &y, &yv);
+    if (!rc && fused && differentiable(TL_OP_BATCH_NORM, y)) {
+        int fv[5] = {vars_in[0], vars_in[1], vars_in[2], -1, -1};
+        if ((yv = tl_tape_record(ev->tape, TL_OP_BATCH_NORM, 5, bn, fv, y, n->attrs, n, ev->st)) < 0)
+            rc = ev->st->code;
+    }
     if (!rc && ev->opts->observe)
         ev->opts->observe(ev->opts->observe_ctx, n, 5, bn, y);
     if (!rc) {

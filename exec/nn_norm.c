@@ -1,9 +1,12 @@
 /* Shape and backward rules of normalization (nn.md): batch_norm,
  * layer_norm, group_norm, and layer_norm_grad, the fused backward of the
- * last two.  batch_norm in training mode runs as a recipe of ops recorded
- * on the tape (exec/eval.c): the batch statistics, then batch_norm in its
- * inference form on them; so its kernel and rule here only ever see the
- * inference form, with the statistics as arguments. */
+ * last two.  batch_norm in training mode runs as a recipe of ops
+ * (exec/eval.c): the batch statistics, then batch_norm in its inference
+ * form on them, so its kernel only ever sees the inference form.  On the
+ * tape it is either that recipe, op by op (a tape to differentiate twice,
+ * the three-value form, a device without the fused kernels), or one entry
+ * of batch_norm whose statistics arguments are no variables: its rule is
+ * then the gradient through the statistics, from two fused kernels. */
 #include "nn.h"
 
 #include <stdio.h>
@@ -85,6 +88,28 @@ tl_code tl_shape_norm(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs 
         out->dims[0] = 2;
         memcpy(out->dims + 1, x->shape + a->axis, sizeof(int64_t) * (size_t)(x->ndim - a->axis));
         return TL_OK;
+    case TL_OP_BATCH_NORM_PARAMS_GRAD: /* x, g, mean, var -> [2, C] */
+    case TL_OP_BATCH_NORM_GRAD: {      /* x, g, scale, mean, var, p [2, C] -> x's shape */
+        static const char *const pg[] = {"x", "g", "mean", "var"}, *gr[] = {"x", "g", "scale", "mean", "var"};
+        bool params = op == TL_OP_BATCH_NORM_PARAMS_GRAD;
+        if (x->ndim < 2)
+            return tl_fail(st, TL_EINPUT, "x must be [N, C, *spatial], got %s", DESC(x));
+        if (check_param(in[1], "g", x, x->ndim, x->shape, st))
+            return st->code;
+        for (int i = 2; i < (params ? 4 : 5); i++)
+            if (check_param(in[i], params ? pg[i] : gr[i], x, 1, &x->shape[1], st))
+                return st->code;
+        if (!params && check_param(in[5], "p", x, 2, (int64_t[]){2, x->shape[1]}, st))
+            return st->code;
+        if (params) {
+            out->dtype = x->dtype;
+            out->ndim = 2;
+            out->dims[0] = 2;
+            out->dims[1] = x->shape[1];
+            return TL_OK;
+        }
+        break;
+    }
     case TL_OP_GROUP_NORM: /* x [N, C, *S], scale and bias [C] */
         if (x->ndim < 2)
             return tl_fail(st, TL_EINPUT, "x must be [N, C, *spatial], got %s", DESC(x));
@@ -129,6 +154,24 @@ static void batch_norm_rule(bw *b, const tl_entry *e, const tl_attrs *a, const b
                             tl_tensor **out)
 {
     tl_tensor *x = e->in[0], *scale = e->in[1], *mean = e->in[3], *var = e->in[4];
+    /* training mode as one entry, its statistics constants of the tape:
+     * with M = N*S, dscale = sum(g*xhat), dbias = sum(g) and
+     *   dx = scale/r * ((g - dbias/M) - xhat*(dscale/M)).
+     * (In the recipe's own batch_norm entry, the statistics are variables
+     * whenever x is differentiated; where it is not, dscale and dbias are
+     * the same sums either way.)  Never on a tape to differentiate twice:
+     * the kernels have no rules of their own. */
+    if (a->training == 1 && e->in_var[3] < 0 && e->in_var[4] < 0 && !tl_bw_twice(b)) {
+        tl_tensor *pin[4] = {x, g, mean, var}, *p = bw_call(b, TL_OP_BATCH_NORM_PARAMS_GRAD, 4, pin, a);
+        if (want[0]) {
+            tl_tensor *in[6] = {x, g, scale, mean, var, p};
+            out[0] = bw_call(b, TL_OP_BATCH_NORM_GRAD, 6, in, a);
+        }
+        for (int i = 1; i < 3; i++)
+            if (want[i])
+                out[i] = bw_reshape(b, bw_slice(b, p, 0, i - 1, i), 1, &x->shape[1]);
+        return;
+    }
     int64_t axes[TL_MAXDIM];
     int na = not_channels(x, axes);
     tl_tensor *ve = bw_op2(b, TL_OP_ADD, var, bw_num(b, var, a->epsilon));

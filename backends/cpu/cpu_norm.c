@@ -1,6 +1,7 @@
 /* CPU kernels of normalization (nn.md): batch_norm (inference form: the
  * statistics are arguments; training mode is a recipe of ops, exec/eval.c),
- * layer_norm, group_norm and layer_norm_grad, their fused backward.
+ * layer_norm, group_norm and layer_norm_grad, their fused backward, and
+ * batch_norm_params_grad and batch_norm_grad, training batch_norm's.
  *
  * Each works on rows: batch_norm's are the [N*C] planes of S elements,
  * layer_norm's the x.shape[:axis] rows of x.shape[axis:], group_norm's
@@ -177,6 +178,37 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
             for (int64_t i = 0; i < 2 * n; i++)                                                \
                 out[i] += part[c * 2 * n + i];                                                 \
     }                                                                                          \
+    /* batch_norm_params_grad of channel c: sum(g*xhat) and sum(g) over its N planes of       \
+     * `len`, each plane's in psum.h's order, the planes' sums added in plane order */          \
+    CPU_KERNEL static void bn_params_##SUF(const njob *j, int64_t c, T *out, T *scratch)       \
+    {                                                                                          \
+        int64_t len = j->len, C = j->groups;                                                   \
+        T mean = ((const T *)j->mean)[c], r = sqrt(((const T *)j->var)[c] + (T)j->eps);         \
+        T s0 = 0, s1 = 0;                                                                      \
+        for (int64_t n = 0; n < j->rows / C; n++) {                                            \
+            const T *x = (const T *)j->x + (n * C + c) * len, *g = (const T *)j->g + (n * C + c) * len; \
+            for (int64_t i = 0; i < len; i++)                                                  \
+                scratch[i] = g[i] * ((x[i] - mean) / r);                                       \
+            T a, b;                                                                            \
+            sum2_##SUF(scratch, len, g, len, &a, &b);                                          \
+            s0 += a;                                                                           \
+            s1 += b;                                                                           \
+        }                                                                                      \
+        out[c] = s0;                                                                           \
+        out[C + c] = s1;                                                                       \
+    }                                                                                          \
+    /* batch_norm_grad of one plane of channel c: with xhat = (x - mean)/r and                 \
+     * M = N*len, dx = scale/r * ((g - sum(g)/M) - xhat * (sum(g*xhat)/M)) */                   \
+    CPU_KERNEL static void bn_grad_##SUF(const njob *j, int64_t row)                            \
+    {                                                                                          \
+        int64_t len = j->len, C = j->groups, c = row % C;                                      \
+        const T *x = (const T *)j->x + row * len, *g = (const T *)j->g + row * len, *p = j->part; \
+        T *dx = (T *)j->out + row * len, M = (T)j->rows / (T)C * (T)len;                       \
+        T mean = ((const T *)j->mean)[c], r = sqrt(((const T *)j->var)[c] + (T)j->eps);         \
+        T k = ((const T *)j->scale)[c] / r, m1 = p[C + c] / M, m2 = p[c] / M;                   \
+        for (int64_t i = 0; i < len; i++)                                                      \
+            dx[i] = k * ((g[i] - m1) - (x[i] - mean) / r * m2);                                \
+    }                                                                                          \
     static void row_##SUF(const njob *j, int64_t row, T *scratch)                              \
     {                                                                                          \
         int64_t n = j->len;                                                                    \
@@ -216,11 +248,28 @@ static void norm_item(void *ctx, int64_t item)
     njob *j = ctx;
     size_t es = j->f32 ? sizeof(float) : sizeof(double);
     void *scratch = NULL;
-    if (j->op != TL_OP_BATCH_NORM && !(scratch = malloc(es * (size_t)j->len * 3 + 1))) {
+    if (j->op != TL_OP_BATCH_NORM && j->op != TL_OP_BATCH_NORM_GRAD && !(scratch = malloc(es * (size_t)j->len * 3 + 1))) {
         atomic_store(&j->oom, 1);
         return;
     }
     int64_t r0 = item * j->per_item, r1 = r0 + j->per_item < j->rows ? r0 + j->per_item : j->rows;
+    if (j->op == TL_OP_BATCH_NORM_PARAMS_GRAD) { /* an item is a channel */
+        if (j->f32)
+            bn_params_f(j, item, j->out, scratch);
+        else
+            bn_params_d(j, item, j->out, scratch);
+        free(scratch);
+        return;
+    }
+    if (j->op == TL_OP_BATCH_NORM_GRAD) {
+        for (int64_t r = r0; r < r1; r++)
+            if (j->f32)
+                bn_grad_f(j, r);
+            else
+                bn_grad_d(j, r);
+        free(scratch);
+        return;
+    }
     if (j->op == TL_OP_LAYER_NORM_PARAMS_GRAD) { /* this chunk's partial sums */
         if (j->f32)
             params_f(j, r0, r1, (float *)j->part + item * 2 * j->len, scratch);
@@ -250,6 +299,15 @@ tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
         j.scale = in[1]->data, j.bias = in[2]->data, j.mean = in[3]->data, j.var = in[4]->data;
         j.rows = x->shape[0] * x->shape[1], j.len = S, j.groups = x->shape[1];
         break;
+    case TL_OP_BATCH_NORM_PARAMS_GRAD: /* x, g, mean, var */
+    case TL_OP_BATCH_NORM_GRAD:        /* x, g, scale, mean, var, the params' sums */
+        j.g = in[1]->data;
+        j.mean = in[op == TL_OP_BATCH_NORM_GRAD ? 3 : 2]->data;
+        j.var = in[op == TL_OP_BATCH_NORM_GRAD ? 4 : 3]->data;
+        if (op == TL_OP_BATCH_NORM_GRAD)
+            j.scale = in[2]->data, j.part = (void *)in[5]->data;
+        j.rows = x->shape[0] * x->shape[1], j.len = S, j.groups = x->shape[1];
+        break;
     case TL_OP_LAYER_NORM:
     case TL_OP_LAYER_NORM_GRAD:
     case TL_OP_LAYER_NORM_PARAMS_GRAD: {
@@ -271,12 +329,17 @@ tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
         break;
     }
     bool params = op == TL_OP_LAYER_NORM_PARAMS_GRAD;
-    if (params && (j.rows == 0 || j.len == 0)) { /* sums of nothing */
+    if ((params || op == TL_OP_BATCH_NORM_PARAMS_GRAD) && (j.rows == 0 || j.len == 0)) { /* sums of nothing */
         memset(out->data, 0, tl_dtype_size(out->dtype) * (size_t)out->numel);
         return TL_OK;
     }
     if (j.rows == 0 || out->numel == 0)
         return TL_OK;
+    if (op == TL_OP_BATCH_NORM_PARAMS_GRAD) { /* an item per channel, whatever the threads */
+        cpu_parallel(j.groups, j.groups > 1 ? cpu_nthreads() : 1, norm_item, &j);
+        return atomic_load(&j.oom) ? tl_fail(st, TL_ERUNTIME, "out of memory for %s's scratch", tl_ops[op].name)
+                                   : TL_OK;
+    }
     /* items of whole rows, about 16K elements each (64K for the partial
      * sums of the parameters' gradients, fewer partials to add) */
     int64_t want = params ? 65536 : 16384;
@@ -292,7 +355,8 @@ tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
         else
             params_join_d(j.part, items, j.len, out->data);
     }
-    free(j.part);
+    if (params)
+        free(j.part);
     if (atomic_load(&j.oom))
         return tl_fail(st, TL_ERUNTIME, "out of memory for %s's scratch", tl_ops[op].name);
     return TL_OK;

@@ -59,6 +59,7 @@ enum {
     CU_NN_NAPPLY,   /* the norms' elements, from the rows' statistics */
     CU_NN_PPART,    /* layer_norm_params_grad: a chunk of rows' partial sums per column */
     CU_NN_PJOIN,    /* and the chunks' partials added in chunk order */
+    CU_NN_BNSUMS,   /* batch_norm_params_grad: one thread per channel */
 };
 
 /* One kernel launch: its geometry, the batch chunk and the operands. */
@@ -319,11 +320,33 @@ enum { CU_SUM_X, CU_SUM_SQ, CU_SUM_H, CU_SUM_HX };
             out[3] = cu_norm_sum_##SUF(k, CU_SUM_HX, row, m, r) / n;               \
         }                                                                          \
     }                                                                              \
+    /* batch_norm_params_grad of channel c: its planes' sums of g xhat and g,  \
+     * in plane order (rows are the [N*C] planes of len) */                        \
+    TL_HD static inline void cu_bn_sums_##SUF(const cu_nnk *k, int64_t c)          \
+    {                                                                              \
+        int64_t C = k->groups;                                                     \
+        T m = ((const T *)k->mean)[c], r = sqrt(((const T *)k->var)[c] + (T)k->eps), s0 = 0, s1 = 0; \
+        for (int64_t n = 0; n < k->rows / C; n++) {                                \
+            s0 += cu_norm_sum_##SUF(k, CU_SUM_HX, n * C + c, m, r);                \
+            s1 += cu_norm_sum_##SUF(k, CU_SUM_H, n * C + c, m, r);                 \
+        }                                                                          \
+        ((T *)k->y)[c] = s0;                                                       \
+        ((T *)k->y)[C + c] = s1;                                                   \
+    }                                                                              \
     /* element e: the CPU's formula in its order */                                \
     TL_HD static inline void cu_norm_apply_##SUF(const cu_nnk *k, int64_t e)       \
     {                                                                              \
         const T *x = (const T *)k->x, *sc = (const T *)k->scale, *bi = (const T *)k->bias; \
         T *y = (T *)k->y;                                                          \
+        if (k->sub == TL_OP_BATCH_NORM_GRAD) { /* part: the params' sums [2, C] */ \
+            int64_t C = k->groups, c = e / k->len % C;                             \
+            const T *p = (const T *)k->part, *g = (const T *)k->g2;                \
+            T M = (T)k->rows / (T)C * (T)k->len, m = ((const T *)k->mean)[c];      \
+            T r = sqrt(((const T *)k->var)[c] + (T)k->eps), kk = sc[c] / r;        \
+            T m1 = p[C + c] / M, m2 = p[c] / M;                                    \
+            y[e] = kk * ((g[e] - m1) - (x[e] - m) / r * m2);          \
+            return;                                                                \
+        }                                                                          \
         if (k->sub == TL_OP_BATCH_NORM) {                                          \
             int64_t c = e / k->per % k->groups;                                    \
             T r = sqrt(((const T *)k->var)[c] + (T)k->eps);                        \
@@ -707,6 +730,7 @@ CU_DEFINE_PARAMS(double, d)
         case CU_NN_NAPPLY: cu_norm_apply_##SUF(k, e); break;                       \
         case CU_NN_PPART: cu_params_part_##SUF(k, e); break;                       \
         case CU_NN_PJOIN: cu_params_join_##SUF(k, e); break;                       \
+        case CU_NN_BNSUMS: cu_bn_sums_##SUF(k, e); break;                          \
         case CU_NN_LINE:                                                           \
             if (k->dt == TL_I32 || k->dt == TL_I64) {                              \
                 int64_t o_ = e / k->inner, px_ = o_ * k->len * k->inner + e % k->inner; \
@@ -1404,6 +1428,21 @@ static inline tl_code cu_norm_run(const cu_nn_dev *dev, tl_opcode op, int n, con
         k.per = S, k.groups = x->shape[1];
         k.op = CU_NN_NAPPLY;
         return dev->launch(dev->ctx, x->dtype, &k, out->numel, st);
+    case TL_OP_BATCH_NORM_PARAMS_GRAD: /* x, g, mean, var: a thread per channel */
+    case TL_OP_BATCH_NORM_GRAD: {      /* x, g, scale, mean, var, those sums: per element */
+        bool grad = op == TL_OP_BATCH_NORM_GRAD;
+        k.g2 = in[1]->data, k.mean = in[grad ? 3 : 2]->data, k.var = in[grad ? 4 : 3]->data;
+        k.rows = x->shape[0] * x->shape[1], k.len = S, k.groups = x->shape[1];
+        if (grad) {
+            k.scale = in[2]->data, k.part = (void *)in[5]->data;
+            k.op = CU_NN_NAPPLY;
+            return dev->launch(dev->ctx, x->dtype, &k, out->numel, st);
+        }
+        if (k.rows == 0 || k.len == 0) /* sums of nothing */
+            return dev->zero(dev->ctx, out->data, tl_tensor_bytes(out), st);
+        k.op = CU_NN_BNSUMS;
+        return dev->launch(dev->ctx, x->dtype, &k, k.groups, st);
+    }
     case TL_OP_LAYER_NORM:
     case TL_OP_LAYER_NORM_GRAD:
     case TL_OP_LAYER_NORM_PARAMS_GRAD: {
@@ -1472,7 +1511,9 @@ static inline tl_code cu_nn_run(const cu_nn_dev *dev, tl_opcode op, int n, const
     case TL_OP_LAYER_NORM:
     case TL_OP_GROUP_NORM:
     case TL_OP_LAYER_NORM_GRAD:
-    case TL_OP_LAYER_NORM_PARAMS_GRAD: return cu_norm_run(dev, op, n, in, a, out, st);
+    case TL_OP_LAYER_NORM_PARAMS_GRAD:
+    case TL_OP_BATCH_NORM_PARAMS_GRAD:
+    case TL_OP_BATCH_NORM_GRAD: return cu_norm_run(dev, op, n, in, a, out, st);
     case TL_OP_CONV: return cu_conv_run(dev, n, in, a, out, st);
     case TL_OP_CONV_TRANSPOSE: return cu_conv_transpose_run(dev, n, in, a, out, st);
     case TL_OP_CONV_GRAD_W: return cu_conv_grad_w_run(dev, in, a, out, st);

@@ -36,7 +36,9 @@ static inline bool cu_is_nn_op(tl_opcode op)
     case TL_OP_LAYER_NORM:
     case TL_OP_GROUP_NORM:
     case TL_OP_LAYER_NORM_GRAD:
-    case TL_OP_LAYER_NORM_PARAMS_GRAD: return true;
+    case TL_OP_LAYER_NORM_PARAMS_GRAD:
+    case TL_OP_BATCH_NORM_PARAMS_GRAD:
+    case TL_OP_BATCH_NORM_GRAD: return true;
     default: return false;
     }
 }
