@@ -330,9 +330,12 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
                  op2(b, TL_OP_MUL, num(b, x, 1.12837916709551257390),
                      op1(b, TL_OP_EXP, op1(b, TL_OP_NEG, op1(b, TL_OP_SQUARE, x)))));
         break;
-    case TL_OP_RELU: {
-        tl_tensor *in[2] = {x, g};
-        ga = call(b, TL_OP_RELU_GRAD, 2, in, NULL);
+    case TL_OP_RELU: { /* from y: y > 0 exactly where x > 0 (a NaN neither), so x may go */
+        tl_tensor *in[2] = {y, g};
+        if (b->rec && !b->rec->twice) /* a fused backward program: elementwise ops only */
+            ga = op3(b, TL_OP_WHERE, op2(b, TL_OP_GT, y, zero), g, zero);
+        else
+            ga = call(b, TL_OP_RELU_GRAD, 2, in, NULL);
         break;
     }
     case TL_OP_SOFTPLUS: ga = op2(b, TL_OP_MUL, g, op1(b, TL_OP_SIGMOID, x)); break;
@@ -566,13 +569,13 @@ unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var)
     case TL_OP_SIN:
     case TL_OP_COS:
     case TL_OP_ERF:
-    case TL_OP_RELU:
     case TL_OP_SOFTPLUS:
     case TL_OP_GELU:
     case TL_OP_SILU:
     case TL_OP_CLAMP:
     case TL_OP_PROD:
     case TL_OP_WHERE: return IN0;
+    case TL_OP_RELU:
     case TL_OP_EXP:
     case TL_OP_EXPM1:
     case TL_OP_SQRT:
