@@ -394,9 +394,16 @@ int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *
         if (!from_stdin)
             tl_result_file_close(z);
     }
-    for (int k = 0; k < g->ninputs && !rc; k++) /* inputs with a default (ONNX models) */
-        if (!in[k] && c->defaults && c->defaults[k])
+    for (int k = 0; k < g->ninputs && !rc; k++) { /* inputs with a default: an ONNX model's, a graph's */
+        if (in[k])
+            continue;
+        if (c->defaults && k < c->ndefaults && c->defaults[k])
             in[k] = tl_tensor_ref(c->defaults[k]);
+        else if (!(in[k] = tl_input_default(g, k, st)) && st->code)
+            rc = cli_fail(st);
+        else if (!in[k] && c->declared && !(in[k] = tl_onnx_declared(c->declared, k, st)))
+            rc = (tl_wrap(st, "%s", g->path), cli_fail(st));
+    }
     if (!rc)
         rc = missing_inputs(c, g, in, st);
     free(explicit);
