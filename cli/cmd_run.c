@@ -837,8 +837,10 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     if ((rc = fuse_env(&fuse_min)) || (rc = parse_max_memory(c, &max_memory)) ||
         (rc = cli_bind_inputs(c, s->g, s->in, st)))
         return rc;
+    double t0 = cli_now_ms();
     if (s->model && (rc = model_graph(s, st)))
         return rc;
+    t->load += cli_now_ms() - t0; /* an ONNX model's translation is part of its load */
     tl_graph *g = s->g;
     int ni = g->ninputs;
     outs_ctx oc = {g, s->out_slots, 0, st};
