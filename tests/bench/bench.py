@@ -14,7 +14,8 @@ The layer ops (a ResNet basic block, a depthwise-separable block, max and
 average pooling, layer norm; forward and backward) are timed the same way,
 PyTorch at its best of one thread and all (torch.set_num_threads), and the
 ResNet block once more with TL_NUM_THREADS 1 and all: the speed-up and
-whether every output and gradient has the same bytes.
+whether every output and gradient has the same bytes.  ResNet-18 (torchvision, exported to ONNX here)
+is timed as tl grad MODEL.onnx --params against PyTorch's forward and backward of the same model.
 
 tl runs with no OpenBLAS variable set: the kernels it gets are its own
 choice.  NumPy's matrix products and PyTorch's MLP and convolutions, whose
@@ -492,7 +493,7 @@ R18_CHILD = r'''
 import json, os, resource, sys, time
 import numpy as np
 import torch, torchvision
-tmp, reps = sys.argv[2], int(sys.argv[3])
+work, tmp, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.manual_seed(0)
 m = torchvision.models.resnet18().eval()
 x0 = torch.from_numpy(np.load(tmp + "/r18_x.npy"))
@@ -501,23 +502,7 @@ def step():  # forward and backward: the gradients of sum(logits) for the input 
     x = x0.detach().requires_grad_()
     m(x).sum().backward()
     return x.grad
-def timed():
-    step()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        step()
-        ts.append(time.perf_counter() - t0)
-    return sorted(ts)[len(ts) // 2]
-counts = [int(t) for t in sys.argv[4].split(",")] if len(sys.argv) > 4 else sorted({1, os.cpu_count()})
-by = {}
-for th in counts:
-    torch.set_num_threads(th)
-    by[th] = timed()
-best = min(by, key=by.get)
-print(json.dumps({"s": by[best], "threads": best, "by_threads": by,
-                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-'''
+''' + TORCH_CHILD[TORCH_CHILD.index("def timed():"):]  # timed at the thread counts given, as the others
 
 
 def resnet18_onnx(tl, tmp, reps, tl_env, envs, header=False):
@@ -539,7 +524,7 @@ def resnet18_onnx(tl, tmp, reps, tl_env, envs, header=False):
     tl_runs, tts, threads = [], {}, None
     for label, env in envs:  # tl's runs between PyTorch's children, as for the layer rows
         tl_runs += [run_measured(cmd, tl_env) for _ in range(-(-reps // len(envs)))]
-        tts[label] = torch_time("resnet18", tmp, 3, env, threads, child=R18_CHILD)
+        tts[label] = torch_time("resnet18", tmp, 3, env, threads or sorted({1, os.cpu_count()}), child=R18_CHILD)
         if not threads:
             threads, by_threads = [tts[label]["threads"]], tts[label]["by_threads"]
     wall = median([r[0] for r in tl_runs])
