@@ -189,6 +189,10 @@ typedef struct cli_run_args {
     bool params; /* an ONNX model's float initializers are inputs too */
     tl_tensor **defaults; /* per input: taken when not given (an ONNX model's initializers); owned */
     int ndefaults;
+    /* an ONNX model whose inputs, when neither given nor defaulted, are
+     * zeros of the shapes it declares (tl compile, tl diff); a dynamic dim
+     * is then the error */
+    struct tl_onnx_model *declared;
     tl_compare_opts cmp;
     int nbind, nseed, nnpz;
     const char **npz;  /* -i FILE.npz, in order ("-": standard input) */
@@ -205,6 +209,10 @@ typedef struct cli_run_args {
 struct tl_onnx_model;
 tl_graph *cli_model_open(cli_run_args *c, struct tl_onnx_model **m, tl_status *st);
 int cli_model_translate(struct tl_onnx_model *m, tl_graph **g, tl_tensor **in, tl_status *st);
+/* For tl compile and tl diff: the model opened, *in (one per input of
+ * *sig, the caller frees both) bound from c's tensors, the defaults, and
+ * for the rest the shapes the model declares (c->declared). */
+int cli_model_bind(cli_run_args *c, struct tl_onnx_model **m, tl_graph **sig, tl_tensor ***in, tl_status *st);
 void cli_model_close(struct tl_onnx_model *m);
 
 /* Each returns 0, or the exit code after printing the error. */

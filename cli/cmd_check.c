@@ -239,8 +239,15 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
     }
     l->typed = true;
     for (int k = 0; k < g->ninputs; k++)
-        if (!set[k] && !declared(&l->z, g, &g->inputs[k], &l->types[k]))
+        if (!set[k] && g->inputs[k].dflt) { /* a default: its type */
+            tl_tensor *t = tl_input_default(g, k, st);
+            if (!t)
+                return free(set), cli_fail(st);
+            l->types[k] = tl_type_of(t);
+            tl_tensor_unref(t);
+        } else if (!set[k] && !declared(&l->z, g, &g->inputs[k], &l->types[k])) {
             l->typed = false;
+        }
     free(set);
     cli_stdin_release();
     return rc;

@@ -166,10 +166,17 @@ typedef struct args {
     int ngraphs, want;
     const char *output;
     bool outside;
+    /* tl diff: NAME=TENSOR and -i FILE for the ONNX models among the
+     * recipes (c.bind and c.npz, argc entries each) */
+    bool inputs;
+    cli_run_args c;
 } args;
 
 static int parse(int argc, char **argv, args *a, bool output)
 {
+    if (a->inputs && (!(a->c.bind = calloc((size_t)argc, sizeof *a->c.bind)) ||
+                      !(a->c.npz = calloc((size_t)argc, sizeof *a->c.npz))))
+        return cli_usage("out of memory");
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         bool e = !strcmp(s, "-e");
@@ -178,6 +185,11 @@ static int parse(int argc, char **argv, args *a, bool output)
                 return cli_usage("%s needs a file", s);
         } else if (!strcmp(s, "--allow-outside-files")) {
             a->outside = true;
+        } else if (a->inputs && cli_is_opt(s, "-i", "--inputs")) {
+            if (!(a->c.npz[a->c.nnpz++] = cli_opt_value(argc, argv, &i, s, "--inputs")))
+                return cli_usage("%s needs a result file (.npz, json or text)", s);
+        } else if (a->inputs && a->ngraphs && s[0] != '-' && strchr(s, '=')) {
+            a->c.bind[a->c.nbind++] = s; /* after the first recipe, NAME=TENSOR */
         } else if ((s[0] == '-' && s[1] && !e) || (e && i + 1 == argc)) {
             return cli_usage(e ? "-e needs a program" : "unknown option %s", s);
         } else if (a->ngraphs == a->want) {
@@ -194,7 +206,7 @@ static int parse(int argc, char **argv, args *a, bool output)
     }
     if (a->ngraphs < a->want)
         return cli_usage(a->want == 1 ? "no program given: tl compile PROGRAM [-o FILE.json]"
-                                      : "tl diff compares two recipes: tl diff A B");
+                                      : "tl diff compares two recipes: tl diff A B [NAME=TENSOR]... [-i FILE]");
     return 0;
 }
 
@@ -255,16 +267,7 @@ static int compile_model(int argc, char **argv)
     if (!(npz = malloc(n + 5)))
         goto oom;
     snprintf(npz, n + 5, "%.*s.npz", (int)(dot_json ? n - 5 : n), c.output);
-    if (!(sig = cli_model_open(&c, &m, &st))) {
-        rc = cli_fail(&st);
-        goto done;
-    }
-    for (int k = 0; k < c.ndefaults; k++) /* an input not given: as the model declares it */
-        if (!c.defaults[k] && !(c.defaults[k] = tl_onnx_declared(m, k, &st)))
-            st = (tl_status){0};
-    if (!(in = calloc((size_t)sig->ninputs + 1, sizeof *in)))
-        goto oom;
-    if ((rc = cli_bind_inputs(&c, sig, in, &st)))
+    if ((rc = cli_model_bind(&c, &m, &sig, &in, &st)))
         goto done;
     const char *base = strrchr(npz, '/') ? strrchr(npz, '/') + 1 : npz;
     if (!(json = tl_onnx_compile(m, in, base, &nk, &keys, &ts, &st))) {
@@ -315,15 +318,54 @@ int cmd_compile(int argc, char **argv)
 
 /* ---------- tl diff ---------- */
 
-static int diff(const args *a)
+/* One side of tl diff: an ONNX model translated for the inputs given (the
+ * shapes it declares for the others), else the graph or program. */
+static tl_graph *diff_side(args *a, int k, tl_status *st, int *rc)
+{
+    tl_graph_options go = {a->outside};
+    if (!tl_onnx_is_model(a->graphs[k])) {
+        tl_graph *g = cli_load_graph(a->graphs[k], &go, st);
+        *rc = g ? 0 : cli_fail(st);
+        return g;
+    }
+    cli_run_args c = a->c;
+    c.graph = a->graphs[k];
+    c.outside = a->outside;
+    c.defaults = NULL;
+    c.ndefaults = 0;
+    struct tl_onnx_model *m = NULL;
+    tl_graph *g = NULL;
+    tl_tensor **in = NULL;
+    *rc = cli_model_bind(&c, &m, &g, &in, st);
+    int n = g ? g->ninputs : 0;
+    if (!*rc)
+        *rc = cli_model_translate(m, &g, in, st);
+    for (int i = 0; in && i < n; i++)
+        tl_tensor_unref(in[i]);
+    free(in);
+    for (int i = 0; i < c.ndefaults; i++)
+        tl_tensor_unref(c.defaults[i]);
+    free(c.defaults);
+    cli_model_close(m);
+    if (*rc) {
+        tl_graph_free(g);
+        g = NULL;
+    }
+    return g;
+}
+
+static int diff(args *a)
 {
     tl_status st = {0};
-    tl_graph_options go = {a->outside};
     tl_recipe_diff d;
-    tl_graph *g[2] = {cli_load_graph(a->graphs[0], &go, &st), NULL};
+    if ((a->c.nbind || a->c.nnpz) && !tl_onnx_is_model(a->graphs[0]) && !tl_onnx_is_model(a->graphs[1]))
+        return cli_usage("the inputs tl diff takes fix the shapes of an ONNX model, and neither A nor B is one");
+    int rc;
+    tl_graph *g[2] = {diff_side(a, 0, &st, &rc), NULL};
     if (g[0])
-        g[1] = cli_load_graph(a->graphs[1], &go, &st);
-    int rc = !g[0] || !g[1] ? cli_fail(&st) : tl_recipe_compare(g[0], g[1], &d, &st) ? cli_fail(&st) : 0;
+        g[1] = diff_side(a, 1, &st, &rc);
+    if (!rc && tl_recipe_compare(g[0], g[1], &d, &st))
+        rc = cli_fail(&st);
     if (!rc && !d.equal) {
         printf("A: %s\nB: %s\n", d.a, d.b);
         tl_recipe_diff_free(&d);
@@ -332,16 +374,19 @@ static int diff(const args *a)
     }
     tl_graph_free(g[0]);
     tl_graph_free(g[1]);
+    cli_stdin_release();
     return rc;
 }
 
 int cmd_diff(int argc, char **argv)
 {
-    args a = {.want = 2};
+    args a = {.want = 2, .inputs = true};
     int rc = parse(argc, argv, &a, false);
     if (!rc)
         rc = diff(&a);
     free(a.inlined[0]);
     free(a.inlined[1]);
+    free(a.c.bind);
+    free(a.c.npz);
     return rc;
 }

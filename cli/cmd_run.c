@@ -394,9 +394,16 @@ int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *
         if (!from_stdin)
             tl_result_file_close(z);
     }
-    for (int k = 0; k < g->ninputs && !rc; k++) /* inputs with a default (ONNX models) */
-        if (!in[k] && c->defaults && c->defaults[k])
+    for (int k = 0; k < g->ninputs && !rc; k++) { /* inputs with a default: an ONNX model's, a graph's */
+        if (in[k])
+            continue;
+        if (c->defaults && k < c->ndefaults && c->defaults[k])
             in[k] = tl_tensor_ref(c->defaults[k]);
+        else if (!(in[k] = tl_input_default(g, k, st)) && st->code)
+            rc = cli_fail(st);
+        else if (!in[k] && c->declared && !(in[k] = tl_onnx_declared(c->declared, k, st)))
+            rc = (tl_wrap(st, "%s", g->path), cli_fail(st));
+    }
     if (!rc)
         rc = missing_inputs(c, g, in, st);
     free(explicit);
@@ -830,8 +837,10 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
     if ((rc = fuse_env(&fuse_min)) || (rc = parse_max_memory(c, &max_memory)) ||
         (rc = cli_bind_inputs(c, s->g, s->in, st)))
         return rc;
+    double t0 = cli_now_ms();
     if (s->model && (rc = model_graph(s, st)))
         return rc;
+    t->load += cli_now_ms() - t0; /* an ONNX model's translation is part of its load */
     tl_graph *g = s->g;
     int ni = g->ninputs;
     outs_ctx oc = {g, s->out_slots, 0, st};

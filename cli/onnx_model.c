@@ -31,4 +31,14 @@ int cli_model_translate(struct tl_onnx_model *m, tl_graph **g, tl_tensor **in, t
     return 0;
 }
 
+int cli_model_bind(cli_run_args *c, struct tl_onnx_model **m, tl_graph **sig, tl_tensor ***in, tl_status *st)
+{
+    if (!(*sig = cli_model_open(c, m, st)))
+        return cli_fail(st);
+    if (!(*in = calloc((size_t)(*sig)->ninputs + 1, sizeof **in)))
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
+    c->declared = *m;
+    return cli_bind_inputs(c, *sig, *in, st);
+}
+
 void cli_model_close(struct tl_onnx_model *m) { tl_onnx_free(m); }

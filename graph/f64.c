@@ -1,4 +1,5 @@
-/* The f64 copy of a recipe (tl gradcheck --f64): the same recipe with
+/* Reading what a graph names in files (file constants, input defaults),
+ * and the f64 copy of a recipe (tl gradcheck --f64): the same recipe with
  * every f32 in it made f64, so that finite differences say something.
  * Only ever done because a user asked for it: tl never changes precision
  * by itself. */
@@ -8,18 +9,40 @@
 #include "formats/npy.h"
 #include "formats/npz.h"
 
+static tl_tensor *read_file(const tl_const *c, tl_status *st)
+{
+    if (!c->key)
+        return tl_npy_read_file(c->path, st);
+    tl_npz *z = tl_npz_open(c->path, st);
+    tl_tensor *t = z ? tl_npz_get(z, c->key, st) : NULL;
+    tl_npz_close(z);
+    return t;
+}
+
 tl_tensor *tl_const_read_file(const tl_const *c, tl_status *st)
 {
-    tl_tensor *t = NULL;
-    if (c->key) {
-        tl_npz *z = tl_npz_open(c->path, st);
-        t = z ? tl_npz_get(z, c->key, st) : NULL;
-        tl_npz_close(z);
-    } else {
-        t = tl_npy_read_file(c->path, st);
-    }
+    tl_tensor *t = read_file(c, st);
     if (!t)
         tl_wrap(st, "const \"%s\": %s", c->name, c->path);
+    return t;
+}
+
+tl_tensor *tl_input_default(const tl_graph *g, int i, tl_status *st)
+{
+    const tl_input *in = &g->inputs[i];
+    const tl_const *c = in->dflt;
+    tl_tensor *t = NULL;
+    if (!c)
+        return NULL;
+    if (c->kind == TL_CONST_DATA)
+        return tl_tensor_ref(c->tensor);
+    if (c->kind == TL_CONST_FILL) {
+        if ((t = tl_tensor_new(c->dtype, c->ndim, c->shape, st)))
+            for (int64_t k = 0; k < t->numel; k++)
+                tl_tensor_set(t, k, c->num);
+    } else if (!(t = read_file(c, st))) {
+        tl_wrap(st, "%s: the default of input \"%s\": %s", g->path, in->name, c->path);
+    }
     return t;
 }
 

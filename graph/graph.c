@@ -1093,14 +1093,48 @@ static bool parse_block(loader *L, const cJSON *obj, tl_block **out, int nparams
 
 /* ---------- inputs, consts, outputs ---------- */
 
+static bool const_data(loader *L, const cJSON *v, tl_const *c, tl_dtype untyped);
+static bool const_file(loader *L, const cJSON *v, tl_const *c);
+
+/* An input's "default": a number (a scalar), a data or fill constant (of
+ * its own dtype, else the input's, else f64) or a file constant. */
+static bool parse_default(loader *L, const cJSON *v, tl_input *in)
+{
+    tl_const *c = in->dflt = tl_calloc(1, sizeof *c, "a default", L->st);
+    double x;
+    if (!c)
+        return false;
+    c->slot = -1;
+    c->typed = true;
+    tl_dtype dt = in->has_dtype ? in->dtype : TL_F64;
+    bool ok;
+    if (get_num(v, &x)) {
+        c->kind = TL_CONST_DATA;
+        ok = (c->tensor = tl_tensor_new(dt, 0, NULL, L->st)) != NULL;
+        if (ok)
+            tl_tensor_set(c->tensor, 0, x);
+    } else if (cJSON_IsObject(v) && cJSON_GetObjectItemCaseSensitive(v, "file")) {
+        ok = const_file(L, v, c);
+    } else if (cJSON_IsObject(v)) {
+        ok = const_data(L, v, c, dt);
+        c->typed = true;
+    } else {
+        ok = !tl_fail(L->st, TL_EINPUT, "must be a number or a constant object ({\"dtype\", \"shape\", "
+                      "\"data\"}, {\"shape\", \"fill\"} or {\"file\", \"key\"})");
+    }
+    if (!ok)
+        tl_wrap(L->st, "input \"%s\": \"default\"", in->name);
+    return ok;
+}
+
 static bool parse_input(loader *L, const cJSON *v, tl_input *in)
 {
-    static const char *const keys[] = {"name", "dtype", "shape"};
+    static const char *const keys[] = {"name", "dtype", "shape", "default"};
     tl_graph *g = L->g;
     const cJSON *name = v;
     in->ndim = -1;
     if (cJSON_IsObject(v)) {
-        if (!check_keys(L, v, keys, 3, "an input"))
+        if (!check_keys(L, v, keys, 4, "an input"))
             return false;
         name = cJSON_GetObjectItemCaseSensitive(v, "name");
     }
@@ -1114,6 +1148,9 @@ static bool parse_input(loader *L, const cJSON *v, tl_input *in)
     if (dt && (!cJSON_IsString(dt) || !tl_dtype_parse(dt->valuestring, &in->dtype)))
         return tl_fail(L->st, TL_EINPUT, "input \"%s\": \"dtype\" must be %s", in->name, DTYPE_CHOICES), false;
     in->has_dtype = dt != NULL;
+    const cJSON *dflt = cJSON_GetObjectItemCaseSensitive(v, "default");
+    if (dflt && !parse_default(L, dflt, in))
+        return false;
     if (!shape || cJSON_IsNull(shape))
         return true;
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > TL_MAXDIM)
@@ -1158,7 +1195,7 @@ static int64_t count_leaves(const cJSON *v, int depth)
     return n;
 }
 
-static bool const_data(loader *L, const cJSON *v, tl_const *c)
+static bool const_data(loader *L, const cJSON *v, tl_const *c, tl_dtype untyped)
 {
     static const char *const keys[] = {"dtype", "shape", "data", "fill"};
     int64_t shape[TL_MAXDIM];
@@ -1166,7 +1203,7 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c)
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(v, "dtype");
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(v, "data");
     const cJSON *fill = cJSON_GetObjectItemCaseSensitive(v, "fill");
-    tl_dtype dtype = TL_F64;
+    tl_dtype dtype = untyped;
     double fv;
     if (!check_keys(L, v, keys, 4, "a constant"))
         return false;
@@ -1279,7 +1316,7 @@ static bool parse_consts(loader *L, const cJSON *obj)
         else if (cJSON_IsObject(v) && cJSON_GetObjectItemCaseSensitive(v, "file"))
             ok = const_file(L, v, c);
         else if (cJSON_IsObject(v))
-            ok = const_data(L, v, c);
+            ok = const_data(L, v, c, TL_F64);
         else
             ok = !tl_fail(L->st, TL_EINPUT, "must be a number, \"nan\", \"inf\", \"-inf\" or an object");
         if (!ok)
@@ -2181,6 +2218,15 @@ void tl_graph_free(tl_graph *g)
         tl_tensor_unref(g->consts[i].tensor);
         free(g->consts[i].path);
         free(g->consts[i].key);
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        tl_const *d = g->inputs[i].dflt;
+        if (d) {
+            tl_tensor_unref(d->tensor);
+            free(d->path);
+            free(d->key);
+            free(d);
+        }
     }
     arena_free(g->arena);
     for (int i = 0; i < g->nsizevars; i++)

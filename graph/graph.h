@@ -70,6 +70,8 @@ typedef struct tl_dimspec {
     int var;      /* TL_DIM_VAR: index into tl_graph.sizevars */
 } tl_dimspec;
 
+struct tl_const;
+
 typedef struct tl_input {
     char *name;
     int slot;
@@ -77,6 +79,10 @@ typedef struct tl_input {
     tl_dtype dtype;
     int ndim; /* -1: any shape */
     tl_dimspec dims[TL_MAXDIM];
+    /* "default": the tensor taken when the call site gives none (a data,
+     * fill or file constant, typed: its own dtype, else the input's, else
+     * f64); NULL: the input must be given.  Owned by the graph. */
+    struct tl_const *dflt;
 } tl_input;
 
 typedef enum tl_const_kind {
@@ -183,6 +189,10 @@ tl_code tl_graph_rename(tl_graph *g, const char *const *names, tl_status *st);
 /* The key a graph file writes for attribute bit A_* ("axes", "keepdims"...). */
 const char *tl_attr_name(uint64_t bit);
 
+/* Input i's default as a tensor (a new reference, tl_input.dflt), or NULL:
+ * with st untouched when it has none, with the error (naming the input and
+ * its file) when it cannot be read. */
+tl_tensor *tl_input_default(const tl_graph *g, int i, tl_status *st);
 /* Reads a file constant's tensor (a new reference); errors name the
  * constant and its file (f64.c). */
 tl_tensor *tl_const_read_file(const tl_const *c, tl_status *st);

@@ -428,6 +428,8 @@ static void put_num(cJSON *o, const char *k, double v) { cJSON_AddNumberToObject
 static void put_str(cJSON *o, const char *k, const char *v) { cJSON_AddStringToObject(o, k, v); }
 static void put_bool(cJSON *o, const char *k, bool v) { cJSON_AddBoolToObject(o, k, v); }
 
+static cJSON *patch_json(tx *t, const char *name, tl_tensor *k);
+
 /* A constant holding k (the data comes after the load, or from the npz
  * of tl compile). */
 static bool add_const(tx *t, val *v)
@@ -451,6 +453,18 @@ static bool add_const(tx *t, val *v)
         tl_tensor_ref(k);
     }
     snprintf(v->tl, sizeof v->tl, "c%d", t->ntl++);
+    cJSON *c = patch_json(t, v->tl, k);
+    if (!c)
+        return false;
+    cJSON_AddItemToObject(t->consts, v->tl, c);
+    return true;
+}
+
+/* Data k (a reference taken over) for the recipe name `name`: a placeholder
+ * constant's JSON whose data comes after the load (finish), or with tl
+ * compile the data itself, inline or as the npz member `name`. */
+static cJSON *patch_json(tx *t, const char *name, tl_tensor *k)
+{
     if (t->npatch == t->cappatch) {
         int cap = t->cappatch ? 2 * t->cappatch : 64;
         void *a = realloc(t->patch_name, (size_t)cap * sizeof *t->patch_name), *b = a ? realloc(t->patch, (size_t)cap * sizeof *t->patch) : NULL;
@@ -458,17 +472,17 @@ static bool add_const(tx *t, val *v)
             t->patch_name = a;
         if (!b) {
             tl_tensor_unref(k);
-            return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+            return tl_fail(t->st, TL_ERUNTIME, "out of memory"), NULL;
         }
         t->patch = b;
         t->cappatch = cap;
     }
-    memcpy(t->patch_name[t->npatch], v->tl, sizeof v->tl);
+    snprintf(t->patch_name[t->npatch], sizeof t->patch_name[t->npatch], "%s", name);
     t->patch[t->npatch++] = k;
     cJSON *c = cJSON_CreateObject();
     if (t->compile && k->numel > 16) {
         put_str(c, "file", t->npz);
-        put_str(c, "key", v->tl);
+        put_str(c, "key", name);
     } else if (t->compile) {
         put_str(c, "dtype", tl_dtype_name(k->dtype));
         put_ints(c, "shape", k->shape, k->ndim);
@@ -484,8 +498,7 @@ static bool add_const(tx *t, val *v)
         put_ints(c, "shape", k->shape, k->ndim);
         put_num(c, "fill", 0);
     }
-    cJSON_AddItemToObject(t->consts, v->tl, c);
-    return true;
+    return c;
 }
 
 /* The name of v in the recipe (a constant made for it when it is known). */
@@ -3458,7 +3471,26 @@ static bool add_input(tx *t, int i, const tl_tensor *x)
         v->k = tl_tensor_ref((tl_tensor *)x);
         v->weight = true;
     }
-    cJSON_AddItemToArray(t->inputs, cJSON_CreateString(v->tl));
+    /* an input with a default keeps it, where the recipe is for its type
+     * (and, for integers, which nodes may read at load, its values) */
+    tl_tensor *d = tl_onnx_default(m, i);
+    bool fits = d && d->dtype == x->dtype && d->ndim == x->ndim &&
+                !memcmp(d->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) &&
+                (!tl_dtype_is_int(x->dtype) || !memcmp(d->data, x->data, (size_t)x->numel * tl_dtype_size(x->dtype)));
+    if (!fits) {
+        tl_tensor_unref(d);
+        cJSON_AddItemToArray(t->inputs, cJSON_CreateString(v->tl));
+    } else {
+        cJSON *o = cJSON_CreateObject(), *c = patch_json(t, v->tl, d);
+        if (!o || !c) {
+            cJSON_Delete(o);
+            cJSON_Delete(c);
+            return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+        }
+        put_str(o, "name", v->tl);
+        cJSON_AddItemToObject(o, "default", c);
+        cJSON_AddItemToArray(t->inputs, o);
+    }
     return bind(t, m->in_name[i], v);
 }
 
@@ -3561,6 +3593,13 @@ static tl_graph *finish(tx *t, tl_status *st)
     }
     for (int i = 0; i < t->npatch; i++) {
         int s = tl_graph_top_slot(g, t->patch_name[i]), c = s >= 0 ? g->slot_const[s] : -1;
+        int in = s >= 0 && g->slot_kind[s] == TL_SLOT_INPUT ? tl_graph_input_index(g, t->patch_name[i]) : -1;
+        if (in >= 0 && g->inputs[in].dflt) { /* an input's default */
+            tl_tensor_unref(g->inputs[in].dflt->tensor);
+            g->inputs[in].dflt->kind = TL_CONST_DATA;
+            g->inputs[in].dflt->tensor = t->patch[i];
+            t->patch[i] = NULL;
+        }
         if (c < 0)
             continue;
         g->consts[c].kind = TL_CONST_DATA;
@@ -3817,6 +3856,8 @@ static void rename_strings(const renamer *r, cJSON *j)
     for (cJSON *c = j->child; c; c = c->next)
         if (cJSON_IsString(c))
             rename_strings(r, c);
+        else if (cJSON_IsObject(c) && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(c, "name")))
+            rename_strings(r, cJSON_GetObjectItemCaseSensitive(c, "name")); /* an input with a default */
 }
 
 /* Every name in the graph's JSON (ids, args, inputs, outputs, constant

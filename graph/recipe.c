@@ -450,6 +450,7 @@ typedef struct canon {
     int *slot_node, *slot_out, *slot_depth, *slot_index, *slot_input;
     uint64_t *slot_hash;
     cval *consts;
+    cval *defaults; /* per input: its default (kind C_WEAK and num 1: none) */
     int *order; /* nodes in the walk's order */
     int norder;
 } canon;
@@ -734,6 +735,9 @@ static void canon_free(canon *C)
 {
     for (int i = 0; C->consts && i < C->g->nconsts; i++)
         tl_tensor_unref(C->consts[i].file);
+    for (int i = 0; C->defaults && i < C->g->ninputs; i++)
+        tl_tensor_unref(C->defaults[i].file);
+    free(C->defaults);
     free(C->nodes);
     free(C->blocks);
     free(C->slot_node);
@@ -761,11 +765,17 @@ static tl_code canonicalise(const tl_graph *g, canon *C, tl_status *st)
     C->slot_hash = calloc(ns, sizeof(uint64_t));
     C->consts = calloc((size_t)g->nconsts + 1, sizeof(cval));
     C->order = calloc((size_t)nn + 1, sizeof(int));
+    C->defaults = calloc((size_t)g->ninputs + 1, sizeof(cval));
     if (!C->nodes || !C->blocks || !C->slot_node || !C->slot_out || !C->slot_depth || !C->slot_index ||
-        !C->slot_input || !C->slot_hash || !C->consts || !C->order)
+        !C->slot_input || !C->slot_hash || !C->consts || !C->order || !C->defaults)
         return tl_fail(st, TL_ERUNTIME, "out of memory comparing recipes");
-    for (int i = 0; i < g->ninputs; i++)
+    for (int i = 0; i < g->ninputs; i++) {
         C->slot_input[g->inputs[i].slot] = i;
+        tl_const d = g->inputs[i].dflt ? *g->inputs[i].dflt : (tl_const){.kind = TL_CONST_WEAK, .num = 1};
+        d.name = g->inputs[i].name;
+        if (const_value(g, &d, &C->defaults[i], st))
+            return st->code;
+    }
     for (int i = 0; i < g->nconsts; i++)
         if (const_value(g, &g->consts[i], &C->consts[i], st))
             return st->code;
@@ -1014,6 +1024,26 @@ static bool inputs_differ(const tl_input *x, const tl_input *y)
     return false;
 }
 
+/* Input i's default, as a difference is told ("no default" for none). */
+static void write_default(FILE *f, const canon *C, int i)
+{
+    const cval *c = &C->defaults[i];
+    char d[96];
+    fprintf(f, "input %d \"%s\": ", i + 1, C->g->inputs[i].name);
+    if (!C->g->inputs[i].dflt) {
+        fputs("no default", f);
+        return;
+    }
+    fprintf(f, "default %s", tl_shape_desc(c->dtype, c->ndim, c->shape, d, sizeof d));
+    if (c->kind == C_FILL) {
+        tl_tensor t = {.dtype = c->dtype, .numel = 1, .data = (void *)c->elem};
+        fputs(" all ", f);
+        write_num(f, tl_tensor_get(&t, 0));
+    }
+    if (c->file)
+        fprintf(f, " from %s", C->g->inputs[i].dflt->path);
+}
+
 static void write_names(FILE *f, const tl_graph *g, int n, const int *slots, const tl_input *in, const char *what)
 {
     fprintf(f, "%d %s%s (", n, what, n == 1 ? "" : "s");
@@ -1038,6 +1068,14 @@ static bool first_difference(cmp *m)
         if (inputs_differ(&ga->inputs[i], &gb->inputs[i])) {
             write_input(a, ga, i);
             write_input(b, gb, i);
+            return true;
+        } else if (!cval_equal(&m->A->defaults[i], &m->B->defaults[i])) {
+            const cval *x = &m->A->defaults[i], *y = &m->B->defaults[i];
+            write_default(a, m->A, i);
+            write_default(b, m->B, i);
+            if (ga->inputs[i].dflt && gb->inputs[i].dflt && x->dtype == y->dtype && x->ndim == y->ndim &&
+                !memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->ndim))
+                fputs(" (other values)", a), fputs(" (other values)", b);
             return true;
         }
     if (ga->noutputs != gb->noutputs) {

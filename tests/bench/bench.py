@@ -14,7 +14,8 @@ The layer ops (a ResNet basic block, a depthwise-separable block, max and
 average pooling, layer norm; forward and backward) are timed the same way,
 PyTorch at its best of one thread and all (torch.set_num_threads), and the
 ResNet block once more with TL_NUM_THREADS 1 and all: the speed-up and
-whether every output and gradient has the same bytes.
+whether every output and gradient has the same bytes.  ResNet-18 (torchvision, exported to ONNX here)
+is timed as tl grad MODEL.onnx --params against PyTorch's forward and backward of the same model.
 
 tl runs with no OpenBLAS variable set: the kernels it gets are its own
 choice.  NumPy's matrix products and PyTorch's MLP and convolutions, whose
@@ -193,10 +194,10 @@ print(sorted(ts)[1])
 '''
 
 
-def torch_time(work, tmp, reps, env, threads=None):
+def torch_time(work, tmp, reps, env, threads=None, child=TORCH_CHILD):
     """PyTorch's compute (median of reps steps after a warm-up; for the layer ops the best of one thread and
     all, or of the thread counts given), its peak RSS and the OpenBLAS kernels it ran"""
-    p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", TORCH_CHILD, work, tmp,
+    p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", child, work, tmp,
                         str(reps)] + ([",".join(map(str, threads))] if threads else []), capture_output=True,
                        text=True, env=dict(env, OPENBLAS_VERBOSE="2"))
     if p.returncode != 0:
@@ -340,7 +341,7 @@ def main():
     ap.add_argument("--tl", default=os.path.join(ROOT, "tl"))
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--only", choices=["chain", "map", "mlp", "recurrence", "resnet", "dwsep", "max_pool", "avg_pool",
-                                       "layer_norm", "resnet_threads", "tiny", "matmul", "load"],
+                                       "layer_norm", "resnet_threads", "resnet18_onnx", "tiny", "matmul", "load"],
                     help="one workload")
     a = ap.parse_args()
     reps = 3 if a.quick else 7
@@ -438,6 +439,8 @@ def bench(tl, tmp, reps, only=None):
 
     if (not only or only == "resnet_threads") and os.cpu_count() > 1:
         resnet_threads(tl, tmp, g, reps, tl_env)
+    if not only or only == "resnet18_onnx":
+        resnet18_onnx(tl, tmp, reps, tl_env, envs, header=bool(only))
     if only and only not in ("tiny", "matmul", "load"):
         return
     tiny_cmd = tl_cmd(tl, "grad", os.path.join(ROOT, "examples", "poly.json"), "x=2")
@@ -475,6 +478,70 @@ def resnet_threads(tl, tmp, g, reps, tl_env):
     print("%-38s %10.1f ms on 1 thread, %.1f on %s: x%.2f (target >= %.1fx); %s" % (
         "ResNet block, TL_NUM_THREADS 1 vs " + n, w1 * 1e3, wn * 1e3, n, w1 / wn, 1.8,
         "the same bits (%d tensors)" % len(a.files) if same else "DIFFERENT BITS"))
+
+
+# ResNet-18 of torchvision (random weights from seed 0, eval mode), exported by torch.onnx.export (opset 17,
+# batch-norm nodes kept) into the bench's folder; the PyTorch side builds the same model from the same seed.
+R18_EXPORT = r'''
+import sys, torch, torchvision
+torch.manual_seed(0)
+m = torchvision.models.resnet18().eval()
+torch.onnx.export(m, (torch.zeros(8, 3, 112, 112),), sys.argv[1], opset_version=17, input_names=["x"],
+                  output_names=["logits"], do_constant_folding=False)
+'''
+R18_CHILD = r'''
+import json, os, resource, sys, time
+import numpy as np
+import torch, torchvision
+work, tmp, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+torch.manual_seed(0)
+m = torchvision.models.resnet18().eval()
+x0 = torch.from_numpy(np.load(tmp + "/r18_x.npy"))
+def step():  # forward and backward: the gradients of sum(logits) for the input and every weight
+    m.zero_grad(set_to_none=True)
+    x = x0.detach().requires_grad_()
+    m(x).sum().backward()
+    return x.grad
+''' + TORCH_CHILD[TORCH_CHILD.index("def timed():"):]  # timed at the thread counts given, as the others
+
+
+def resnet18_onnx(tl, tmp, reps, tl_env, envs, header=False):
+    """ResNet-18 as an ONNX model, batch 8 of 112x112 f32: tl grad MODEL.onnx --params (the gradient of the
+    input and of every initializer), its whole process, against PyTorch's forward and backward of the same
+    model (compute alone, at its best of 1 and all threads and of every OpenBLAS kernel family), target >= 1.0x;
+    then the model's load (reading and translating it: -v's load figure)."""
+    title = "ResNet-18 ONNX, 8x3x112x112 f32"
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch, torchvision"], capture_output=True).returncode:
+        print("%-38s skipped: exporting it needs PyTorch and torchvision (python3-torch, python3-torchvision)" % title)
+        return
+    if header:
+        print("%-38s %10s %10s %8s %7s %9s %9s" % ("workload (grad)", "tl ms", "torch ms", "ratio", "target",
+                                                  "tl MiB", "torch MiB"))
+    model = tmp + "/resnet18.onnx"
+    subprocess.run(["/usr/bin/python3", "-c", R18_EXPORT, model], check=True, capture_output=True)
+    np.save(tmp + "/r18_x.npy", np.random.default_rng(20261130).standard_normal((8, 3, 112, 112)).astype(np.float32))
+    cmd = tl_cmd(tl, "grad", model, "x=" + tmp + "/r18_x.npy", "--params", "-o", tmp + "/g.npz", "-v")
+    tl_runs, tts, threads = [], {}, None
+    for label, env in envs:  # tl's runs between PyTorch's children, as for the layer rows
+        tl_runs += [run_measured(cmd, tl_env) for _ in range(-(-reps // len(envs)))]
+        tts[label] = torch_time("resnet18", tmp, 3, env, threads or sorted({1, os.cpu_count()}), child=R18_CHILD)
+        if not threads:
+            threads, by_threads = [tts[label]["threads"]], tts[label]["by_threads"]
+    wall = median([r[0] for r in tl_runs])
+    rss = max(peak_rss(cmd, tl_env) for _ in range(3))
+    best = min(tts, key=lambda k: tts[k]["s"])
+    tt = tts[best]
+    print("%-38s %10.1f %10.1f %7.2fx %6.1fx %9.1f %9.1f" % (title, wall * 1e3, tt["s"] * 1e3, tt["s"] / wall,
+                                                         1.0, rss, tt["rss"]))
+    comp = median([tl_compute_ms(r[3]) for r in tl_runs])
+    print("%-38s tl's run and backward pass alone (-v): %.1f ms; against PyTorch's compute: %.2fx" % (
+        "", comp, tt["s"] * 1e3 / comp))
+    print("%-38s PyTorch's best: %d threads (ms: %s), OPENBLAS_CORETYPE %s (Core: %s)" % (
+        "", tt["threads"], ", ".join("%s threads %.1f" % (th, v * 1e3) for th, v in by_threads.items()), best,
+        tt["core"]))
+    loads = [float(r[3].split("load ")[1].split(" ms")[0]) for r in tl_runs]
+    print("%-38s loading the model (%.1f MiB; reading and translating it, -v): %.1f ms" % (
+        "", os.path.getsize(model) / 2 ** 20, median(loads)))
 
 
 def numpy_product(f, grad, env):

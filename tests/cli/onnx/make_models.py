@@ -108,3 +108,15 @@ wide = model([h.make_node("MatMul", ["x", "layer.w"], ["y"], name="/mm")],
              [h.make_tensor_value_info("x", T.FLOAT, [2, 5])], [h.make_tensor_value_info("y", T.FLOAT, [2, 4])],
              [nh.from_array(W5, "layer.w")])
 save(wide, "wide.onnx")
+
+# default_wide: an input with a default of 20 elements (tl compile keeps the
+# default, in the .npz) and a dynamic batch
+W6 = (np.arange(20, dtype=np.float32).reshape(5, 4) - 8) / 8
+dwide = model([h.make_node("MatMul", ["x", "w"], ["y"], name="/mm")],
+              [h.make_tensor_value_info("x", T.FLOAT, ["batch", 5]), h.make_tensor_value_info("w", T.FLOAT, [5, 4])],
+              [h.make_tensor_value_info("y", T.FLOAT, ["batch", 4])], [nh.from_array(W6, "w")])
+save(dwide, "default_wide.onnx")
+print("default_wide y at x = e0, e4:", (np.eye(5, dtype=np.float32)[[0, 4]] @ W6).tolist())
+
+# the mlp's input as an -i file (tl diff -i)
+np.savez(os.path.join(D, "mlp_inputs.npz"), **{"input.1": np.array([[1, 2, 3]], np.float32)})
