@@ -19,6 +19,10 @@ typedef struct bw {
 
 /* op(in[0..n-1]) with attributes a (NULL: defaults). */
 tl_tensor *bw_call(bw *b, tl_opcode op, int n, tl_tensor **in, const tl_attrs *a);
+/* bw_call, the result written over in[k] where tl_op_over can: for a
+ * rule's last use of in[k] (its cotangent g), with a kernel that reads
+ * each element of it before writing the same one */
+tl_tensor *bw_call_over(bw *b, tl_opcode op, int n, tl_tensor **in, const tl_attrs *a, int k);
 tl_tensor *bw_op1(bw *b, tl_opcode op, tl_tensor *x);
 tl_tensor *bw_op2(bw *b, tl_opcode op, tl_tensor *x, tl_tensor *y);
 tl_tensor *bw_op3(bw *b, tl_opcode op, tl_tensor *x, tl_tensor *y, tl_tensor *z);

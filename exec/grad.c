@@ -229,6 +229,15 @@ static tl_tensor *slice_along(bw *b, tl_tensor *g, int64_t axis, int64_t start, 
 /* ---------- the scope's helpers for the rules of other files (bw.h) ---------- */
 
 tl_tensor *bw_call(bw *b, tl_opcode op, int n, tl_tensor **in, const tl_attrs *a) { return call(b, op, n, in, a); }
+tl_tensor *bw_call_over(bw *b, tl_opcode op, int n, tl_tensor **in, const tl_attrs *a, int k)
+{
+    if (b->rec) /* a recording keeps every value it was given */
+        return call(b, op, n, in, a);
+    for (int i = 0; i < n; i++)
+        if (!in[i] || b->failed)
+            return NULL;
+    return keep(b, tl_op_over(b->cx, op, n, in, a, k, b->st));
+}
 tl_tensor *bw_op1(bw *b, tl_opcode op, tl_tensor *x) { return op1(b, op, x); }
 tl_tensor *bw_op2(bw *b, tl_opcode op, tl_tensor *x, tl_tensor *y) { return op2(b, op, x, y); }
 tl_tensor *bw_op3(bw *b, tl_opcode op, tl_tensor *x, tl_tensor *y, tl_tensor *z) { return op3(b, op, x, y, z); }
@@ -334,8 +343,8 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         tl_tensor *in[2] = {y, g};
         if (b->rec && !b->rec->twice) /* a fused backward program: elementwise ops only */
             ga = op3(b, TL_OP_WHERE, op2(b, TL_OP_GT, y, zero), g, zero);
-        else
-            ga = call(b, TL_OP_RELU_GRAD, 2, in, NULL);
+        else /* g's last use, read elementwise */
+            ga = bw_call_over(b, TL_OP_RELU_GRAD, 2, in, NULL, 1);
         break;
     }
     case TL_OP_SOFTPLUS: ga = op2(b, TL_OP_MUL, g, op1(b, TL_OP_SIGMOID, x)); break;

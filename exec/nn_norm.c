@@ -163,13 +163,13 @@ static void batch_norm_rule(bw *b, const tl_entry *e, const tl_attrs *a, const b
      * the kernels have no rules of their own. */
     if (a->training == 1 && e->in_var[3] < 0 && e->in_var[4] < 0 && !tl_bw_twice(b)) {
         tl_tensor *pin[4] = {x, g, mean, var}, *p = bw_call(b, TL_OP_BATCH_NORM_PARAMS_GRAD, 4, pin, a);
-        if (want[0]) {
-            tl_tensor *in[6] = {x, g, scale, mean, var, p};
-            out[0] = bw_call(b, TL_OP_BATCH_NORM_GRAD, 6, in, a);
-        }
         for (int i = 1; i < 3; i++)
             if (want[i])
                 out[i] = bw_reshape(b, bw_slice(b, p, 0, i - 1, i), 1, &x->shape[1]);
+        if (want[0]) { /* g's last use, read elementwise */
+            tl_tensor *in[6] = {x, g, scale, mean, var, p};
+            out[0] = bw_call_over(b, TL_OP_BATCH_NORM_GRAD, 6, in, a, 1);
+        }
         return;
     }
     int64_t axes[TL_MAXDIM];
@@ -205,17 +205,17 @@ static void layer_norm_rule(bw *b, const tl_entry *e, const tl_attrs *a, const b
                             tl_tensor **out)
 {
     tl_tensor *x = e->in[0];
-    if (want[0]) {
-        tl_tensor *in[3] = {x, g, e->nin > 1 ? e->in[1] : NULL};
-        out[0] = bw_call(b, TL_OP_LAYER_NORM_GRAD, e->nin > 1 ? 3 : 2, in, a);
+    if (e->nin > 1 && (want[1] || (e->nin > 2 && want[2]))) {
+        tl_tensor *in[2] = {x, g}, *p = bw_call(b, TL_OP_LAYER_NORM_PARAMS_GRAD, 2, in, a);
+        int nd = x->ndim - (int)a->axis;
+        for (int i = 1; i < e->nin; i++)
+            if (want[i])
+                out[i] = bw_reshape(b, bw_slice(b, p, 0, i - 1, i), nd, x->shape + a->axis);
     }
-    if (e->nin < 2 || !(want[1] || (e->nin > 2 && want[2])))
-        return;
-    tl_tensor *in[2] = {x, g}, *p = bw_call(b, TL_OP_LAYER_NORM_PARAMS_GRAD, 2, in, a);
-    int nd = x->ndim - (int)a->axis;
-    for (int i = 1; i < e->nin; i++)
-        if (want[i])
-            out[i] = bw_reshape(b, bw_slice(b, p, 0, i - 1, i), nd, x->shape + a->axis);
+    if (want[0]) { /* g's last use: a row of it is read whole before dx's is written */
+        tl_tensor *in[3] = {x, g, e->nin > 1 ? e->in[1] : NULL};
+        out[0] = bw_call_over(b, TL_OP_LAYER_NORM_GRAD, e->nin > 1 ? 3 : 2, in, a, 1);
+    }
 }
 
 /* group_norm is layer_norm over x viewed as [N*groups, rest], then a

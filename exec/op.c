@@ -276,6 +276,34 @@ static tl_tensor *on_cpu(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, 
     return out;
 }
 
+/* A fresh result is fresh memory, which on a virtual machine is mostly
+ * its first-touch faults: a backward rule's last use of a cotangent
+ * writes its result there instead. */
+tl_tensor *tl_op_over(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl_attrs *attrs, int k,
+                      tl_status *st)
+{
+    tl_tensor *t = in[k];
+    bool can = !tl_backend_is_device(cx->backend) && tl_tensor_on_host(t) && t->refs == 1 && !t->map &&
+               !t->base && t->data;
+    for (int i = 0; i < n && can; i++)
+        can = (i == k || in[i] != t) && in[i]->data;
+    tl_attrs a;
+    tl_shape sh;
+    if (attrs)
+        a = *attrs;
+    else
+        tl_attrs_init(&a);
+    if (!can)
+        return tl_op(cx, op, n, in, attrs, st);
+    if (tl_shape_infer(op, n, (const tl_tensor *const *)in, &a, &sh, st))
+        return NULL;
+    if (sh.dtype != t->dtype || sh.ndim != t->ndim || memcmp(sh.dims, t->shape, sizeof(int64_t) * (size_t)t->ndim))
+        return tl_op(cx, op, n, in, attrs, st);
+    if (run_kernel(cx, &tl_cpu_backend, op, n, in, &a, t, st))
+        return NULL;
+    return tl_tensor_ref(t);
+}
+
 tl_tensor *tl_op(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl_attrs *attrs,
                  tl_status *st)
 {

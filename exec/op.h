@@ -74,6 +74,14 @@ bool tl_ctx_on_device(const tl_ctx *cx);
 /* attrs may be NULL (defaults). */
 tl_tensor *tl_op(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl_attrs *attrs,
                  tl_status *st);
+/* tl_op, its result written over in[k] where that is safe: in[k] is a host
+ * tensor of the result's dtype and shape with its own data and no other
+ * reference than the caller's (which the caller drops after), and the run
+ * is on the CPU; else a new tensor as tl_op's.  Only for kernels that read
+ * each element of in[k] before they write the same element of the result
+ * (elementwise, or a row read whole before it is written). */
+tl_tensor *tl_op_over(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl_attrs *attrs, int k,
+                      tl_status *st);
 
 /* t in host memory (a new reference): t itself, or a downloaded copy. */
 tl_tensor *tl_ctx_to_host(tl_ctx *cx, tl_tensor *t, tl_status *st);
