@@ -108,3 +108,74 @@ wide = model([h.make_node("MatMul", ["x", "layer.w"], ["y"], name="/mm")],
              [h.make_tensor_value_info("x", T.FLOAT, [2, 5])], [h.make_tensor_value_info("y", T.FLOAT, [2, 4])],
              [nh.from_array(W5, "layer.w")])
 save(wide, "wide.onnx")
+
+# ---- the ONNX translations onto iterate, take and matmul (ops tl has no kernel of) ----
+# Expected values: numpy loops in ONNX's order; gradients and antialiasing:
+# PyTorch (scatter_reduce with include_self, F.interpolate with antialias),
+# at float64.
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+fv = lambda n, s: h.make_tensor_value_info(n, T.FLOAT, s)  # noqa: E731
+SI = np.array([[1, 1, 3], [0, 2, 0]], np.int64)  # ScatterElements on axis 1: repeats in each row
+NI = np.array([[1], [0], [1]], np.int64)  # ScatterND rows: row 1 twice
+sc = model([h.make_node("ScatterElements", ["x", "si", "u"], ["mul"], axis=1, reduction="mul"),
+            h.make_node("ScatterElements", ["x", "si", "u"], ["max"], axis=1, reduction="max"),
+            h.make_node("ScatterElements", ["x", "si", "u"], ["min"], axis=1, reduction="min"),
+            h.make_node("ScatterND", ["x", "ni", "v"], ["nd_max"], reduction="max"),
+            h.make_node("ScatterND", ["x", "ni", "v"], ["nd_mul"], reduction="mul")],
+           [fv("x", [2, 4]), fv("u", [2, 3]), fv("v", [3, 4])],
+           [fv("mul", [2, 4]), fv("max", [2, 4]), fv("min", [2, 4]), fv("nd_max", [2, 4]), fv("nd_mul", [2, 4])],
+           [nh.from_array(SI, "si"), nh.from_array(NI, "ni")], opset=18)
+save(sc, "scatter_reduce.onnx", check=False)  # onnx 1.12's checker stops at opset 17
+SX = np.array([[1.5, -2.0, 0.5, 3.0], [-1.0, 2.5, -0.25, 0.75]])
+SU = np.array([[2.0, -0.5, 4.0], [-3.0, 1.25, 0.6]])
+SV = np.array([[0.1, -4.0, 2.0, 1.0], [-2.0, 3.5, -1.5, 0.2], [5.0, -0.3, 0.4, -2.5]])
+res = {}
+for red, fn in (("mul", np.multiply), ("max", np.maximum), ("min", np.minimum)):
+    y = SX.copy()
+    for i in range(2):
+        for j in range(3):
+            y[i, SI[i, j]] = fn(y[i, SI[i, j]], SU[i, j])
+    res[red] = y
+for red, fn in (("nd_max", np.maximum), ("nd_mul", np.multiply)):
+    y = SX.copy()
+    for r in range(3):
+        y[NI[r, 0]] = fn(y[NI[r, 0]], SV[r])
+    res[red] = y
+for k, y in res.items():
+    print("scatter_reduce %s:" % k, y.astype(np.float32).tolist())
+tx, tu, tv = (torch.tensor(a, requires_grad=True) for a in (SX, SU, SV))
+ti, tn = torch.tensor(SI), torch.tensor(NI).expand(3, 4)
+tot = sum(tx.scatter_reduce(1, ti, tu, r, include_self=True).sum() for r in ("prod", "amax", "amin"))
+tot = tot + sum(tx.scatter_reduce(0, tn, tv, r, include_self=True).sum() for r in ("amax", "prod"))
+tot.backward()
+for k, g in (("x", tx), ("u", tu), ("v", tv)):
+    print("scatter_reduce grad %s:" % k, g.grad.numpy().astype(np.float32).tolist())
+
+# TopK with k over 64, smallest first, on axis 0 of [66, 2]
+tk = model([h.make_node("TopK", ["x", "k"], ["values", "indices"], axis=0, largest=0)],
+           [fv("x", [66, 2])], [fv("values", [65, 2]), h.make_tensor_value_info("indices", T.INT64, [65, 2])],
+           [nh.from_array(np.array([65], np.int64), "k")], opset=11)
+save(tk, "topk_big.onnx")
+TX = np.array([[((i * 37) % 66) / 4 - 8, ((i * 5) % 66) / 8 - 4] for i in range(66)], np.float32)
+order = np.argsort(TX, axis=0, kind="stable")[:65]
+print("topk_big x:", TX.tolist())
+print("topk_big values:", np.take_along_axis(TX, order, 0).tolist())
+print("topk_big indices:", order.tolist())
+
+# Resize of opset 18 with antialias (and exclude_outside, where PyTorch's
+# antialiasing clips its window to the input): [1, 1, 4, 8] to [1, 1, 2, 3]
+for mode, A in (("linear", -0.75), ("cubic", -0.5)):
+    rz = model([h.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode, antialias=1, exclude_outside=1,
+                            cubic_coeff_a=A)],
+               [fv("x", [1, 1, 4, 8])], [fv("y", [1, 1, 2, 3])],
+               [nh.from_array(np.array([1, 1, 2, 3], np.int64), "sizes")], opset=18)
+    save(rz, "resize_aa_%s.onnx" % mode, check=False)
+RX = np.array([[[[(i * 7 + j * 3) % 11 - 5 for j in range(8)] for i in range(4)]]], np.float64) / 2
+tr = torch.tensor(RX, requires_grad=True)
+for mode, tm in (("linear", "bilinear"), ("cubic", "bicubic")):
+    y = F.interpolate(tr, size=(2, 3), mode=tm, align_corners=False, antialias=True)
+    print("resize_aa_%s x:" % mode, RX.astype(np.float32).tolist())
+    print("resize_aa_%s y:" % mode, y.detach().numpy().astype(np.float32).tolist())
+    print("resize_aa_%s grad:" % mode, torch.autograd.grad(y.sum(), tr)[0].numpy().astype(np.float32).tolist())
