@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "exec/check.h"
+#include "exec/op.h"
 #include "exec/shape.h"
 #include "formats/onnx.h"
 #include "onnx_int.h"
@@ -504,6 +505,62 @@ static void fake(const val *v, tl_tensor *f)
 }
 
 /* Emits one call; its value, typed by tl's own shape rules. */
+/* A value whose arguments are all known at load, small ones, gets its
+ * value at load too (k, with weight set: never folded, the call stays in
+ * the recipe), for the nodes that need numbers at load computed from float
+ * data the call site gives (Range bounds, a Loop's trip count).  Draws are
+ * not computed; a failure leaves the value unknown (the call reports it
+ * when it runs). */
+static void shadow(tx *t, val *r, tl_opcode op, int nargs, val *const *args, const tl_attrs *at)
+{
+    int64_t n = 1;
+    for (int d = 0; d < r->ndim; d++)
+        n *= r->dims[d];
+    if (n > 16 || op == TL_OP_COUNT || tl_ops[op].kind == TL_KIND_FLOW || tl_ops[op].kind == TL_KIND_INT ||
+        op == TL_OP_RANDOM_UNIFORM || op == TL_OP_RANDOM_NORMAL || op == TL_OP_DROPOUT)
+        return;
+    for (int i = 0; i < nargs; i++)
+        if (!args[i]->k || args[i]->k->numel > 64)
+            return;
+    tl_tensor *in[MAXIO] = {0}, *y = NULL;
+    tl_status st = {0};
+    bool ok = true;
+    for (int i = 0; ok && i < nargs; i++) { /* k holds i64 for every integer and bool: in the value's dtype */
+        const tl_tensor *k = args[i]->k;
+        if (k->dtype == args[i]->dt) {
+            in[i] = tl_tensor_ref((tl_tensor *)k);
+            continue;
+        }
+        ok = (in[i] = tl_tensor_new(args[i]->dt, k->ndim, k->shape, &st)) != NULL;
+        for (int64_t j = 0; ok && j < k->numel; j++)
+            tl_tensor_set(in[i], j, tl_tensor_get(k, j));
+    }
+    if (ok) {
+        tl_ctx cx;
+        tl_ctx_init(&cx, &tl_cpu_backend);
+        y = tl_op(&cx, op, nargs, in, at, &st);
+        tl_ctx_release(&cx);
+    }
+    for (int i = 0; i < nargs; i++)
+        tl_tensor_unref(in[i]);
+    if (y && tl_dtype_is_int(y->dtype) && y->dtype != TL_I64) {
+        tl_tensor *w = tl_tensor_new(TL_I64, y->ndim, y->shape, &st);
+        for (int64_t j = 0; w && j < y->numel; j++)
+            ((int64_t *)w->data)[j] = tl_tensor_get_int(y, j);
+        tl_tensor_unref(y);
+        y = w;
+    } else if (y && !tl_tensor_on_host(y)) {
+        tl_tensor_unref(y), y = NULL;
+    }
+    if (y && y->numel == n) {
+        r->k = y;
+        r->weight = true;
+    } else {
+        tl_tensor_unref(y);
+    }
+    (void)t;
+}
+
 static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attrs)
 {
     cJSON *node = attrs ? attrs : cJSON_CreateObject();
@@ -545,6 +602,7 @@ static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attr
     r->oty = sh.dtype == TL_F32 ? TL_ONNX_FLOAT : sh.dtype == TL_F64 ? TL_ONNX_DOUBLE
              : sh.dtype == TL_I32 ? TL_ONNX_INT32 : TL_ONNX_INT64;
     r->user = NULL;
+    shadow(t, r, tl_op_lookup(op), nargs, args, &at);
     return r;
 }
 
@@ -558,8 +616,19 @@ static val *call2(tx *t, const char *op, val *x, val *y)
 /* r with the ONNX element type oty (calls are typed by tl's dtypes). */
 static val *typed(val *r, int oty)
 {
-    if (r)
-        r->oty = oty;
+    if (!r)
+        return r;
+    r->oty = oty;
+    if (r->k && is_int_type(oty) && !tl_dtype_is_int(r->k->dtype)) { /* a value known at load: k in i64 */
+        tl_status st = {0};
+        tl_tensor *k = tl_tensor_new(TL_I64, r->k->ndim, r->k->shape, &st);
+        for (int64_t i = 0; k && i < k->numel; i++) {
+            double x = tl_tensor_get(r->k, i);
+            ((int64_t *)k->data)[i] = oty == TL_ONNX_BOOL ? x != 0 : (int64_t)x;
+        }
+        tl_tensor_unref(r->k);
+        r->k = k;
+    }
     return r;
 }
 
@@ -1083,6 +1152,9 @@ static bool x_where(tx *t, val **in, int nin, val **out, int nout)
         if (!(c = call1(t, "cast", c, a)))
             return false;
     }
+    if (tl_dtype_is_int(in[1]->dt)) /* integers: b + c * (a - b), exact in wrapping arithmetic */
+        return (out[0] = typed(call2(t, "add", in[2], call2(t, "mul", c, call2(t, "sub", in[1], in[2]))),
+                               in[1]->oty)) != NULL;
     val *a3[3] = {c, in[1], in[2]};
     return (out[0] = typed(call(t, "where", 3, a3, NULL), in[1]->oty)) != NULL;
 }
@@ -1321,7 +1393,8 @@ static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
     memcpy(lo0, lo, sizeof lo0);
     for (int i = 0; i < d; i++)
         wide = wide || 2 * lo[i] > k[i] || 2 * hi[i] > k[i];
-    if (wide && (max || include)) { /* pads past half the kernel: padded first (max: with the lowest value) */
+    val *count = NULL;
+    if (wide) { /* pads past half the kernel: padded first (max: with the lowest value) */
         cJSON *p = cJSON_CreateObject(), *pairs = cJSON_CreateArray();
         for (int i = 0; i < x->ndim; i++) {
             int64_t pr[2] = {i < 2 ? 0 : lo[i - 2], i < 2 ? 0 : hi[i - 2]};
@@ -1329,8 +1402,17 @@ static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
         }
         cJSON_AddItemToObject(p, "pads", pairs);
         put_num(p, "value", max ? -1.7976931348623157e308 : 0);
+        cJSON *p1 = max || include ? NULL : cJSON_Duplicate(p, true);
         if (!(x = call1(t, "pad", x, p)))
-            return false;
+            return cJSON_Delete(p1), false;
+        if (p1) { /* without the pads in the count: the padded sums over the padded count of ones */
+            int64_t one[TL_MAXDIM];
+            for (int i = 0; i < in[0]->ndim; i++)
+                one[i] = i < 2 ? 1 : in[0]->dims[i];
+            if (!(count = call1(t, "pad", filled(t, x->dt, in[0]->ndim, one, 1), p1)))
+                return false;
+            include = true;
+        }
         for (int i = 0; i < d; i++)
             lo[i] = hi[i] = 0;
     }
@@ -1342,8 +1424,11 @@ static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
     put_pairs(a, lo, hi, d);
     put_bool(a, "ceil_mode", attr_i(t, "ceil_mode", 0) != 0);
     if (!max)
-        put_bool(a, "count_include_pad", attr_i(t, "count_include_pad", 0) != 0);
+        put_bool(a, "count_include_pad", include);
+    cJSON *ca = count ? cJSON_Duplicate(a, true) : NULL;
     if (!(out[0] = call1(t, max ? "max_pool" : "avg_pool", x, a)))
+        return cJSON_Delete(ca), false;
+    if (count && !(out[0] = call2(t, "div", out[0], call1(t, "avg_pool", count, ca))))
         return false;
     if (nout > 1 && max && !(out[1] = pool_indices(t, in[0], out[0], k, s, dil, lo0, attr_i(t, "storage_order", 0))))
         return false;
@@ -1778,7 +1863,7 @@ static bool x_concat(tx *t, val **in, int nin, val **out, int nout)
     cJSON *a = cJSON_CreateObject();
     put_num(a, "axis", ax);
     val *r = typed(call(t, "concat", nin, in, a), in[0]->oty);
-    bool data = r != NULL;
+    bool data = r && !r->k; /* (small ones are known already) */
     for (int i = 0; i < nin && data; i++)
         data = in[i]->k && in[i]->k->dtype == r->dt;
     /* float constants joined: still a call, its value known too, for the
@@ -2150,8 +2235,7 @@ static bool cast_to(tx *t, val *x, int to, val **out)
     } else if (!(r = copy_of(t, x))) {
         return false;
     }
-    r->oty = to;
-    return (*out = r) != NULL;
+    return (*out = typed(r, to)) != NULL;
 }
 
 static bool x_cast(tx *t, val **in, int nin, val **out, int nout)

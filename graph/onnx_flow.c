@@ -430,13 +430,15 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
     if (nin < 2)
         return ox_fail(t, "inputs M and cond are required (either may be left out as \"\")");
     val *m = in[0], *c = in[1];
-    if (m && !(m->k && !m->weight))
+    /* M and cond known at load: from shapes, integer constants, or (a value
+     * known at load but still computed in the recipe) float data given */
+    if (m && !m->k)
         return ox_fail(t, "its trip count M is computed at run time; tl needs it at load (from shapes, integer "
                           "constants or the inputs given) to make the loop a fixed-count iterate");
     if (!m)
         return ox_fail(t, "it has no trip count M: a loop that runs while a condition holds is not translated "
                           "(tl translates loops of a count known at load)");
-    if (c && !(c->k && !c->weight))
+    if (c && !c->k)
         return ox_fail(t, "its condition is computed at run time; tl translates loops whose condition stays "
                           "true (a count known at load)");
     int64_t count = tl_tensor_get_int(m->k, 0);
