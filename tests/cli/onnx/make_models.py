@@ -179,3 +179,61 @@ for mode, tm in (("linear", "bilinear"), ("cubic", "bicubic")):
     print("resize_aa_%s x:" % mode, RX.astype(np.float32).tolist())
     print("resize_aa_%s y:" % mode, y.detach().numpy().astype(np.float32).tolist())
     print("resize_aa_%s grad:" % mode, torch.autograd.grad(y.sum(), tr)[0].numpy().astype(np.float32).tolist())
+
+# Einsum: traces, a batch diagonal, implicit outputs, three operands
+# (numpy's einsum; the gradient of the sum of the outputs: PyTorch's)
+EQS = [("ii->", ["A"]), ("ii", ["A"]), ("bii->bi", ["B"]), ("ij,jk,k->i", ["A", "C", "d"]), ("i,i,i", ["v", "v", "v"]),
+       ("bij,bjk,kl->bil", ["B", "B", "C"])]
+es = model([h.make_node("Einsum", ins, ["e%d" % i], equation=eq) for i, (eq, ins) in enumerate(EQS)],
+           [fv("A", [3, 3]), fv("B", [2, 3, 3]), fv("C", [3, 4]), fv("d", [4]), fv("v", [3])],
+           [fv("e%d" % i, list(np.einsum(eq, *[np.zeros((3, 3)) if n == "A" else np.zeros((2, 3, 3)) if n == "B" else
+                                               np.zeros((3, 4)) if n == "C" else np.zeros(4) if n == "d" else
+                                               np.zeros(3) for n in ins]).shape))
+            for i, (eq, ins) in enumerate(EQS)], opset=12)
+save(es, "einsum_more.onnx")
+EV = {"A": np.array([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0], [2.0, 1.5, -0.5]]),
+      "B": np.array([[[0.5, 1.0, -1.5], [2.0, -0.5, 0.25], [1.0, 3.0, -2.0]],
+                     [[-1.0, 0.75, 2.5], [0.5, 1.5, -0.25], [-2.0, 1.0, 0.5]]]),
+      "C": np.array([[1.0, 0.5, -1.0, 2.0], [-0.5, 1.5, 0.25, -2.0], [2.0, -1.0, 0.5, 1.0]]),
+      "d": np.array([0.5, -1.0, 2.0, 0.25]), "v": np.array([1.5, -0.5, 2.0])}
+tv = {k: torch.tensor(a, requires_grad=True) for k, a in EV.items()}
+tot = 0
+for i, (eq, ins) in enumerate(EQS):
+    print("einsum_more e%d:" % i, np.einsum(eq, *[EV[n] for n in ins]).astype(np.float32).tolist())
+    tot = tot + torch.einsum(eq, *[tv[n] for n in ins]).sum()
+tot.backward()
+for k in EV:
+    print("einsum_more %s:" % k, EV[k].astype(np.float32).tolist())
+    print("einsum_more grad %s:" % k, tv[k].grad.numpy().astype(np.float32).tolist())
+
+# Resize as ONNX's reference computes it (onnx 1.12's interpolate_nd, the
+# generator of its backend tests): tf_crop_and_resize with an
+# extrapolation value, linear exclude_outside, align_corners nearest with a
+# fractional input size x scale
+from onnx.backend.test.case.node import resize as ref  # noqa: E402
+RZ = np.array([[[[(i * 5 + j * 2) % 7 - 3.0 for j in range(5)] for i in range(4)]]]) / 2
+RCASES = [("crop", dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=10.0),
+           None, [1, 1, 3, 4], np.array([0, 0, 0.4, 0.6, 1, 1, 1.2, 1.7])),
+          ("crop_cubic", dict(mode="cubic", coordinate_transformation_mode="tf_crop_and_resize"), None, [1, 1, 3, 3],
+           np.array([0, 0, -0.1, 0.2, 1, 1, 0.8, 0.9])),
+          ("excl", dict(mode="cubic", exclude_outside=1, coordinate_transformation_mode="half_pixel"),
+           np.array([1, 1, 0.6, 1.7]), None, None),
+          ("aligned", dict(mode="linear", coordinate_transformation_mode="align_corners"),
+           np.array([1, 1, 1.3, 0.7]), None, None)]
+for nm, at, scales, sizes, roi in RCASES:
+    ins = ["x", "roi" if roi is not None else "", "scales" if scales is not None else ""] + (["sizes"] if sizes else [])
+    inits = [nh.from_array(np.array([] if roi is None else roi, np.float32), "roi")] if roi is not None else []
+    if scales is not None:
+        inits.append(nh.from_array(scales.astype(np.float32), "scales"))
+    if sizes:
+        inits.append(nh.from_array(np.array(sizes, np.int64), "sizes"))
+    mode = at["mode"]
+    coeffs = {"linear": ref.linear_coeffs, "cubic": ref.cubic_coeffs, "nearest": ref.nearest_coeffs}[mode]
+    kw = {k: v for k, v in at.items() if k in ("coordinate_transformation_mode", "extrapolation_value")}
+    kw["exclude_outside"] = bool(at.get("exclude_outside", 0))
+    y = ref.interpolate_nd(RZ, coeffs, output_size=sizes,
+                           scale_factors=None if scales is None else scales.astype(np.float32), roi=roi, **kw)
+    m = model([h.make_node("Resize", ins, ["y"], **at)], [fv("x", [1, 1, 4, 5])], [fv("y", list(y.shape))], inits)
+    save(m, "resize_ref_%s.onnx" % nm)
+    print("resize_ref_%s y:" % nm, y.astype(np.float32).tolist())
+print("resize_ref x:", RZ.astype(np.float32).tolist())
