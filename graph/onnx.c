@@ -508,7 +508,8 @@ static void fake(const val *v, tl_tensor *f)
 /* A value whose arguments are all known at load, small ones, gets its
  * value at load too (k, with weight set: never folded, the call stays in
  * the recipe), for the nodes that need numbers at load computed from float
- * data the call site gives (Range bounds, a Loop's trip count).  Draws are
+ * data the call site gives (Range bounds, a Loop's trip count); shadow
+ * when that data is an input's.  Draws are
  * not computed; a failure leaves the value unknown (the call reports it
  * when it runs). */
 static void shadow(tx *t, val *r, tl_opcode op, int nargs, val *const *args, const tl_attrs *at)
@@ -555,6 +556,8 @@ static void shadow(tx *t, val *r, tl_opcode op, int nargs, val *const *args, con
     if (y && y->numel == n) {
         r->k = y;
         r->weight = true;
+        for (int i = 0; i < nargs; i++) /* from the call site's data, not from constants only */
+            r->shadow = r->shadow || args[i]->shadow;
     } else {
         tl_tensor_unref(y);
     }
@@ -1099,8 +1102,9 @@ static bool x_clip(tx *t, val **in, int nin, val **out, int nout)
     } else {
         has_lo = nin > 1 && in[1];
         has_hi = nin > 2 && in[2];
-        /* bounds computed at run time: maximum and minimum */
-        if ((has_lo && !in[1]->k) || (has_hi && !in[2]->k) || is_int_type(x->oty)) {
+        /* bounds computed at run time (or inputs): maximum and minimum */
+        if ((has_lo && (!in[1]->k || in[1]->shadow)) || (has_hi && (!in[2]->k || in[2]->shadow)) ||
+            is_int_type(x->oty)) {
             val *r = x;
             if (has_lo)
                 r = call2(t, "maximum", r, in[1]);
@@ -3939,7 +3943,7 @@ static bool add_input(tx *t, int i, const tl_tensor *x)
         v->k = k;
     } else if (!tl_dtype_is_int(x->dtype) && x->numel <= 16) {
         v->k = tl_tensor_ref((tl_tensor *)x);
-        v->weight = true;
+        v->weight = v->shadow = true;
     }
     cJSON_AddItemToArray(t->inputs, cJSON_CreateString(v->tl));
     return bind(t, m->in_name[i], v);

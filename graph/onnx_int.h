@@ -22,6 +22,7 @@ typedef struct val {
     int64_t dims[TL_MAXDIM];
     tl_tensor *k;   /* known at load: i64 for every integer and bool type */
     bool weight;    /* k is a float constant (never folded) */
+    bool shadow;    /* k is known at load, but computed in the recipe from the call site's data */
     const char *user; /* the model's name for it, or NULL */
     char *own;        /* user, when made here */
 } val;

@@ -237,3 +237,9 @@ for nm, at, scales, sizes, roi in RCASES:
     save(m, "resize_ref_%s.onnx" % nm)
     print("resize_ref_%s y:" % nm, y.astype(np.float32).tolist())
 print("resize_ref x:", RZ.astype(np.float32).tolist())
+
+# Clip with bounds from the inputs (one computed from an input): the
+# bounds stay values of the recipe, differentiated (maximum, minimum)
+cb = model([h.make_node("Neg", ["lo"], ["nlo"]), h.make_node("Clip", ["x", "nlo", "hi"], ["y"])],
+           [fv("x", [3]), fv("lo", []), fv("hi", [])], [fv("y", [3])])
+save(cb, "clip_bounds.onnx")
