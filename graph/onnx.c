@@ -512,7 +512,7 @@ static void fake(const val *v, tl_tensor *f)
  * when that data is an input's.  Draws are
  * not computed; a failure leaves the value unknown (the call reports it
  * when it runs). */
-static void shadow(tx *t, val *r, tl_opcode op, int nargs, val *const *args, const tl_attrs *at)
+static void shadow(val *r, tl_opcode op, int nargs, val *const *args, const tl_attrs *at)
 {
     int64_t n = 1;
     for (int d = 0; d < r->ndim; d++)
@@ -561,7 +561,6 @@ static void shadow(tx *t, val *r, tl_opcode op, int nargs, val *const *args, con
     } else {
         tl_tensor_unref(y);
     }
-    (void)t;
 }
 
 static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attrs)
@@ -605,7 +604,7 @@ static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attr
     r->oty = sh.dtype == TL_F32 ? TL_ONNX_FLOAT : sh.dtype == TL_F64 ? TL_ONNX_DOUBLE
              : sh.dtype == TL_I32 ? TL_ONNX_INT32 : TL_ONNX_INT64;
     r->user = NULL;
-    shadow(t, r, tl_op_lookup(op), nargs, args, &at);
+    shadow(r, tl_op_lookup(op), nargs, args, &at);
     return r;
 }
 
@@ -1329,6 +1328,8 @@ static val *pool_indices(tx *t, val *x, const val *y, const int64_t *k, const in
     int64_t NC = x->dims[0] * x->dims[1], S = 1, K = 1, P = 1;
     for (int i = 0; i < d; i++)
         S *= x->dims[2 + i], K *= k[i], P *= y->dims[2 + i];
+    if (P && K > ((int64_t)1 << 26) / P)
+        return fail(t, "Indices of %lld windows of %lld elements (at most 2^26 in all)", (long long)P, (long long)K), NULL;
     size_t nt = (size_t)(K * P > 0 ? K * P : 1);
     int64_t *ti = malloc(sizeof *ti * nt), *tv = malloc(sizeof *tv * nt);
     if (!ti || !tv)
@@ -2692,6 +2693,9 @@ static val *resize_ref(tx *t, val *x, const rzspec *z, const double *scale, cons
         msh[i] = i < 2 ? 1 : size[i];
     for (int ax = 2; x && ax < nd; ax++) {
         int64_t n = x->dims[ax], m = size[ax];
+        if (n > ((int64_t)1 << 26) / m)
+            return fail(t, "axis %d from %lld to %lld: %lld interpolation weights (at most 2^26)", ax, (long long)n,
+                        (long long)m, (long long)(n * m)), NULL;
         double *w = calloc((size_t)(n * m > 0 ? n * m : 1), sizeof *w);
         bool *ext = calloc((size_t)(m ? m : 1), sizeof *ext);
         if (!w || !ext || !rz_axis(t, z, n, m, scale[ax], roi[ax], roi[nd + ax], w, ext)) {
