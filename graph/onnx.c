@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "exec/check.h"
+#include "exec/op.h"
 #include "exec/shape.h"
 #include "formats/onnx.h"
 #include "onnx_int.h"
@@ -517,6 +518,64 @@ static void fake(const val *v, tl_tensor *f)
 }
 
 /* Emits one call; its value, typed by tl's own shape rules. */
+/* A value whose arguments are all known at load, small ones, gets its
+ * value at load too (k, with weight set: never folded, the call stays in
+ * the recipe), for the nodes that need numbers at load computed from float
+ * data the call site gives (Range bounds, a Loop's trip count); shadow
+ * when that data is an input's.  Draws are
+ * not computed; a failure leaves the value unknown (the call reports it
+ * when it runs). */
+static void shadow(val *r, tl_opcode op, int nargs, val *const *args, const tl_attrs *at)
+{
+    int64_t n = 1;
+    for (int d = 0; d < r->ndim; d++)
+        n *= r->dims[d];
+    if (n > 16 || op == TL_OP_COUNT || tl_ops[op].kind == TL_KIND_FLOW || tl_ops[op].kind == TL_KIND_INT ||
+        op == TL_OP_RANDOM_UNIFORM || op == TL_OP_RANDOM_NORMAL || op == TL_OP_DROPOUT)
+        return;
+    for (int i = 0; i < nargs; i++)
+        if (!args[i]->k || args[i]->k->numel > 64)
+            return;
+    tl_tensor *in[MAXIO] = {0}, *y = NULL;
+    tl_status st = {0};
+    bool ok = true;
+    for (int i = 0; ok && i < nargs; i++) { /* k holds i64 for every integer and bool: in the value's dtype */
+        const tl_tensor *k = args[i]->k;
+        if (k->dtype == args[i]->dt) {
+            in[i] = tl_tensor_ref((tl_tensor *)k);
+            continue;
+        }
+        ok = (in[i] = tl_tensor_new(args[i]->dt, k->ndim, k->shape, &st)) != NULL;
+        for (int64_t j = 0; ok && j < k->numel; j++)
+            tl_tensor_set(in[i], j, tl_tensor_get(k, j));
+    }
+    if (ok) {
+        tl_ctx cx;
+        tl_ctx_init(&cx, &tl_cpu_backend);
+        y = tl_op(&cx, op, nargs, in, at, &st);
+        tl_ctx_release(&cx);
+    }
+    for (int i = 0; i < nargs; i++)
+        tl_tensor_unref(in[i]);
+    if (y && tl_dtype_is_int(y->dtype) && y->dtype != TL_I64) {
+        tl_tensor *w = tl_tensor_new(TL_I64, y->ndim, y->shape, &st);
+        for (int64_t j = 0; w && j < y->numel; j++)
+            ((int64_t *)w->data)[j] = tl_tensor_get_int(y, j);
+        tl_tensor_unref(y);
+        y = w;
+    } else if (y && !tl_tensor_on_host(y)) {
+        tl_tensor_unref(y), y = NULL;
+    }
+    if (y && y->numel == n) {
+        r->k = y;
+        r->weight = true;
+        for (int i = 0; i < nargs; i++) /* from the call site's data, not from constants only */
+            r->shadow = r->shadow || args[i]->shadow;
+    } else {
+        tl_tensor_unref(y);
+    }
+}
+
 static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attrs)
 {
     cJSON *node = attrs ? attrs : cJSON_CreateObject();
@@ -558,6 +617,7 @@ static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attr
     r->oty = sh.dtype == TL_F32 ? TL_ONNX_FLOAT : sh.dtype == TL_F64 ? TL_ONNX_DOUBLE
              : sh.dtype == TL_I32 ? TL_ONNX_INT32 : TL_ONNX_INT64;
     r->user = NULL;
+    shadow(r, tl_op_lookup(op), nargs, args, &at);
     return r;
 }
 
@@ -571,8 +631,19 @@ static val *call2(tx *t, const char *op, val *x, val *y)
 /* r with the ONNX element type oty (calls are typed by tl's dtypes). */
 static val *typed(val *r, int oty)
 {
-    if (r)
-        r->oty = oty;
+    if (!r)
+        return r;
+    r->oty = oty;
+    if (r->k && is_int_type(oty) && !tl_dtype_is_int(r->k->dtype)) { /* a value known at load: k in i64 */
+        tl_status st = {0};
+        tl_tensor *k = tl_tensor_new(TL_I64, r->k->ndim, r->k->shape, &st);
+        for (int64_t i = 0; k && i < k->numel; i++) {
+            double x = tl_tensor_get(r->k, i);
+            ((int64_t *)k->data)[i] = oty == TL_ONNX_BOOL ? x != 0 : (int64_t)x;
+        }
+        tl_tensor_unref(r->k);
+        r->k = k;
+    }
     return r;
 }
 
@@ -1043,8 +1114,9 @@ static bool x_clip(tx *t, val **in, int nin, val **out, int nout)
     } else {
         has_lo = nin > 1 && in[1];
         has_hi = nin > 2 && in[2];
-        /* bounds computed at run time: maximum and minimum */
-        if ((has_lo && !in[1]->k) || (has_hi && !in[2]->k) || is_int_type(x->oty)) {
+        /* bounds computed at run time (or inputs): maximum and minimum */
+        if ((has_lo && (!in[1]->k || in[1]->shadow)) || (has_hi && (!in[2]->k || in[2]->shadow)) ||
+            is_int_type(x->oty)) {
             val *r = x;
             if (has_lo)
                 r = call2(t, "maximum", r, in[1]);
@@ -1096,6 +1168,9 @@ static bool x_where(tx *t, val **in, int nin, val **out, int nout)
         if (!(c = call1(t, "cast", c, a)))
             return false;
     }
+    if (tl_dtype_is_int(in[1]->dt)) /* integers: b + c * (a - b), exact in wrapping arithmetic */
+        return (out[0] = typed(call2(t, "add", in[2], call2(t, "mul", c, call2(t, "sub", in[1], in[2]))),
+                               in[1]->oty)) != NULL;
     val *a3[3] = {c, in[1], in[2]};
     return (out[0] = typed(call(t, "where", 3, a3, NULL), in[1]->oty)) != NULL;
 }
@@ -1253,12 +1328,72 @@ static bool x_conv(tx *t, val **in, int nin, val **out, int nout)
     return (out[0] = call(t, tr ? "conv_transpose" : "conv", args[2] ? 3 : 2, args, a)) != NULL;
 }
 
+/* MaxPool's Indices: for each output element, the flat index into x
+ * ([N, C, *S], the spatial part column-major under storage_order 1) of the
+ * first largest element of its window.  Each window's K elements are taken
+ * from x flattened to [N*C, S] (padding: a -inf column after it), into
+ * [N*C, K, P] (P output positions); argmax over K picks the kernel offset,
+ * and a gather from a table of offsets by positions gives the index. */
+static val *pool_indices(tx *t, val *x, const val *y, const int64_t *k, const int64_t *s, const int64_t *dil,
+                         const int64_t *lo, bool colmajor)
+{
+    int d = x->ndim - 2;
+    int64_t NC = x->dims[0] * x->dims[1], S = 1, K = 1, P = 1;
+    for (int i = 0; i < d; i++)
+        S *= x->dims[2 + i], K *= k[i], P *= y->dims[2 + i];
+    if (P && K > ((int64_t)1 << 26) / P)
+        return fail(t, "Indices of %lld windows of %lld elements (at most 2^26 in all)", (long long)P, (long long)K), NULL;
+    size_t nt = (size_t)(K * P > 0 ? K * P : 1);
+    int64_t *ti = malloc(sizeof *ti * nt), *tv = malloc(sizeof *tv * nt);
+    if (!ti || !tv)
+        return free(ti), free(tv), tl_fail(t->st, TL_ERUNTIME, "out of memory"), NULL;
+    for (int64_t o = 0; o < K; o++)
+        for (int64_t p = 0; p < P; p++) {
+            int64_t po = p, oo = o, c[TL_MAXSP], row = 0, col = 0, st = 1;
+            bool ok = true;
+            for (int i = d - 1; i >= 0; i--) { /* the coordinates, last axis fastest */
+                c[i] = (po % y->dims[2 + i]) * s[i] - lo[i] + (oo % k[i]) * dil[i];
+                po /= y->dims[2 + i], oo /= k[i];
+                ok = ok && c[i] >= 0 && c[i] < x->dims[2 + i];
+            }
+            for (int i = 0; i < d; i++)
+                row = row * x->dims[2 + i] + c[i];
+            for (int i = 0; i < d; i++) /* column-major: the first axis fastest */
+                col += c[i] * st, st *= x->dims[2 + i];
+            ti[o * P + p] = ok ? row : S;
+            tv[o * P + p] = ok ? (colmajor ? col : row) : 0;
+        }
+    int64_t fs[2] = {NC, S}, ps[2] = {NC, 1}, kp = K * P, ts[3] = {1, K, P}, gs[3] = {NC, K, P}, os[2] = {NC, P};
+    val *tiv = known_ints(t, 1, &kp, ti, TL_ONNX_INT64), *tvv = known_ints(t, 3, ts, tv, TL_ONNX_INT64);
+    free(ti), free(tv);
+    if (!tiv || !tvv)
+        return NULL;
+    tvv->weight = true; /* a table gathered at run time, not folded */
+    val *cat[2] = {reshape(t, x, 2, fs), filled(t, x->dt, 2, ps, -INFINITY)}, *w;
+    cJSON *ca = cJSON_CreateObject(), *ta = cJSON_CreateObject(), *aa = cJSON_CreateObject(), *ga = cJSON_CreateObject(),
+          *ba = cJSON_CreateObject();
+    put_num(ca, "axis", 1), put_num(ta, "axis", 1), put_num(aa, "axis", 1), put_bool(aa, "keepdims", true);
+    put_num(ga, "axis", 1), put_ints(ba, "shape", gs, 3);
+    val *f = cat[0] && cat[1] ? call(t, "concat", 2, cat, ca) : (cJSON_Delete(ca), NULL), *tk[2] = {f, tiv};
+    w = f ? call(t, "take", 2, tk, ta) : (cJSON_Delete(ta), NULL);
+    val *am = w ? call1(t, "argmax", reshape(t, w, 3, gs), aa) : (cJSON_Delete(aa), NULL);
+    val *tb = am ? call1(t, "broadcast_to", tvv, ba) : (cJSON_Delete(ba), NULL), *g[2] = {tb, am};
+    val *sp = tb ? call(t, "gather", 2, g, ga) : (cJSON_Delete(ga), NULL);
+    int64_t *off = malloc(sizeof *off * (size_t)(NC ? NC : 1));
+    if (!off)
+        return tl_fail(t->st, TL_ERUNTIME, "out of memory"), NULL;
+    for (int64_t i = 0; i < NC; i++)
+        off[i] = i * S;
+    val *ov = known_ints(t, 2, ps, off, TL_ONNX_INT64);
+    free(off);
+    val *r = sp && ov ? call2(t, "add", reshape(t, sp, 2, os), ov) : NULL;
+    return r ? typed(reshape(t, r, y->ndim, y->dims), TL_ONNX_INT64) : NULL;
+}
+
 static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
 {
     if (!need(t, in, nin, 1))
         return false;
-    if (nout > 1)
-        return fail(t, "its Indices output is not translated");
     val *x = in[0];
     int d = x->ndim - 2;
     bool max = !strcmp(t->node->op_type, "MaxPool");
@@ -1272,9 +1407,12 @@ static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
         !spatial_pads(t, x, d, k, s, dil, lo, hi, false))
         return false;
     bool wide = false, include = attr_i(t, "count_include_pad", 0) != 0;
+    int64_t lo0[TL_MAXSP];
+    memcpy(lo0, lo, sizeof lo0);
     for (int i = 0; i < d; i++)
         wide = wide || 2 * lo[i] > k[i] || 2 * hi[i] > k[i];
-    if (wide && (max || include)) { /* pads past half the kernel: padded first (max: with the lowest value) */
+    val *count = NULL;
+    if (wide) { /* pads past half the kernel: padded first (max: with the lowest value) */
         cJSON *p = cJSON_CreateObject(), *pairs = cJSON_CreateArray();
         for (int i = 0; i < x->ndim; i++) {
             int64_t pr[2] = {i < 2 ? 0 : lo[i - 2], i < 2 ? 0 : hi[i - 2]};
@@ -1282,8 +1420,17 @@ static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
         }
         cJSON_AddItemToObject(p, "pads", pairs);
         put_num(p, "value", max ? -1.7976931348623157e308 : 0);
+        cJSON *p1 = max || include ? NULL : cJSON_Duplicate(p, true);
         if (!(x = call1(t, "pad", x, p)))
-            return false;
+            return cJSON_Delete(p1), false;
+        if (p1) { /* without the pads in the count: the padded sums over the padded count of ones */
+            int64_t one[TL_MAXDIM];
+            for (int i = 0; i < in[0]->ndim; i++)
+                one[i] = i < 2 ? 1 : in[0]->dims[i];
+            if (!(count = call1(t, "pad", filled(t, x->dt, in[0]->ndim, one, 1), p1)))
+                return false;
+            include = true;
+        }
         for (int i = 0; i < d; i++)
             lo[i] = hi[i] = 0;
     }
@@ -1295,8 +1442,15 @@ static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
     put_pairs(a, lo, hi, d);
     put_bool(a, "ceil_mode", attr_i(t, "ceil_mode", 0) != 0);
     if (!max)
-        put_bool(a, "count_include_pad", attr_i(t, "count_include_pad", 0) != 0);
-    return (out[0] = call1(t, max ? "max_pool" : "avg_pool", x, a)) != NULL;
+        put_bool(a, "count_include_pad", include);
+    cJSON *ca = count ? cJSON_Duplicate(a, true) : NULL;
+    if (!(out[0] = call1(t, max ? "max_pool" : "avg_pool", x, a)))
+        return cJSON_Delete(ca), false;
+    if (count && !(out[0] = call2(t, "div", out[0], call1(t, "avg_pool", count, ca))))
+        return false;
+    if (nout > 1 && max && !(out[1] = pool_indices(t, in[0], out[0], k, s, dil, lo0, attr_i(t, "storage_order", 0))))
+        return false;
+    return true;
 }
 
 static bool x_global_pool(tx *t, val **in, int nin, val **out, int nout)
@@ -1727,7 +1881,7 @@ static bool x_concat(tx *t, val **in, int nin, val **out, int nout)
     cJSON *a = cJSON_CreateObject();
     put_num(a, "axis", ax);
     val *r = typed(call(t, "concat", nin, in, a), in[0]->oty);
-    bool data = r != NULL;
+    bool data = r && !r->k; /* (small ones are known already) */
     for (int i = 0; i < nin && data; i++)
         data = in[i]->k && in[i]->k->dtype == r->dt;
     /* float constants joined: still a call, its value known too, for the
@@ -2099,8 +2253,7 @@ static bool cast_to(tx *t, val *x, int to, val **out)
     } else if (!(r = copy_of(t, x))) {
         return false;
     }
-    r->oty = to;
-    return (*out = r) != NULL;
+    return (*out = typed(r, to)) != NULL;
 }
 
 static bool x_cast(tx *t, val **in, int nin, val **out, int nout)
@@ -2426,6 +2579,208 @@ static bool floats_of(tx *t, const val *v, const char *what, double *out, int *n
 
 /* Resize (10..18) and Upsample (7, 9): tl's resize over the spatial axes;
  * N and C keep their sizes. */
+/* Resize as ONNX's reference computes it, for what tl's resize does not
+ * do (tf_half_pixel_for_nn and tf_crop_and_resize coordinates,
+ * exclude_outside, antialias, align_corners where input size x scale is
+ * fractional): each spatial axis on its own, output o reading the n input
+ * positions nearest its source coordinate (edge values past the ends)
+ * with the mode's weights: a take where each output copies one input, else
+ * a matmul by the [in, out] weights; outputs whose coordinate falls
+ * outside tf_crop_and_resize's box are the extrapolation value. */
+typedef struct rzspec {
+    const char *mode, *coord, *near;
+    double A, ext;
+    bool exclude, antialias;
+} rzspec;
+
+static double cubic_w(double x, double A)
+{
+    x = fabs(x);
+    if (x <= 1)
+        return ((A + 2) * x - (A + 3)) * x * x + 1;
+    return x < 2 ? ((A * x - 5 * A) * x + 8 * A) * x - 4 * A : 0;
+}
+
+/* The weights for a source coordinate ratio past the tap before it
+ * (ratio in (0, 1]); their count. */
+static int rz_coeffs(const rzspec *z, double ratio, double scale, double *c, int max)
+{
+    if (!strcmp(z->mode, "nearest")) {
+        bool second = ratio == 1 || !strcmp(z->near, "ceil") ||
+                      (!strcmp(z->near, "round_prefer_floor") && ratio > 0.5) ||
+                      (!strcmp(z->near, "round_prefer_ceil") && ratio >= 0.5);
+        c[0] = !second, c[1] = second;
+        return 2;
+    }
+    bool lin = !strcmp(z->mode, "linear");
+    if (!z->antialias) {
+        if (lin)
+            return c[0] = 1 - ratio, c[1] = ratio, 2;
+        c[0] = cubic_w(ratio + 1, z->A), c[1] = cubic_w(ratio, z->A);
+        c[2] = cubic_w(1 - ratio, z->A), c[3] = cubic_w(2 - ratio, z->A);
+        return 4;
+    }
+    scale = scale < 1 ? scale : 1; /* the kernel widened by 1/scale when shrinking */
+    int64_t start = (int64_t)floor((lin ? -1 : -2) / scale) + 1, n = 2 - 2 * start;
+    if (n > max)
+        return -1;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = ((double)(start + i) - ratio) * scale;
+        c[i] = lin ? fmax(0, fmin(1, 1 - fabs(a))) : cubic_w(a, z->A);
+        sum += c[i];
+    }
+    for (int64_t i = 0; i < n; i++)
+        c[i] /= sum;
+    return (int)n;
+}
+
+/* Axis of input size n, output size m: w [m, n] row-major (zeroed by the
+ * caller), ext[o] set where output o is outside the crop box. */
+static bool rz_axis(tx *t, const rzspec *z, int64_t n, int64_t m, double scale, double r0, double r1, double *w,
+                    bool *ext)
+{
+    int max = 4 + 4 * (int)fmin(1e6, ceil(2 / fmin(scale, 1)));
+    double *c = malloc(sizeof *c * (size_t)max);
+    if (!c)
+        return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+    double ow = scale * (double)n;
+    for (int64_t o = 0; o < m; o++) {
+        double x, xo = (double)o;
+        const char *cm = z->coord;
+        if (!strcmp(cm, "align_corners"))
+            x = ow == 1 ? 0 : xo * (double)(n - 1) / (ow - 1);
+        else if (!strcmp(cm, "asymmetric"))
+            x = xo / scale;
+        else if (!strcmp(cm, "tf_crop_and_resize"))
+            x = (ow == 1 ? (r1 - r0) * (double)(n - 1) / 2 : xo * (r1 - r0) * (double)(n - 1) / (ow - 1)) +
+                r0 * (double)(n - 1);
+        else if (!strcmp(cm, "pytorch_half_pixel"))
+            x = ow == 1 ? -0.5 : (xo + 0.5) / scale - 0.5;
+        else if (!strcmp(cm, "tf_half_pixel_for_nn"))
+            x = (xo + 0.5) / scale;
+        else
+            x = (xo + 0.5) / scale - 0.5;
+        ext[o] = !strcmp(cm, "tf_crop_and_resize") && (x < 0 || x > (double)(n - 1));
+        if (ext[o])
+            continue;
+        double fl = floor(x), ratio = x == fl ? 1 : x - fl;
+        int k = rz_coeffs(z, ratio, scale, c, max);
+        if (k < 0)
+            return free(c), fail(t, "an antialiasing kernel of over %d taps", max);
+        /* the k nearest positions (ties: the lower) among the input padded
+         * by ceil(k / 2) edge copies on each side */
+        int64_t pw = (k + 1) / 2, lo = -pw, hi = n + pw - 1;
+        int64_t a = x - fl <= 0.5 ? (int64_t)fl : (int64_t)fl + 1;
+        a = a < lo ? lo : a > hi ? hi : a;
+        int64_t b = a;
+        for (int j = 1; j < k; j++) {
+            bool left = a > lo && (b >= hi || x - (double)(a - 1) <= (double)(b + 1) - x);
+            if (left)
+                a--;
+            else
+                b++;
+        }
+        double sum = 0;
+        for (int j = 0; j < k; j++) {
+            if (z->exclude && (a + j < 0 || a + j >= n))
+                c[j] = 0;
+            sum += c[j];
+        }
+        for (int j = 0; j < k; j++) {
+            int64_t i = a + j < 0 ? 0 : a + j >= n ? n - 1 : a + j;
+            w[o * n + i] += z->exclude ? c[j] / sum : c[j];
+        }
+    }
+    free(c);
+    return true;
+}
+
+static val *resize_ref(tx *t, val *x, const rzspec *z, const double *scale, const int64_t *size, const double *roi)
+{
+    int nd = x->ndim;
+    int64_t msh[TL_MAXDIM];
+    bool any_ext = false;
+    tl_tensor *mask = NULL;
+    for (int i = 0; i < nd; i++)
+        msh[i] = i < 2 ? 1 : size[i];
+    for (int ax = 2; x && ax < nd; ax++) {
+        int64_t n = x->dims[ax], m = size[ax];
+        if (n > ((int64_t)1 << 26) / m)
+            return fail(t, "axis %d from %lld to %lld: %lld interpolation weights (at most 2^26)", ax, (long long)n,
+                        (long long)m, (long long)(n * m)), NULL;
+        double *w = calloc((size_t)(n * m > 0 ? n * m : 1), sizeof *w);
+        bool *ext = calloc((size_t)(m ? m : 1), sizeof *ext);
+        if (!w || !ext || !rz_axis(t, z, n, m, scale[ax], roi[ax], roi[nd + ax], w, ext)) {
+            free(w), free(ext);
+            return w && ext ? NULL : (tl_fail(t->st, TL_ERUNTIME, "out of memory"), NULL);
+        }
+        bool copy = true, ident = n == m;
+        for (int64_t o = 0; o < m; o++) {
+            int nz = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (w[o * n + i] != 0)
+                    nz++, copy = copy && w[o * n + i] == 1, ident = ident && i == o;
+            copy = copy && (nz == 1 || ext[o]);
+            ident = ident && nz == 1;
+            if (ext[o] && !any_ext) {
+                any_ext = true;
+                if (!(mask = tl_tensor_zeros(x->dt, nd, msh, t->st)))
+                    return free(w), free(ext), NULL;
+            }
+        }
+        if (any_ext) /* the mask: 1 where any axis's coordinate is outside the box */
+            for (int64_t e = 0; e < mask->numel; e++) {
+                int64_t r = e;
+                for (int j = nd - 1; j > ax; j--)
+                    r /= msh[j];
+                if (ext[r % m])
+                    tl_tensor_set(mask, e, 1);
+            }
+        if (!ident && copy) {
+            int64_t *idx = malloc(sizeof *idx * (size_t)(m ? m : 1));
+            for (int64_t o = 0; idx && o < m; o++) {
+                idx[o] = 0;
+                for (int64_t i = 0; i < n; i++)
+                    if (w[o * n + i] != 0)
+                        idx[o] = i;
+            }
+            val *iv = idx ? known_ints(t, 1, &m, idx, TL_ONNX_INT64) : NULL, *a[2] = {x, iv};
+            free(idx);
+            cJSON *ta = cJSON_CreateObject();
+            put_num(ta, "axis", ax);
+            x = iv ? call(t, "take", 2, a, ta) : (cJSON_Delete(ta), NULL);
+        } else if (!ident) {
+            int64_t ws[2] = {n, m}, p[TL_MAXDIM];
+            tl_tensor *wt = tl_tensor_new(x->dt, 2, ws, t->st);
+            for (int64_t o = 0; wt && o < m; o++)
+                for (int64_t i = 0; i < n; i++)
+                    tl_tensor_set(wt, i * m + o, w[o * n + i]);
+            val *wv = wt ? known(t, wt, x->oty) : NULL;
+            if (wv)
+                wv->weight = true;
+            for (int j = 0; j < nd; j++)
+                p[j] = j < ax ? j : j == nd - 1 ? ax : j + 1;
+            val *y = wv ? permute(t, x, nd, p) : NULL;
+            y = y ? call2(t, "matmul", y, wv) : NULL;
+            for (int j = 0; j < nd; j++)
+                p[j] = j < ax ? j : j == ax ? nd - 1 : j - 1;
+            x = y ? permute(t, y, nd, p) : NULL;
+        }
+        free(w), free(ext);
+    }
+    if (x && any_ext) {
+        val *mv = known(t, mask, x->oty);
+        if (mv)
+            mv->weight = true;
+        val *wh[3] = {mv, scalar(t, x->dt, z->ext), x};
+        x = mv && wh[1] ? call(t, "where", 3, wh, NULL) : NULL;
+    } else {
+        tl_tensor_unref(mask);
+    }
+    return x;
+}
+
 static bool x_resize(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
@@ -2496,6 +2851,7 @@ static bool x_resize(tx *t, val **in, int nin, val **out, int nout)
         for (int i = 0; i < na; i++) {
             int a = (int)(axes[i] < 0 ? axes[i] + nd : axes[i]);
             fz[a] = (int64_t)floor(s * (double)x->dims[a] + 0.5);
+            fs[a] = s;
         }
     }
     for (int i = 0; i < 2; i++)
@@ -2507,14 +2863,44 @@ static bool x_resize(tx *t, val **in, int nin, val **out, int nout)
     bool old = up || opset(t) < 11; /* Upsample and Resize 10: asymmetric, floor */
     const char *coord = old ? "asymmetric" : attr_s(t, "coordinate_transformation_mode", "half_pixel", buf, sizeof buf);
     const char *near = old ? "floor" : attr_s(t, "nearest_mode", "round_prefer_floor", nb, sizeof nb);
+    bool tf = !strcmp(coord, "tf_half_pixel_for_nn") || !strcmp(coord, "tf_crop_and_resize");
     if (strcmp(coord, "half_pixel") && strcmp(coord, "pytorch_half_pixel") && strcmp(coord, "align_corners") &&
-        strcmp(coord, "asymmetric"))
-        return fail(t, "coordinate_transformation_mode \"%s\" is not translated (tl resizes with half_pixel, "
-                       "pytorch_half_pixel, align_corners or asymmetric)", coord);
-    if (attr_i(t, "exclude_outside", 0))
-        return fail(t, "exclude_outside 1 is not translated (tl's cubic resize reads outside the edge)");
-    if (attr_i(t, "antialias", 0))
-        return fail(t, "antialias 1 is not translated");
+        strcmp(coord, "asymmetric") && !tf)
+        return fail(t, "coordinate_transformation_mode \"%s\" is not one of half_pixel, pytorch_half_pixel, "
+                       "align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize", coord);
+    if (strcmp(mode, "nearest") && strcmp(mode, "linear") && strcmp(mode, "cubic"))
+        return fail(t, "mode \"%s\" is not one of nearest, linear, cubic", mode);
+    rzspec z = {mode, coord, near, attr_f(t, "cubic_coeff_a", -0.75), attr_f(t, "extrapolation_value", 0),
+                attr_i(t, "exclude_outside", 0) != 0, opset(t) >= 18 && attr_i(t, "antialias", 0) && strcmp(mode, "nearest")};
+    bool ref = tf || z.exclude || z.antialias;
+    for (int i = 2; i < nd; i++) { /* ONNX's align_corners divides by input size x scale - 1 */
+        if (nsc > 0)
+            fz[i] = (int64_t)floor(fs[i] * (double)x->dims[i]);
+        else if (nsz > 0 && !strcmp(pol, "stretch"))
+            fs[i] = (double)fz[i] / (double)x->dims[i];
+        if (nsc > 0 && (double)fz[i] != fs[i] * (double)x->dims[i] && !strcmp(coord, "align_corners"))
+            ref = true;
+    }
+    if (ref) {
+        double roi[2 * TL_MAXDIM], rv[2 * TL_MAXDIM];
+        int nr = -1;
+        for (int i = 0; i < nd; i++)
+            roi[i] = 0, roi[nd + i] = 1;
+        if (!strcmp(coord, "tf_crop_and_resize") && nin > 1 && in[1] && (!in[1]->k || in[1]->k->numel)) {
+            if (!floats_of(t, in[1], "roi", rv, &nr, 2 * TL_MAXDIM))
+                return false;
+            if (nr != 2 * na)
+                return fail(t, "roi has %d entries for %d axes", nr, na);
+            for (int i = 0; i < na; i++) {
+                int ax = (int)(axes[i] < 0 ? axes[i] + nd : axes[i]);
+                roi[ax] = rv[i], roi[nd + ax] = rv[na + i];
+            }
+        }
+        for (int i = 2; i < nd; i++)
+            if (fz[i] < 1 || !x->dims[i])
+                return fail(t, "spatial axis %d would be %lld from %lld", i, (long long)fz[i], (long long)x->dims[i]);
+        return (out[0] = typed(resize_ref(t, x, &z, fs, fz, roi), x->oty)) != NULL;
+    }
     cJSON *a = cJSON_CreateObject();
     if (nsc > 0) {
         cJSON *s = cJSON_CreateArray();
@@ -2778,10 +3164,53 @@ static bool x_gather_nd(tx *t, val **in, int nin, val **out, int nout)
     return r && (out[0] = typed(reshape(t, r, no, osh), x->oty)) != NULL;
 }
 
+static val *scatter(tx *t, val *x, val *idx, val *src, int ax, const char *red);
+
+/* x[..., j, ...] along axis ax (j: the step number of the iterate it),
+ * the axis kept (size 1). */
+static val *step_slab(tx *t, ox_iter *it, val *x, int ax)
+{
+    val *a[2] = {x, it->iv};
+    cJSON *ta = cJSON_CreateObject(), *ea = cJSON_CreateObject();
+    put_num(ta, "axis", ax);
+    put_num(ea, "axis", ax);
+    val *r = call(t, "take", 2, a, ta);
+    return r ? call1(t, "expand_dims", r, ea) : (cJSON_Delete(ea), NULL);
+}
+
+/* Reduction mul, max or min: an iterate over the positions j along axis
+ * ax of the indices, in order (ONNX's), step j scattering the updates at
+ * j (one per line of x along ax, so none collide) onto zeros, and
+ * combining them with what x holds where they land. */
+static val *scatter_steps(tx *t, val *x, val *idx, val *src, int ax, const char *red)
+{
+    if (!idx->dims[ax])
+        return copy_of(t, x);
+    ox_iter it;
+    if (!ox_iter_open(t, &it, idx->dims[ax]))
+        return NULL;
+    val *acc = ox_iter_state(t, &it, x), *ij = acc ? step_slab(t, &it, idx, ax) : NULL;
+    val *uj = ij ? step_slab(t, &it, src, ax) : NULL, *r = NULL;
+    val *put = uj ? scatter(t, filled(t, x->dt, x->ndim, x->dims, 0), ij, uj, ax, "add") : NULL;
+    val *hit = put ? scatter(t, filled(t, x->dt, x->ndim, x->dims, 0), ij, filled(t, x->dt, uj->ndim, uj->dims, 1),
+                             ax, "add")
+                   : NULL;
+    val *c = !hit ? NULL : !strcmp(red, "mul") ? call2(t, "mul", acc, put)
+                         : call2(t, !strcmp(red, "max") ? "maximum" : "minimum", acc, put);
+    val *w[3] = {c ? call2(t, "gt", hit, scalar(t, x->dt, 0)) : NULL, c, acc};
+    if (!w[0] || !(r = call(t, "where", 3, w, NULL)))
+        return ox_iter_abort(t, &it), NULL;
+    it.res[0] = typed(r, acc->oty);
+    val *o = NULL;
+    return ox_iter_close(t, &it, &o) ? o : NULL;
+}
+
 /* scatter_add of src into x at idx along axis; reduction "none" writes
  * the updates over x where an index lands. */
 static val *scatter(tx *t, val *x, val *idx, val *src, int ax, const char *red)
 {
+    if (strcmp(red, "add") && strcmp(red, "none"))
+        return scatter_steps(t, x, idx, src, ax, red);
     cJSON *a = cJSON_CreateObject();
     put_num(a, "axis", ax);
     if (!strcmp(red, "add")) {
@@ -2801,8 +3230,8 @@ static val *scatter(tx *t, val *x, val *idx, val *src, int ax, const char *red)
 static const char *scatter_reduction(tx *t, char *buf, size_t len)
 {
     const char *red = attr_s(t, "reduction", "none", buf, len);
-    if (strcmp(red, "none") && strcmp(red, "add"))
-        return fail(t, "reduction \"%s\" is not translated (tl scatters with none or add)", red), NULL;
+    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul") && strcmp(red, "max") && strcmp(red, "min"))
+        return fail(t, "reduction \"%s\" is not an ONNX reduction (none, add, mul, max or min)", red), NULL;
     return red;
 }
 
@@ -2993,8 +3422,9 @@ static bool x_reverse_sequence(tx *t, val **in, int nin, val **out, int nout)
     return idx && (out[0] = typed(call(t, "gather", 2, g, a), x->oty)) != NULL;
 }
 
-/* TopK with k known at load: k rounds of argmax (argmin), each found
- * element masked out for the next; ties go to the lower index. */
+/* TopK with k known at load: an iterate of k steps, each an argmax
+ * (argmin) of what is left, its element then masked out for the next;
+ * ties go to the lower index.  The recipe does not grow with k. */
 static bool x_topk(tx *t, val **in, int nin, val **out, int nout)
 {
     if (!need(t, in, nin, 1) || !not_int(t, in[0]))
@@ -3012,38 +3442,6 @@ static bool x_topk(tx *t, val **in, int nin, val **out, int nout)
         return false;
     if (n != 1 || k < 0 || k > x->dims[ax])
         return fail(t, "k must be one number in [0, %lld]", (long long)x->dims[ax]);
-    if (k > MAXIO)
-        return fail(t, "k %lld is over %d", (long long)k, MAXIO);
-    bool largest = opset(t) < 11 || attr_i(t, "largest", 1);
-    int64_t ish[TL_MAXDIM], *io = malloc(sizeof *io * (size_t)(x->dims[ax] ? x->dims[ax] : 1));
-    if (!io)
-        return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
-    for (int i = 0; i < x->ndim; i++)
-        ish[i] = i == ax ? x->dims[ax] : 1;
-    for (int64_t i = 0; i < x->dims[ax]; i++)
-        io[i] = i;
-    val *iota = known_ints(t, x->ndim, ish, io, TL_ONNX_INT64);
-    free(io);
-    val *cur = x, *vs[MAXIO], *is[MAXIO], *big = scalar(t, x->dt, largest ? -INFINITY : INFINITY);
-    if (!iota || !big)
-        return false;
-    for (int64_t j = 0; j < k; j++) {
-        cJSON *a = cJSON_CreateObject();
-        put_num(a, "axis", ax);
-        put_bool(a, "keepdims", true);
-        val *i = call1(t, largest ? "argmax" : "argmin", cur, a);
-        val *g[2] = {x, i};
-        cJSON *b = cJSON_CreateObject();
-        put_num(b, "axis", ax);
-        if (!i || !(is[j] = i) || !(vs[j] = call(t, "gather", 2, g, b)))
-            return i ? false : (cJSON_Delete(b), false);
-        if (j + 1 < k) {
-            val *hit = cast_dt(t, call2(t, "eq", iota, i), x->dt);
-            val *w[3] = {hit, big, cur};
-            if (!hit || !(cur = call(t, "where", 3, w, NULL)))
-                return false;
-        }
-    }
     if (k == 0) {
         int64_t sh[TL_MAXDIM];
         memcpy(sh, x->dims, sizeof sh);
@@ -3054,23 +3452,54 @@ static bool x_topk(tx *t, val **in, int nin, val **out, int nout)
         out[1] = nout > 1 ? known_ints(t, x->ndim, sh, NULL, TL_ONNX_INT64) : NULL;
         return out[0] && (nout < 2 || out[1]);
     }
-    cJSON *c1 = cJSON_CreateObject(), *c2 = cJSON_CreateObject();
-    put_num(c1, "axis", ax);
-    put_num(c2, "axis", ax);
-    out[0] = k == 1 ? (cJSON_Delete(c1), vs[0]) : call(t, "concat", (int)k, vs, c1);
+    bool largest = opset(t) < 11 || attr_i(t, "largest", 1);
+    int64_t ish[TL_MAXDIM], rsh[TL_MAXDIM], perm[TL_MAXDIM], *io = malloc(sizeof *io * (size_t)x->dims[ax]);
+    if (!io)
+        return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+    int nr = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        ish[i] = i == ax ? x->dims[ax] : 1;
+        if (i != ax)
+            rsh[nr++] = x->dims[i];
+    }
+    for (int64_t i = 0; i < x->dims[ax]; i++)
+        io[i] = i;
+    val *iota = known_ints(t, x->ndim, ish, io, TL_ONNX_INT64), *big = scalar(t, x->dt, largest ? -INFINITY : INFINITY);
+    free(io);
+    ox_iter it;
+    if (!iota || !big || !ox_iter_open(t, &it, k))
+        return false;
+    val *cur = ox_iter_state(t, &it, x);
+    cJSON *a = cJSON_CreateObject(), *b = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    put_bool(a, "keepdims", true);
+    put_num(b, "axis", ax);
+    val *i = cur ? call1(t, largest ? "argmax" : "argmin", cur, a) : (cJSON_Delete(a), NULL);
+    val *g[2] = {x, i}, *v = i ? call(t, "gather", 2, g, b) : (cJSON_Delete(b), NULL);
+    val *hit = v ? cast_dt(t, call2(t, "eq", iota, i), x->dt) : NULL, *w[3] = {hit, big, cur};
+    if (!hit || !(it.res[0] = call(t, "where", 3, w, NULL)) || !ox_iter_stack(t, &it, reshape(t, v, nr, rsh), false) ||
+        !ox_iter_stack(t, &it, reshape(t, i, nr, rsh), false))
+        return ox_iter_abort(t, &it), false;
+    val *r[3];
+    if (!ox_iter_close(t, &it, r))
+        return false;
+    for (int d = 0; d < x->ndim; d++) /* the steps' axis to ax */
+        perm[d] = d < ax ? d + 1 : d == ax ? 0 : d;
+    out[0] = typed(permute(t, r[1], x->ndim, perm), x->oty);
     if (nout > 1)
-        out[1] = k == 1 ? (cJSON_Delete(c2), is[0]) : call(t, "concat", (int)k, is, c2);
-    else
-        cJSON_Delete(c2);
+        out[1] = typed(permute(t, r[2], x->ndim, perm), TL_ONNX_INT64);
     return out[0] && (nout < 2 || out[1]);
 }
 
-/* Einsum of one or two operands without repeated indices in a term: sums
- * over the indices only one operand has, then a batched matmul of
+/* Einsum: an index repeated in a term takes that diagonal first (a take
+ * from the two axes flattened); then the operands are contracted
+ * pairwise in the order written, each pair by sums over the indices only
+ * one of them has and nothing later needs, then a batched matmul of
  * [batch, kept of A, contracted] by [batch, contracted, kept of B]
- * (transposes and reshapes around it), transposed to the output. */
+ * (transposes and reshapes around it); the last result is summed over
+ * what the output lacks and transposed to it. */
 typedef struct eterm {
-    char ix[TL_MAXDIM + 1];
+    char ix[128]; /* a term's indices; or a set of them (kept ones) */
     int n;
 } eterm;
 
@@ -3087,8 +3516,8 @@ static bool eparse(tx *t, const char *s, size_t len, int ndim, int nell, eterm *
         } else if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) {
             if (e->n == TL_MAXDIM)
                 return fail(t, "a term with over %d indices", TL_MAXDIM);
-            if (memchr(e->ix, s[i], (size_t)e->n))
-                return fail(t, "the index '%c' repeats in a term (a diagonal): not translated", s[i]);
+            if (ndim < 0 && memchr(e->ix, s[i], (size_t)e->n))
+                return fail(t, "the index '%c' repeats in the output", s[i]);
             e->ix[e->n++] = s[i];
         } else {
             return fail(t, "the character '%c' in the equation", s[i]);
@@ -3134,6 +3563,95 @@ static val *esum_own(tx *t, val *x, eterm *e, const eterm *keep, const eterm *ot
     return typed(axes_call(t, "sum", x, n, ax, false), x->oty);
 }
 
+/* x (indices e) with each index that repeats in e taken once: the
+ * diagonal of its two axes (moved last, flattened, every n+1-th entry
+ * taken), that index last in e. */
+static val *ediag(tx *t, val *x, eterm *e)
+{
+    for (int p = 0; x && p < e->n; p++) {
+        const char *dup = memchr(e->ix + p + 1, e->ix[p], (size_t)(e->n - p - 1));
+        if (!dup)
+            continue;
+        int q = (int)(dup - e->ix), k = 0;
+        int64_t perm[TL_MAXDIM], sh[TL_MAXDIM], n = x->dims[p];
+        eterm r = {.n = 0};
+        for (int j = 0; j < e->n; j++)
+            if (j != p && j != q) {
+                sh[k] = x->dims[j];
+                perm[k++] = j;
+                r.ix[r.n++] = e->ix[j];
+            }
+        perm[k] = p, perm[k + 1] = q;
+        sh[k] = n * n;
+        r.ix[r.n++] = e->ix[p];
+        int64_t *d = malloc(sizeof *d * (size_t)(n ? n : 1));
+        if (!d)
+            return tl_fail(t->st, TL_ERUNTIME, "out of memory"), NULL;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = i * (n + 1);
+        val *y = permute(t, x, e->n, perm), *di = known_ints(t, 1, &n, d, TL_ONNX_INT64), *a[2];
+        free(d);
+        y = y && di ? reshape(t, y, k + 1, sh) : NULL;
+        a[0] = y, a[1] = di;
+        cJSON *ta = cJSON_CreateObject();
+        put_num(ta, "axis", k);
+        x = y ? typed(call(t, "take", 2, a, ta), x->oty) : (cJSON_Delete(ta), NULL);
+        *e = r;
+        p = -1; /* again from the start: the indices moved */
+    }
+    return x;
+}
+
+/* a (indices ea) and b (eb) contracted over the indices keep lacks; the
+ * result's indices in ea: the kept ones both have, a's, then b's. */
+static val *epair(tx *t, val *a, eterm *ea, val *b, eterm *eb, const eterm *keep, const int64_t *size)
+{
+    a = esum_own(t, a, ea, keep, eb);
+    b = a ? esum_own(t, b, eb, keep, ea) : NULL;
+    if (!a || !b)
+        return NULL;
+    eterm bat = {.n = 0}, ao = {.n = 0}, bo = {.n = 0}, ct = {.n = 0}, cur = {.n = 0};
+    for (int j = 0; j < keep->n; j++) {
+        bool ia = epos(ea, keep->ix[j]) >= 0, ib = epos(eb, keep->ix[j]) >= 0;
+        eterm *d = ia && ib ? &bat : ia ? &ao : &bo;
+        if (ia || ib)
+            d->ix[d->n++] = keep->ix[j];
+    }
+    for (int j = 0; j < ea->n; j++)
+        if (epos(keep, ea->ix[j]) < 0)
+            ct.ix[ct.n++] = ea->ix[j];
+    int64_t pa[TL_MAXDIM], pb[TL_MAXDIM], P[4] = {1, 1, 1, 1}, sh[TL_MAXDIM];
+    int k = 0;
+    const eterm *ga[3] = {&bat, &ao, &ct}, *gb[3] = {&bat, &ct, &bo};
+    for (int g = 0; g < 3; g++)
+        for (int j = 0; j < ga[g]->n; j++)
+            pa[k++] = epos(ea, ga[g]->ix[j]);
+    k = 0;
+    for (int g = 0; g < 3; g++)
+        for (int j = 0; j < gb[g]->n; j++)
+            pb[k++] = epos(eb, gb[g]->ix[j]);
+    const eterm *gs[4] = {&bat, &ao, &ct, &bo};
+    for (int g = 0; g < 4; g++)
+        for (int j = 0; j < gs[g]->n; j++)
+            P[g] *= size[(unsigned char)gs[g]->ix[j]];
+    int64_t sa[3] = {P[0], P[1], P[2]}, sb[3] = {P[0], P[2], P[3]};
+    a = permute(t, a, ea->n, pa);
+    b = permute(t, b, eb->n, pb);
+    a = a ? reshape(t, a, 3, sa) : NULL;
+    b = b ? reshape(t, b, 3, sb) : NULL;
+    val *r = a && b ? call2(t, "matmul", a, b) : NULL;
+    const eterm *gr[3] = {&bat, &ao, &bo};
+    for (int g = 0; g < 3; g++)
+        for (int j = 0; j < gr[g]->n; j++) {
+            if (cur.n == TL_MAXDIM)
+                return fail(t, "a product of over %d indices", TL_MAXDIM), NULL;
+            sh[cur.n] = size[(unsigned char)gr[g]->ix[j]];
+            cur.ix[cur.n++] = gr[g]->ix[j];
+        }
+    *ea = cur;
+    return r ? reshape(t, r, cur.n, sh) : NULL;
+}
+
 static bool x_einsum(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
@@ -3144,26 +3662,32 @@ static bool x_einsum(tx *t, val **in, int nin, val **out, int nout)
         if (*q != ' ')
             eq[m++] = *q;
     eq[m] = '\0';
-    if (nin < 1 || nin > 2)
-        return fail(t, "%d operands: tl translates Einsum of one or two", nin);
-    if (!need(t, in, nin, nin) || !not_int(t, in[0]) || (nin > 1 && !not_int(t, in[1])))
+    if (nin < 1 || nin > MAXIO)
+        return fail(t, "%d operands (1 to %d)", nin, MAXIO);
+    if (!need(t, in, nin, nin))
         return false;
-    const char *arrow = strstr(eq, "->"), *comma = strchr(eq, ',');
-    size_t lhs = arrow ? (size_t)(arrow - eq) : m;
-    if ((comma && (size_t)(comma - eq) < lhs) != (nin == 2) || (comma && strchr(comma + 1, ',') &&
-                                                                 (size_t)(strchr(comma + 1, ',') - eq) < lhs))
-        return fail(t, "the equation \"%s\" has not %d terms", eq, nin);
-    eterm e[2], o;
+    for (int i = 0; i < nin; i++)
+        if (!not_int(t, in[i]))
+            return false;
+    const char *arrow = strstr(eq, "->");
+    size_t lhs = arrow ? (size_t)(arrow - eq) : m, st = 0;
+    int nt = 1;
+    for (size_t i = 0; i < lhs; i++)
+        nt += eq[i] == ',';
+    if (nt != nin)
+        return fail(t, "the equation \"%s\" has %d terms for %d operands", eq, nt, nin);
+    eterm e[MAXIO], o;
     int nell = 0;
-    size_t a0 = 0, l0 = nin == 2 ? (size_t)(comma - eq) : lhs;
     for (int i = 0; i < nin; i++) {
-        size_t st = i ? l0 + 1 : a0, len = i ? lhs - l0 - 1 : l0;
+        const char *c = memchr(eq + st, ',', lhs - st);
+        size_t len = c ? (size_t)(c - eq) - st : lhs - st;
         int ne = ells(eq + st, len, in[i]->ndim);
         if (ne < 0)
             return fail(t, "operand %d has %d dims, fewer than its term", i + 1, in[i]->ndim);
         if (!eparse(t, eq + st, len, in[i]->ndim, ne, &e[i]))
             return false;
         nell = ne > nell ? ne : nell;
+        st += len + 1;
     }
     if (arrow) {
         if (!eparse(t, arrow + 2, strlen(arrow + 2), -1, nell, &o))
@@ -3175,7 +3699,8 @@ static bool x_einsum(tx *t, val **in, int nin, val **out, int nout)
         for (int c = 'A'; c <= 'z'; c++) {
             int seen = 0;
             for (int i = 0; i < nin; i++)
-                seen += epos(&e[i], (char)c) >= 0;
+                for (int j = 0; j < e[i].n; j++)
+                    seen += e[i].ix[j] == c;
             if (seen == 1 && o.n < TL_MAXDIM)
                 o.ix[o.n++] = (char)c;
         }
@@ -3192,52 +3717,18 @@ static bool x_einsum(tx *t, val **in, int nin, val **out, int nout)
     for (int j = 0; j < o.n; j++)
         if (!size[(unsigned char)o.ix[j]])
             return fail(t, "the output index '%c' is in no operand", o.ix[j] < 32 ? '.' : o.ix[j]);
-    val *a = esum_own(t, in[0], &e[0], &o, nin > 1 ? &e[1] : NULL), *r;
-    eterm cur;
-    if (nin == 1) {
-        r = a;
-        cur = e[0];
-    } else {
-        val *b = esum_own(t, in[1], &e[1], &o, &e[0]);
-        if (!a || !b)
-            return false;
-        eterm bat = {.n = 0}, ao = {.n = 0}, bo = {.n = 0}, ct = {.n = 0};
-        for (int j = 0; j < o.n; j++) {
-            bool ia = epos(&e[0], o.ix[j]) >= 0, ib = epos(&e[1], o.ix[j]) >= 0;
-            eterm *d = ia && ib ? &bat : ia ? &ao : &bo;
-            d->ix[d->n++] = o.ix[j];
-        }
-        for (int j = 0; j < e[0].n; j++)
-            if (epos(&o, e[0].ix[j]) < 0)
-                ct.ix[ct.n++] = e[0].ix[j];
-        int64_t pa[TL_MAXDIM], pb[TL_MAXDIM], P[4] = {1, 1, 1, 1};
-        int k = 0;
-        const eterm *ga[3] = {&bat, &ao, &ct}, *gb[3] = {&bat, &ct, &bo};
-        for (int g = 0; g < 3; g++)
-            for (int j = 0; j < ga[g]->n; j++)
-                pa[k++] = epos(&e[0], ga[g]->ix[j]);
-        k = 0;
-        for (int g = 0; g < 3; g++)
-            for (int j = 0; j < gb[g]->n; j++)
-                pb[k++] = epos(&e[1], gb[g]->ix[j]);
-        const eterm *gs[4] = {&bat, &ao, &ct, &bo};
-        for (int g = 0; g < 4; g++)
-            for (int j = 0; j < gs[g]->n; j++)
-                P[g] *= size[(unsigned char)gs[g]->ix[j]];
-        int64_t sa[3] = {P[0], P[1], P[2]}, sb[3] = {P[0], P[2], P[3]};
-        a = reshape(t, permute(t, a, e[0].n, pa), 3, sa);
-        b = reshape(t, permute(t, b, e[1].n, pb), 3, sb);
-        r = a && b ? call2(t, "matmul", a, b) : NULL;
-        cur.n = 0;
-        int64_t sh[TL_MAXDIM];
-        const eterm *gr[3] = {&bat, &ao, &bo};
-        for (int g = 0; g < 3; g++)
-            for (int j = 0; j < gr[g]->n; j++) {
-                sh[cur.n] = size[(unsigned char)gr[g]->ix[j]];
-                cur.ix[cur.n++] = gr[g]->ix[j];
-            }
-        r = r ? reshape(t, r, cur.n, sh) : NULL;
+    val *r = ediag(t, in[0], &e[0]);
+    eterm cur = e[0];
+    for (int i = 1; r && i < nin; i++) {
+        eterm keep = o; /* the output's indices and those of the operands after i */
+        for (int l = i + 1; l < nin; l++)
+            for (int j = 0; j < e[l].n; j++)
+                if (epos(&keep, e[l].ix[j]) < 0)
+                    keep.ix[keep.n++] = e[l].ix[j];
+        val *b = ediag(t, in[i], &e[i]);
+        r = b ? epair(t, r, &cur, b, &e[i], &keep, size) : NULL;
     }
+    r = r ? esum_own(t, r, &cur, &o, NULL) : NULL;
     int64_t p[TL_MAXDIM];
     for (int j = 0; j < o.n; j++)
         p[j] = epos(&cur, o.ix[j]);
@@ -3469,7 +3960,7 @@ static bool add_input(tx *t, int i, const tl_tensor *x)
         v->k = k;
     } else if (!tl_dtype_is_int(x->dtype) && x->numel <= 16) {
         v->k = tl_tensor_ref((tl_tensor *)x);
-        v->weight = true;
+        v->weight = v->shadow = true;
     }
     /* an input with a default keeps it, where the recipe is for its type
      * (and, for integers, which nodes may read at load, its values) */

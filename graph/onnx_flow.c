@@ -289,16 +289,7 @@ bool ox_if(tx *t, val **in, int nin, val **out, int nout)
 
 /* ---------- iterate ---------- */
 
-typedef struct iter {
-    int64_t count;
-    char index[24];
-    val *iv, *ivf; /* the step number: an index, and a float of the call */
-    cJSON *outer;
-    int n;
-    val *init[MAXIO], *state[MAXIO], *res[MAXIO];
-} iter;
-
-static bool iter_open(tx *t, iter *it, int64_t count)
+bool ox_iter_open(tx *t, ox_iter *it, int64_t count)
 {
     memset(it, 0, sizeof *it);
     it->count = count;
@@ -318,7 +309,7 @@ static bool iter_open(tx *t, iter *it, int64_t count)
 }
 
 /* A carried value starting at init: the value to read in the body. */
-static val *iter_state(tx *t, iter *it, val *init)
+val *ox_iter_state(tx *t, ox_iter *it, val *init)
 {
     if (!init)
         return NULL;
@@ -335,11 +326,11 @@ static val *iter_state(tx *t, iter *it, val *init)
 }
 
 /* Step i's row of x (the steps on axis 0). */
-static val *iter_row(tx *t, iter *it, val *x) { return take_at(t, x, it->iv, 0); }
+val *ox_iter_row(tx *t, ox_iter *it, val *x) { return take_at(t, x, it->iv, 0); }
 
 /* y stacked over the steps: a carried [count, y's shape] whose row i step
  * i writes (row count-1-i when reversed). */
-static bool iter_stack(tx *t, iter *it, val *y, bool reversed)
+bool ox_iter_stack(tx *t, ox_iter *it, val *y, bool reversed)
 {
     if (!y)
         return false;
@@ -352,7 +343,7 @@ static bool iter_stack(tx *t, iter *it, val *y, bool reversed)
     if (!z)
         return false;
     z->oty = y->oty;
-    val *acc = iter_state(t, it, z);
+    val *acc = ox_iter_state(t, it, z);
     int64_t sd[TL_MAXDIM + 1];
     for (int d = 0; d <= y->ndim; d++)
         sd[d] = d ? 1 : it->count;
@@ -384,7 +375,7 @@ static bool iter_stack(tx *t, iter *it, val *y, bool reversed)
 }
 
 /* Emits the iterate; the final values in out (one per carried value). */
-static bool iter_close(tx *t, iter *it, val **out)
+bool ox_iter_close(tx *t, ox_iter *it, val **out)
 {
     for (int i = 0; i < it->n; i++) {
         if (!it->res[i]) {
@@ -423,7 +414,7 @@ static bool iter_close(tx *t, iter *it, val **out)
     return true;
 }
 
-static void iter_abort(tx *t, iter *it)
+void ox_iter_abort(tx *t, ox_iter *it)
 {
     cJSON_Delete(t->nodes);
     t->nodes = it->outer;
@@ -439,13 +430,15 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
     if (nin < 2)
         return ox_fail(t, "inputs M and cond are required (either may be left out as \"\")");
     val *m = in[0], *c = in[1];
-    if (m && !(m->k && !m->weight))
+    /* M and cond known at load: from shapes, integer constants, or (a value
+     * known at load but still computed in the recipe) float data given */
+    if (m && !m->k)
         return ox_fail(t, "its trip count M is computed at run time; tl needs it at load (from shapes, integer "
                           "constants or the inputs given) to make the loop a fixed-count iterate");
     if (!m)
         return ox_fail(t, "it has no trip count M: a loop that runs while a condition holds is not translated "
                           "(tl translates loops of a count known at load)");
-    if (c && !(c->k && !c->weight))
+    if (c && !c->k)
         return ox_fail(t, "its condition is computed at run time; tl translates loops whose condition stays "
                           "true (a count known at load)");
     int64_t count = tl_tensor_get_int(m->k, 0);
@@ -454,8 +447,8 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
     int nst = nin - 2, nscan = nout - nst;
     if (nscan < 0)
         return ox_fail(t, "%d loop-carried inputs but %d outputs", nst, nout);
-    iter it;
-    if (!iter_open(t, &it, count))
+    ox_iter it;
+    if (!ox_iter_open(t, &it, count))
         return false;
     val *bin[MAXIO] = {0}, *res[MAXIO] = {0};
     int64_t one = 1;
@@ -479,7 +472,7 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
         if (!in[2 + i])
             ok = ox_fail(t, "loop-carried input %d is missing", i + 1);
         else
-            ok = (bin[2 + i] = iter_state(t, &it, in[2 + i])) != NULL;
+            ok = (bin[2 + i] = ox_iter_state(t, &it, in[2 + i])) != NULL;
     }
     ok = ok && subgraph(t, g, bin, 2 + nst, res, 1 + nst + nscan);
     if (ok && !(res[0]->k && !res[0]->weight && tl_tensor_get_int(res[0]->k, 0)))
@@ -488,12 +481,12 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
     for (int i = 0; ok && i < nst; i++)
         it.res[i] = res[1 + i];
     for (int i = 0; ok && i < nscan; i++)
-        ok = iter_stack(t, &it, res[1 + nst + i], false);
+        ok = ox_iter_stack(t, &it, res[1 + nst + i], false);
     if (!ok) {
-        iter_abort(t, &it);
+        ox_iter_abort(t, &it);
         return false;
     }
-    return iter_close(t, &it, out);
+    return ox_iter_close(t, &it, out);
 }
 
 /* ---------- Scan ---------- */
@@ -514,25 +507,25 @@ static bool scan_core(tx *t, const Onnx__GraphProto *g, int N, val **st, int M, 
     }
     if (T < 0)
         return ox_fail(t, "no scan input");
-    iter it;
-    if (!iter_open(t, &it, T))
+    ox_iter it;
+    if (!ox_iter_open(t, &it, T))
         return false;
     val *bin[MAXIO] = {0}, *res[MAXIO] = {0};
     bool ok = true;
     for (int i = 0; ok && i < N; i++)
-        ok = (bin[i] = iter_state(t, &it, st[i])) != NULL;
+        ok = (bin[i] = ox_iter_state(t, &it, st[i])) != NULL;
     for (int j = 0; ok && j < M; j++)
-        ok = (bin[N + j] = iter_row(t, &it, xs[j])) != NULL;
+        ok = (bin[N + j] = ox_iter_row(t, &it, xs[j])) != NULL;
     ok = ok && subgraph(t, g, bin, N + M, res, N + K);
     for (int i = 0; ok && i < N; i++)
         it.res[i] = res[i];
     for (int k = 0; ok && k < K; k++)
-        ok = iter_stack(t, &it, res[N + k], odir && odir[k]);
+        ok = ox_iter_stack(t, &it, res[N + k], odir && odir[k]);
     if (!ok) {
-        iter_abort(t, &it);
+        ox_iter_abort(t, &it);
         return false;
     }
-    return iter_close(t, &it, out);
+    return ox_iter_close(t, &it, out);
 }
 
 static bool scan_ints(tx *t, const char *name, int64_t *v, int n)
@@ -777,12 +770,12 @@ static val *gate(tx *t, val *x, int64_t H, int k) { return slice1(t, x, x->ndim 
 static bool direction(tx *t, const rnn *r, const act *f, val *XW, val *RT, val *Rbh, val *P, val *h0, val *c0,
                       bool wantY, val **Y, val **hT, val **cT)
 {
-    iter it;
-    if (!iter_open(t, &it, r->T))
+    ox_iter it;
+    if (!ox_iter_open(t, &it, r->T))
         return false;
     int64_t H = r->H;
-    val *h = iter_state(t, &it, h0), *c = r->kind == 2 ? iter_state(t, &it, c0) : NULL;
-    val *x = iter_row(t, &it, XW), *hn = NULL, *cn = NULL;
+    val *h = ox_iter_state(t, &it, h0), *c = r->kind == 2 ? ox_iter_state(t, &it, c0) : NULL;
+    val *x = ox_iter_row(t, &it, XW), *hn = NULL, *cn = NULL;
     if (!h || !x || (r->kind == 2 && !c))
         goto fail;
     if (r->kind == 0) {
@@ -818,7 +811,7 @@ static bool direction(tx *t, const rnn *r, const act *f, val *XW, val *RT, val *
         goto fail;
     val *y = hn;
     if (r->mask) { /* past a sequence's end: the state holds, Y is 0 */
-        val *m = iter_row(t, &it, r->mask);
+        val *m = ox_iter_row(t, &it, r->mask);
         y = op3(t, "where", m, hn, num(t, h->dt, 0));
         hn = op3(t, "where", m, hn, h);
         if (cn)
@@ -829,17 +822,17 @@ static bool direction(tx *t, const rnn *r, const act *f, val *XW, val *RT, val *
     it.res[0] = hn;
     if (c)
         it.res[1] = cn;
-    if (wantY && !iter_stack(t, &it, y, false))
+    if (wantY && !ox_iter_stack(t, &it, y, false))
         goto fail;
     val *o[4];
-    if (!iter_close(t, &it, o))
+    if (!ox_iter_close(t, &it, o))
         return false;
     *hT = o[0];
     *cT = c ? o[1] : NULL;
     *Y = wantY ? o[c ? 2 : 1] : NULL;
     return true;
 fail:
-    iter_abort(t, &it);
+    ox_iter_abort(t, &it);
     return false;
 }
 

@@ -22,6 +22,7 @@ typedef struct val {
     int64_t dims[TL_MAXDIM];
     tl_tensor *k;   /* known at load: i64 for every integer and bool type */
     bool weight;    /* k is a float constant (never folded) */
+    bool shadow;    /* k is known at load, but computed in the recipe from the call site's data */
     const char *user; /* the model's name for it, or NULL */
     char *own;        /* user, when made here */
 } val;
@@ -74,6 +75,29 @@ const Onnx__AttributeProto *ox_attr(const tx *t, const char *name);
 int64_t ox_attr_i(const tx *t, const char *name, int64_t def);
 /* A subgraph's initializer (read once: its bytes are released). */
 tl_tensor *ox_tensor(tx *t, Onnx__TensorProto *p, int *oty);
+
+/* graph/onnx_flow.c: a fixed-count iterate being written.  Open it, declare
+ * the carried values (ox_iter_state: the value to read in the body), write
+ * the body's nodes (the step number is iv, or ivf as a float of the call),
+ * set res[i] to each carried value's next value (ox_iter_stack: a carried
+ * [count, ...] of per-step rows), then close it (out: the final values, in
+ * the order declared) or abort it. */
+typedef struct ox_iter {
+    int64_t count;
+    char index[24];
+    val *iv, *ivf; /* the step number: an index, and a float of the call */
+    cJSON *outer;
+    int n;
+    val *init[MAXIO], *state[MAXIO], *res[MAXIO];
+} ox_iter;
+
+bool ox_iter_open(tx *t, ox_iter *it, int64_t count);
+val *ox_iter_state(tx *t, ox_iter *it, val *init);
+/* Step i's row of x (the steps on axis 0). */
+val *ox_iter_row(tx *t, ox_iter *it, val *x);
+bool ox_iter_stack(tx *t, ox_iter *it, val *y, bool reversed);
+bool ox_iter_close(tx *t, ox_iter *it, val **out);
+void ox_iter_abort(tx *t, ox_iter *it);
 
 /* graph/onnx_flow.c: its rows of the op table */
 bool ox_if(tx *t, val **in, int nin, val **out, int nout);

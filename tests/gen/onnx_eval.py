@@ -408,8 +408,27 @@ def run_node(node, ins, opset, env):
     if op == "ConvTranspose":
         return [conv_transpose(x, ins[1], ins[2] if len(ins) > 2 else None, a)]
     if op == "MaxPool":
-        assert len(node.output) == 1 or not node.output[1]
-        return [pool(x, a, "max")]
+        if len(node.output) == 1 or not node.output[1]:
+            return [pool(x, a, "max")]
+        # Indices: flat over the whole input (row-major; storage_order 0)
+        nd = x.dim() - 2
+        begin, end = conv_pads(a, nd)
+        assert begin == end and not a.get("ceil_mode", 0) and not a.get("storage_order", 0)
+        y, i = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nd](
+            x, a["kernel_shape"], a.get("strides", [1] * nd), begin, a.get("dilations", [1] * nd), return_indices=True)
+        plane = int(np.prod(x.shape[2:]))
+        base = torch.arange(x.shape[0] * x.shape[1], dtype=torch.int64).reshape(x.shape[:2] + (1,) * nd) * plane
+        return [y, i + base]
+    if op == "TopK":
+        k, ax = int(ints(ins[1])[0]), a.get("axis", -1)
+        v, i = torch.topk(x, k, ax, largest=bool(a.get("largest", 1)), sorted=True)
+        return [v, i]
+    if op == "Einsum":
+        return [torch.einsum(a["equation"].decode(), *ins)]
+    if op == "GatherElements":
+        ax = a.get("axis", 0) % x.dim()
+        idx = ins[1].long()
+        return [torch.gather(x, ax, torch.where(idx < 0, idx + x.shape[ax], idx))]
     if op == "AveragePool":
         return [pool(x, a, "avg")]
     if op == "GlobalAveragePool":

@@ -357,6 +357,19 @@ class LoopIf(nn.Module):
         return y
 
 
+class Selectors(nn.Module):
+    """TopK with k over 64, an Einsum of three operands with a diagonal
+    (pairwise, in the order written), and MaxPool's indices gathered back
+    from the input (GatherElements)."""
+
+    def forward(self, x, a, b, c, img):
+        v, _ = torch.topk(x, 70, dim=1)
+        e = torch.einsum("iij,jk,kl->il", a, b, c)
+        _, idx = F.max_pool2d(img, 2, stride=2, return_indices=True)
+        g = torch.gather(img.flatten(2), 2, idx.flatten(2))
+        return v, e, g
+
+
 # ---------------------------------------------------------------- cases
 # name: (factory, inputs(rng, variant) -> [arrays, f64 or int64, in forward
 # order], input_names or None (PyTorch's), output_names, modes, scripted)
@@ -395,6 +408,9 @@ CASES = {
             ["eval"], False),
     "activations_a": (ActivationsA, lambda r, v: [r.uniform(-4, 4, (4, 6))], ["x"], ACT_A, ["eval"], False),
     "activations_b": (ActivationsB, lambda r, v: [r.uniform(-4, 4, (4, 6))], ["x"], ACT_B, ["eval"], False),
+    "selectors": (Selectors, lambda r, v: [normal(r, 2, 80), normal(r, 3, 3, 4), normal(r, 4, 5), normal(r, 5, 2),
+                                           normal(r, 1, 2, 4, 6)],
+                  ["x", "a", "b", "c", "img"], ["topk", "einsum", "pooled"], ["eval"], False),
     # the sign of x picks the branch: opset 13 takes `then`, opset 17 `else`
     "loop_if": (LoopIf, lambda r, v: [(1 if v[0] == 13 else -1) * np.abs(normal(r, 3, 4))], ["x"], ["y"],
                 ["eval"], True),

@@ -120,3 +120,138 @@ print("default_wide y at x = e0, e4:", (np.eye(5, dtype=np.float32)[[0, 4]] @ W6
 
 # the mlp's input as an -i file (tl diff -i)
 np.savez(os.path.join(D, "mlp_inputs.npz"), **{"input.1": np.array([[1, 2, 3]], np.float32)})
+
+# ---- the ONNX translations onto iterate, take and matmul (ops tl has no kernel of) ----
+# Expected values: numpy loops in ONNX's order; gradients and antialiasing:
+# PyTorch (scatter_reduce with include_self, F.interpolate with antialias),
+# at float64.
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+fv = lambda n, s: h.make_tensor_value_info(n, T.FLOAT, s)  # noqa: E731
+SI = np.array([[1, 1, 3], [0, 2, 0]], np.int64)  # ScatterElements on axis 1: repeats in each row
+NI = np.array([[1], [0], [1]], np.int64)  # ScatterND rows: row 1 twice
+sc = model([h.make_node("ScatterElements", ["x", "si", "u"], ["mul"], axis=1, reduction="mul"),
+            h.make_node("ScatterElements", ["x", "si", "u"], ["max"], axis=1, reduction="max"),
+            h.make_node("ScatterElements", ["x", "si", "u"], ["min"], axis=1, reduction="min"),
+            h.make_node("ScatterND", ["x", "ni", "v"], ["nd_max"], reduction="max"),
+            h.make_node("ScatterND", ["x", "ni", "v"], ["nd_mul"], reduction="mul")],
+           [fv("x", [2, 4]), fv("u", [2, 3]), fv("v", [3, 4])],
+           [fv("mul", [2, 4]), fv("max", [2, 4]), fv("min", [2, 4]), fv("nd_max", [2, 4]), fv("nd_mul", [2, 4])],
+           [nh.from_array(SI, "si"), nh.from_array(NI, "ni")], opset=18)
+save(sc, "scatter_reduce.onnx", check=False)  # onnx 1.12's checker stops at opset 17
+SX = np.array([[1.5, -2.0, 0.5, 3.0], [-1.0, 2.5, -0.25, 0.75]])
+SU = np.array([[2.0, -0.5, 4.0], [-3.0, 1.25, 0.6]])
+SV = np.array([[0.1, -4.0, 2.0, 1.0], [-2.0, 3.5, -1.5, 0.2], [5.0, -0.3, 0.4, -2.5]])
+res = {}
+for red, fn in (("mul", np.multiply), ("max", np.maximum), ("min", np.minimum)):
+    y = SX.copy()
+    for i in range(2):
+        for j in range(3):
+            y[i, SI[i, j]] = fn(y[i, SI[i, j]], SU[i, j])
+    res[red] = y
+for red, fn in (("nd_max", np.maximum), ("nd_mul", np.multiply)):
+    y = SX.copy()
+    for r in range(3):
+        y[NI[r, 0]] = fn(y[NI[r, 0]], SV[r])
+    res[red] = y
+for k, y in res.items():
+    print("scatter_reduce %s:" % k, y.astype(np.float32).tolist())
+tx, tu, tv = (torch.tensor(a, requires_grad=True) for a in (SX, SU, SV))
+ti, tn = torch.tensor(SI), torch.tensor(NI).expand(3, 4)
+tot = sum(tx.scatter_reduce(1, ti, tu, r, include_self=True).sum() for r in ("prod", "amax", "amin"))
+tot = tot + sum(tx.scatter_reduce(0, tn, tv, r, include_self=True).sum() for r in ("amax", "prod"))
+tot.backward()
+for k, g in (("x", tx), ("u", tu), ("v", tv)):
+    print("scatter_reduce grad %s:" % k, g.grad.numpy().astype(np.float32).tolist())
+
+# TopK with k over 64, smallest first, on axis 0 of [66, 2]
+tk = model([h.make_node("TopK", ["x", "k"], ["values", "indices"], axis=0, largest=0)],
+           [fv("x", [66, 2])], [fv("values", [65, 2]), h.make_tensor_value_info("indices", T.INT64, [65, 2])],
+           [nh.from_array(np.array([65], np.int64), "k")], opset=11)
+save(tk, "topk_big.onnx")
+TX = np.array([[((i * 37) % 66) / 4 - 8, ((i * 5) % 66) / 8 - 4] for i in range(66)], np.float32)
+order = np.argsort(TX, axis=0, kind="stable")[:65]
+print("topk_big x:", TX.tolist())
+print("topk_big values:", np.take_along_axis(TX, order, 0).tolist())
+print("topk_big indices:", order.tolist())
+
+# Resize of opset 18 with antialias (and exclude_outside, where PyTorch's
+# antialiasing clips its window to the input): [1, 1, 4, 8] to [1, 1, 2, 3]
+for mode, A in (("linear", -0.75), ("cubic", -0.5)):
+    rz = model([h.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode, antialias=1, exclude_outside=1,
+                            cubic_coeff_a=A)],
+               [fv("x", [1, 1, 4, 8])], [fv("y", [1, 1, 2, 3])],
+               [nh.from_array(np.array([1, 1, 2, 3], np.int64), "sizes")], opset=18)
+    save(rz, "resize_aa_%s.onnx" % mode, check=False)
+RX = np.array([[[[(i * 7 + j * 3) % 11 - 5 for j in range(8)] for i in range(4)]]], np.float64) / 2
+tr = torch.tensor(RX, requires_grad=True)
+for mode, tm in (("linear", "bilinear"), ("cubic", "bicubic")):
+    y = F.interpolate(tr, size=(2, 3), mode=tm, align_corners=False, antialias=True)
+    print("resize_aa_%s x:" % mode, RX.astype(np.float32).tolist())
+    print("resize_aa_%s y:" % mode, y.detach().numpy().astype(np.float32).tolist())
+    print("resize_aa_%s grad:" % mode, torch.autograd.grad(y.sum(), tr)[0].numpy().astype(np.float32).tolist())
+
+# Einsum: traces, a batch diagonal, implicit outputs, three operands
+# (numpy's einsum; the gradient of the sum of the outputs: PyTorch's)
+EQS = [("ii->", ["A"]), ("ii", ["A"]), ("bii->bi", ["B"]), ("ij,jk,k->i", ["A", "C", "d"]), ("i,i,i", ["v", "v", "v"]),
+       ("bij,bjk,kl->bil", ["B", "B", "C"])]
+es = model([h.make_node("Einsum", ins, ["e%d" % i], equation=eq) for i, (eq, ins) in enumerate(EQS)],
+           [fv("A", [3, 3]), fv("B", [2, 3, 3]), fv("C", [3, 4]), fv("d", [4]), fv("v", [3])],
+           [fv("e%d" % i, list(np.einsum(eq, *[np.zeros((3, 3)) if n == "A" else np.zeros((2, 3, 3)) if n == "B" else
+                                               np.zeros((3, 4)) if n == "C" else np.zeros(4) if n == "d" else
+                                               np.zeros(3) for n in ins]).shape))
+            for i, (eq, ins) in enumerate(EQS)], opset=12)
+save(es, "einsum_more.onnx")
+EV = {"A": np.array([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0], [2.0, 1.5, -0.5]]),
+      "B": np.array([[[0.5, 1.0, -1.5], [2.0, -0.5, 0.25], [1.0, 3.0, -2.0]],
+                     [[-1.0, 0.75, 2.5], [0.5, 1.5, -0.25], [-2.0, 1.0, 0.5]]]),
+      "C": np.array([[1.0, 0.5, -1.0, 2.0], [-0.5, 1.5, 0.25, -2.0], [2.0, -1.0, 0.5, 1.0]]),
+      "d": np.array([0.5, -1.0, 2.0, 0.25]), "v": np.array([1.5, -0.5, 2.0])}
+tv = {k: torch.tensor(a, requires_grad=True) for k, a in EV.items()}
+tot = 0
+for i, (eq, ins) in enumerate(EQS):
+    print("einsum_more e%d:" % i, np.einsum(eq, *[EV[n] for n in ins]).astype(np.float32).tolist())
+    tot = tot + torch.einsum(eq, *[tv[n] for n in ins]).sum()
+tot.backward()
+for k in EV:
+    print("einsum_more %s:" % k, EV[k].astype(np.float32).tolist())
+    print("einsum_more grad %s:" % k, tv[k].grad.numpy().astype(np.float32).tolist())
+
+# Resize as ONNX's reference computes it (onnx 1.12's interpolate_nd, the
+# generator of its backend tests): tf_crop_and_resize with an
+# extrapolation value, linear exclude_outside, align_corners nearest with a
+# fractional input size x scale
+from onnx.backend.test.case.node import resize as ref  # noqa: E402
+RZ = np.array([[[[(i * 5 + j * 2) % 7 - 3.0 for j in range(5)] for i in range(4)]]]) / 2
+RCASES = [("crop", dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=10.0),
+           None, [1, 1, 3, 4], np.array([0, 0, 0.4, 0.6, 1, 1, 1.2, 1.7])),
+          ("crop_cubic", dict(mode="cubic", coordinate_transformation_mode="tf_crop_and_resize"), None, [1, 1, 3, 3],
+           np.array([0, 0, -0.1, 0.2, 1, 1, 0.8, 0.9])),
+          ("excl", dict(mode="cubic", exclude_outside=1, coordinate_transformation_mode="half_pixel"),
+           np.array([1, 1, 0.6, 1.7]), None, None),
+          ("aligned", dict(mode="linear", coordinate_transformation_mode="align_corners"),
+           np.array([1, 1, 1.3, 0.7]), None, None)]
+for nm, at, scales, sizes, roi in RCASES:
+    ins = ["x", "roi" if roi is not None else "", "scales" if scales is not None else ""] + (["sizes"] if sizes else [])
+    inits = [nh.from_array(np.array([] if roi is None else roi, np.float32), "roi")] if roi is not None else []
+    if scales is not None:
+        inits.append(nh.from_array(scales.astype(np.float32), "scales"))
+    if sizes:
+        inits.append(nh.from_array(np.array(sizes, np.int64), "sizes"))
+    mode = at["mode"]
+    coeffs = {"linear": ref.linear_coeffs, "cubic": ref.cubic_coeffs, "nearest": ref.nearest_coeffs}[mode]
+    kw = {k: v for k, v in at.items() if k in ("coordinate_transformation_mode", "extrapolation_value")}
+    kw["exclude_outside"] = bool(at.get("exclude_outside", 0))
+    y = ref.interpolate_nd(RZ, coeffs, output_size=sizes,
+                           scale_factors=None if scales is None else scales.astype(np.float32), roi=roi, **kw)
+    m = model([h.make_node("Resize", ins, ["y"], **at)], [fv("x", [1, 1, 4, 5])], [fv("y", list(y.shape))], inits)
+    save(m, "resize_ref_%s.onnx" % nm)
+    print("resize_ref_%s y:" % nm, y.astype(np.float32).tolist())
+print("resize_ref x:", RZ.astype(np.float32).tolist())
+
+# Clip with bounds from the inputs (one computed from an input): the
+# bounds stay values of the recipe, differentiated (maximum, minimum)
+cb = model([h.make_node("Neg", ["lo"], ["nlo"]), h.make_node("Clip", ["x", "nlo", "hi"], ["y"])],
+           [fv("x", [3]), fv("lo", []), fv("hi", [])], [fv("y", [3])])
+save(cb, "clip_bounds.onnx")
