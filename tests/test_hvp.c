@@ -348,3 +348,104 @@ static void every_case_on(testdev_want want)
 
 Test(hvp, device_bits) { every_case_on(want_all); }
 Test(hvp, device_fallback_bits) { every_case_on(want_some); }
+
+/* ---------- random graphs (tests/gen/hvp_random.py) ---------- */
+
+#define RANDOM "tests/fixtures/hvp_random/"
+
+/* A new f64 tensor of the given shape from v[*at...], *at moved past it. */
+static tl_tensor *take_values(const tl_tensor *v, int64_t *at, int ndim, const int64_t *shape)
+{
+    tl_status st = {0};
+    tl_tensor *t = tl_tensor_new(TL_F64, ndim, shape, &st);
+    cr_assert(t, "%s", st.msg);
+    cr_assert(*at + t->numel <= v->numel, "values too short");
+    memcpy(t->data, (const double *)v->data + *at, sizeof(double) * (size_t)t->numel);
+    *at += t->numel;
+    return t;
+}
+
+/* Graph `seed` of the random set: its hvp and jvp against PyTorch's; the
+ * number of products that differ (each logged, naming the seed). */
+static int random_graph(const tl_npz *z, int seed, const char *json, size_t len)
+{
+    char where[64], key[32];
+    tl_status st = {0};
+    snprintf(where, sizeof where, RANDOM "graphs.jsonl, seed %d", seed);
+    snprintf(key, sizeof key, "r%d", seed);
+    tl_graph *g = tl_graph_parse(json, len, where, &st);
+    cr_assert(g, "%s", st.msg);
+    tl_tensor *v = tl_npz_get(z, key, &st);
+    cr_assert(v, "%s: %s", key, st.msg);
+    int ni = g->ninputs, no = g->noutputs, fails = 0;
+    int64_t at = 0;
+    hcase h = {.g = g};
+    snprintf(h.dir, sizeof h.dir, "random");
+    snprintf(h.name, sizeof h.name, "seed %d", seed);
+    h.in = calloc((size_t)ni + 1, sizeof *h.in);
+    h.tangent = calloc((size_t)ni + 1, sizeof *h.tangent);
+    h.seed = calloc((size_t)no + 1, sizeof *h.seed);
+    for (int i = 0; i < ni; i++) {
+        int64_t shape[TL_MAXDIM];
+        for (int d = 0; d < g->inputs[i].ndim; d++)
+            shape[d] = g->inputs[i].dims[d].size;
+        h.in[i] = take_values(v, &at, g->inputs[i].ndim, shape);
+    }
+    /* the outputs' shapes, for the seeds: a plain run */
+    tl_result *r = NULL;
+    tl_run_opts plain = {0};
+    cr_assert(!tl_run(g, h.in, &plain, &r, &st), "%s: %s", where, st.msg);
+    for (int i = 0; i < no; i++) {
+        const tl_tensor *y = tl_result_output(r, i);
+        h.seed[i] = take_values(v, &at, y->ndim, y->shape);
+    }
+    tl_result_free(r);
+    for (int i = 0; i < ni; i++)
+        h.tangent[i] = take_values(v, &at, h.in[i]->ndim, h.in[i]->shape);
+    for (int jvp = 0; jvp < 2; jvp++) {
+        int n = jvp ? no : ni;
+        tl_tensor **d = calloc((size_t)(ni + no) + 1, sizeof *d);
+        bool ok = products(&h, NULL, jvp, d);
+        fails += !ok;
+        for (int i = 0; i < n; i++) {
+            const tl_tensor *like = jvp ? h.seed[i] : h.in[i];
+            tl_tensor *want = take_values(v, &at, like->ndim, like->shape);
+            char what[200];
+            snprintf(what, sizeof what, "random graph seed %d: %s of %s", seed, jvp ? "jvp" : "hvp",
+                     jvp ? g->slot_name[g->outputs[i]] : g->inputs[i].name);
+            if (ok)
+                fails += close_to(what, d[i], want, 1e-8, 1e-9);
+            tl_tensor_unref(want);
+        }
+        for (int i = 0; i < ni + no; i++)
+            tl_tensor_unref(d[i]);
+        free(d);
+    }
+    cr_expect(at == v->numel, "seed %d: %lld values left", seed, (long long)(v->numel - at));
+    tl_tensor_unref(v);
+    free_case(&h);
+    return fails;
+}
+
+Test(hvp, random_graphs)
+{
+    tl_status st = {0};
+    tl_npz *z = tl_npz_open(RANDOM "values.npz", &st);
+    cr_assert(z, "%s (run from the repository root): %s", RANDOM "values.npz", st.msg);
+    FILE *f = fopen(RANDOM "graphs.jsonl", "r");
+    cr_assert(f, RANDOM "graphs.jsonl: cannot open");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int seed = 0, fails = 0, bad = 0;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        int k = random_graph(z, seed++, line, (size_t)len);
+        fails += k;
+        bad += k > 0;
+    }
+    free(line);
+    fclose(f);
+    tl_npz_close(z);
+    cr_expect(seed >= 300, "only %d graphs", seed);
+    cr_expect(fails == 0, "%d of %d random graphs differ from PyTorch (%d products)", bad, seed, fails);
+}
