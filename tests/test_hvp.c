@@ -318,6 +318,40 @@ Test(hvp, huge_arguments)
     }
 }
 
+/* Two outputs of one value (an iterate of count 0 returns its init): the
+ * seeds are summed before the pass, and only the forward run's entries
+ * are pulled back (the sum once read past the gradients). */
+Test(hvp, one_value_output_twice)
+{
+    const char *json = "{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": ["
+                       "{\"id\": \"a\", \"op\": \"mul\", \"args\": [\"x\", \"x\"]},"
+                       "{\"id\": \"y\", \"op\": \"mul\", \"args\": [\"a\", \"x\"]},"
+                       "{\"id\": [\"h\", \"u\"], \"op\": \"iterate\", \"count\": 0, \"init\": [\"y\", \"y\"], "
+                       "\"state\": [\"s\", \"t\"], \"body\": {\"nodes\": [], \"result\": [\"s\", \"t\"]}}],"
+                       "\"outputs\": [\"h\", \"u\"]}";
+    tl_status st = {0};
+    tl_graph *g = tl_graph_parse(json, strlen(json), "twice.json", &st);
+    cr_assert(g, "%s", st.msg);
+    tl_tensor *x = tl_tensor_scalar(TL_F64, 2, &st), *v = tl_tensor_scalar(TL_F64, 0.5, &st);
+    tl_tensor *seed[2] = {tl_tensor_scalar(TL_F64, 1, &st), tl_tensor_scalar(TL_F64, 2, &st)};
+    hcase h = {.g = g, .in = &x, .tangent = &v, .seed = seed};
+    tl_tensor *d[4] = {NULL};
+    cr_assert(products(&h, NULL, false, d)); /* (1 + 2) * 6x * v */
+    cr_expect(tl_tensor_get(d[0], 0) == 18, "hvp %g", tl_tensor_get(d[0], 0));
+    tl_tensor_unref(d[0]);
+    d[0] = NULL;
+    cr_assert(products(&h, NULL, true, d)); /* 3x^2 v, each */
+    cr_expect(tl_tensor_get(d[0], 0) == 6 && tl_tensor_get(d[1], 0) == 6, "jvp %g, %g", tl_tensor_get(d[0], 0),
+              tl_tensor_get(d[1], 0));
+    for (int i = 0; i < 4; i++)
+        tl_tensor_unref(d[i]);
+    tl_tensor_unref(x);
+    tl_tensor_unref(v);
+    tl_tensor_unref(seed[0]);
+    tl_tensor_unref(seed[1]);
+    tl_graph_free(g);
+}
+
 /* ---------- on the test device ---------- */
 
 static bool want_all(tl_opcode op, int n, const tl_dtype *in, tl_dtype out)
@@ -402,43 +436,57 @@ static tl_tensor *take_values(const tl_tensor *v, int64_t *at, int ndim, const i
     return t;
 }
 
-/* Graph `seed` of the random set: its hvp and jvp against PyTorch's; the
- * number of products that differ (each logged, naming the seed). */
-static int random_graph(const tl_npz *z, int seed, const char *json, size_t len)
+/* Graph `seed` of the random set into h (its inputs, seeds and tangents);
+ * *v holds its values, *at where the references begin. */
+static void load_random(const tl_npz *z, int seed, const char *json, size_t len, hcase *h, tl_tensor **v,
+                        int64_t *at)
 {
     char where[64], key[32];
     tl_status st = {0};
     snprintf(where, sizeof where, RANDOM "graphs.jsonl, seed %d", seed);
     snprintf(key, sizeof key, "r%d", seed);
-    tl_graph *g = tl_graph_parse(json, len, where, &st);
-    cr_assert(g, "%s", st.msg);
-    tl_tensor *v = tl_npz_get(z, key, &st);
-    cr_assert(v, "%s: %s", key, st.msg);
-    int ni = g->ninputs, no = g->noutputs, fails = 0;
-    int64_t at = 0;
-    hcase h = {.g = g};
-    snprintf(h.dir, sizeof h.dir, "random");
-    snprintf(h.name, sizeof h.name, "seed %d", seed);
-    h.in = calloc((size_t)ni + 1, sizeof *h.in);
-    h.tangent = calloc((size_t)ni + 1, sizeof *h.tangent);
-    h.seed = calloc((size_t)no + 1, sizeof *h.seed);
+    memset(h, 0, sizeof *h);
+    h->g = tl_graph_parse(json, len, where, &st);
+    cr_assert(h->g, "%s", st.msg);
+    *v = tl_npz_get(z, key, &st);
+    cr_assert(*v, "%s: %s", key, st.msg);
+    const tl_graph *g = h->g;
+    int ni = g->ninputs, no = g->noutputs;
+    *at = 0;
+    snprintf(h->dir, sizeof h->dir, "random");
+    snprintf(h->name, sizeof h->name, "seed %d", seed);
+    h->in = calloc((size_t)ni + 1, sizeof *h->in);
+    h->tangent = calloc((size_t)ni + 1, sizeof *h->tangent);
+    h->seed = calloc((size_t)no + 1, sizeof *h->seed);
     for (int i = 0; i < ni; i++) {
         int64_t shape[TL_MAXDIM];
         for (int d = 0; d < g->inputs[i].ndim; d++)
             shape[d] = g->inputs[i].dims[d].size;
-        h.in[i] = take_values(v, &at, g->inputs[i].ndim, shape);
+        h->in[i] = take_values(*v, at, g->inputs[i].ndim, shape);
     }
     /* the outputs' shapes, for the seeds: a plain run */
     tl_result *r = NULL;
     tl_run_opts plain = {0};
-    cr_assert(!tl_run(g, h.in, &plain, &r, &st), "%s: %s", where, st.msg);
+    cr_assert(!tl_run(g, h->in, &plain, &r, &st), "%s: %s", where, st.msg);
     for (int i = 0; i < no; i++) {
         const tl_tensor *y = tl_result_output(r, i);
-        h.seed[i] = take_values(v, &at, y->ndim, y->shape);
+        h->seed[i] = take_values(*v, at, y->ndim, y->shape);
     }
     tl_result_free(r);
     for (int i = 0; i < ni; i++)
-        h.tangent[i] = take_values(v, &at, h.in[i]->ndim, h.in[i]->shape);
+        h->tangent[i] = take_values(*v, at, h->in[i]->ndim, h->in[i]->shape);
+}
+
+/* Graph `seed`'s hvp and jvp against PyTorch's; the number of products
+ * that differ (each logged, naming the seed). */
+static int random_graph(const tl_npz *z, int seed, const char *json, size_t len)
+{
+    hcase h;
+    tl_tensor *v;
+    int64_t at;
+    load_random(z, seed, json, len, &h, &v, &at);
+    const tl_graph *g = h.g;
+    int ni = g->ninputs, no = g->noutputs, fails = 0;
     for (int jvp = 0; jvp < 2; jvp++) {
         int n = jvp ? no : ni;
         tl_tensor **d = calloc((size_t)(ni + no) + 1, sizeof *d);
@@ -464,7 +512,9 @@ static int random_graph(const tl_npz *z, int seed, const char *json, size_t len)
     return fails;
 }
 
-Test(hvp, random_graphs)
+/* Every random graph through check (the number of its failures): the
+ * number of graphs, and of those that failed in *bad. */
+static int each_random(int (*check)(const tl_npz *z, int seed, const char *json, size_t len), int *bad)
 {
     tl_status st = {0};
     tl_npz *z = tl_npz_open(RANDOM "values.npz", &st);
@@ -474,15 +524,65 @@ Test(hvp, random_graphs)
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
-    int seed = 0, fails = 0, bad = 0;
-    while ((len = getline(&line, &cap, f)) > 0) {
-        int k = random_graph(z, seed++, line, (size_t)len);
-        fails += k;
-        bad += k > 0;
-    }
+    int seed = 0;
+    *bad = 0;
+    while ((len = getline(&line, &cap, f)) > 0)
+        *bad += check(z, seed++, line, (size_t)len) > 0;
     free(line);
     fclose(f);
     tl_npz_close(z);
-    cr_expect(seed >= 300, "only %d graphs", seed);
-    cr_expect(fails == 0, "%d of %d random graphs differ from PyTorch (%d products)", bad, seed, fails);
+    return seed;
+}
+
+Test(hvp, random_graphs)
+{
+    int bad, count = each_random(random_graph, &bad);
+    cr_expect(count >= 300, "only %d graphs", count);
+    cr_expect(bad == 0, "%d of %d random graphs differ from PyTorch", bad, count);
+}
+
+/* On the test device (every kernel there, or some by CPU fallback), and
+ * plain grad from a run recorded twice: the CPU's bits. */
+static testdev_want random_want;
+
+static int random_bits(const tl_npz *z, int seed, const char *json, size_t len)
+{
+    hcase h;
+    tl_tensor *v;
+    int64_t at;
+    load_random(z, seed, json, len, &h, &v, &at);
+    int n = h.g->ninputs + h.g->noutputs, fails = 0;
+    tl_backend *dev = testdev_open(random_want);
+    for (int jvp = 0; jvp < 2; jvp++) {
+        tl_tensor **a = calloc((size_t)n + 1, sizeof *a), **b = calloc((size_t)n + 1, sizeof *b);
+        bool ok = products(&h, NULL, jvp, a) && products(&h, dev, jvp, b);
+        for (int i = 0; ok && i < n; i++)
+            if ((a[i] || b[i]) && !(a[i] && b[i] && tl_tensor_on_host(b[i]) && a[i]->numel == b[i]->numel &&
+                                   !memcmp(a[i]->data, b[i]->data, tl_tensor_bytes(a[i])))) {
+                cr_log_error("random graph seed %d: %s %d differs on the device", seed, jvp ? "jvp" : "hvp", i);
+                ok = false;
+            }
+        fails += !ok;
+        for (int i = 0; i < n; i++) {
+            tl_tensor_unref(a[i]);
+            tl_tensor_unref(b[i]);
+        }
+        free(a);
+        free(b);
+    }
+    testdev_close(dev); /* every buffer released */
+    tl_tensor_unref(v);
+    free_case(&h);
+    return fails;
+}
+
+Test(hvp, random_graphs_device_bits)
+{
+    int bad, count;
+    random_want = want_all;
+    count = each_random(random_bits, &bad);
+    cr_expect(bad == 0, "%d of %d random graphs differ between the CPU and the device", bad, count);
+    random_want = want_some;
+    count = each_random(random_bits, &bad);
+    cr_expect(bad == 0, "%d of %d random graphs differ between the CPU and the device (fallbacks)", bad, count);
 }
