@@ -7,6 +7,7 @@
 #include "backends/opdoc.h"
 #include "graph/graph.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +182,11 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, tl_ctx *cx, tl_
         tl_tensor_unref(g);
         for (int i = 0; i < e.nin; i++) {
             int v = e.in_var[i];
+            if (rc == TL_OK && gin[i] && v >= 0 && cx->check_finite) { /* as tl_tape_backward */
+                char what[48];
+                snprintf(what, sizeof what, "the gradient of argument %d", i + 1);
+                rc = tl_ctx_check_finite(cx, gin[i], what, st);
+            }
             if (rc == TL_OK && gin[i] && v >= 0)
                 rc = tl_tape_add_recorded(t, cx, &grads[v], &gvar[v], gin[i], gv[i], e.node, st);
             else
