@@ -381,22 +381,21 @@ static bool want_some(tl_opcode op, int n, const tl_dtype *in, tl_dtype out)
 
 static tl_backend *device;
 
-static void on_device(const tl_npz *z, const char *dir, const char *name, int *fails, int *count)
+/* The case's hvp and jvp on the CPU and on dev: how many of the two differ
+ * in any bit (each logged with what). */
+static int device_differs(hcase *h, tl_backend *dev, const char *what)
 {
-    (void)count;
-    hcase h;
-    load_case(z, dir, name, &h);
-    int n = h.g->ninputs + h.g->noutputs;
+    int n = h->g->ninputs + h->g->noutputs, fails = 0;
     for (int jvp = 0; jvp < 2; jvp++) {
         tl_tensor **a = calloc((size_t)n + 1, sizeof *a), **b = calloc((size_t)n + 1, sizeof *b);
-        bool ok = products(&h, NULL, jvp, a) && products(&h, device, jvp, b);
+        bool ok = products(h, NULL, jvp, a) && products(h, dev, jvp, b);
         for (int i = 0; ok && i < n; i++)
             if ((a[i] || b[i]) && !(a[i] && b[i] && tl_tensor_on_host(b[i]) && a[i]->numel == b[i]->numel &&
                                    !memcmp(a[i]->data, b[i]->data, tl_tensor_bytes(a[i])))) {
-                cr_log_error("%s/%s: %s %d differs on the device", dir, name, jvp ? "jvp" : "hvp", i);
+                cr_log_error("%s: %s %d differs on the device", what, jvp ? "jvp" : "hvp", i);
                 ok = false;
             }
-        *fails += !ok;
+        fails += !ok;
         for (int i = 0; i < n; i++) {
             tl_tensor_unref(a[i]);
             tl_tensor_unref(b[i]);
@@ -404,6 +403,17 @@ static void on_device(const tl_npz *z, const char *dir, const char *name, int *f
         free(a);
         free(b);
     }
+    return fails;
+}
+
+static void on_device(const tl_npz *z, const char *dir, const char *name, int *fails, int *count)
+{
+    (void)count;
+    hcase h;
+    load_case(z, dir, name, &h);
+    char what[240];
+    snprintf(what, sizeof what, "%s/%s", dir, name);
+    *fails += device_differs(&h, device, what);
     free_case(&h);
 }
 
@@ -551,25 +561,10 @@ static int random_bits(const tl_npz *z, int seed, const char *json, size_t len)
     tl_tensor *v;
     int64_t at;
     load_random(z, seed, json, len, &h, &v, &at);
-    int n = h.g->ninputs + h.g->noutputs, fails = 0;
+    char what[64];
+    snprintf(what, sizeof what, "random graph seed %d", seed);
     tl_backend *dev = testdev_open(random_want);
-    for (int jvp = 0; jvp < 2; jvp++) {
-        tl_tensor **a = calloc((size_t)n + 1, sizeof *a), **b = calloc((size_t)n + 1, sizeof *b);
-        bool ok = products(&h, NULL, jvp, a) && products(&h, dev, jvp, b);
-        for (int i = 0; ok && i < n; i++)
-            if ((a[i] || b[i]) && !(a[i] && b[i] && tl_tensor_on_host(b[i]) && a[i]->numel == b[i]->numel &&
-                                   !memcmp(a[i]->data, b[i]->data, tl_tensor_bytes(a[i])))) {
-                cr_log_error("random graph seed %d: %s %d differs on the device", seed, jvp ? "jvp" : "hvp", i);
-                ok = false;
-            }
-        fails += !ok;
-        for (int i = 0; i < n; i++) {
-            tl_tensor_unref(a[i]);
-            tl_tensor_unref(b[i]);
-        }
-        free(a);
-        free(b);
-    }
+    int fails = device_differs(&h, dev, what);
     testdev_close(dev); /* every buffer released */
     tl_tensor_unref(v);
     free_case(&h);

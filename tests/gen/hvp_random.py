@@ -24,11 +24,9 @@ References are those of hvpfix.py: the Hessian of <seed, outputs> times
 the tangents (double backward) and torch.autograd.functional.jvp.
 """
 
-import io
 import json
 import os
 import sys
-import zipfile
 
 import numpy as np
 import torch
@@ -546,20 +544,6 @@ def build(seed):
     return b, b.graph(outs), outs
 
 
-def npz_deflated(path, arrays):
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for key, arr in arrays.items():
-            info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            b = io.BytesIO()
-            np.lib.format.write_array(b, np.asarray(arr), allow_pickle=False)
-            zf.writestr(info, b.getvalue(), compresslevel=9)
-    with open(path, "wb") as f:
-        f.write(buf.getvalue())
-
-
 def main():
     os.makedirs(OUT, exist_ok=True)
     lines, data = [], {}
@@ -581,7 +565,7 @@ def main():
         lines.append(json.dumps(g, separators=(",", ":"), allow_nan=False))
     with open(os.path.join(OUT, "graphs.jsonl"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    npz_deflated(os.path.join(OUT, "values.npz"), data)
+    G.savez(os.path.join(OUT, "values.npz"), data, deflate=True)
     ops = {}
     for line in lines:
         for op in G.graph_ops(json.loads(line)["nodes"]):
