@@ -20,8 +20,10 @@ static int tangent_input(const tl_graph *g, tl_tensor *const *in, const char *sp
     char name[300];
     snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), spec);
     int k = n < 256 ? tl_graph_input_index(g, name) : -1;
+    char hint[400];
     if (k < 0)
-        *rc = (tl_fail(st, TL_EINPUT, "--tangent %s: not an input of the graph", name), cli_fail(st));
+        *rc = (tl_fail(st, TL_EINPUT, "--tangent %s: not an input of the graph%s", name,
+                       cli_input_hint(g, name, hint, sizeof hint)), cli_fail(st));
     else if (tl_dtype_is_int(in[k]->dtype))
         *rc = (tl_fail(st, TL_EINPUT, "--tangent %s: input \"%s\" is an index tensor (%s), which has no "
                        "tangent", name, name, tl_dtype_name(in[k]->dtype)), cli_fail(st));

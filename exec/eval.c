@@ -874,7 +874,7 @@ tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, 
         return st->code;
     for (int v = 0; v < nv; v++)
         r->gvar[v] = -1;
-    int64_t ops0 = r->cx.ops;
+    int64_t ops0 = r->cx.ops, nentries = r->tape.n;
     tl_code rc = TL_OK;
     for (int i = 0; i < r->noutputs && !rc; i++) {
         r->seed_var[i] = -1;
@@ -903,7 +903,7 @@ tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, 
     }
     r->cx.phase = 1;
     if (!rc)
-        rc = tl_tape_backward_recording(&r->tape, &r->cx, r->grad2, r->gvar, st);
+        rc = tl_tape_backward_recording(&r->tape, nentries, &r->cx, r->grad2, r->gvar, st);
     r->cx.phase = 0;
     for (int k = 0; k < r->ninputs && !rc; k++) {
         int v = r->in_var[k];

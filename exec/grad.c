@@ -374,12 +374,17 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         ga = op2(b, TL_OP_DIV, e->op == TL_OP_ASIN ? g : op1(b, TL_OP_NEG, g), d);
         break;
     }
-    case TL_OP_ATAN: ga = op2(b, TL_OP_DIV, g, op2(b, TL_OP_ADD, op1(b, TL_OP_SQUARE, x), num(b, x, 1))); break;
+    /* atan and acosh square x as x*x, as torch does: the same value, but
+     * its derivative g*x + g*x stays 0 where g is 0 and x beyond sqrt of
+     * the largest number (square's g*(2x) is 0*inf = NaN there; torch's
+     * asinh has square's) */
+    case TL_OP_ATAN: ga = op2(b, TL_OP_DIV, g, op2(b, TL_OP_ADD, op2(b, TL_OP_MUL, x, x), num(b, x, 1))); break;
     case TL_OP_ASINH: /* g/sqrt(x^2 + 1) */
     case TL_OP_ACOSH: /* g/sqrt(x^2 - 1) */
         ga = op2(b, TL_OP_DIV, g,
                  op1(b, TL_OP_SQRT, op2(b, e->op == TL_OP_ASINH ? TL_OP_ADD : TL_OP_SUB,
-                                        op1(b, TL_OP_SQUARE, x), num(b, x, 1))));
+                                        e->op == TL_OP_ASINH ? op1(b, TL_OP_SQUARE, x) : op2(b, TL_OP_MUL, x, x),
+                                        num(b, x, 1))));
         break;
     case TL_OP_ATANH: ga = op2(b, TL_OP_DIV, g, op2(b, TL_OP_SUB, num(b, x, 1), op1(b, TL_OP_SQUARE, x))); break;
     case TL_OP_CLAMP: { /* g where min <= x <= max */

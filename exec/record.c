@@ -7,6 +7,7 @@
 #include "backends/opdoc.h"
 #include "graph/graph.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,13 +139,14 @@ tl_code tl_tape_add_recorded(tl_tape *t, tl_ctx *cx, tl_tensor **slot, int *svar
     return TL_OK;
 }
 
-tl_code tl_tape_backward_recording(tl_tape *t, tl_ctx *cx, tl_tensor **grads, int *gvar, tl_status *st)
+tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, tl_ctx *cx, tl_tensor **grads, int *gvar,
+                                   tl_status *st)
 {
     rec r = {.base = {.op = rec_op, .num = rec_num, .twice = true}, .t = t, .cx = cx};
     tl_code rc = TL_OK;
     tl_tensor *gin_small[8], **gin = gin_small;
     int gv_small[8], *gv = gv_small;
-    for (int64_t k = t->n - 1; k >= 0 && !rc; k--) {
+    for (int64_t k = nentries - 1; k >= 0 && !rc; k--) {
         /* a copy: recording may move the entries */
         tl_entry e = t->e[k];
         if (e.nin <= TL_ENTRY_SMALL) {
@@ -181,6 +183,11 @@ tl_code tl_tape_backward_recording(tl_tape *t, tl_ctx *cx, tl_tensor **grads, in
         tl_tensor_unref(g);
         for (int i = 0; i < e.nin; i++) {
             int v = e.in_var[i];
+            if (rc == TL_OK && gin[i] && v >= 0 && cx->check_finite) { /* as tl_tape_backward */
+                char what[48];
+                snprintf(what, sizeof what, "the gradient of argument %d", i + 1);
+                rc = tl_ctx_check_finite(cx, gin[i], what, st);
+            }
             if (rc == TL_OK && gin[i] && v >= 0)
                 rc = tl_tape_add_recorded(t, cx, &grads[v], &gvar[v], gin[i], gv[i], e.node, st);
             else

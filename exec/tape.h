@@ -72,8 +72,12 @@ void tl_tape_free(tl_tape *t);
  * again (second derivatives).  The entries stay.  grads[nvars0] holds the
  * seeds on entry and the gradients on return, gvar[nvars0] their
  * variables (-1: a constant), for the variables nvars0 the tape had when
- * it began.  The tape must hold op entries only (no fast path). */
-tl_code tl_tape_backward_recording(tl_tape *t, tl_ctx *cx, tl_tensor **grads, int *gvar, tl_status *st);
+ * it began.  Only the first nentries entries (those of the forward run)
+ * are run backwards: sums of seeds recorded before the pass (an output
+ * given twice) are already in grads.  The tape must hold op entries only
+ * (no fast path). */
+tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, tl_ctx *cx, tl_tensor **grads, int *gvar,
+                                   tl_status *st);
 /* *slot += g (taking over g's reference), as a pullback adds gradients:
  * the first is taken as is; the sum is recorded on t (when t is not NULL
  * and either is a variable: *svar, gv) and *svar becomes its variable. */

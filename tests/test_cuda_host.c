@@ -587,7 +587,12 @@ Test(cuda_host, pools_match_their_formula)
         tl_tensor *x = filled(dt, nd, g.xs, &xv), *gr = filled(dt, nd, g.ys, &yv);
         int64_t S = prod(g.xs + 2, d), O = prod(g.ys + 2, d), K = prod(g.a.kernel, d);
         memcpy(g.ws + 2, g.a.kernel, sizeof(int64_t) * (size_t)d);
-        double *want = calloc((size_t)(gr->numel + x->numel), sizeof *want), *dx = want + gr->numel;
+        double *vv, *want = calloc((size_t)(2 * gr->numel + x->numel), sizeof *want), *dx = want + gr->numel;
+        double *picked = dx + x->numel;
+        tl_tensor *v = tl_tensor_new(dt, nd, g.xs, &st); /* distinct values, no draws */
+        vv = calloc((size_t)v->numel + 1, sizeof *vv);
+        for (int64_t i = 0; i < v->numel; i++)
+            tl_tensor_set(v, i, vv[i] = 0.25 * (double)i - 3);
         for (int64_t pl = 0; pl < g.n * g.cin; pl++)
             for (int64_t o = 0; o < O; o++) {
                 double best = -INFINITY, sum = 0;
@@ -623,6 +628,8 @@ Test(cuda_host, pools_match_their_formula)
                     }
                 else if (pick >= 0)
                     dx[pl * S + pick] += gv;
+                if (!avg) /* max_pool_pick(x, v): v at the pick */
+                    picked[pl * O + o] = pick >= 0 ? vv[pl * S + pick] : 0;
             }
         tl_tensor *got = tl_tensor_new(dt, nd, g.ys, &st);
         const tl_tensor *in[2] = {x, gr};
@@ -638,9 +645,17 @@ Test(cuda_host, pools_match_their_formula)
         }
         cr_assert_leq(worst_of(got, dx), 1e-6, "%s_grad, round %d", avg ? "avg_pool" : "max_pool", round);
         tl_tensor_unref(got);
+        if (!avg) { /* a copy: exact */
+            const tl_tensor *pin[2] = {x, v};
+            got = tl_tensor_new(dt, nd, g.ys, &st);
+            cr_assert(!twin_kernels(TL_OP_MAX_POOL_PICK, 2, pin, &g.a, got, &st), "%s", st.msg);
+            cr_assert_eq(worst_of(got, picked), 0, "max_pool_pick, round %d", round);
+            tl_tensor_unref(got);
+        }
         tl_tensor_unref(x);
         tl_tensor_unref(gr);
-        free(xv), free(yv), free(want);
+        tl_tensor_unref(v);
+        free(xv), free(yv), free(vv), free(want);
     }
 }
 
@@ -1004,6 +1019,44 @@ static int on_twin_if_map(const char *dir, const char *name)
     return strstr(name, "map") ? on_twin(dir, name) : 0;
 }
 
+/* Second derivatives through max_pool (padded, strided, dilated; f32 and
+ * f64) on the twin: its backward kernels, max_pool_pick among them, are
+ * checked as they run like every other op call. */
+static int second_on_twin(void)
+{
+    static const char *json =
+        "{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": ["
+        "{\"id\": \"a\", \"op\": \"sin\", \"args\": [\"x\"]},"
+        "{\"id\": \"p\", \"op\": \"max_pool\", \"args\": [\"a\"], \"kernel\": [2, 3], "
+        "\"stride\": [1, 2], \"padding\": 1, \"dilation\": [2, 1]},"
+        "{\"id\": \"y\", \"op\": \"square\", \"args\": [\"p\"]}], \"outputs\": \"y\"}";
+    tl_status st = {0};
+    tl_graph *g = tl_graph_parse(json, strlen(json), "pick.json", &st);
+    cr_assert(g, "%s", st.msg);
+    int bad = 0;
+    for (int f64 = 0; f64 < 2; f64++) {
+        int64_t shape[4] = {2, 3, 5, 6};
+        double *xv, *tv;
+        tl_tensor *x = filled(f64 ? TL_F64 : TL_F32, 4, shape, &xv), *t = filled(x->dtype, 4, shape, &tv);
+        tl_run_opts o = {.record = true, .twice = true, .backend = twin};
+        tl_result *r = NULL;
+        tl_tensor *grad = NULL, *h = NULL;
+        if (tl_run(g, &x, &o, &r, &st) || tl_result_pullback_recorded(r, NULL, false, &grad, &st) ||
+            tl_result_pullback_again(r, &t, &h, NULL, &st)) {
+            cr_log_error("hvp through max_pool on the twin: %s", st.msg);
+            bad = 1;
+        }
+        tl_result_free(r);
+        tl_tensor_unref(grad);
+        tl_tensor_unref(h);
+        tl_tensor_unref(x);
+        tl_tensor_unref(t);
+        free(xv), free(tv);
+    }
+    tl_graph_free(g);
+    return bad;
+}
+
 static void run_fixtures(checker check, int *fails, int *count)
 {
     const char *dirs[] = {"tests/fixtures/ops", "tests/fixtures/flow", "tests/fixtures/nn"};
@@ -1021,6 +1074,8 @@ static void run_fixtures(checker check, int *fails, int *count)
         *fails += f;
         *count += c;
     }
+    if (check == on_twin)
+        *fails += second_on_twin();
     twin_watch = NULL;
     testdev_close(twin); /* every buffer released */
 }

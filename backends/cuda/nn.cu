@@ -1,5 +1,5 @@
 // The layer ops of nn.md: convolutions (im2col and col2im around cuBLAS
-// gemms), pools and their gradients, batch_norm, layer_norm, group_norm
+// gemms), pools and their gradients (max_pool_pick too), batch_norm, layer_norm, group_norm
 // and layer_norm_grad, pad and pad_grad, resize and resize_grad,
 // scatter_add, argmax, argmin, cumsum, random_uniform, random_normal and
 // dropout.  nn.h holds what each thread computes and the drivers that
@@ -38,6 +38,7 @@ template <typename T> static tl_code launch_typed(cu_state *s, const cu_nnk *k, 
         NN_CASE(CU_NN_GTRANS)
         NN_CASE(CU_NN_MAXPOOL)
         NN_CASE(CU_NN_MAXGRAD)
+        NN_CASE(CU_NN_MAXPICK)
         NN_CASE(CU_NN_AVGPOOL)
         NN_CASE(CU_NN_AVGGRAD)
         NN_CASE(CU_NN_PADGRAD)

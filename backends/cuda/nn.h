@@ -47,6 +47,7 @@ enum {
     CU_NN_GTRANS,   /* gt [co][nb][pout] <- g [nb][co][pout] */
     CU_NN_MAXPOOL,  /* y [n][c][pout] and/or the picks idx (wide position, -1: none) */
     CU_NN_MAXGRAD,  /* dx [n][c][pin] <- g, idx */
+    CU_NN_MAXPICK,  /* y [n][c][pout] <- v [n][c][pin] at each window's pick of x (0: none) */
     CU_NN_AVGPOOL,  /* y [n][c][pout] */
     CU_NN_AVGGRAD,  /* dx [n][c][pin] <- g */
     CU_NN_PAD,      /* y <- x, any dtype (raw bits) */
@@ -72,6 +73,7 @@ typedef struct cu_nnk {
     const void *x, *b;     /* the operand (x, col, g), a bias (or NULL) */
     void *y;
     int64_t *idx;          /* MAXPOOL, MAXGRAD */
+    const void *v;         /* MAXPICK: the values picked, of x's shape */
     /* pad: any rank */
     int nd, es, mode;
     int64_t pshape[TL_MAXDIM], pout[TL_MAXDIM]; /* x's shape and y's */
@@ -492,7 +494,9 @@ CU_DEFINE_PARAMS(double, d)
                                                                                    \
     /* max_pool of narrow element e: the first maximum in row-major window         \
      * order, padding never; a NaN wins, the last of several. */                   \
-    TL_HD static inline void cu_maxpool_##SUF(const cu_nnk *k, int64_t e)          \
+    /* Window e's maximum (*best) and its wide position in the plane (-1:     \
+     * an empty window): the first NaN, else the first largest. */               \
+    TL_HD static inline int64_t cu_maxpick_at_##SUF(const cu_nnk *k, int64_t e, T *best_out) \
     {                                                                              \
         const cu_sp *g = &k->g;                                                    \
         int64_t p = e % g->pout, plane = e / g->pout, o[TL_MAXSP], t[TL_MAXSP];    \
@@ -517,10 +521,27 @@ CU_DEFINE_PARAMS(double, d)
                 pick = off;                                                        \
             }                                                                      \
         }                                                                          \
+        *best_out = best;                                                          \
+        return pick;                                                               \
+    }                                                                              \
+                                                                                   \
+    TL_HD static inline void cu_maxpool_##SUF(const cu_nnk *k, int64_t e)          \
+    {                                                                              \
+        T best;                                                                    \
+        int64_t pick = cu_maxpick_at_##SUF(k, e, &best);                           \
         if (k->y)                                                                  \
             ((T *)k->y)[e] = best;                                                 \
         if (k->idx)                                                                \
             k->idx[e] = pick;                                                      \
+    }                                                                              \
+                                                                                   \
+    /* max_pool_pick: v at window e's pick, as cpu_pool.c (0 for none). */        \
+    TL_HD static inline void cu_maxpick_##SUF(const cu_nnk *k, int64_t e)          \
+    {                                                                              \
+        T best;                                                                    \
+        int64_t pick = cu_maxpick_at_##SUF(k, e, &best);                           \
+        const T *v = (const T *)k->v + e / k->g.pout * k->g.pin;                   \
+        ((T *)k->y)[e] = pick >= 0 ? v[pick] : (T)0;                               \
     }                                                                              \
                                                                                    \
     /* The windows holding wide element e, in the CPU's order (cpu_pool.c):        \
@@ -720,6 +741,7 @@ CU_DEFINE_PARAMS(double, d)
         case CU_NN_GTRANS: cu_gtrans_##SUF(k, e); break;                           \
         case CU_NN_MAXPOOL: cu_maxpool_##SUF(k, e); break;                         \
         case CU_NN_MAXGRAD: cu_poolgrad_##SUF(k, e, false); break;                 \
+        case CU_NN_MAXPICK: cu_maxpick_##SUF(k, e); break;                         \
         case CU_NN_AVGPOOL: cu_avgpool_##SUF(k, e); break;                         \
         case CU_NN_AVGGRAD: cu_poolgrad_##SUF(k, e, true); break;                  \
         case CU_NN_PAD: cu_pad_element(k, e); break;                               \
@@ -1051,12 +1073,15 @@ static inline tl_code cu_conv_grad_w_run(const cu_nn_dev *dev, const tl_tensor *
 
 /* Pools: max_pool, avg_pool and their gradients.  max_pool_grad(x, g)
  * first finds every window's pick, then each input element sums the g of
- * the windows that picked it. */
+ * the windows that picked it; max_pool_pick(x, v) (its adjoint) reads v at
+ * each window's pick. */
 static inline tl_code cu_pool_run(const cu_nn_dev *dev, tl_opcode op, const tl_tensor *const *in,
                                   const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
     const tl_tensor *x = op == TL_OP_AVG_POOL_GRAD ? out : in[0];
-    const tl_tensor *y = op == TL_OP_MAX_POOL || op == TL_OP_AVG_POOL ? out : in[op == TL_OP_MAX_POOL_GRAD];
+    const tl_tensor *y = op == TL_OP_MAX_POOL || op == TL_OP_AVG_POOL || op == TL_OP_MAX_POOL_PICK
+                             ? out
+                             : in[op == TL_OP_MAX_POOL_GRAD];
     cu_sp g;
     cu_sp_init(&g, a, x->shape[0], x->shape[1], x->shape[1], x->shape + 2, y->shape + 2, a->kernel);
     for (int ax = 0; ax < g.d; ax++)
@@ -1080,6 +1105,11 @@ static inline tl_code cu_pool_run(const cu_nn_dev *dev, tl_opcode op, const tl_t
     case TL_OP_AVG_POOL_GRAD:
         k.op = CU_NN_AVGGRAD;
         k.x = in[0]->data;
+        return dev->launch(dev->ctx, out->dtype, &k, out->numel, st);
+    case TL_OP_MAX_POOL_PICK:
+        k.op = CU_NN_MAXPICK;
+        k.x = x->data;
+        k.v = in[1]->data;
         return dev->launch(dev->ctx, out->dtype, &k, out->numel, st);
     default: break;
     }

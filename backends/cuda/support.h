@@ -20,6 +20,7 @@ static inline bool cu_is_nn_op(tl_opcode op)
     case TL_OP_MAX_POOL:
     case TL_OP_AVG_POOL:
     case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_MAX_POOL_PICK:
     case TL_OP_AVG_POOL_GRAD:
     case TL_OP_PAD:
     case TL_OP_PAD_GRAD:
@@ -63,9 +64,6 @@ static inline bool cu_has_kernel(tl_opcode op)
     case TL_OP_ISINF:
     case TL_OP_FMOD:
     case TL_OP_MOD: return true;
-    /* the op without a CUDA kernel */
-    case TL_OP_MAX_POOL_PICK: /* second derivatives through max_pool: the CPU's kernel for now */
-        return false;
     default: return op < TL_OP_COUNT && (tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP);
     }
 }

@@ -24,6 +24,10 @@ each kernel family this CPU can run (from /proc/cpuinfo's flags; a family it
 cannot run dies of SIGILL, so those are never named), and their best counts.  The
 table names the kernels each line ran (OPENBLAS_VERBOSE=2's "Core: X").
 
+Second derivatives (tl hvp, tl jvp: the MLP's loss, the elementwise chain, the
+scalar recurrence) are timed against tl grad on the same graph and PyTorch's
+double backward or torch.autograd.functional.jvp, its compute alone.
+
     /usr/bin/python3 tests/bench/bench.py [--quick] [--tl ./tl] [--only WORKLOAD]
 """
 import argparse
@@ -341,7 +345,8 @@ def main():
     ap.add_argument("--tl", default=os.path.join(ROOT, "tl"))
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--only", choices=["chain", "map", "mlp", "recurrence", "resnet", "dwsep", "max_pool", "avg_pool",
-                                       "layer_norm", "resnet_threads", "resnet18_onnx", "tiny", "matmul", "load"],
+                                       "layer_norm", "resnet_threads", "resnet18_onnx", "tiny", "matmul", "load"] +
+                    list(SECOND_ROWS),
                     help="one workload")
     a = ap.parse_args()
     reps = 3 if a.quick else 7
@@ -441,6 +446,8 @@ def bench(tl, tmp, reps, only=None):
         resnet_threads(tl, tmp, g, reps, tl_env)
     if not only or only == "resnet18_onnx":
         resnet18_onnx(tl, tmp, reps, tl_env, envs, header=bool(only))
+    if not only or only in SECOND_ROWS:
+        second_order(tl, tmp, g, reps, tl_env, torch_ok, only)
     if only and only not in ("tiny", "matmul", "load"):
         return
     tiny_cmd = tl_cmd(tl, "grad", os.path.join(ROOT, "examples", "poly.json"), "x=2")
@@ -460,6 +467,99 @@ def bench(tl, tmp, reps, only=None):
         matmul(tl, tmp, g, reps, tl_env, envs)
     if not only or only == "load":
         load(tl, tmp, tl_env)
+
+
+# ---- second derivatives: tl hvp / tl jvp, against tl's own grad and PyTorch ----
+SECOND_ROWS = ("hvp_mlp", "jvp_chain", "hvp_recurrence")
+
+# PyTorch's side: the compute alone (median of reps steps after a warm-up), double backward for the hvps
+# (the gradient of <grad, v>) and torch.autograd.functional.jvp for the jvp.
+SECOND_CHILD = r'''
+import json, resource, sys, time
+import numpy as np
+import torch
+work, tmp, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if work == "hvp_mlp":
+    z, t = np.load(tmp + "/mlp.npz"), np.load(tmp + "/mlp_t.npz")
+    x = torch.from_numpy(z["x"])
+    ps0 = [torch.from_numpy(z[k]) for k in ["w1", "b1", "w2", "b2", "w3", "b3"]]
+    vs = [torch.from_numpy(t[k]) for k in ["w1", "b1", "w2", "b2", "w3", "b3"]]
+    def step():
+        w1, b1, w2, b2, w3, b3 = ps = [p.clone().requires_grad_() for p in ps0]
+        h = torch.tanh(x @ w1 + b1)
+        h = torch.tanh(h @ w2 + b2)
+        loss = torch.tanh(h @ w3 + b3).sum()
+        gs = torch.autograd.grad(loss, ps, create_graph=True)
+        return torch.autograd.grad(sum((g * v).sum() for g, v in zip(gs, vs)), ps)
+elif work == "jvp_chain":
+    x0, v = torch.from_numpy(np.load(tmp + "/x16m.npy")), torch.from_numpy(np.load(tmp + "/t16m.npy"))
+    def step():
+        return torch.autograd.functional.jvp(lambda x: torch.tanh(torch.exp(x) * 0.5 + x).sum(), x0, v)
+else:
+    def step():
+        x = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+        s = x
+        for _ in range(100000):
+            s = s * 0.999 + torch.sin(s) * 0.001
+        g, = torch.autograd.grad(s, x, create_graph=True)
+        return torch.autograd.grad(g, x)
+step()
+ts = []
+for _ in range(reps):
+    t0 = time.perf_counter()
+    step()
+    ts.append(time.perf_counter() - t0)
+print(json.dumps({"s": sorted(ts)[len(ts) // 2], "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+'''
+
+
+def second_order(tl, tmp, g, reps, tl_env, torch_ok, only=None):
+    """tl hvp and tl jvp, whole process, against tl grad on the same graph (whole process) and PyTorch's
+    compute alone: the MLP benchmark's loss (hvp in every weight's direction), the elementwise chain (jvp)
+    and the scalar recurrence (hvp)."""
+    rng = np.random.default_rng(20261202)
+    z = np.load(tmp + "/mlp.npz")
+    params = ["w1", "b1", "w2", "b2", "w3", "b3"]
+    np.savez(tmp + "/mlp_t.npz", **{k: rng.uniform(-1, 1, z[k].shape).astype(np.float32) for k in params})
+    np.save(tmp + "/t16m.npy", rng.uniform(-1, 1, 16 << 20).astype(np.float32))
+    tangents = [a for k in params for a in ("--tangent", "%s=%s/mlp_t.npz:%s" % (k, tmp, k))]
+    work = [
+        ("hvp of the MLP loss, 512x1024 f32", "hvp_mlp",
+         tl_cmd(tl, "hvp", g("mlp3.json"), "-i", tmp + "/mlp.npz", *tangents, "--wrt", ",".join(params),
+                "-o", tmp + "/h.npz"),
+         tl_cmd(tl, "grad", g("mlp3.json"), "-i", tmp + "/mlp.npz", "--wrt", ",".join(params), "-o", tmp + "/g.npz")),
+        ("jvp of the elementwise chain, 16M f32", "jvp_chain",
+         tl_cmd(tl, "jvp", g("chain.json"), "x=" + tmp + "/x16m.npy", "--tangent", "x=" + tmp + "/t16m.npy",
+                "-o", tmp + "/j.npz"),
+         tl_cmd(tl, "grad", g("chain.json"), "x=" + tmp + "/x16m.npy", "--only", "grad/x", "-o", tmp + "/g.npy")),
+        ("hvp of the scalar recurrence, 100k f64", "hvp_recurrence",
+         tl_cmd(tl, "hvp", g("recurrence.json"), "x=0.5", "--tangent", "x=1", "-o", tmp + "/h.npz"),
+         tl_cmd(tl, "grad", g("recurrence.json"), "x=0.5", "-o", tmp + "/g.npz")),
+    ]
+    rows = [w for w in work if not only or only == w[1]]
+    print("%-38s %10s %10s %8s %10s %8s %9s %9s" % ("second derivatives", "tl ms", "tl grad", "x grad",
+                                                     "torch ms", "ratio", "tl MiB", "torch MiB"))
+    for title, key, cmd, grad_cmd in rows:
+        n = reps if key != "hvp_recurrence" else max(3, reps // 2)
+        walls, grads = [], []
+        for _ in range(n):  # alternating: the same noise for both
+            walls.append(run_measured(cmd, tl_env)[0])
+            grads.append(run_measured(grad_cmd, tl_env)[0])
+        wall, gwall = median(walls), median(grads)
+        rss = max(peak_rss(cmd, tl_env) for _ in range(3))
+        tt = None
+        if torch_ok:
+            p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", SECOND_CHILD, key, tmp,
+                                str(3 if key == "hvp_recurrence" else reps)], capture_output=True, text=True,
+                               env=tl_env)
+            if p.returncode != 0:
+                sys.exit("bench: the PyTorch side of %s failed: %s" % (key, p.stderr))
+            tt = json.loads(p.stdout)
+            tt["rss"] = int([l for l in p.stderr.splitlines() if l.startswith("@@ ")][-1].split()[1]) / 1024
+        print("%-38s %10.1f %10.1f %7.2fx %10s %8s %9.1f %9s" % (
+            title, wall * 1e3, gwall * 1e3, wall / gwall, "%.1f" % (tt["s"] * 1e3) if tt else "-",
+            "%.2fx" % (tt["s"] / wall) if tt else "-", rss, "%.1f" % tt["rss"] if tt else "-"))
+    print("%-38s (x grad: tl's time over its own grad of the graph; ratio: PyTorch's compute over tl's process)" % "")
 
 
 def resnet_threads(tl, tmp, g, reps, tl_env):

@@ -769,13 +769,15 @@ def dump_json(v, ind=0):
     return json.dumps(v, allow_nan=False)
 
 
-def savez(path, arrays):
-    """np.savez (ZIP_STORED, zip64 entries) with a fixed entry timestamp."""
+def savez(path, arrays, deflate=False):
+    """np.savez (ZIP_STORED, zip64 entries; with deflate, np.savez_compressed)
+    with a fixed entry timestamp."""
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+    method = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+    with zipfile.ZipFile(buf, "w", method, allowZip64=True, compresslevel=9 if deflate else None) as zf:
         for key, arr in arrays.items():
             info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_STORED
+            info.compress_type = method
             info.external_attr = 0o644 << 16
             with zf.open(info, "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, np.asarray(arr), allow_pickle=False)
