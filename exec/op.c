@@ -276,6 +276,18 @@ static tl_tensor *on_cpu(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, 
     return out;
 }
 
+/* op's attributes (attrs, or the defaults) with what its shape rule
+ * fills in, and its result's type. */
+static tl_code result_type(tl_opcode op, int n, tl_tensor *const *in, const tl_attrs *attrs, tl_attrs *a,
+                           tl_shape *sh, tl_status *st)
+{
+    if (attrs)
+        *a = *attrs;
+    else
+        tl_attrs_init(a);
+    return tl_shape_infer(op, n, (const tl_tensor *const *)in, a, sh, st);
+}
+
 /* A fresh result is fresh memory, which on a virtual machine is mostly
  * its first-touch faults: a backward rule's last use of a cotangent
  * writes its result there instead. */
@@ -289,13 +301,9 @@ tl_tensor *tl_op_over(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, con
         can = (i == k || in[i] != t) && in[i]->data;
     tl_attrs a;
     tl_shape sh;
-    if (attrs)
-        a = *attrs;
-    else
-        tl_attrs_init(&a);
     if (!can)
         return tl_op(cx, op, n, in, attrs, st);
-    if (tl_shape_infer(op, n, (const tl_tensor *const *)in, &a, &sh, st))
+    if (result_type(op, n, in, attrs, &a, &sh, st))
         return NULL;
     if (sh.dtype != t->dtype || sh.ndim != t->ndim || memcmp(sh.dims, t->shape, sizeof(int64_t) * (size_t)t->ndim))
         return tl_op(cx, op, n, in, attrs, st);
@@ -309,11 +317,7 @@ tl_tensor *tl_op(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl
 {
     tl_attrs a;
     tl_shape sh;
-    if (attrs)
-        a = *attrs;
-    else
-        tl_attrs_init(&a);
-    if (tl_shape_infer(op, n, (const tl_tensor *const *)in, &a, &sh, st))
+    if (result_type(op, n, in, attrs, &a, &sh, st))
         return NULL;
     for (int i = 0; i < n; i++)
         if (!in[i]->data) /* a shape kept by the tape, read as if it had values */
