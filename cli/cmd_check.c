@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "exec/check.h"
+#include "graph/onnx.h"
 
 #define MAX_VARS 64
 
@@ -174,6 +175,51 @@ typedef struct looked {
     sizes z;
 } looked;
 
+/* An ONNX model's shapes are fixed when it is translated: the model
+ * translated for the types and tensors given (zeros of a type's shape),
+ * its declared shapes and defaults for the rest. */
+static tl_graph *model_for(int argc, char **argv, const char *path, bool outside, tl_status *st)
+{
+    tl_onnx_options o = {.allow_outside_files = outside};
+    tl_onnx_model *m = tl_onnx_open(path, &o, st);
+    tl_graph *sig = m ? tl_onnx_signature(m, st) : NULL, *g = NULL;
+    tl_tensor **in = sig ? calloc((size_t)sig->ninputs + 1, sizeof *in) : NULL;
+    bool ok = in != NULL;
+    if (sig && !in)
+        tl_fail(st, TL_ERUNTIME, "out of memory");
+    for (int i = 1; i < argc && ok; i++) {
+        const char *eq = strchr(argv[i], '=');
+        if (argv[i] == path || !eq || argv[i][0] == '-')
+            continue;
+        int n = (int)(eq - argv[i]);
+        char name[300], hint[400];
+        snprintf(name, sizeof name, "%.*s", n < 299 ? n : 299, argv[i]);
+        int k = n < 256 ? tl_graph_input_index(sig, name) : -1;
+        sizes z = {0};
+        tl_type t;
+        if (k < 0)
+            ok = !tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the model%s", path, name,
+                          cli_input_hint(sig, name, hint, sizeof hint));
+        else if (in[k])
+            continue; /* given twice: look's own pass says so */
+        else if (parse_spec(&z, eq + 1, &t, st))
+            ok = !st->code && (z.n == 0 || !tl_fail(st, TL_EINPUT, "input \"%s\": an ONNX model's shapes are "
+                                                   "fixed when it is loaded: give sizes (such as f32[8,3]), not "
+                                                   "size variables", name)) &&
+                 (in[k] = tl_tensor_zeros(t.dtype, t.ndim, t.dims, st)) != NULL;
+        else if (!(in[k] = cli_read_tensor(eq + 1, st)))
+            ok = (tl_wrap(st, "input \"%s\"", name), false);
+    }
+    if (ok)
+        g = tl_onnx_translate_declared(m, in, st);
+    for (int i = 0; in && i < sig->ninputs; i++)
+        tl_tensor_unref(in[i]);
+    free(in);
+    tl_graph_free(sig);
+    tl_onnx_free(m);
+    return g;
+}
+
 /* Loads the graph and the input types from the arguments. */
 static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st)
 {
@@ -195,7 +241,8 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
     if (!graph)
         return cli_usage("no graph file given: tl %s GRAPH [NAME=DTYPE[DIMS]]...", cmd);
     tl_graph_options go = {outside};
-    l->g = cli_load_graph(graph, &go, st);
+    l->g = !inlined && tl_onnx_is_model(graph) ? model_for(argc, argv, graph, outside, st)
+                                               : cli_load_graph(graph, &go, st);
     if (inlined)
         free(inlined), graph = NULL;
     if (!l->g)

@@ -4189,22 +4189,27 @@ static tl_tensor *declared(const tl_onnx_model *m, int i, tl_status *st)
     return tl_tensor_zeros(dt, (int)sh->n_dim, dims, st);
 }
 
-tl_graph *tl_onnx_load_declared(const char *path, const tl_onnx_options *o, tl_status *st)
+tl_graph *tl_onnx_translate_declared(tl_onnx_model *m, tl_tensor *const *given, tl_status *st)
 {
-    tl_onnx_model *m = tl_onnx_open(path, o, st);
-    if (!m)
-        return NULL;
     tl_tensor **in = tl_calloc((size_t)m->nin + 1, sizeof *in, "the inputs", st);
     tl_graph *g = NULL;
     bool ok = in != NULL;
     for (int i = 0; ok && i < m->nin; i++)
-        if (!(in[i] = tl_onnx_default(m, i)) && !(in[i] = declared(m, i, st)))
-            ok = (tl_wrap(st, "%s", path), false);
+        if (!(in[i] = given && given[i] ? tl_tensor_ref(given[i]) : tl_onnx_default(m, i)) &&
+            !(in[i] = declared(m, i, st)))
+            ok = (tl_wrap(st, "%s", m->path), false);
     if (ok)
         g = tl_onnx_translate(m, in, st);
     for (int i = 0; in && i < m->nin; i++)
         tl_tensor_unref(in[i]);
     free(in);
+    return g;
+}
+
+tl_graph *tl_onnx_load_declared(const char *path, const tl_onnx_options *o, tl_status *st)
+{
+    tl_onnx_model *m = tl_onnx_open(path, o, st);
+    tl_graph *g = m ? tl_onnx_translate_declared(m, NULL, st) : NULL;
     tl_onnx_free(m);
     return g;
 }

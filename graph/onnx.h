@@ -59,6 +59,9 @@ tl_graph *tl_onnx_translate(tl_onnx_model *m, tl_tensor *const *in, tl_status *s
  * tensors (tl check, dot, diff...).  A dynamic dim is an error asking for
  * the input. */
 tl_graph *tl_onnx_load_declared(const char *path, const tl_onnx_options *o, tl_status *st);
+/* The same for an open model, with the tensors given (NULL, or one per
+ * signature input: NULL where none is given) taken first. */
+tl_graph *tl_onnx_translate_declared(tl_onnx_model *m, tl_tensor *const *given, tl_status *st);
 
 /* Input i as the model declares it: zeros of its fixed shape (a dynamic
  * dim is an error asking for the input). */
