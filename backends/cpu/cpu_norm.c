@@ -248,7 +248,8 @@ static void norm_item(void *ctx, int64_t item)
     njob *j = ctx;
     size_t es = j->f32 ? sizeof(float) : sizeof(double);
     void *scratch = NULL;
-    if (j->op != TL_OP_BATCH_NORM && j->op != TL_OP_BATCH_NORM_GRAD && !(scratch = malloc(es * (size_t)j->len * 3 + 1))) {
+    bool elementwise = j->op == TL_OP_BATCH_NORM || j->op == TL_OP_BATCH_NORM_GRAD;
+    if (!elementwise && !(scratch = malloc(es * (size_t)j->len * 3 + 1))) {
         atomic_store(&j->oom, 1);
         return;
     }
