@@ -1019,39 +1019,37 @@ Test(errors, run_time_errors_are_placed_at_the_text)
     cr_expect(pos.line == 2 && pos.col == 9);
 }
 
+/* msg, an error of g's run, as tl_program_place leaves it: want */
+static void expect_placed(const tl_graph *g, const char *msg, const char *want, tl_srcpos *pos)
+{
+    tl_status st = {0};
+    tl_fail(&st, TL_EINPUT, "%s", msg);
+    tl_program_place(g, &st, pos);
+    cr_expect_str_eq(st.msg, want);
+}
+
 Test(errors, a_message_naming_no_node_stays_as_it_is)
 {
     tl_srcpos at, pos = {7, 7};
     tl_status st = {0};
     tl_graph *g = tl_program_load("x * 2", 5, "p.tl", NULL, &at, &st);
     cr_assert(g, "%s", st.msg);
-    tl_fail(&st, TL_EINPUT, "p.tl: missing input \"x\"");
-    tl_program_place(g, &st, &pos);
-    cr_expect_str_eq(st.msg, "p.tl: missing input \"x\"");
+    expect_placed(g, "p.tl: missing input \"x\"", "p.tl: missing input \"x\"", &pos);
     cr_expect(pos.line == 0 && pos.col == 0);
     /* a node of another name, or another graph's path: left alone */
-    tl_fail(&st, TL_EINPUT, "p.tl: node \"nope\" (mul): bad");
-    tl_program_place(g, &st, &pos);
-    cr_expect_str_eq(st.msg, "p.tl: node \"nope\" (mul): bad");
-    tl_fail(&st, TL_EINPUT, "q.tl: node \"out\" (mul): bad");
-    tl_program_place(g, &st, &pos);
-    cr_expect_str_eq(st.msg, "q.tl: node \"out\" (mul): bad");
+    expect_placed(g, "p.tl: node \"nope\" (mul): bad", "p.tl: node \"nope\" (mul): bad", &pos);
+    expect_placed(g, "q.tl: node \"out\" (mul): bad", "q.tl: node \"out\" (mul): bad", &pos);
     /* the forms the executor writes */
-    tl_fail(&st, TL_EINPUT, "p.tl: backward of node \"out\" (mul, inputs f64[2], f64[]): bad");
-    tl_program_place(g, &st, &pos);
-    cr_expect_str_eq(st.msg, "p.tl:1:3: backward of mul (inputs f64[2], f64[]): bad");
-    tl_fail(&st, TL_EINPUT, "p.tl: backward from node \"out\": bad");
-    tl_program_place(g, &st, &pos);
-    cr_expect_str_eq(st.msg, "p.tl:1:3: backward from the node: bad");
+    expect_placed(g, "p.tl: backward of node \"out\" (mul, inputs f64[2], f64[]): bad",
+                  "p.tl:1:3: backward of mul (inputs f64[2], f64[]): bad", &pos);
+    expect_placed(g, "p.tl: backward from node \"out\": bad", "p.tl:1:3: backward from the node: bad", &pos);
     tl_graph_free(g);
     /* a graph file has no text to point at */
     const char *json = "{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": [{\"id\": \"y\", \"op\": \"neg\", \"args\": [\"x\"]}], "
                        "\"outputs\": \"y\"}";
     g = tl_graph_parse(json, strlen(json), "g.json", &st);
     cr_assert(g && !g->source && !g->slot_pos, "%s", st.msg);
-    tl_fail(&st, TL_EINPUT, "g.json: node \"y\" (neg): bad");
-    tl_program_place(g, &st, &pos);
-    cr_expect_str_eq(st.msg, "g.json: node \"y\" (neg): bad");
+    expect_placed(g, "g.json: node \"y\" (neg): bad", "g.json: node \"y\" (neg): bad", &pos);
     tl_graph_free(g);
 }
 

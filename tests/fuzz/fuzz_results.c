@@ -21,14 +21,20 @@ static void check_error(const tl_status *st, const char *what)
         FUZZ_FAIL("%s failed with code %d, not TL_EINPUT: %s", what, (int)st->code, st->msg);
 }
 
+static FILE *memstream(char **buf, size_t *len)
+{
+    FILE *f = open_memstream(buf, len);
+    if (!f)
+        FUZZ_FAIL("open_memstream failed");
+    return f;
+}
+
 /* s in tl's json format: outputs by name, "grad/NAME" as grads. */
 static char *as_json(const tl_result_set *s, size_t *len)
 {
     char *buf = NULL;
-    FILE *f = open_memstream(&buf, len);
+    FILE *f = memstream(&buf, len);
     tl_status st = {0};
-    if (!f)
-        FUZZ_FAIL("open_memstream failed");
     for (int grads = 0; grads < 2; grads++) {
         fputs(grads ? "}, \"grads\": {" : "{\"device\": \"cpu\", \"outputs\": {", f);
         int k = 0;
@@ -52,10 +58,8 @@ static char *as_json(const tl_result_set *s, size_t *len)
 static char *as_text(const tl_result_set *s, size_t *len)
 {
     char *buf = NULL;
-    FILE *f = open_memstream(&buf, len);
+    FILE *f = memstream(&buf, len);
     tl_status st = {0};
-    if (!f)
-        FUZZ_FAIL("open_memstream failed");
     for (int i = 0; i < s->n; i++)
         if (tl_text_write(f, s->names[i], s->ts[i], true, &st))
             FUZZ_FAIL("writing text: %s", st.msg);
