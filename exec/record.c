@@ -147,12 +147,8 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, tl_ctx *cx, tl_
     tl_tensor *gin_small[8], **gin = gin_small;
     int gv_small[8], *gv = gv_small;
     for (int64_t k = nentries - 1; k >= 0 && !rc; k--) {
-        /* a copy: recording may move the entries */
-        tl_entry e = t->e[k];
-        if (e.nin <= TL_ENTRY_SMALL) {
-            e.in = e.small_in;
-            e.in_var = e.small_var;
-        }
+        /* a copy, its arrays still the entry's (entries never move) */
+        tl_entry e = *tl_tape_entry(t, k);
         if (e.custom) {
             rc = tl_fail(st, TL_ERUNTIME, "internal: a fast path's entry in a tape to differentiate twice");
             break;

@@ -16,8 +16,10 @@ static void release(tl_entry *e)
     for (int i = 0; i < e->nin; i++)
         tl_tensor_unref(e->in[i]);
     tl_tensor_unref(e->out);
-    free(e->own_attrs);
-    e->own_attrs = NULL;
+    if (e->owns_attrs)
+        free((void *)e->attrs);
+    e->owns_attrs = false;
+    e->attrs = NULL;
     if (e->in != e->small_in)
         free(e->in); /* a heap block holds both in and in_var */
     e->in_var = NULL;
@@ -36,30 +38,31 @@ static tl_tensor *keep(const tl_tape *tp, tl_tensor *t, bool read, tl_status *st
     return tl_tensor_stub(t, st);
 }
 
-/* Room for one more entry. */
+/* Room for one more entry: a new chunk when the last is full. */
 static tl_code grow(tl_tape *t, tl_status *st)
 {
     if (t->n < t->cap)
         return TL_OK;
-    int64_t cap = t->cap ? t->cap * 2 : 256;
-    char what[64];
-    snprintf(what, sizeof what, "the tape (%lld entries)", (long long)cap);
-    if (tl_budget_charge(t->budget, (cap - t->cap) * (int64_t)sizeof *t->e, what, st))
-        return st->code;
-    tl_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
-    if (!e) {
-        tl_budget_credit(t->budget, (cap - t->cap) * (int64_t)sizeof *t->e);
-        return tl_fail(st, TL_ERUNTIME, "out of memory growing the tape to %lld entries",
-                       (long long)cap);
+    int64_t c = t->cap >> TL_TAPE_CHUNK_BITS;
+    if (c == t->nchunk_cap) {
+        int64_t ncap = t->nchunk_cap ? 2 * t->nchunk_cap : 16;
+        tl_entry **a = realloc(t->chunk, sizeof *a * (size_t)ncap);
+        if (!a)
+            return tl_fail(st, TL_ERUNTIME, "out of memory growing the tape past %lld entries",
+                           (long long)t->cap);
+        t->chunk = a;
+        t->nchunk_cap = ncap;
     }
-    /* entries moved: re-point those whose arrays live inside them */
-    for (int64_t k = 0; k < t->n; k++)
-        if (e[k].nin && e[k].nin <= TL_ENTRY_SMALL) {
-            e[k].in = e[k].small_in;
-            e[k].in_var = e[k].small_var;
-        }
-    t->e = e;
-    t->cap = cap;
+    char what[64];
+    snprintf(what, sizeof what, "the tape (%lld entries)", (long long)(t->cap + TL_TAPE_CHUNK));
+    if (tl_budget_charge(t->budget, TL_TAPE_CHUNK * (int64_t)sizeof(tl_entry), what, st))
+        return st->code;
+    if (!(t->chunk[c] = malloc(sizeof(tl_entry) * (size_t)TL_TAPE_CHUNK))) {
+        tl_budget_credit(t->budget, TL_TAPE_CHUNK * (int64_t)sizeof(tl_entry));
+        return tl_fail(st, TL_ERUNTIME, "out of memory growing the tape past %lld entries",
+                       (long long)t->cap);
+    }
+    t->cap += TL_TAPE_CHUNK;
     return TL_OK;
 }
 
@@ -69,7 +72,7 @@ tl_code tl_tape_record_custom(tl_tape *t, tl_custom *c, const struct tl_node *no
         c->free(c);
         return st->code;
     }
-    t->e[t->n++] = (tl_entry){.op = TL_OP_COUNT, .out_var = -1, .node = node, .custom = c};
+    *tl_tape_entry(t, t->n++) = (tl_entry){.op = TL_OP_COUNT, .out_var = -1, .node = node, .custom = c};
     return TL_OK;
 }
 
@@ -78,7 +81,7 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
 {
     if (grow(t, st))
         return -1;
-    tl_entry *e = &t->e[t->n];
+    tl_entry *e = tl_tape_entry(t, t->n);
     void *block = NULL;
     tl_attrs *own = NULL;
     if (nin > TL_ENTRY_SMALL &&
@@ -96,7 +99,7 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
     e->op = op;
     e->nin = nin;
     e->attrs = own ? own : attrs;
-    e->own_attrs = own;
+    e->owns_attrs = own != NULL;
     e->node = node;
     e->custom = NULL;
     e->in = block ? block : e->small_in; /* nin pointers, then nin variable ids */
@@ -120,16 +123,18 @@ int tl_tape_record_copy(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in,
                         tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st)
 {
     int v = tl_tape_record(t, op, nin, in, in_var, out, attrs, node, st);
-    tl_entry *e = v >= 0 ? &t->e[t->n - 1] : NULL;
-    if (!e || !attrs || e->own_attrs)
+    tl_entry *e = v >= 0 ? tl_tape_entry(t, t->n - 1) : NULL;
+    if (!e || !attrs || e->owns_attrs)
         return v;
-    if (!(e->own_attrs = tl_malloc(1, sizeof *e->own_attrs, "a tape entry", st))) {
+    tl_attrs *own = tl_malloc(1, sizeof *own, "a tape entry", st);
+    if (!own) {
         release(e);
         t->n--;
         return -1;
     }
-    *e->own_attrs = *attrs;
-    e->attrs = e->own_attrs;
+    *own = *attrs;
+    e->attrs = own;
+    e->owns_attrs = true;
     return v;
 }
 
@@ -165,7 +170,7 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
 {
     tl_tensor *gin_small[8], **gin = gin_small;
     for (int64_t k = t->n - 1; k >= 0; k--) {
-        tl_entry *e = &t->e[k];
+        tl_entry *e = tl_tape_entry(t, k);
         if (e->custom) { /* reads and writes the gradients itself */
             tl_code rc = e->custom->backward(e->custom, cx, grads, st);
             release(e);
@@ -220,9 +225,11 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
 void tl_tape_free(tl_tape *t)
 {
     for (int64_t k = 0; k < t->n; k++)
-        release(&t->e[k]);
-    free(t->e);
-    tl_budget_credit(t->budget, t->cap * (int64_t)sizeof *t->e);
+        release(tl_tape_entry(t, k));
+    for (int64_t c = 0; c < t->cap >> TL_TAPE_CHUNK_BITS; c++)
+        free(t->chunk[c]);
+    free(t->chunk);
+    tl_budget_credit(t->budget, t->cap * (int64_t)sizeof(tl_entry));
     tl_budget *b = t->budget;
     int64_t below = t->keep_below;
     memset(t, 0, sizeof *t);

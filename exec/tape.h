@@ -18,14 +18,16 @@ typedef struct tl_custom {
     void (*free)(struct tl_custom *c);
 } tl_custom;
 
-#define TL_ENTRY_SMALL 3
+#define TL_ENTRY_SMALL 2
 
+/* 88 bytes: a long recording holds millions. */
 typedef struct tl_entry {
     tl_opcode op;
     int nin;
     int out_var;
-    const tl_attrs *attrs; /* owned by the graph (or own_attrs); NULL: defaults */
-    tl_attrs *own_attrs;   /* dropout's: a copy with the node's place (its key), owned */
+    bool owns_attrs;       /* attrs is a copy the entry owns (dropout's, with the node's place;
+                            * a recorded rule's) */
+    const tl_attrs *attrs; /* owned by the graph (or the entry); NULL: defaults */
     const struct tl_node *node; /* the graph node recorded, for messages */
     tl_custom *custom;          /* in place of one op: a fast path's entry; owned */
     tl_tensor *out;
@@ -36,13 +38,26 @@ typedef struct tl_entry {
     tl_tensor *small_in[TL_ENTRY_SMALL];
 } tl_entry;
 
+/* The entries live in chunks of TL_TAPE_CHUNK that never move: a long
+ * recording grows by one chunk at a time, with no copy of what it holds
+ * (a doubling array copied and re-faulted its whole past at each step). */
+#define TL_TAPE_CHUNK_BITS 10
+#define TL_TAPE_CHUNK ((int64_t)1 << TL_TAPE_CHUNK_BITS)
+
 typedef struct tl_tape {
-    tl_entry *e;
-    int64_t n, cap;
+    tl_entry **chunk;
+    int64_t n, cap;     /* entries recorded; entries in the chunks made */
+    int64_t nchunk_cap; /* room in chunk[] */
     int nvars;
-    tl_budget *budget; /* the entry array is charged here (not owned) */
+    tl_budget *budget; /* the chunks are charged here (not owned) */
     int64_t keep_below; /* tensors under this many bytes are kept whole */
 } tl_tape;
+
+/* Entry k (0 <= k < t->n); its address stays while the tape lives. */
+static inline tl_entry *tl_tape_entry(const tl_tape *t, int64_t k)
+{
+    return &t->chunk[k >> TL_TAPE_CHUNK_BITS][k & (TL_TAPE_CHUNK - 1)];
+}
 
 /* A fresh variable id (inputs that are differentiated get one). */
 int tl_tape_new_var(tl_tape *t);
