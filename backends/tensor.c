@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,7 +95,8 @@ bool tl_same_shape(const tl_tensor *a, const tl_tensor *b)
  * kernels), small data right after the header (scalars of a long iterate
  * stay small). */
 #define TL_DATA_OFFSET ((sizeof(tl_tensor) + 63) & ~(size_t)63)
-#define TL_SMALL_OFFSET ((sizeof(tl_tensor) + 15) & ~(size_t)15)
+/* a small tensor's data: after its ndim sizes, at a 16-byte boundary */
+#define TL_SMALL_OFFSET(ndim) ((offsetof(tl_tensor, shape) + 8 * (size_t)(ndim) + 15) & ~(size_t)15)
 #define TL_SMALL_BYTES 256
 #define TL_HUGE_BYTES ((size_t)2 << 20)
 
@@ -158,12 +160,12 @@ tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status 
 
 /* What a tensor of `bytes` data costs: header, data and alignment padding
  * (what a budget is charged, so the limit bounds the real footprint). */
-static int64_t footprint(size_t bytes)
+static int64_t footprint(size_t bytes, int ndim)
 {
     if (bytes > ((size_t)1 << 62))
         return INT64_MAX; /* more than any budget: refused, never wrapped */
     if (bytes < TL_SMALL_BYTES)
-        return (int64_t)(TL_SMALL_OFFSET + bytes + 16); /* + malloc's own header */
+        return (int64_t)(TL_SMALL_OFFSET(ndim) + bytes + 16); /* + malloc's own header */
     size_t align = bytes >= TL_HUGE_BYTES ? TL_HUGE_BYTES : 64;
     return (int64_t)((TL_DATA_OFFSET + bytes + align - 1) & ~(align - 1));
 }
@@ -203,8 +205,96 @@ static void *pool_take(size_t size)
     return p;
 }
 
+/* Blocks of TINY_BYTES (a 0-d tensor: its header and up to 16 bytes of
+ * data) come from a free list of each thread, cut from slabs that live
+ * as long as the process: a long recorded iterate makes and frees
+ * millions of scalars, and malloc's bins cost ten times the list's
+ * instructions a pair.  Under AddressSanitizer or valgrind they are
+ * malloc's, so those still see every use after free. */
+#define TINY_BYTES 96
+#define TINY_SLAB ((size_t)64 << 10)
+#if defined(__SANITIZE_ADDRESS__)
+#define TINY_OFF() true
+#elif defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define TINY_OFF() RUNNING_ON_VALGRIND
+#endif
+#endif
+#ifndef TINY_OFF
+#define TINY_OFF() false
+#endif
+
+static _Thread_local void *tiny_free;          /* a block's first word: the next */
+static _Thread_local char *tiny_next, *tiny_end; /* the rest of this thread's slab */
+static struct {
+    pthread_mutex_t lock;
+    void **slab; /* every slab, so they stay reachable */
+    size_t n, cap;
+} slabs = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *new_slab(void)
+{
+    void *s = malloc(TINY_SLAB);
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&slabs.lock);
+    if (slabs.n == slabs.cap) {
+        size_t cap = slabs.cap ? 2 * slabs.cap : 64;
+        void **a = realloc(slabs.slab, sizeof *a * cap);
+        if (a) {
+            slabs.slab = a;
+            slabs.cap = cap;
+        }
+    }
+    bool kept = slabs.n < slabs.cap;
+    if (kept)
+        slabs.slab[slabs.n++] = s;
+    pthread_mutex_unlock(&slabs.lock);
+    if (!kept) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void *tiny_take(void)
+{
+    if (TINY_OFF())
+        return malloc(TINY_BYTES);
+    void *p = tiny_free;
+    if (p) {
+        tiny_free = *(void **)p;
+        return p;
+    }
+    if (tiny_end - tiny_next < TINY_BYTES) {
+        char *s = new_slab();
+        if (!s)
+            return NULL;
+        tiny_next = s;
+        tiny_end = s + TINY_SLAB;
+    }
+    p = tiny_next;
+    tiny_next += TINY_BYTES;
+    return p;
+}
+
+static void tiny_give(void *p)
+{
+    if (TINY_OFF()) {
+        free(p);
+        return;
+    }
+    *(void **)p = tiny_free;
+    tiny_free = p;
+}
+
 static void pool_give(void *p, size_t size)
 {
+    if (size <= TINY_BYTES) {
+        tiny_give(p);
+        return;
+    }
     if (size >= POOL_MIN) {
         pthread_mutex_lock(&pool.lock);
         bool kept = pool.n < POOL_SLOTS && pool.bytes + size <= POOL_BYTES;
@@ -231,10 +321,10 @@ void tl_tensor_release_cache(void)
 }
 
 /* The size of the block that holds a host tensor of `bytes` data. */
-static size_t block_size(size_t bytes)
+static size_t block_size(size_t bytes, int ndim)
 {
     if (bytes < TL_SMALL_BYTES)
-        return TL_SMALL_OFFSET + bytes;
+        return TL_SMALL_OFFSET(ndim) + bytes;
     size_t align = bytes >= TL_HUGE_BYTES ? TL_HUGE_BYTES : 64, total = TL_DATA_OFFSET + bytes;
     return (total + align - 1) & ~(align - 1);
 }
@@ -246,7 +336,7 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
     if (tl_shape_numel(ndim, shape, &n, st))
         return NULL;
     size_t bytes = (size_t)n * tl_dtype_size(dt);
-    int64_t cost = footprint(bytes);
+    int64_t cost = footprint(bytes, ndim);
     if (budget && budget->limit && cost > budget->limit - budget->live) {
         char d[96], what[128]; /* the message is built only on failure: this is a hot path */
         snprintf(what, sizeof what, "a tensor %s", tl_shape_desc(dt, ndim, shape, d, sizeof d));
@@ -262,8 +352,8 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
     if (budget && tl_budget_charge(budget, cost, NULL, st))
         return NULL;
     bool small = bytes < TL_SMALL_BYTES, huge = bytes >= TL_HUGE_BYTES;
-    size_t align = huge ? TL_HUGE_BYTES : 64, size = block_size(bytes);
-    tl_tensor *t = small ? malloc(size) : pool_take(size);
+    size_t align = huge ? TL_HUGE_BYTES : 64, size = block_size(bytes, ndim);
+    tl_tensor *t = size <= TINY_BYTES ? tiny_take() : small ? malloc(size) : pool_take(size);
     /* No MADV_HUGEPAGE: where the kernel defragments on a fault in an
      * madvised region (defrag=madvise, the Debian default), a first touch
      * of cold memory cost 4x what plain 4 KiB faults cost (measured: 512
@@ -296,11 +386,12 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
     t->dtype = dt;
     t->device = (tl_device){TL_DEV_CPU, 0};
     t->ndim = ndim;
-    memset(t->shape, 0, sizeof t->shape);
     if (ndim)
         memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    if (!small) /* a whole header: its unused sizes zero */
+        memset(t->shape + ndim, 0, sizeof(int64_t) * (size_t)(TL_MAXDIM - ndim));
     t->numel = n;
-    t->data = (char *)t + (small ? TL_SMALL_OFFSET : TL_DATA_OFFSET);
+    t->data = (char *)t + (small ? TL_SMALL_OFFSET(ndim) : TL_DATA_OFFSET);
     return t;
 }
 
@@ -313,7 +404,7 @@ tl_tensor *tl_tensor_new_on(tl_budget *budget, const tl_backend *be, tl_dtype dt
     if (tl_shape_numel(ndim, shape, &n, st))
         return NULL;
     size_t bytes = (size_t)n * tl_dtype_size(dt);
-    int64_t cost = footprint(bytes);
+    int64_t cost = footprint(bytes, ndim);
     char d[96], what[128];
     snprintf(what, sizeof what, "a tensor %s on %s", tl_shape_desc(dt, ndim, shape, d, sizeof d),
              be->name);
@@ -370,11 +461,17 @@ tl_tensor *tl_tensor_view(tl_tensor *t, int ndim, const int64_t *shape, tl_statu
     return v;
 }
 
+void tl_tensor_copy_header(tl_tensor *dst, const tl_tensor *t)
+{
+    memcpy(dst, t, offsetof(tl_tensor, shape) + sizeof(int64_t) * (size_t)t->ndim);
+    memset(dst->shape + t->ndim, 0, sizeof(int64_t) * (size_t)(TL_MAXDIM - t->ndim));
+}
+
 tl_tensor *tl_tensor_stub(const tl_tensor *t, tl_status *st)
 {
     tl_tensor *s = tl_malloc(1, sizeof *s, "a tensor header", st);
     if (s) {
-        *s = *t;
+        tl_tensor_copy_header(s, t);
         s->refs = 1;
         s->budget = NULL;
         s->home = NULL;
@@ -427,7 +524,7 @@ void tl_tensor_unref(tl_tensor *t)
         return;
     }
     if (t->budget) {
-        tl_budget_credit(t->budget, footprint((size_t)t->numel * tl_dtype_size(t->dtype)));
+        tl_budget_credit(t->budget, footprint((size_t)t->numel * tl_dtype_size(t->dtype), t->ndim));
         tl_budget_unref(t->budget);
     }
     if (t->home)
@@ -437,7 +534,7 @@ void tl_tensor_unref(tl_tensor *t)
     if (t->home || t->map || !t->data) /* a device tensor's or mapped tensor's header, or a stub */
         free(t);
     else /* host data lives in the same block */
-        pool_give(t, block_size((size_t)t->numel * tl_dtype_size(t->dtype)));
+        pool_give(t, block_size((size_t)t->numel * tl_dtype_size(t->dtype), t->ndim));
 }
 
 double tl_tensor_get(const tl_tensor *t, int64_t i)

@@ -47,14 +47,18 @@ void tl_budget_credit(tl_budget *b, int64_t bytes);
 
 struct tl_backend;
 
+/* The shape comes last: a small host tensor's header ends after
+ * shape[ndim - 1], its data right behind (a scalar costs 96 bytes, not
+ * 232: a long recorded iterate holds millions of them).  So a header is
+ * never copied as a whole struct: tl_tensor_copy_header copies what a
+ * tensor has. */
 typedef struct tl_tensor {
     int refs;
+    tl_dtype dtype;
     tl_budget *budget; /* charged for data bytes; NULL: none */
     const struct tl_backend *home; /* the device holding the data; NULL: host */
-    tl_dtype dtype;
     tl_device device;
     int ndim;
-    int64_t shape[TL_MAXDIM];
     int64_t numel;
     void *data; /* numel * tl_dtype_size(dtype) bytes, at least 1 */
     /* host data inside a private mapping of a file (tl_tensor_map), which
@@ -64,7 +68,12 @@ typedef struct tl_tensor {
     /* a view: the data is base's (reshaped), which it holds a reference
      * to; NULL: its own */
     struct tl_tensor *base;
+    int64_t shape[TL_MAXDIM]; /* [ndim] of them exist (see above) */
 } tl_tensor;
+
+/* Copies t's header (its ndim sizes, not TL_MAXDIM) over *dst, a whole
+ * tl_tensor. */
+void tl_tensor_copy_header(tl_tensor *dst, const tl_tensor *t);
 
 size_t tl_dtype_size(tl_dtype dt);
 const char *tl_dtype_name(tl_dtype dt); /* "f32", "f64", "i32", "i64" */

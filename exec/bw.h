@@ -12,9 +12,10 @@ typedef struct bw {
     tl_ctx *cx;
     tl_grad_recorder *rec; /* non-NULL: ops are recorded, not run */
     tl_status *st;
-    tl_tensor **tmp;
+    tl_tensor **tmp; /* the rule's temporaries: first in small, then on the heap */
     int ntmp, cap;
     bool failed;
+    tl_tensor *small[16];
 } bw;
 
 /* op(in[0..n-1]) with attributes a (NULL: defaults). */

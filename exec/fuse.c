@@ -103,7 +103,7 @@ static int take_tensor(tl_eval *ev, tl_fused *f, const tl_arg *a, int64_t min, b
             return -1;
         f->dt = t->dtype;
         f->ndim = t->ndim;
-        memcpy(f->shape, t->shape, sizeof f->shape);
+        memcpy(f->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
     }
     bool full = t->dtype == f->dt && t->ndim == f->ndim &&
                 !memcmp(t->shape, f->shape, sizeof(int64_t) * (size_t)f->ndim);

@@ -16,8 +16,11 @@ static tl_tensor *keep(bw *b, tl_tensor *t)
         return NULL;
     }
     if (b->ntmp == b->cap) {
-        int cap = b->cap ? 2 * b->cap : 32;
-        tl_tensor **p = realloc(b->tmp, sizeof *p * (size_t)cap);
+        int cap = 2 * b->cap;
+        tl_tensor **p = b->tmp == b->small ? malloc(sizeof *p * (size_t)cap)
+                                           : realloc(b->tmp, sizeof *p * (size_t)cap);
+        if (p && b->tmp == b->small)
+            memcpy(p, b->small, sizeof b->small);
         if (!p) {
             tl_fail(b->st, TL_ERUNTIME, "out of memory in a backward rule");
             tl_tensor_unref(t);
@@ -106,7 +109,7 @@ static tl_tensor *sum_to(bw *b, tl_tensor *g, const tl_tensor *x)
 static tl_tensor *keepdims(bw *b, tl_tensor *g, const tl_tensor *x, const tl_attrs *a)
 {
     int64_t shape[TL_MAXDIM];
-    memcpy(shape, x->shape, sizeof shape);
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     for (int i = 0; i < a->naxes; i++)
         shape[a->axes[i]] = 1;
     return reshape(b, g, x->ndim, shape);
@@ -471,7 +474,7 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
                                             [TL_OP_GATHER] = TL_OP_GATHER_GRAD};
         tl_attrs s = *a;
         s.nshape = x->ndim;
-        memcpy(s.shape, x->shape, sizeof s.shape);
+        memcpy(s.shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
         tl_tensor *in[2] = {g, w};
         ga = call(b, scatter[e->op], e->nin, in, &s);
         break;
@@ -625,29 +628,33 @@ tl_code tl_grad_rule(tl_ctx *cx, const tl_entry *e, tl_tensor *g, tl_tensor **gi
 tl_code tl_grad_rule_with(tl_ctx *cx, tl_grad_recorder *rec, const tl_entry *e, tl_tensor *g,
                           tl_tensor **gin, tl_status *st)
 {
-    bw b = {cx, rec, st, NULL, 0, 0, false};
+    bw b = {.cx = cx, .rec = rec, .st = st, .cap = (int)(sizeof b.small / sizeof *b.small)};
+    b.tmp = b.small;
     tl_attrs a;
+    const tl_attrs *use = e->attrs ? e->attrs : &tl_attrs_default;
     tl_shape sh;
-    if (e->attrs)
-        a = *e->attrs;
-    else
-        tl_attrs_init(&a);
-    /* the attributes as the forward saw them, after normalisation */
-    if (tl_shape_infer(e->op, e->nin, (const tl_tensor *const *)e->in, &a, &sh, st))
-        return st->code;
+    /* the attributes as the forward saw them, after normalisation (none
+     * for the elementwise ops, the most common by far) */
+    if (!tl_shape_reads_no_attrs(e->op)) {
+        a = *use;
+        if (tl_shape_infer(e->op, e->nin, (const tl_tensor *const *)e->in, &a, &sh, st))
+            return st->code;
+        use = &a;
+    }
     bool small[16] = {false}, *want = e->nin <= 16 ? small : tl_malloc((size_t)e->nin, 1, "a mask", st);
     if (!want)
         return st->code;
     for (int i = 0; i < e->nin; i++)
         want[i] = e->in_var[i] >= 0;
-    rule(&b, e, &a, want, g, gin);
+    rule(&b, e, use, want, g, gin);
     if (want != small)
         free(want);
     for (int i = 0; i < e->nin; i++)
         gin[i] = b.failed ? NULL : tl_tensor_ref(gin[i]);
     for (int i = 0; i < b.ntmp; i++)
         tl_tensor_unref(b.tmp[i]);
-    free(b.tmp);
+    if (b.tmp != b.small)
+        free(b.tmp);
     if (b.failed)
         return st->code ? st->code : tl_fail(st, TL_ERUNTIME, "internal: backward rule failed");
     return TL_OK;

@@ -165,8 +165,31 @@ tl_tensor *tl_bw_prod_others(bw *b, tl_tensor *x2, tl_tensor *g1)
     return bw_op2(b, TL_OP_MUL, bw_reshape(b, g1, 2, (int64_t[]){outer, 1}), pe);
 }
 
+/* The ops tl_rule_twice has a rule for (the rest: false at once, before
+ * an attribute record is copied: most calls are for other ops). */
+static bool has_twice_rule(tl_opcode op)
+{
+    switch (op) {
+    case TL_OP_SLICE_GRAD:
+    case TL_OP_TAKE_GRAD:
+    case TL_OP_GATHER_GRAD:
+    case TL_OP_RELU_GRAD:
+    case TL_OP_GELU_GRAD:
+    case TL_OP_AVG_POOL_GRAD:
+    case TL_OP_PAD_GRAD:
+    case TL_OP_RESIZE_GRAD:
+    case TL_OP_CONV_GRAD_W:
+    case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_MAX_POOL_PICK:
+    case TL_OP_LAYER_NORM: return true;
+    default: return false;
+    }
+}
+
 bool tl_rule_twice(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, tl_tensor *g, tl_tensor **out)
 {
+    if (!has_twice_rule(e->op))
+        return false;
     tl_attrs s = forward_attrs(a);
     switch (e->op) {
     case TL_OP_SLICE_GRAD: /* a scatter into zeros: its adjoint is the slice */

@@ -22,7 +22,8 @@ static void set_like(tl_shape *out, const tl_tensor *t)
 {
     out->dtype = t->dtype;
     out->ndim = t->ndim;
-    memcpy(out->dims, t->shape, sizeof out->dims);
+    memcpy(out->dims, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    memset(out->dims + t->ndim, 0, sizeof(int64_t) * (size_t)(TL_MAXDIM - t->ndim));
 }
 
 /* idx has x's rank and x's sizes except on the axis; src has idx's shape

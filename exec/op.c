@@ -277,14 +277,21 @@ static tl_tensor *on_cpu(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, 
 }
 
 /* op's attributes (attrs, or the defaults) with what its shape rule
- * fills in, and its result's type. */
+ * fills in, in *a, and its result's type; *use: the record to run with
+ * (a, or attrs as they are where the shape rule reads none: an
+ * elementwise op on scalars costs less than copying a record). */
 static tl_code result_type(tl_opcode op, int n, tl_tensor *const *in, const tl_attrs *attrs, tl_attrs *a,
-                           tl_shape *sh, tl_status *st)
+                           const tl_attrs **use, tl_shape *sh, tl_status *st)
 {
+    if (tl_shape_reads_no_attrs(op)) {
+        *use = attrs ? attrs : &tl_attrs_default;
+        return tl_shape_infer(op, n, (const tl_tensor *const *)in, NULL, sh, st);
+    }
     if (attrs)
         *a = *attrs;
     else
         tl_attrs_init(a);
+    *use = a;
     return tl_shape_infer(op, n, (const tl_tensor *const *)in, a, sh, st);
 }
 
@@ -300,14 +307,15 @@ tl_tensor *tl_op_over(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, con
     for (int i = 0; i < n && can; i++)
         can = (i == k || in[i] != t) && in[i]->data;
     tl_attrs a;
+    const tl_attrs *use;
     tl_shape sh;
     if (!can)
         return tl_op(cx, op, n, in, attrs, st);
-    if (result_type(op, n, in, attrs, &a, &sh, st))
+    if (result_type(op, n, in, attrs, &a, &use, &sh, st))
         return NULL;
     if (sh.dtype != t->dtype || sh.ndim != t->ndim || memcmp(sh.dims, t->shape, sizeof(int64_t) * (size_t)t->ndim))
         return tl_op(cx, op, n, in, attrs, st);
-    if (run_kernel(cx, &tl_cpu_backend, op, n, in, &a, t, st))
+    if (run_kernel(cx, &tl_cpu_backend, op, n, in, use, t, st))
         return NULL;
     return tl_tensor_ref(t);
 }
@@ -316,8 +324,9 @@ tl_tensor *tl_op(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl
                  tl_status *st)
 {
     tl_attrs a;
+    const tl_attrs *use;
     tl_shape sh;
-    if (result_type(op, n, in, attrs, &a, &sh, st))
+    if (result_type(op, n, in, attrs, &a, &use, &sh, st))
         return NULL;
     for (int i = 0; i < n; i++)
         if (!in[i]->data) /* a shape kept by the tape, read as if it had values */
@@ -331,7 +340,7 @@ tl_tensor *tl_op(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl
         return tl_tensor_view(in[0], sh.ndim, sh.dims, st);
     }
     if (!tl_backend_is_device(be))
-        return on_cpu(cx, op, n, in, &a, &sh, st);
+        return on_cpu(cx, op, n, in, use, &sh, st);
     tl_dtype small[8], *dts = n <= 8 ? small : tl_malloc((size_t)n, sizeof *dts, "dtypes", st);
     if (!dts)
         return NULL;
@@ -343,12 +352,12 @@ tl_tensor *tl_op(tl_ctx *cx, tl_opcode op, int n, tl_tensor *const *in, const tl
     if (dts != small)
         free(dts);
     if (here)
-        return on_device(cx, op, n, in, &a, &sh, st);
+        return on_device(cx, op, n, in, use, &sh, st);
     if (cx->strict) {
         tl_fail(st, TL_ERUNTIME, "%s cannot run %s on %s (%s), and --strict-device forbids the CPU "
                 "fallback", be->name, tl_ops[op].name, tl_dtype_name(dt0), why ? why : "not supported");
         return NULL;
     }
     note_fallback(cx, op, dt0, why);
-    return on_cpu(cx, op, n, in, &a, &sh, st);
+    return on_cpu(cx, op, n, in, use, &sh, st);
 }

@@ -29,7 +29,8 @@ static void set_like(tl_shape *out, const tl_tensor *t)
 {
     out->dtype = t->dtype;
     out->ndim = t->ndim;
-    memcpy(out->dims, t->shape, sizeof out->dims);
+    memcpy(out->dims, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    memset(out->dims + t->ndim, 0, sizeof(int64_t) * (size_t)(TL_MAXDIM - t->ndim));
 }
 
 static tl_code same_dtype(int n, const tl_tensor *const *in, tl_status *st)
@@ -447,6 +448,12 @@ static tl_code check_dtypes(const tl_opinfo *info, int n, const tl_tensor *const
                            "values (cast it first)", i + 1, DESC(in[i]), info->name);
     }
     return TL_OK;
+}
+
+bool tl_shape_reads_no_attrs(tl_opcode op)
+{
+    tl_opkind k = tl_ops[op].kind;
+    return k == TL_KIND_BIN || k == TL_KIND_CMP || k == TL_KIND_UN;
 }
 
 tl_code tl_shape_infer(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs *a,

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/mprog.h"
 #include "cpu.h"
 #include "threads.h"
 #include "scalar.h"
@@ -261,6 +262,45 @@ static void ew_item(void *ctx, int64_t item)
         ew_range(j, e0, e1);
 }
 
+/* Whether op is one of scalar.h's formulas (the rest: clamp, where,
+ * relu_grad, cast, with kernels of their own). */
+static bool has_formula(tl_opcode op)
+{
+    switch (op) {
+#define CASE(E, EXPR) case TL_OP_##E:
+        TL_BINARY_EXPRS(CASE)
+        TL_UNARY_EXPRS(CASE)
+#undef CASE
+    case TL_OP_GELU_GRAD: return true;
+    default: return false;
+    }
+}
+
+/* An op over single values of the output's type (every step of a scalar
+ * recurrence differentiated twice): the formula straight, through the
+ * scalar programs of cpu_scalar.c, which give ew_range's bits for one
+ * element; false when the call is not that. */
+static bool one_value(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out)
+{
+    if (out->numel != 1 || n > 2 || tl_dtype_is_int(out->dtype) || !has_formula(op))
+        return false;
+    for (int i = 0; i < n; i++)
+        if (in[i]->numel != 1 || in[i]->dtype != out->dtype)
+            return false;
+    tl_mins ins = {.code = n == 2 ? TL_M_BIN : TL_M_UN, .op = (uint8_t)op, .approx = (uint8_t)a->approximate,
+                   .dst = 2, .a = 0, .b = 1};
+    if (out->dtype == TL_F64) {
+        double r[3] = {*(const double *)in[0]->data, n == 2 ? *(const double *)in[1]->data : 0, 0};
+        cpu_prog_scalar_d(&ins, 1, r);
+        *(double *)out->data = r[2];
+    } else {
+        float r[3] = {*(const float *)in[0]->data, n == 2 ? *(const float *)in[1]->data : 0, 0};
+        cpu_prog_scalar_f(&ins, 1, r);
+        *(float *)out->data = r[2];
+    }
+    return true;
+}
+
 /* An integer division or remainder by zero is an error: the first zero
  * of the divisor (every one of its elements is read when the output has
  * any). */
@@ -308,6 +348,8 @@ tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_t
         if (TL_INT_DIVIDES(op) && int_divisor(op, in[1], st))
             return st->code;
     }
+    if (one_value(op, n, in, a, out))
+        return TL_OK;
     ew_job j = {op, in, a, out, {0}};
     if (n >= 2) {
         int nd[3] = {in[0]->ndim, in[1]->ndim, n > 2 ? in[2]->ndim : 0};

@@ -149,7 +149,8 @@ static tl_code reduce_buf(tl_opcode op, tl_dtype dt, const void *x, int ndim,
 /* Output shape with the reduced axes kept as size 1. */
 static tl_tensor keepdims_view(const tl_tensor *x, const bool *mask, void *data)
 {
-    tl_tensor v = *x;
+    tl_tensor v;
+    tl_tensor_copy_header(&v, x);
     for (int d = 0; d < x->ndim; d++)
         if (mask[d])
             v.shape[d] = 1;
