@@ -170,6 +170,25 @@ static int number_id(loader *L, double v)
 
 /* ---------- small helpers ---------- */
 
+/* What a byte is to the loops that read every byte of a large text: one
+ * lookup, not a chain of comparisons. */
+enum {
+    B_SPECIAL = 1, /* outside strings, a byte prescan must look at: NUL " { [ } ] , */
+    B_STOP = 2,    /* inside a string, one that ends or escapes it or may not be there: " \\ control */
+    B_NAME = 4,    /* in a name: [A-Za-z0-9_] */
+};
+static const unsigned char byte_class[256] = {
+    3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0,
+    0, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 2, 1, 0, 4,
+    0, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 0, 1, 0, 0,
+    /* 0x80 and above: none of them */
+};
+
 /* Eight bytes at a step, mixed at the end (the table reads the low bits). */
 static uint64_t hash(const char *s)
 {
@@ -240,11 +259,9 @@ static bool valid_name(const char *s)
     size_t n = strlen(s);
     if (n == 0 || n > 255 || !(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
         return false;
-    for (size_t i = 1; i < n; i++) {
-        char c = s[i];
-        if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
+    for (size_t i = 1; i < n; i++)
+        if (!(byte_class[(unsigned char)s[i]] & B_NAME))
             return false;
-    }
     return true;
 }
 
@@ -1768,23 +1785,20 @@ static bool prescan(stream *s)
     size_t n = s->len, i = skip_ws(s->text, 0, n);
     int depth = 0, count = 0;
     bool key = false, in_nodes = false, found = false;
-    /* outside strings, the bytes that matter */
-    static const unsigned char special[256] = {[0] = 1, ['"'] = 1, ['{'] = 1, ['['] = 1,
-                                               ['}'] = 1, [']'] = 1, [','] = 1};
     if (i >= n || t[i] != '{')
         return false;
     for (; i < n; i++) {
         unsigned c = t[i];
-        if (!special[c])
+        if (!(byte_class[c] & B_SPECIAL))
             continue;
         if (c == '"') {
             size_t start = i++;
             for (;; i++) {
+                while (i < n && !(byte_class[t[i]] & B_STOP))
+                    i++;
                 if (i >= n)
                     return false;
                 c = t[i];
-                if (c > '\\' || (c > '"' && c < '\\')) /* most bytes of a string */
-                    continue;
                 if (c < 0x20)
                     return false;
                 if (c == '"')
@@ -1872,11 +1886,11 @@ static void drop_pages(stream *s, size_t upto, bool all)
  * flat_read reads that one shape straight from the text: an object with
  * exactly the keys "id", "op" and "args", each once, in any order; the id
  * and the op strings, the args an array of strings and numbers; strings
- * without escapes, numbers in JSON's grammar that flat_number converts
- * exactly.  Anything else (another key, an escape, an array of ids, a
- * nested value, another number, a flow op, more than FLAT_ARGS args or
- * FLAT_TEXT bytes of strings, anything malformed) makes it return false,
- * and that element goes through cJSON as before.  What it takes, cJSON
+ * of name bytes only ([A-Za-z0-9_]), numbers in JSON's grammar that
+ * flat_number converts exactly.  Anything else (another key, another
+ * byte, an array of ids, a nested value, another number, a flow op, more
+ * than FLAT_ARGS args or FLAT_TEXT bytes of strings, anything malformed)
+ * makes it return false, and that element goes through cJSON as before.  What it takes, cJSON
  * takes too and reads the same (the same strings, the same double bits),
  * and flat_node makes of it the node parse_node would make. */
 
@@ -1893,11 +1907,12 @@ typedef struct flat {
     char text[FLAT_TEXT]; /* the strings, each ending in a NUL */
 } flat;
 
-/* The string at t[*i] == '"' when it has no escapes, copied to f->text. */
+/* The string at t[*i] == '"' when it holds only name bytes (all a valid
+ * name or op has), copied to f->text. */
 static char *flat_string(flat *f, const char *t, size_t *i, size_t end)
 {
     size_t a = *i + 1, b = a;
-    while (b < end && t[b] != '"' && t[b] != '\\' && (unsigned char)t[b] >= 0x20)
+    while (b < end && (byte_class[(unsigned char)t[b]] & B_NAME))
         b++;
     if (b >= end || t[b] != '"' || b - a >= FLAT_TEXT - f->used)
         return NULL;

@@ -390,7 +390,9 @@ Test(loader, the_common_node_read_without_cjson_loads_as_cjson_reads_it)
         " \t\r\n\x01\"op\" \x1f: \"add\" , \"args\" :[ \"x\" ,\t1 ] ", "\"op\":\"concat\",\"args\":[\"x\",\"x\",\"x\",\"x\","
         "\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\"],\"axis\":0",
         "\"op\":\"max\",\"args\":[\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\","
-        "\"x\",\"x\"]", "\"op\":\"add\",\"args\":[\"x\",1]}"};
+        "\"x\",\"x\"]", "\"op\":\"add\",\"args\":[\"x\",1]}", "\"op\":\"add\",\"args\":[\"x y\",1]",
+        "\"op\":\"add\",\"args\":[\"x\",\"\xc3\xa9\"]", "\"op\":\"add \",\"args\":[\"x\",1]",
+        "\"op\":\"\",\"args\":[\"x\",1]", "\"op\":\"add\",\"args\":[\"\",1]"};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         node_both_ways(shapes[i]);
     cr_expect(strstr(node_both_ways("\"op\":\"add\",\"args\":[\"a\",1]"), "unknown name \"a\""));
