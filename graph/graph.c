@@ -2111,6 +2111,24 @@ static uint64_t prefetch_id(loader *L, const element *el, const char **name)
     return h;
 }
 
+/* Memory a large graph is about to fill, asked for in huge pages where the
+ * system gives them on request (transparent huge pages, "madvise"): the
+ * first touch of each 2 MiB is then one page fault rather than 512.  On
+ * the virtual machine measured, the faults writing the nodes of a
+ * 200k-node graph (12.8 MB) were a quarter of its load.  Only advice:
+ * nothing changes where it is not taken.  (The arena, name table and
+ * slot arrays, asked too, gained little more and held 1 MB more.) */
+static void huge_pages(void *p, size_t n)
+{
+#ifdef MADV_HUGEPAGE
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), at = (uintptr_t)p & ~(pg - 1);
+    if (n >= (size_t)2 << 20)
+        madvise((void *)at, n + ((uintptr_t)p - at), MADV_HUGEPAGE);
+#else
+    (void)p, (void)n;
+#endif
+}
+
 /* The elements of the top-level nodes array (the skeleton's is empty),
  * one read ahead of the one being turned into a node. */
 static bool stream_nodes(loader *L, const cJSON *arr, tl_block *b)
@@ -2121,6 +2139,7 @@ static bool stream_nodes(loader *L, const cJSON *arr, tl_block *b)
     if (!reserve(L, L->g->nslots + s->count + 1) ||
         !(b->nodes = tl_calloc((size_t)s->count, sizeof(tl_node), "graph nodes", L->st)))
         return false;
+    huge_pages(b->nodes, sizeof(tl_node) * (size_t)s->count);
     s->dropped = s->lb & ~(s->page - 1);
     s->pos = s->lb + 1;
     element two[2], *cur = &two[0], *next = &two[1];
