@@ -1890,15 +1890,16 @@ static void drop_pages(stream *s, size_t upto, bool all)
  * flat_number converts exactly.  Anything else (another key, another
  * byte, an array of ids, a nested value, another number, a flow op, more
  * than FLAT_ARGS args or FLAT_TEXT bytes of strings, anything malformed)
- * makes it return false, and that element goes through cJSON as before.  What it takes, cJSON
- * takes too and reads the same (the same strings, the same double bits),
- * and flat_node makes of it the node parse_node would make. */
+ * makes it return false, and that element goes through cJSON as before.
+ * What it takes, cJSON takes too and reads the same (the same strings, the
+ * same double bits), and flat_node makes of it the node parse_node would
+ * make. */
 
 #define FLAT_ARGS 16
 #define FLAT_TEXT 1024
 
 typedef struct flat {
-    char *id, *op;        /* in text */
+    char *id, *op;        /* in text, below */
     tl_opcode code;       /* op's */
     int nargs;
     char *arg[FLAT_ARGS]; /* a name in text, or NULL for num[i] */
@@ -1942,10 +1943,8 @@ static bool flat_number(const char *t, size_t *i, size_t end, double *out)
     size_t p = *i + (t[*i] == '-');
     uint64_t w = 0;
     int digits = 0, e = 0;
-    if (FLT_EVAL_METHOD != 0 || !digit_at(t, p, end))
-        return false; /* (wider intermediates would round twice) */
-    if (t[p] == '0')
-        p++; /* no more digits before the point */
+    if (FLT_EVAL_METHOD != 0 || !digit_at(t, p, end) || (t[p] == '0' && digit_at(t, p + 1, end)))
+        return false; /* (wider intermediates would round twice; a leading 0 is not JSON) */
     for (; digit_at(t, p, end); p++, digits++)
         w = w * 10 + (uint64_t)(t[p] - '0');
     if (p < end && t[p] == '.') {
