@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -66,6 +67,42 @@ struct tl_arena {
 
 #define CHUNK_HDR ((sizeof(achunk) + 15) & ~(size_t)15)
 #define ARENA_MAX_CHUNK ((size_t)1 << 20)
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Memory a large graph is about to fill, asked for in huge pages where the
+ * system gives them on request (transparent huge pages, "madvise"): the
+ * first touch of each 2 MiB is then one page fault rather than 512, and
+ * one TLB entry serves it.  On the virtual machine measured, the faults
+ * writing the nodes of a 200k-node graph were a quarter of its load, the
+ * name table's a few percent more.  Only advice: nothing changes where it
+ * is not taken.  (The arena in huge pages too saved as much again there,
+ * but a run of the graph then peaked 3 MB higher.) */
+static void huge_pages(void *p, size_t n)
+{
+#ifdef MADV_HUGEPAGE
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), at = (uintptr_t)p & ~(pg - 1);
+    madvise((void *)at, n + ((uintptr_t)p - at), MADV_HUGEPAGE);
+#else
+    (void)p, (void)n;
+#endif
+}
+
+/* n bytes (a huge page or more) aligned to a huge page and asked for in
+ * huge pages, freed with free(); NULL for less, or if the system refuses
+ * (the caller then mallocs).  Whole huge pages: malloc's header for what
+ * follows must not touch the last one before it is advised. */
+static void *huge_alloc(size_t n)
+{
+    void *p = NULL;
+    if (n < HUGE_PAGE || n > SIZE_MAX - HUGE_PAGE)
+        return NULL;
+    n = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    if (posix_memalign(&p, HUGE_PAGE, n))
+        return NULL;
+    huge_pages(p, n);
+    return p;
+}
 
 static void arena_free(struct tl_arena *a)
 {
@@ -169,6 +206,25 @@ static int number_id(loader *L, double v)
 
 /* ---------- small helpers ---------- */
 
+/* What a byte is to the loops that read every byte of a large text: one
+ * lookup, not a chain of comparisons. */
+enum {
+    B_SPECIAL = 1, /* outside strings, a byte prescan must look at: NUL " { [ } ] , */
+    B_STOP = 2,    /* inside a string, one that ends or escapes it or may not be there: " \\ control */
+    B_NAME = 4,    /* in a name: [A-Za-z0-9_] */
+};
+static const unsigned char byte_class[256] = {
+    3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0,
+    0, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 2, 1, 0, 4,
+    0, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 0, 1, 0, 0,
+    /* 0x80 and above: none of them */
+};
+
 /* Eight bytes at a step, mixed at the end (the table reads the low bits). */
 static uint64_t hash(const char *s)
 {
@@ -239,11 +295,9 @@ static bool valid_name(const char *s)
     size_t n = strlen(s);
     if (n == 0 || n > 255 || !(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
         return false;
-    for (size_t i = 1; i < n; i++) {
-        char c = s[i];
-        if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
+    for (size_t i = 1; i < n; i++)
+        if (!(byte_class[(unsigned char)s[i]] & B_NAME))
             return false;
-    }
     return true;
 }
 
@@ -265,8 +319,8 @@ static bool reserve(loader *L, int c)
     while (2 * ((int64_t)c + 1) > tcap)
         tcap *= 2;
     if (tcap > L->tcap) {
-        int *t = malloc(sizeof(int) * (size_t)tcap);
-        if (!t)
+        int *t = huge_alloc(sizeof(int) * (size_t)tcap);
+        if (!t && !(t = malloc(sizeof(int) * (size_t)tcap)))
             return tl_fail(L->st, TL_ERUNTIME, "out of memory allocating the name table"), false;
         free(L->table);
         L->table = t;
@@ -280,12 +334,9 @@ static bool reserve(loader *L, int c)
 }
 
 /* Defines a new name; returns its slot or -1 (error set). */
-static int define(loader *L, const cJSON *item, enum tl_slot_kind kind, const char *what)
+static int define_name(loader *L, const char *name, enum tl_slot_kind kind)
 {
     tl_graph *g = L->g;
-    if (!cJSON_IsString(item))
-        return tl_fail(L->st, TL_EINPUT, "%s must be a name (a string)", what), -1;
-    const char *name = item->valuestring;
     if (!valid_name(name))
         return tl_fail(L->st, TL_EINPUT, "bad name \"%.64s\" (want [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes)", name), -1;
     if (g->nslots == L->cap && !reserve(L, L->cap ? 2 * L->cap : 64))
@@ -304,6 +355,13 @@ static int define(loader *L, const cJSON *item, enum tl_slot_kind kind, const ch
     L->visible[s] = true;
     L->table[i] = s | tag;
     return s;
+}
+
+static int define(loader *L, const cJSON *item, enum tl_slot_kind kind, const char *what)
+{
+    if (!cJSON_IsString(item))
+        return tl_fail(L->st, TL_EINPUT, "%s must be a name (a string)", what), -1;
+    return define_name(L, item->valuestring, kind);
 }
 
 /* Looks up a name used as an argument; -1 with an error if unknown here. */
@@ -713,6 +771,17 @@ static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const
 static bool parse_block(loader *L, const cJSON *obj, tl_block **out, int nparams,
                         const cJSON *const *params, int *param_slots, const char *what);
 
+/* An argument: the name's slot, or (name NULL) the number num. */
+static bool put_arg(loader *L, tl_arg *a, const char *name, double num)
+{
+    a->slot = -1;
+    if (name)
+        return (a->slot = use(L, name)) >= 0;
+    a->num = num;
+    a->num_id = number_id(L, num);
+    return true;
+}
+
 static bool parse_args(loader *L, const cJSON *v, tl_arg **args, int *nargs, const char *key)
 {
     if (!cJSON_IsArray(v)) {
@@ -725,16 +794,11 @@ static bool parse_args(loader *L, const cJSON *v, tl_arg **args, int *nargs, con
         return false;
     *nargs = n;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
-        tl_arg *a = &(*args)[i];
-        a->slot = -1;
-        if (cJSON_IsNumber(c)) {
-            a->num = c->valuedouble;
-            a->num_id = number_id(L, a->num);
-        }
-        else if (!cJSON_IsString(c)) {
+        if (!cJSON_IsNumber(c) && !cJSON_IsString(c)) {
             tl_fail(L->st, TL_EINPUT, "\"%s\" entry %d must be a name or a number", key, i);
             return false;
-        } else if ((a->slot = use(L, c->valuestring)) < 0)
+        }
+        if (!put_arg(L, &(*args)[i], cJSON_IsString(c) ? c->valuestring : NULL, c->valuedouble))
             return false;
     }
     return true;
@@ -919,6 +983,8 @@ static bool wrong_arity(loader *L, tl_opcode op)
     return false;
 }
 
+static bool plain_checks(loader *L, tl_node *n, uint64_t seen);
+
 static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
 {
     const tl_opinfo *info = &tl_ops[n->op];
@@ -955,6 +1021,13 @@ static bool plain_op(loader *L, const cJSON *obj, tl_node *n)
     }
     if (!have_args)
         return tl_fail(L->st, TL_EINPUT, "missing \"args\""), false;
+    return plain_checks(L, n, seen);
+}
+
+/* What a plain node's arguments and attributes (seen) must satisfy together. */
+static bool plain_checks(loader *L, tl_node *n, uint64_t seen)
+{
+    const tl_opinfo *info = &tl_ops[n->op];
     uint64_t missing = required_attrs(n->op) & ~seen;
     for (int i = 0; missing && i < NATTR_KEYS; i++)
         if (missing & attr_keys[i].bit)
@@ -1748,23 +1821,20 @@ static bool prescan(stream *s)
     size_t n = s->len, i = skip_ws(s->text, 0, n);
     int depth = 0, count = 0;
     bool key = false, in_nodes = false, found = false;
-    /* outside strings, the bytes that matter */
-    static const unsigned char special[256] = {[0] = 1, ['"'] = 1, ['{'] = 1, ['['] = 1,
-                                               ['}'] = 1, [']'] = 1, [','] = 1};
     if (i >= n || t[i] != '{')
         return false;
     for (; i < n; i++) {
         unsigned c = t[i];
-        if (!special[c])
+        if (!(byte_class[c] & B_SPECIAL))
             continue;
         if (c == '"') {
             size_t start = i++;
             for (;; i++) {
+                while (i < n && !(byte_class[t[i]] & B_STOP))
+                    i++;
                 if (i >= n)
                     return false;
                 c = t[i];
-                if (c > '\\' || (c > '"' && c < '\\')) /* most bytes of a string */
-                    continue;
                 if (c < 0x20)
                     return false;
                 if (c == '"')
@@ -1844,27 +1914,217 @@ static void drop_pages(stream *s, size_t upto, bool all)
     }
 }
 
-/* The next element of the nodes array, parsed: 1, 0 at the array's end,
- * -1 where the fast path stops (k elements read so far). */
-static int next_element(stream *s, int k, cJSON **obj)
+/* ---- the common node, read without cJSON ----
+ *
+ * Nearly every node of a large graph is {"id": NAME, "op": NAME, "args":
+ * [NAME or NUMBER, ...]}, and cJSON spent most of the load on those: a
+ * malloc and a free for every key and value, strtod for every number.
+ * flat_read reads that one shape straight from the text: an object with
+ * exactly the keys "id", "op" and "args", each once, in any order; the id
+ * and the op strings, the args an array of strings and numbers; strings
+ * of name bytes only ([A-Za-z0-9_]), numbers in JSON's grammar that
+ * flat_number converts exactly.  Anything else (another key, another
+ * byte, an array of ids, a nested value, another number, a flow op, more
+ * than FLAT_ARGS args or FLAT_TEXT bytes of strings, anything malformed)
+ * makes it return false, and that element goes through cJSON as before.
+ * What it takes, cJSON takes too and reads the same (the same strings, the
+ * same double bits), and flat_node makes of it the node parse_node would
+ * make. */
+
+#define FLAT_ARGS 16
+#define FLAT_TEXT 1024
+
+typedef struct flat {
+    char *id, *op;        /* in text, below */
+    tl_opcode code;       /* op's */
+    int nargs;
+    char *arg[FLAT_ARGS]; /* a name in text, or NULL for num[i] */
+    double num[FLAT_ARGS];
+    size_t used;
+    char text[FLAT_TEXT]; /* the strings, each ending in a NUL */
+} flat;
+
+/* The string at t[*i] == '"' when it holds only name bytes (all a valid
+ * name or op has), copied to f->text. */
+static char *flat_string(flat *f, const char *t, size_t *i, size_t end)
+{
+    size_t a = *i + 1, b = a;
+    while (b < end && (byte_class[(unsigned char)t[b]] & B_NAME))
+        b++;
+    if (b >= end || t[b] != '"' || b - a >= FLAT_TEXT - f->used)
+        return NULL;
+    char *s = memcpy(f->text + f->used, t + a, b - a);
+    s[b - a] = '\0';
+    f->used += b - a + 1;
+    *i = b + 1;
+    return s;
+}
+
+static bool digit_at(const char *t, size_t p, size_t end)
+{
+    return p < end && t[p] >= '0' && t[p] <= '9';
+}
+
+/* The powers of ten a double holds exactly. */
+static const double exact_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A number in JSON's grammar at t[*i] whose digits, read as an integer w,
+ * are at most 2^53, times 10^e with |e| <= 22: then w and 10^|e| are
+ * doubles, and w * 10^e (or w / 10^-e) one correctly rounded operation,
+ * strtod's double bit for bit (Clinger's fast path).  False for any other
+ * number, which cJSON then reads. */
+static bool flat_number(const char *t, size_t *i, size_t end, double *out)
+{
+    size_t p = *i + (t[*i] == '-');
+    uint64_t w = 0;
+    int digits = 0, e = 0;
+    if (FLT_EVAL_METHOD != 0 || !digit_at(t, p, end) || (t[p] == '0' && digit_at(t, p + 1, end)))
+        return false; /* (wider intermediates would round twice; a leading 0 is not JSON) */
+    for (; digit_at(t, p, end); p++, digits++)
+        w = w * 10 + (uint64_t)(t[p] - '0');
+    if (p < end && t[p] == '.') {
+        if (!digit_at(t, ++p, end))
+            return false;
+        for (; digit_at(t, p, end); p++, digits++, e--)
+            w = w * 10 + (uint64_t)(t[p] - '0');
+    }
+    if (p < end && (t[p] == 'e' || t[p] == 'E')) {
+        bool minus = ++p < end && t[p] == '-';
+        p += p < end && (t[p] == '+' || t[p] == '-');
+        int x = 0, n = 0;
+        for (; digit_at(t, p, end) && n < 4; p++, n++)
+            x = x * 10 + (t[p] - '0');
+        if (!n || digit_at(t, p, end))
+            return false; /* no digits, or more than 4 */
+        e += minus ? -x : x;
+    }
+    if (digits > 19 || w > (uint64_t)1 << 53 || e < -22 || e > 22)
+        return false; /* 19 digits cannot wrap w */
+    double v = e < 0 ? (double)w / exact_pow10[-e] : (double)w * exact_pow10[e];
+    *out = t[*i] == '-' ? -v : v;
+    *i = p;
+    return true;
+}
+
+/* The args array at t[*i] == '['. */
+static bool flat_args(flat *f, const char *t, size_t *i, size_t end)
+{
+    size_t p = skip_ws(t, *i + 1, end);
+    f->nargs = 0;
+    if (p < end && t[p] == ']') {
+        *i = p + 1;
+        return true;
+    }
+    for (;;) {
+        if (p >= end || f->nargs == FLAT_ARGS)
+            return false;
+        int k = f->nargs++;
+        f->arg[k] = NULL;
+        f->num[k] = 0;
+        if (t[p] == '"' ? !(f->arg[k] = flat_string(f, t, &p, end)) : !flat_number(t, &p, end, &f->num[k]))
+            return false;
+        p = skip_ws(t, p, end);
+        if (p < end && t[p] == ']') {
+            *i = p + 1;
+            return true;
+        }
+        if (p >= end || t[p] != ',')
+            return false;
+        p = skip_ws(t, p + 1, end);
+    }
+}
+
+static bool text_at(const char *t, size_t p, size_t end, const char *s, size_t n)
+{
+    return n <= end - p && !memcmp(t + p, s, n);
+}
+
+/* The element at t[*i] == '{' when it has the common shape; *i then just
+ * past it. */
+static bool flat_read(flat *f, const char *t, size_t *i, size_t end)
+{
+    size_t p = *i;
+    unsigned seen = 0; /* 1: id, 2: op, 4: args */
+    f->used = 0;
+    do {
+        p = skip_ws(t, p + 1, end);
+        unsigned key = text_at(t, p, end, "\"id\"", 4) ? 1 : text_at(t, p, end, "\"op\"", 4) ? 2
+                     : text_at(t, p, end, "\"args\"", 6) ? 4 : 0;
+        if (!key || (seen & key))
+            return false;
+        seen |= key;
+        p = skip_ws(t, p + (key == 4 ? 6 : 4), end);
+        if (p >= end || t[p] != ':' || (p = skip_ws(t, p + 1, end)) >= end)
+            return false;
+        if (key == 4 ? t[p] != '[' || !flat_args(f, t, &p, end)
+                     : t[p] != '"' || !(*(key == 1 ? &f->id : &f->op) = flat_string(f, t, &p, end)))
+            return false;
+        p = skip_ws(t, p, end);
+    } while (p < end && t[p] == ',');
+    if (p >= end || t[p] != '}' || seen != 7)
+        return false;
+    f->code = tl_op_lookup(f->op);
+    if (f->code != TL_OP_COUNT && tl_ops[f->code].kind == TL_KIND_FLOW)
+        return false;
+    *i = p + 1;
+    return true;
+}
+
+/* parse_node for a flat element: the same node from the same checks.  A
+ * failure needs no message (the stream path is given up and parse_dom
+ * gives it), so an unknown op just fails. */
+static bool flat_node(loader *L, const flat *f, tl_node *n)
+{
+    n->flow = FLOW_NONE;
+    n->attrs = &tl_attrs_default;
+    n->index = L->g->nnodes++;
+    n->name = f->id;
+    n->op = f->code;
+    n->nout = 1;
+    if (n->op == TL_OP_COUNT || !(n->args = arena_calloc(L, (size_t)f->nargs, sizeof(tl_arg), "node arguments")))
+        return false;
+    n->nargs = f->nargs;
+    for (int i = 0; i < f->nargs; i++)
+        if (!put_arg(L, &n->args[i], f->arg[i], f->num[i]))
+            return false;
+    if (!plain_checks(L, n, 0) || !(n->out = arena_ints(L, 1, "node ids")) ||
+        (n->out[0] = define_name(L, f->id, TL_SLOT_NODE)) < 0)
+        return false;
+    n->name = L->g->slot_name[n->out[0]];
+    return true;
+}
+
+/* An element of the nodes array, read flat or (obj) with cJSON. */
+typedef struct element {
+    cJSON *obj;
+    flat f;
+} element;
+
+/* The next element of the nodes array, read: 1, 0 at the array's end, -1
+ * where the fast path stops (k elements read so far). */
+static int next_element(stream *s, int k, element *el)
 {
     const char *t = s->text;
-    size_t i = skip_ws(t, s->pos, s->rb);
-    *obj = NULL;
+    size_t i = skip_ws(t, s->pos, s->rb), e;
+    el->obj = NULL;
     if (i == s->rb)
         return 0;
     if (k > 0 && (t[i] != ',' || (i = skip_ws(t, i + 1, s->rb)) == s->rb))
         return -1;
     if (t[i] != '{' || k == s->count)
         return -1;
-    /* cJSON stops at the object's end; what follows is read above */
-    const char *end = NULL;
-    *obj = cJSON_ParseWithLengthOpts(t + i, s->rb - i, &end, false);
-    size_t e = end ? (size_t)(end - t) : 0;
-    if (!*obj || e <= i || e > s->rb) {
-        cJSON_Delete(*obj);
-        *obj = NULL;
-        return -1;
+    e = i;
+    if (!flat_read(&el->f, t, &e, s->rb)) {
+        /* cJSON stops at the object's end; what follows is read above */
+        const char *end = NULL;
+        el->obj = cJSON_ParseWithLengthOpts(t + i, s->rb - i, &end, false);
+        e = end ? (size_t)(end - t) : 0;
+        if (!el->obj || e <= i || e > s->rb) {
+            cJSON_Delete(el->obj);
+            el->obj = NULL;
+            return -1;
+        }
     }
     s->pos = e;
     drop_pages(s, e, false);
@@ -1873,12 +2133,12 @@ static int next_element(stream *s, int k, cJSON **obj)
 
 /* The name an element defines first, hashed, and where define() will
  * look for it in the table fetched while the element before is read. */
-static uint64_t prefetch_id(loader *L, const cJSON *obj, const char **name)
+static uint64_t prefetch_id(loader *L, const element *el, const char **name)
 {
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
+    const cJSON *id = el->obj ? cJSON_GetObjectItemCaseSensitive(el->obj, "id") : NULL;
     if (cJSON_IsArray(id))
         id = id->child;
-    *name = cJSON_IsString(id) ? id->valuestring : NULL;
+    *name = !el->obj ? el->f.id : cJSON_IsString(id) ? id->valuestring : NULL;
     if (!*name)
         return 0;
     uint64_t h = hash(*name);
@@ -1887,7 +2147,7 @@ static uint64_t prefetch_id(loader *L, const cJSON *obj, const char **name)
 }
 
 /* The elements of the top-level nodes array (the skeleton's is empty),
- * one parsed ahead of the one being turned into a node. */
+ * one read ahead of the one being turned into a node. */
 static bool stream_nodes(loader *L, const cJSON *arr, tl_block *b)
 {
     stream *s = L->stream;
@@ -1896,32 +2156,37 @@ static bool stream_nodes(loader *L, const cJSON *arr, tl_block *b)
     if (!reserve(L, L->g->nslots + s->count + 1) ||
         !(b->nodes = tl_calloc((size_t)s->count, sizeof(tl_node), "graph nodes", L->st)))
         return false;
+    if (sizeof(tl_node) * (size_t)s->count >= 2 * HUGE_PAGE) /* its middle, at least */
+        huge_pages(b->nodes, sizeof(tl_node) * (size_t)s->count);
     s->dropped = s->lb & ~(s->page - 1);
     s->pos = s->lb + 1;
-    cJSON *cur, *next = NULL;
+    element two[2], *cur = &two[0], *next = &two[1];
+    next->obj = NULL;
     const char *name = NULL, *next_name = NULL;
     uint64_t h = 0, next_h = 0;
-    int r = next_element(s, 0, &cur), k = 0;
+    int r = next_element(s, 0, cur), k = 0;
     if (r > 0)
         h = prefetch_id(L, cur, &name);
     for (; r > 0; k++) {
-        r = next_element(s, k + 1, &next);
+        r = next_element(s, k + 1, next);
         if (r > 0)
             next_h = prefetch_id(L, next, &next_name);
-        bool oom = false, ok = r >= 0 && !find_duplicate(cur, 2, &oom) && !oom;
+        bool oom = false, ok = r >= 0 && (!cur->obj || (!find_duplicate(cur->obj, 2, &oom) && !oom));
         if (ok) {
             b->nnodes = k + 1;
             L->known_name = name;
             L->known_hash = h;
-            ok = parse_node(L, cur, &b->nodes[k], k);
+            ok = cur->obj ? parse_node(L, cur->obj, &b->nodes[k], k) : flat_node(L, &cur->f, &b->nodes[k]);
             L->known_name = NULL;
         }
-        cJSON_Delete(cur);
+        cJSON_Delete(cur->obj);
         if (!ok) {
-            cJSON_Delete(next);
+            cJSON_Delete(next->obj);
             return false;
         }
+        element *done = cur;
         cur = next;
+        next = done;
         name = next_name;
         h = next_h;
     }

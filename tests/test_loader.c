@@ -353,6 +353,83 @@ Test(loader, the_fast_path_takes_keys_in_any_order_and_nested_blocks)
     cr_expect_eq(tl_graph_dom_loads(), dom + 2, "only the comparisons went the whole-document way");
 }
 
+/* One node {"id": "a", <node>} in a graph of input x, loaded both ways. */
+static const char *node_both_ways(const char *node)
+{
+    char text[512];
+    snprintf(text, sizeof text, "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"a\",%s},"
+             "{\"id\":\"b\",\"op\":\"neg\",\"args\":[\"a\"]}],\"outputs\":\"b\"}", node);
+    return both_ways_s(text);
+}
+
+/* graph.c reads the common node without cJSON (flat_read): numbers and
+ * shapes at its edges, each read there or by cJSON, load alike. */
+Test(loader, the_common_node_read_without_cjson_loads_as_cjson_reads_it)
+{
+    static const char *const nums[] = {
+        "0", "-0", "0.0", "-0.0", "1.5", "1.0000001", "0.1", "0.30000000000000004", "123456789012345678",
+        "9007199254740992", "9007199254740993", "18446744073709551615", "1234567890123456789012", "1e22",
+        "1e23", "1E-22", "1e-23", "2.5E+3", "4.9e-324", "1.7976931348623157e308", "1e309", "1e0000", "1e00001",
+        "1e-0", "0.0000000000000000000001", "1.00000000000000000000", "01", "-01", "1.", ".5", "+1", "-",
+        "1e", "1e+", "1.5.2", "1e5e", "0x10", "1,", "Infinity", "-Infinity", "NaN", "\"nan\"", "true", "null",
+        "[1]", "{}", "3.14159265358979", "-2.718281828459045", "6.02214076e23", "1.602176634e-19"};
+    char node[256];
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        snprintf(node, sizeof node, "\"op\":\"add\",\"args\":[\"x\",%s]", nums[i]);
+        node_both_ways(node);
+    }
+    static const char *const shapes[] = {
+        "\"args\":[\"x\",1],\"op\":\"add\"", "\"op\":\"add\"", "\"op\":\"add\",\"args\":[\"x\",1],\"op\":\"mul\"",
+        "\"op\":\"add\",\"args\":[\"x\",1],\"args\":[\"x\",2]", "\"op\":\"add\",\"args\":[\"x\",1,]",
+        "\"op\":\"add\",\"args\":[,\"x\",1]", "\"op\":\"add\",\"args\":[\"x\" 1]", "\"op\":\"add\",\"args\":[]",
+        "\"op\":\"sum\",\"args\":[\"x\",\"x\"]", "\"op\":\"addd\",\"args\":[\"x\",1]", "\"op\":\"add\",\"args\":[\"y\",1]",
+        "\"op\":\"add\",\"args\":[\"\\u0078\",1]", "\"op\":\"a\\u0064d\",\"args\":[\"x\",1]", "\"op\":\"add\",\"args\":[\"x\",[1]]",
+        "\"op\":\"add\",\"args\":\"x\"", "\"op\":\"reshape\",\"args\":[\"x\"]", "\"op\":\"clamp\",\"args\":[\"x\"]",
+        "\"op\":\"take\",\"args\":[\"x\",\"x\"]", "\"op\":\"resize\",\"args\":[\"x\"]", "\"op\":\"if\",\"args\":[\"x\"]",
+        "\"op\":\"add\",\"args\":[\"x\",1],\"axes\":[0]", "\"op\":\"add\",\"args\":[\"x\",1],\"\":1",
+        " \t\r\n\x01\"op\" \x1f: \"add\" , \"args\" :[ \"x\" ,\t1 ] ", "\"op\":\"concat\",\"args\":[\"x\",\"x\",\"x\",\"x\","
+        "\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\"],\"axis\":0",
+        "\"op\":\"max\",\"args\":[\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\","
+        "\"x\",\"x\"]", "\"op\":\"add\",\"args\":[\"x\",1]}", "\"op\":\"add\",\"args\":[\"x y\",1]",
+        "\"op\":\"add\",\"args\":[\"x\",\"\xc3\xa9\"]", "\"op\":\"add \",\"args\":[\"x\",1]",
+        "\"op\":\"\",\"args\":[\"x\",1]", "\"op\":\"add\",\"args\":[\"\",1]"};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        node_both_ways(shapes[i]);
+    cr_expect(strstr(node_both_ways("\"op\":\"add\",\"args\":[\"a\",1]"), "unknown name \"a\""));
+    cr_expect(strstr(node_both_ways("\"op\":\"add\",\"args\":[\"x\",1]},{\"id\":\"a\",\"op\":\"neg\",\"args\":[1]"),
+                     "name \"a\" is defined twice"));
+}
+
+/* Random decimals, most of them within the exact conversion and some
+ * past it, give strtod's bits. */
+Test(loader, random_decimals_give_strtods_bits)
+{
+    enum { N = 4000 };
+    char *text = malloc((size_t)N * 80 + 256), *p = text;
+    cr_assert(text);
+    p += sprintf(p, "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[");
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < N; i++) {
+        char num[64], *q = num;
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        int digits = 1 + (int)(r % 20), point = 1 + (int)(r >> 8) % digits, e = (int)((r >> 16) % 61) - 30;
+        if ((r >> 24) & 1)
+            *q++ = '-';
+        for (int d = 0; d < digits; d++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            *q++ = (char)('0' + (d == 0 && point > 1 ? 1 + r % 9 : r % 10)); /* no leading zero */
+            if (d + 1 == point && point < digits)
+                *q++ = '.';
+        }
+        q += (r >> 25) & 1 ? sprintf(q, "e%d", e) : 0;
+        *q = '\0';
+        p += sprintf(p, "{\"id\":\"n%d\",\"op\":\"add\",\"args\":[\"x\",%s]},", i, num);
+    }
+    p += sprintf(p, "{\"id\":\"out\",\"op\":\"neg\",\"args\":[\"x\"]}],\"outputs\":\"out\"}");
+    cr_expect_str_eq(both_ways(text, (size_t)(p - text), "t.json"), "");
+    free(text);
+}
+
 Test(loader, equal_numbers_share_an_id_and_unequal_ones_never_do)
 {
     const char *text = "{\"version\":1,\"inputs\":[\"x\"],\"nodes\":["
