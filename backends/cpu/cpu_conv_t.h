@@ -216,8 +216,10 @@ static void FN(gradw_item)(void *ctx, int64_t item)
  * orow[ow] += w[kw] * srow[ow*st + off_kw] for every valid kw in order.
  * Three taps with stride 1 (the common 3x3 kernel) go in one pass over
  * the positions where all three are valid, each element still adding its
- * taps in order, so the bits are those of one pass per tap. */
-static inline void FN(dw_row)(T *restrict orow, const T *restrict srow, const T *w, const tap *t, int64_t k2,
+ * taps in order, so the bits are those of one pass per tap.  Inlined
+ * always, into each of the item's CPU_KERNEL clones: called, it was one
+ * SSE body for all (GCC kept it apart), a quarter of the AVX-512 width. */
+static inline __attribute__((always_inline)) void FN(dw_row)(T *restrict orow, const T *restrict srow, const T *w, const tap *t, int64_t k2,
                               int64_t st, int64_t os2)
 {
     if (k2 == 3 && st == 1) {
@@ -285,8 +287,9 @@ CPU_KERNEL static void FN(dw_conv_item)(void *ctx, int64_t item)
 
 /* drow[ow*st + off_kw] += w[kw] * grow[ow] for the valid kw in order; with
  * three taps and stride 1, as dw_row, one pass over the destination
- * positions all three reach (each adding its taps in order). */
-static inline void FN(dw_scatter_row)(T *restrict drow, const T *restrict grow, const T *w, const tap *t, int64_t k2,
+ * positions all three reach (each adding its taps in order); inlined
+ * always, as dw_row. */
+static inline __attribute__((always_inline)) void FN(dw_scatter_row)(T *restrict drow, const T *restrict grow, const T *w, const tap *t, int64_t k2,
                                       int64_t st)
 {
     if (k2 == 3 && st == 1) {
