@@ -147,9 +147,17 @@ static void FN(convt_item)(void *ctx, int64_t item)
     const T *w = (const T *)j->w + gi * G->cb * G->rows;
     T *dst = (T *)j->ins + ng * G->ca * G->isz;
     if (j->pointwise) { /* in-side rows c0..c1 = W^T rows straight */
+        T *copy = NULL; /* over its input: this item reads the sample's group whole first */
+        if (j->over && G->osz) {
+            if (!(copy = (T *)scratch(j, sizeof(T) * (size_t)(G->cb * G->osz))))
+                return;
+            memcpy(copy, src, sizeof(T) * (size_t)(G->cb * G->osz));
+            src = copy;
+        }
         if (G->osz)
             FN(gemm)(j->blas, true, false, c1 - c0, G->osz, G->cb, w + c0, G->rows, src, G->osz, false,
                      dst + c0 * G->isz, G->isz);
+        free(copy);
     } else { /* by chunks of positions, each added in order */
         int64_t rows = (c1 - c0) * G->ksz;
         T *col = (T *)scratch(j, sizeof(T) * (size_t)(rows * j->pchunk));
