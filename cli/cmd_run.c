@@ -855,7 +855,9 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
                      .twice = c->second != 0, .backend = be, .max_memory = max_memory,
                      .strict_device = c->strict, .outputs = c->outputs ? s->out_slots : NULL,
                      .noutputs = oc.n, .profile = c->profile || c->report, .check_finite = c->check_finite,
-                     .progress = tty ? on_progress : NULL, .progress_ctx = &p, .fuse_min = fuse_min};
+                     .progress = tty ? on_progress : NULL, .progress_ctx = &p, .fuse_min = fuse_min,
+                     /* the run's to drop at their last use: nothing below reads their values */
+                     .give_inputs = c->second ? NULL : s->in};
     double t1 = cli_now_ms();
     cli_progress_start(&p, tty, t1, c->second ? (c->second == 1 ? "jvp" : "hvp") : c->grad ? "grad" : "run");
     tl_code failed = tl_run(g, s->in, &o, &s->r, st);

@@ -599,6 +599,17 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
         if (!rc)
             tl_eval_set(ev, g->inputs[i].slot, tl_tensor_ref(inputs[i]), r->in_var[i]);
     }
+    /* given: the run holds the only references to the data (the env's,
+     * and the tape's later); the caller's entry and r->inputs keep the type */
+    for (int i = 0; i < g->ninputs && !rc && o->give_inputs; i++) {
+        tl_tensor *s = tl_tensor_stub(inputs[i], st);
+        if (!s)
+            return st->code;
+        tl_tensor_unref(r->inputs[i]);
+        r->inputs[i] = tl_tensor_ref(s);
+        tl_tensor_unref(o->give_inputs[i]);
+        o->give_inputs[i] = s;
+    }
     if (rc || (rc = eval_block(ev, &g->top)))
         return rc;
     for (int i = 0; i < r->noutputs; i++) {

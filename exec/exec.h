@@ -48,6 +48,13 @@ typedef struct tl_run_opts {
     /* with record: the recording can be pulled back twice
      * (tl_result_pullback_recorded); the fast paths are off */
     bool twice;
+    /* non-NULL: the array of inputs given to tl_run, whose references the
+     * run takes over, leaving in each entry a header of the same dtype and
+     * shape without data (tl_tensor_stub): an input's memory then goes at
+     * its last use (forward, or on the tape), not at the caller's end, and
+     * a fresh tensor of its size reuses it.  The caller still unrefs the
+     * entries. */
+    tl_tensor **give_inputs;
 } tl_run_opts;
 
 /* What one graph node did (with profile): op calls, the time in them, on

@@ -189,6 +189,15 @@ tl_code tl_shape_conv(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs 
     return shape_forward(op, n, in, a, out, st);
 }
 
+/* 1x1, stride 1, no padding */
+static bool pointwise(const tl_attrs *a)
+{
+    for (int i = 0; i < a->nsp; i++)
+        if (a->kernel[i] != 1 || a->stride[i] != 1 || a->pad_lo[i] || a->pad_hi[i])
+            return false;
+    return true;
+}
+
 /* conv:  gx = conv_transpose(g, w) with the output_padding that gives x's
  *        size back, gw = conv_grad_w(x, g);
  * conv_transpose: gx = conv(g, w) (cut to x's size where output_padding
@@ -210,20 +219,6 @@ void tl_rule_conv(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want,
         if (want[1])
             out[1] = bw_broadcast(b, zero, w->ndim, w->shape);
     }
-    if (want[0] && !empty) {
-        tl_attrs t = *a;
-        tl_tensor *in[2] = {g, w};
-        t.nout_pad = d;
-        for (int i = 0; i < d; i++) /* conv: what the floor of the output size dropped */
-            t.out_pad[i] = tr ? 0
-                              : (x->shape[2 + i] + a->pad_lo[i] + a->pad_hi[i] - a->dilation[i] * (a->kernel[i] - 1) - 1) %
-                                    a->stride[i];
-        tl_tensor *gx = bw_call(b, tr ? TL_OP_CONV : TL_OP_CONV_TRANSPOSE, 2, in, &t);
-        for (int i = 0; gx && i < d; i++)
-            if (gx->shape[2 + i] != x->shape[2 + i])
-                gx = bw_slice(b, gx, 2 + i, 0, x->shape[2 + i]);
-        out[0] = gx;
-    }
     if (want[1] && !empty) {
         tl_attrs t = *a;
         tl_tensor *in[2] = {tr ? g : x, tr ? x : g};
@@ -238,5 +233,22 @@ void tl_rule_conv(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want,
             if (i != 1)
                 axes[na++] = i;
         out[2] = bw_sum_axes(b, g, na, axes, false);
+    }
+    if (want[0] && !empty) {
+        tl_attrs t = *a;
+        tl_tensor *in[2] = {g, w};
+        t.nout_pad = d;
+        for (int i = 0; i < d; i++) /* conv: what the floor of the output size dropped */
+            t.out_pad[i] = tr ? 0
+                              : (x->shape[2 + i] + a->pad_lo[i] + a->pad_hi[i] - a->dilation[i] * (a->kernel[i] - 1) - 1) %
+                                    a->stride[i];
+        /* a pointwise conv's gx over g, g's last use (gw and gb have read
+         * it): the kernel copies each sample's g before writing there */
+        tl_tensor *gx = !tr && pointwise(a) ? bw_call_over(b, TL_OP_CONV_TRANSPOSE, 2, in, &t, 0)
+                                            : bw_call(b, tr ? TL_OP_CONV : TL_OP_CONV_TRANSPOSE, 2, in, &t);
+        for (int i = 0; gx && i < d; i++)
+            if (gx->shape[2 + i] != x->shape[2 + i])
+                gx = bw_slice(b, gx, 2 + i, 0, x->shape[2 + i]);
+        out[0] = gx;
     }
 }

@@ -114,7 +114,10 @@ void tl_rule_pool(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want,
     tl_tensor *x = e->in[0];
     if (e->op == TL_OP_MAX_POOL) { /* all of g to each window's first maximum */
         tl_tensor *in[2] = {x, g};
-        out[0] = bw_call(b, TL_OP_MAX_POOL_GRAD, 2, in, a);
+        /* over x where the tape held its last reference (an input the run
+         * was given, or a value no later rule reads): the kernel reads a
+         * plane of x whole before it writes that plane of dx */
+        out[0] = bw_call_over(b, TL_OP_MAX_POOL_GRAD, 2, in, a, 0);
         return;
     }
     tl_attrs s = *a; /* g spread over each window's counted elements */

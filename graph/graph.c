@@ -1450,9 +1450,14 @@ static void mark_uses(int *last, const tl_block *b, int pos)
 
 /* Fills free_after for the nodes of b: each local value is released right
  * after the node that reads it last (or defines it, if nothing reads it),
- * unless the block hands it on as a result or output. */
-static bool plan_frees(loader *L, int *last, tl_block *b, const int *keep, int nkeep)
+ * unless the block hands it on as a result or output; so is each of the
+ * values from outside it in `outer` (the graph's inputs, at the top) that
+ * a node reads: the run's own reference to an input goes at its last use
+ * (its memory with it, when the caller gave the run its references). */
+static bool plan_frees(loader *L, int *last, tl_block *b, const int *keep, int nkeep, const int *outer, int nouter)
 {
+    for (int i = 0; i < nouter; i++)
+        last[outer[i]] = -1;
     for (int i = 0; i < b->nnodes; i++)
         for (int k = 0; k < b->nodes[i].nout; k++)
             last[b->nodes[i].out[k]] = i;
@@ -1461,6 +1466,9 @@ static bool plan_frees(loader *L, int *last, tl_block *b, const int *keep, int n
     for (int i = 0; i < nkeep; i++)
         last[keep[i]] = -1;
     /* count, make room, then fill in the same order */
+    for (int i = 0; i < nouter; i++)
+        if (last[outer[i]] >= 0)
+            b->nodes[last[outer[i]]].nfree++;
     for (int i = 0; i < b->nnodes; i++)
         for (int k = 0; k < b->nodes[i].nout; k++)
             if (last[b->nodes[i].out[k]] >= 0)
@@ -1471,6 +1479,11 @@ static bool plan_frees(loader *L, int *last, tl_block *b, const int *keep, int n
             return false;
         m->nfree = 0;
     }
+    for (int i = 0; i < nouter; i++)
+        if (last[outer[i]] >= 0) {
+            tl_node *m = &b->nodes[last[outer[i]]];
+            m->free_after[m->nfree++] = outer[i];
+        }
     for (int i = 0; i < b->nnodes; i++) {
         tl_node *n = &b->nodes[i];
         for (int k = 0; k < n->nout; k++) {
@@ -1485,7 +1498,7 @@ static bool plan_frees(loader *L, int *last, tl_block *b, const int *keep, int n
         tl_node *n = &b->nodes[i];
         tl_block *sub[3] = {n->flow->then_b, n->flow->else_b, n->flow->body};
         for (int k = 0; k < 3; k++)
-            if (sub[k] && !plan_frees(L, last, sub[k], sub[k]->result, sub[k]->nresult))
+            if (sub[k] && !plan_frees(L, last, sub[k], sub[k]->result, sub[k]->nresult, NULL, 0))
                 return false;
     }
     return true;
@@ -2240,9 +2253,16 @@ static bool parse_document(loader *L, const cJSON *doc)
     if (!parse_outputs(L, outs))
         return false;
     int *last = tl_malloc((size_t)g->nslots, sizeof(int), "a use table", L->st);
-    if (!last)
+    int *in = tl_malloc((size_t)g->ninputs + 1, sizeof(int), "a use table", L->st);
+    if (!last || !in) {
+        free(last);
+        free(in);
         return false;
-    bool ok = plan_frees(L, last, &g->top, g->outputs, g->noutputs);
+    }
+    for (int i = 0; i < g->ninputs; i++)
+        in[i] = g->inputs[i].slot;
+    bool ok = plan_frees(L, last, &g->top, g->outputs, g->noutputs, in, g->ninputs);
+    free(in);
     free(last);
     return ok;
 }

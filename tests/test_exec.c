@@ -281,10 +281,11 @@ Test(memory, intermediates_freed_after_last_use)
                         "{\"id\":\"unused\",\"op\":\"cos\",\"args\":[\"x\"]},"
                         "{\"id\":\"c\",\"op\":\"add\",\"args\":[\"b\",\"a\"]}],\"outputs\":\"c\"}");
     const tl_block *b = &g->top;
-    /* a dies after c, b after c, unused right where it is made, c is kept */
+    /* a dies after c, b after c, unused right where it is made, and the
+     * input x there too (its last reader); c is kept */
     cr_expect_eq(b->nodes[0].nfree, 0);
     cr_expect_eq(b->nodes[1].nfree, 0);
-    cr_expect_eq(b->nodes[2].nfree, 1);
+    cr_expect_eq(b->nodes[2].nfree, 2);
     cr_expect_eq(b->nodes[3].nfree, 2);
     tl_graph_free(g);
 }

@@ -54,6 +54,7 @@ typedef struct job {
     void *ins, *outs, *w;  /* A, B, W: the one being computed is written */
     const void *bias;      /* conv: per out-side channel; conv_transpose: in-side */
     bool pointwise;        /* no im2col: 1x1, stride 1, no padding */
+    bool over;             /* conv_transpose written over its input (pointwise): each item copies its part first */
     int64_t chunk, nchunks; /* conv: positions; conv_transpose: channels */
     int64_t pchunk;         /* conv_transpose: positions */
     int64_t cblk, nblk;    /* conv_grad_w: in-side channels per item, blocks per group */
@@ -191,11 +192,37 @@ static int threads_for(double flops)
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+static tl_code conv_run(tl_opcode op, int n, const tl_tensor *x, cpu_ins in, const tl_attrs *a, tl_tensor *out,
+                        tl_status *st);
+
+/* One in-side channel per group, few enough partial sums: the direct kernels. */
+static bool direct_dw(int64_t ca, int64_t ksz, int64_t os2) { return ca == 1 && ksz * os2 <= DIRECT_ACC; }
+
 tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
     if (out->numel == 0)
         return TL_OK;
     const tl_tensor *x = in[0];
+    /* written over its input (tl_op_over): only a pointwise conv_transpose
+     * reads its input by items apart (a sample's group at a time, copied
+     * before its result goes there); any other path reads it from a copy */
+    tl_tensor *x_copy = NULL;
+    bool by_items = op == TL_OP_CONV_TRANSPOSE && is_pointwise(a) && out->numel == x->numel &&
+                    !direct_dw(out->shape[1] / a->groups, 1, x->ndim > 2 ? x->shape[x->ndim - 1] : 1);
+    if (out->data == x->data && !by_items) {
+        if (!(x_copy = tl_tensor_new(x->dtype, x->ndim, x->shape, st)))
+            return st->code;
+        memcpy(x_copy->data, x->data, tl_dtype_size(x->dtype) * (size_t)x->numel);
+        x = x_copy;
+    }
+    tl_code rc = conv_run(op, n, x, in, a, out, st);
+    tl_tensor_unref(x_copy);
+    return rc;
+}
+
+static tl_code conv_run(tl_opcode op, int n, const tl_tensor *x, cpu_ins in, const tl_attrs *a, tl_tensor *out,
+                        tl_status *st)
+{
     int which = op == TL_OP_CONV ? K_CONV : op == TL_OP_CONV_TRANSPOSE ? K_CONVT : K_GRADW;
     job j = {.bias = op != TL_OP_CONV_GRAD_W && n > 2 ? in[2]->data : NULL};
     atomic_init(&j.failed, false);
@@ -219,7 +246,7 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     int64_t nitems;
     int kind = which;
     void *w_flip = NULL;
-    if (G->ca == 1 && G->ksz * G->os[2] <= DIRECT_ACC) { /* depthwise: direct */
+    if (direct_dw(G->ca, G->ksz, G->os[2])) { /* depthwise: direct */
         kind = K_DW + which;
         tap *taps = tl_malloc((size_t)G->ksz, sizeof *taps, "convolution taps", st);
         if (!taps)
@@ -235,6 +262,7 @@ tl_code cpu_conv(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
         nitems = which == K_CONV ? G->n * G->groups * G->cb : which == K_CONVT ? G->n * G->groups : G->groups * G->cb;
     } else {
         j.pointwise = is_pointwise(a) && G->isz == G->osz; /* not with output_padding */
+        j.over = which == K_CONVT && j.outs == out->data;
         if (!(j.blas = cpu_blas_get(st)))
             return st->code;
         if (G->rows > INT32_MAX || G->cb * G->ksz > INT32_MAX || G->cb > INT32_MAX || G->osz > INT32_MAX || G->isz > INT32_MAX)

@@ -147,9 +147,17 @@ static void FN(convt_item)(void *ctx, int64_t item)
     const T *w = (const T *)j->w + gi * G->cb * G->rows;
     T *dst = (T *)j->ins + ng * G->ca * G->isz;
     if (j->pointwise) { /* in-side rows c0..c1 = W^T rows straight */
+        T *copy = NULL; /* over its input: this item reads the sample's group whole first */
+        if (j->over && G->osz) {
+            if (!(copy = (T *)scratch(j, sizeof(T) * (size_t)(G->cb * G->osz))))
+                return;
+            memcpy(copy, src, sizeof(T) * (size_t)(G->cb * G->osz));
+            src = copy;
+        }
         if (G->osz)
             FN(gemm)(j->blas, true, false, c1 - c0, G->osz, G->cb, w + c0, G->rows, src, G->osz, false,
                      dst + c0 * G->isz, G->isz);
+        free(copy);
     } else { /* by chunks of positions, each added in order */
         int64_t rows = (c1 - c0) * G->ksz;
         T *col = (T *)scratch(j, sizeof(T) * (size_t)(rows * j->pchunk));
@@ -216,8 +224,10 @@ static void FN(gradw_item)(void *ctx, int64_t item)
  * orow[ow] += w[kw] * srow[ow*st + off_kw] for every valid kw in order.
  * Three taps with stride 1 (the common 3x3 kernel) go in one pass over
  * the positions where all three are valid, each element still adding its
- * taps in order, so the bits are those of one pass per tap. */
-static inline void FN(dw_row)(T *restrict orow, const T *restrict srow, const T *w, const tap *t, int64_t k2,
+ * taps in order, so the bits are those of one pass per tap.  Inlined
+ * always, into each of the item's CPU_KERNEL clones: called, it was one
+ * SSE body for all (GCC kept it apart), a quarter of the AVX-512 width. */
+static inline __attribute__((always_inline)) void FN(dw_row)(T *restrict orow, const T *restrict srow, const T *w, const tap *t, int64_t k2,
                               int64_t st, int64_t os2)
 {
     if (k2 == 3 && st == 1) {
@@ -285,8 +295,9 @@ CPU_KERNEL static void FN(dw_conv_item)(void *ctx, int64_t item)
 
 /* drow[ow*st + off_kw] += w[kw] * grow[ow] for the valid kw in order; with
  * three taps and stride 1, as dw_row, one pass over the destination
- * positions all three reach (each adding its taps in order). */
-static inline void FN(dw_scatter_row)(T *restrict drow, const T *restrict grow, const T *w, const tap *t, int64_t k2,
+ * positions all three reach (each adding its taps in order); inlined
+ * always, as dw_row. */
+static inline __attribute__((always_inline)) void FN(dw_scatter_row)(T *restrict drow, const T *restrict grow, const T *w, const tap *t, int64_t k2,
                                       int64_t st)
 {
     if (k2 == 3 && st == 1) {

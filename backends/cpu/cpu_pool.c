@@ -112,14 +112,20 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
         const T *g = j->g ? (const T *)j->g + p * (pick ? G->isz : G->osz) : NULL;             \
         T *out = (T *)j->out;                                                                  \
         bool fwd = j->op == TL_OP_MAX_POOL || j->op == TL_OP_AVG_POOL || pick;                 \
+        /* max_pool_grad: every window's argmax first, then dx: out may be x's \
+         * own memory (written over, tl_op_over), each plane read whole first */ \
+        bool two = j->op == TL_OP_MAX_POOL_GRAD;                                               \
         if (fwd)                                                                               \
             out += p * G->osz;                                                                 \
+        else if (two)                                                                          \
+            out += p * G->isz;                                                                 \
         else                                                                                   \
             out += p * G->isz, memset(out, 0, sizeof(T) * (size_t)G->isz);                     \
         for (int64_t od = 0; od < G->out[0]; od++)                                             \
             for (int64_t oh = 0; oh < G->out[1]; oh++) {                                       \
                 int64_t orow = (od * G->out[1] + oh) * OW;                                     \
                 T *m = fwd && !pick ? out + orow : scratch;                                    \
+                I *rat = two ? at + orow : at; /* the row's argmaxes */                         \
                 if (j->op == TL_OP_AVG_POOL_GRAD)                                              \
                     for (int64_t ow = 0; ow < OW; ow++)                                        \
                         m[ow] = g[orow + ow] / (T)(j->cnt[0][od] * j->cnt[1][oh] * j->cnt[2][ow]); \
@@ -128,7 +134,7 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
                         m[ow] = j->op == TL_OP_AVG_POOL ? 0 : (T)-INFINITY;                    \
                 if (j->op == TL_OP_MAX_POOL_GRAD || pick)                                      \
                     for (int64_t ow = 0; ow < OW; ow++)                                        \
-                        at[ow] = -1;                                                           \
+                        rat[ow] = -1;                                                          \
                 for (int64_t kd = 0; kd < G->k[0]; kd++) {                                     \
                     int64_t id = od * G->s[0] - G->lo[0] + kd * G->dl[0];                      \
                     if (id < 0 || id >= G->in[0])                                              \
@@ -160,14 +166,16 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
                 if (j->op == TL_OP_AVG_POOL)                                                   \
                     for (int64_t ow = 0; ow < OW; ow++)                                        \
                         m[ow] /= (T)(j->cnt[0][od] * j->cnt[1][oh] * j->cnt[2][ow]);           \
-                if (j->op == TL_OP_MAX_POOL_GRAD)                                              \
-                    for (int64_t ow = 0; ow < OW; ow++)                                        \
-                        if (at[ow] >= 0)                                                       \
-                            out[at[ow]] += g[orow + ow];                                       \
                 if (pick)                                                                      \
                     for (int64_t ow = 0; ow < OW; ow++)                                        \
                         out[orow + ow] = at[ow] >= 0 ? g[at[ow]] : 0;                          \
             }                                                                                  \
+        if (two) { /* all of g to each window's argmax, in window order */                    \
+            memset(out, 0, sizeof(T) * (size_t)G->isz);                                        \
+            for (int64_t o = 0; o < G->osz; o++)                                               \
+                if (at[o] >= 0)                                                                \
+                    out[at[o]] += g[o];                                                        \
+        }                                                                                      \
     }
 
 #define MAXC_f(S) max_row_f(m, x + ri, off, a, b, S)
@@ -176,9 +184,9 @@ static inline int64_t w_range(const geom *G, int64_t kw, int64_t *a, int64_t *b)
 #define SUMC_f(S) sum_row_f(m, x + ri, off, a, b, S)
 #define SUMC_fl(S) sum_row_fl(m, x + ri, off, a, b, S)
 #define SUMC_d(S) sum_row_d(m, x + ri, off, a, b, S)
-#define ARGC_f(S) arg_row_f(m, at, x + ri, ri, off, a, b, S)
-#define ARGC_fl(S) arg_row_fl(m, at, x + ri, ri, off, a, b, S)
-#define ARGC_d(S) arg_row_d(m, at, x + ri, ri, off, a, b, S)
+#define ARGC_f(S) arg_row_f(m, rat, x + ri, ri, off, a, b, S)
+#define ARGC_fl(S) arg_row_fl(m, rat, x + ri, ri, off, a, b, S)
+#define ARGC_d(S) arg_row_d(m, rat, x + ri, ri, off, a, b, S)
 #define SPREADC_f(S) spread_row_f(out + ri, m, off, a, b, S)
 #define SPREADC_fl(S) spread_row_fl(out + ri, m, off, a, b, S)
 #define SPREADC_d(S) spread_row_d(out + ri, m, off, a, b, S)
@@ -192,8 +200,8 @@ DEFINE_POOL(float, fl, int64_t)
 static void pool_item(void *ctx, int64_t item)
 {
     pjob *j = ctx;
-    int64_t OW = j->G.out[2];
-    void *mem = malloc((size_t)OW * (sizeof(double) + sizeof(int64_t)) + 1);
+    int64_t OW = j->G.out[2], nat = j->op == TL_OP_MAX_POOL_GRAD ? j->G.osz : OW; /* argmaxes kept */
+    void *mem = malloc((size_t)OW * sizeof(double) + (size_t)nat * sizeof(int64_t) + 1);
     if (!mem) {
         atomic_store(&j->oom, 1);
         return;
@@ -202,11 +210,11 @@ static void pool_item(void *ctx, int64_t item)
     int64_t p1 = p0 + j->per_item < j->G.planes ? p0 + j->per_item : j->G.planes;
     for (int64_t p = p0; p < p1; p++)
         if (!j->f32)
-            plane_d(j, p, (double *)(at + OW), at);
+            plane_d(j, p, (double *)(at + nat), at);
         else if (j->G.isz <= INT32_MAX)
-            plane_f(j, p, (float *)(at + OW), (int32_t *)at);
+            plane_f(j, p, (float *)(at + nat), (int32_t *)at);
         else
-            plane_fl(j, p, (float *)(at + OW), at);
+            plane_fl(j, p, (float *)(at + nat), at);
     free(mem);
 }
 
