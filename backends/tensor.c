@@ -214,7 +214,14 @@ static void *pool_take(size_t size)
  * malloc's, so those still see every use after free. */
 #define TINY_BYTES 96
 #define TINY_SLAB ((size_t)64 << 10)
-#if defined(__SANITIZE_ADDRESS__)
+/* gcc says AddressSanitizer with __SANITIZE_ADDRESS__, clang (the fuzz
+ * harnesses) with __has_feature */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TL_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(TL_ASAN)
 #define TINY_OFF() true
 #elif defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
