@@ -5,6 +5,8 @@
 #include "backend.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <sys/mman.h>
 
 #include <stdio.h>
@@ -93,7 +95,8 @@ bool tl_same_shape(const tl_tensor *a, const tl_tensor *b)
 /* Host tensors are one allocation: the header, then the data; large data
  * starts at a 64-byte boundary (whole cache lines for the vectorised
  * kernels), small data right after the header (scalars of a long iterate
- * stay small). */
+ * stay small).  From TL_HUGE_BYTES the data is a block of whole huge
+ * pages of its own and the header is malloc's (block_size). */
 #define TL_DATA_OFFSET ((sizeof(tl_tensor) + 63) & ~(size_t)63)
 /* a small tensor's data: after its ndim sizes, at a 16-byte boundary */
 #define TL_SMALL_OFFSET(ndim) ((offsetof(tl_tensor, shape) + 8 * (size_t)(ndim) + 15) & ~(size_t)15)
@@ -166,8 +169,9 @@ static int64_t footprint(size_t bytes, int ndim)
         return INT64_MAX; /* more than any budget: refused, never wrapped */
     if (bytes < TL_SMALL_BYTES)
         return (int64_t)(TL_SMALL_OFFSET(ndim) + bytes + 16); /* + malloc's own header */
-    size_t align = bytes >= TL_HUGE_BYTES ? TL_HUGE_BYTES : 64;
-    return (int64_t)((TL_DATA_OFFSET + bytes + align - 1) & ~(align - 1));
+    if (bytes >= TL_HUGE_BYTES) /* whole huge pages, the header apart */
+        return (int64_t)(((bytes + TL_HUGE_BYTES - 1) & ~(TL_HUGE_BYTES - 1)) + sizeof(tl_tensor) + 16);
+    return (int64_t)((TL_DATA_OFFSET + bytes + 63) & ~(size_t)63);
 }
 
 /* Freed blocks of large host tensors, kept for the next tensor of the same
@@ -185,21 +189,23 @@ static struct {
     size_t bytes;
     void *block[POOL_SLOTS];
     size_t size[POOL_SLOTS];
+    bool huge[POOL_SLOTS]; /* data alone, aligned to a huge page */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void *pool_take(size_t size)
+static void *pool_take(size_t size, bool huge)
 {
     void *p = NULL;
     if (size < POOL_MIN)
         return NULL;
     pthread_mutex_lock(&pool.lock);
     for (int i = pool.n - 1; i >= 0; i--) /* the most recently freed first: warm in cache */
-        if (pool.size[i] == size) {
+        if (pool.size[i] == size && pool.huge[i] == huge) {
             p = pool.block[i];
             pool.bytes -= size;
             pool.n--;
             memmove(&pool.block[i], &pool.block[i + 1], sizeof(void *) * (size_t)(pool.n - i));
             memmove(&pool.size[i], &pool.size[i + 1], sizeof(size_t) * (size_t)(pool.n - i));
+            memmove(&pool.huge[i], &pool.huge[i + 1], sizeof(bool) * (size_t)(pool.n - i));
             break;
         }
     pthread_mutex_unlock(&pool.lock);
@@ -297,7 +303,7 @@ static void tiny_give(void *p)
     tiny_free = p;
 }
 
-static void pool_give(void *p, size_t size)
+static void pool_give(void *p, size_t size, bool huge)
 {
     if (size <= TINY_BYTES) {
         tiny_give(p);
@@ -308,6 +314,7 @@ static void pool_give(void *p, size_t size)
         bool kept = pool.n < POOL_SLOTS && pool.bytes + size <= POOL_BYTES;
         if (kept) {
             pool.block[pool.n] = p;
+            pool.huge[pool.n] = huge;
             pool.size[pool.n++] = size;
             pool.bytes += size;
         }
@@ -349,13 +356,71 @@ static void prefault_block(void *p, size_t size)
 #endif
 }
 
-/* The size of the block that holds a host tensor of `bytes` data. */
+/* Huge pages for fresh blocks of 2 MiB and more, where they are the cheaper
+ * way in: measured once a process, on its first fresh block of two huge
+ * pages or more, whose first 2 MiB are mapped in 4 KiB pages and the rest
+ * in huge pages (madvised), each populated and timed.  Machines differ by
+ * a factor of ten either way.  On the Zen 5 VM (Linux 6.18, transparent
+ * huge pages on madvise) 64 MiB cost 190-270 ms in 4 KiB pages and 3-130
+ * ms in huge pages (the tensors of the 16M-element chain's grad: 0.26 ->
+ * 0.08 s).  On the Zen 3 VM, where the kernel defragments on such a fault
+ * (defrag=madvise, Debian's default), a huge page cost four times its 512
+ * small ones (512 MiB in 0.9-1.1 s against 0.17-0.21 s), so huge pages
+ * were never asked for there; a fixed choice loses on one machine or the
+ * other, a measured one on neither.  The choice never changes a bit of
+ * any result; a system without the advice (or with THP off) times two
+ * equal ways and either choice is right. */
+#define HUGE_TRY_MIN (2 * TL_HUGE_BYTES)
+static _Atomic int huge_choice; /* 0 not yet measured, 1 huge pages, -1 small, 2 measuring */
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static void prefault_block(void *p, size_t size);
+
+/* A fresh block of `size` (a multiple of 2 MiB, aligned to it) whose
+ * first `used` bytes are about to be written. */
+static void fresh_huge_block(void *p, size_t size, size_t used)
+{
+#if defined(MADV_HUGEPAGE) && defined(MADV_POPULATE_WRITE)
+    int c = atomic_load_explicit(&huge_choice, memory_order_relaxed), measuring = 2;
+    if (c == 1) {
+        (void)madvise(p, size, MADV_HUGEPAGE);
+    } else if (c == 0 && used >= HUGE_TRY_MIN &&
+               atomic_compare_exchange_strong(&huge_choice, &(int){0}, measuring)) {
+        char *q = p;
+        double t0 = now_us();
+        int e1 = madvise(q, TL_HUGE_BYTES, MADV_POPULATE_WRITE);
+        double t1 = now_us();
+        int e2 = madvise(q + TL_HUGE_BYTES, size - TL_HUGE_BYTES, MADV_HUGEPAGE);
+        size_t rest = (used - TL_HUGE_BYTES) & ~(TL_HUGE_BYTES - 1); /* whole huge pages */
+        double t2 = now_us();
+        int e3 = e2 ? e2 : madvise(q + TL_HUGE_BYTES, rest, MADV_POPULATE_WRITE);
+        double t3 = now_us();
+        /* the cost of a 4 KiB page each way */
+        bool huge = !e1 && !e3 && (t3 - t2) / (double)(rest >> 12) < (t1 - t0) / (double)(TL_HUGE_BYTES >> 12);
+        atomic_store(&huge_choice, huge ? 1 : -1);
+        prefault_block(q + TL_HUGE_BYTES + rest, used - TL_HUGE_BYTES - rest);
+        return;
+    }
+#endif
+    prefault_block(p, used);
+}
+
+/* The size of the block that holds a host tensor of `bytes` data: its
+ * header and data, or from 2 MiB its data alone in whole huge pages (a
+ * 2 MiB tensor in one, never two), the header malloc's. */
 static size_t block_size(size_t bytes, int ndim)
 {
     if (bytes < TL_SMALL_BYTES)
         return TL_SMALL_OFFSET(ndim) + bytes;
-    size_t align = bytes >= TL_HUGE_BYTES ? TL_HUGE_BYTES : 64, total = TL_DATA_OFFSET + bytes;
-    return (total + align - 1) & ~(align - 1);
+    if (bytes >= TL_HUGE_BYTES)
+        return (bytes + TL_HUGE_BYTES - 1) & ~(TL_HUGE_BYTES - 1);
+    return (TL_DATA_OFFSET + bytes + 63) & ~(size_t)63;
 }
 
 tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int64_t *shape,
@@ -381,20 +446,19 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
     if (budget && tl_budget_charge(budget, cost, NULL, st))
         return NULL;
     bool small = bytes < TL_SMALL_BYTES, huge = bytes >= TL_HUGE_BYTES;
-    size_t align = huge ? TL_HUGE_BYTES : 64, size = block_size(bytes, ndim);
-    tl_tensor *t = size <= TINY_BYTES ? tiny_take() : small ? malloc(size) : pool_take(size);
-    /* No MADV_HUGEPAGE: where the kernel defragments on a fault in an
-     * madvised region (defrag=madvise, the Debian default), a first touch
-     * of cold memory cost 4x what plain 4 KiB faults cost (measured: 512
-     * MiB in 0.9-1.1 s against 0.17-0.21 s).  Tried again with each
-     * fresh block's first huge page touched and timed (back to small
-     * pages when slow): the 16M-element chain's median fell from 70 to
-     * 55-60 ms, but 5 runs in 30 took 120-130 ms, the timed page fast
-     * every time (freed huge pages handed back to the VM's host between
-     * runs, faulted in again slowly); steady times beat a better median.
-     * A fresh block is prefaulted (prefault_block). */
-    if (!t && !small && (t = aligned_alloc(align, size)))
-        prefault_block(t, TL_DATA_OFFSET + bytes); /* not the padding to 2 MiB, never written */
+    size_t size = block_size(bytes, ndim);
+    tl_tensor *t = NULL;
+    void *block = size <= TINY_BYTES ? tiny_take() : small ? malloc(size) : pool_take(size, huge);
+    if (!block && !small && (block = aligned_alloc(huge ? TL_HUGE_BYTES : 64, size))) {
+        if (huge)
+            fresh_huge_block(block, size, bytes);
+        else
+            prefault_block(block, TL_DATA_OFFSET + bytes);
+    }
+    if (block && huge && !(t = malloc(sizeof *t)))
+        pool_give(block, size, true);
+    else if (!huge)
+        t = block;
     if (!t) {
         char d[96];
         tl_budget_credit(budget, cost);
@@ -418,7 +482,7 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
     if (!small) /* a whole header: its unused sizes zero */
         memset(t->shape + ndim, 0, sizeof(int64_t) * (size_t)(TL_MAXDIM - ndim));
     t->numel = n;
-    t->data = (char *)t + (small ? TL_SMALL_OFFSET(ndim) : TL_DATA_OFFSET);
+    t->data = huge ? block : (char *)t + (small ? TL_SMALL_OFFSET(ndim) : TL_DATA_OFFSET);
     return t;
 }
 
@@ -558,10 +622,15 @@ void tl_tensor_unref(tl_tensor *t)
         t->home->release(t->home, t->data);
     if (t->map)
         munmap(t->map, t->map_len);
-    if (t->home || t->map || !t->data) /* a device tensor's or mapped tensor's header, or a stub */
+    size_t bytes = (size_t)t->numel * tl_dtype_size(t->dtype);
+    if (t->home || t->map || !t->data) { /* a device tensor's or mapped tensor's header, or a stub */
         free(t);
-    else /* host data lives in the same block */
-        pool_give(t, block_size((size_t)t->numel * tl_dtype_size(t->dtype), t->ndim));
+    } else if (bytes >= TL_HUGE_BYTES) { /* host data in huge pages of its own */
+        pool_give(t->data, block_size(bytes, t->ndim), true);
+        free(t);
+    } else { /* host data in the same block */
+        pool_give(t, block_size(bytes, t->ndim), false);
+    }
 }
 
 double tl_tensor_get(const tl_tensor *t, int64_t i)

@@ -290,6 +290,53 @@ Test(memory, intermediates_freed_after_last_use)
     tl_graph_free(g);
 }
 
+/* Tensors about the 2 MiB edge, where the data leaves the header's block
+ * for whole huge pages of its own (tensor.c): every element writable and
+ * kept, the data aligned, the budget charged and credited to the byte,
+ * and a freed block taken again by the next tensor of its size.  The
+ * first of 5 MiB is where a process measures which pages to ask for. */
+Test(memory, tensors_about_the_huge_page_edge)
+{
+    tl_status st = {0};
+    tl_budget *b = tl_budget_new(0, &st);
+    cr_assert_not_null(b);
+    const int64_t mib2 = 1 << 19; /* f32 elements in 2 MiB */
+    const int64_t sizes[] = {mib2 - 1, mib2, mib2 + 1, 5 * mib2 / 2, 3 * mib2, mib2 - 16};
+    for (int round = 0; round < 2; round++)
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            int64_t n = sizes[i];
+            tl_tensor *t = tl_tensor_new_in(b, TL_F32, 1, &n, &st);
+            cr_assert_not_null(t, "%s", st.msg);
+            cr_expect_eq(t->numel, n);
+            cr_expect_eq((uintptr_t)t->data % 64, 0);
+            if (n * 4 >= (2 << 20))
+                cr_expect_eq((uintptr_t)t->data % (2 << 20), 0, "%lld elements", (long long)n);
+            cr_expect_gt(b->live, n * 4);
+            float *d = t->data;
+            for (int64_t k = 0; k < n; k++)
+                d[k] = (float)(k + round);
+            int64_t bad = 0;
+            for (int64_t k = 0; k < n; k++)
+                bad += d[k] != (float)(k + round);
+            cr_expect_eq(bad, 0);
+            cr_expect_eq(t->shape[0], n); /* the header survives its data's writes */
+            tl_tensor_unref(t);
+            cr_expect_eq(b->live, 0);
+        }
+    /* a freed block is the next one of its size */
+    int64_t n = 3 * mib2;
+    tl_tensor *t = tl_tensor_new_in(b, TL_F32, 1, &n, &st);
+    cr_assert_not_null(t);
+    void *data = t->data;
+    tl_tensor_unref(t);
+    t = tl_tensor_new_in(b, TL_F32, 1, &n, &st);
+    cr_assert_not_null(t);
+    cr_expect_eq(t->data, data);
+    tl_tensor_unref(t);
+    tl_budget_unref(b);
+    tl_tensor_release_cache();
+}
+
 /* ---------- control flow ---------- */
 
 #define IF_GRAPH(cond_expr, then_nodes, then_res) \
