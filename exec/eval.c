@@ -630,8 +630,6 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
                tl_result **out, tl_status *st)
 {
     tl_run_opts none = {0}, local = opts ? *opts : none;
-    if (local.twice) /* the fast paths' entries are not recorded twice */
-        local.fuse_min = -1;
     const tl_run_opts *o = &local;
     *out = NULL;
     tl_result *r = tl_calloc(1, sizeof *r, "a result", st);

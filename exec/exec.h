@@ -46,7 +46,8 @@ typedef struct tl_run_opts {
      * Fused or not, the bits are the same. */
     int64_t fuse_min;
     /* with record: the recording can be pulled back twice
-     * (tl_result_pullback_recorded); the fast paths are off */
+     * (tl_result_pullback_recorded); a fused chain runs as a map
+     * (fuse.c), the other fast paths are off */
     bool twice;
     /* non-NULL: the array of inputs given to tl_run, whose references the
      * run takes over, leaving in each entry a header of the same dtype and

@@ -16,6 +16,8 @@
 #include "eval.h"
 #include "prog.h"
 #include "shape.h"
+#include "graph/mapc.h"
+#include "bw.h"
 
 #define FUSE_MAX 48 /* nodes in one chain */
 #define ARGS_MAX 8  /* inputs of a node (a map's args and the scalars it captures) */
@@ -418,27 +420,27 @@ static bool candidate(const tl_node *n, bool first)
            (tl_op_elementwise(n->op) || n->op == TL_OP_MAP || (!first && n->op == TL_OP_SUM));
 }
 
-int tl_fuse_try(tl_eval *ev, const tl_block *b, int i)
+/* The chain from node i of b, of at most limit members; NULL when fewer
+ * than two fit.  *end: the node after it.  twice (a tape to differentiate
+ * twice, where the chain becomes a map: as_map): no sum and no map joins. */
+static tl_fused *plan(tl_eval *ev, const tl_block *b, int i, int limit, bool twice, int *end)
 {
-    const tl_run_opts *o = ev->opts;
-    if (o->fuse_min < 0 || o->observe || o->profile || o->check_finite || ev->log ||
-        tl_ctx_on_device(ev->cx) || i + 1 >= b->nnodes || !candidate(&b->nodes[i], true) ||
-        !candidate(&b->nodes[i + 1], false))
-        return 0;
-    int64_t min = o->fuse_min ? o->fuse_min : TL_FUSE_MIN_DEFAULT;
+    int64_t min = ev->opts->fuse_min ? ev->opts->fuse_min : TL_FUSE_MIN_DEFAULT;
     tl_fused *f = calloc(1, sizeof *f);
     if (!f)
-        return 0; /* the unfused run needs less memory than this */
+        return NULL; /* the unfused run needs less memory than this */
     f->ndim = -1;
     int j = i;
-    while (j < b->nnodes && f->nmem < FUSE_MAX && !f->sink && add_member(ev, f, &b->nodes[j], min))
+    while (j < b->nnodes && f->nmem < limit && !f->sink &&
+           !(twice && (b->nodes[j].op == TL_OP_SUM || b->nodes[j].op == TL_OP_MAP)) &&
+           add_member(ev, f, &b->nodes[j], min))
         j++;
     if (f->nmem < 2) {
         tl_fused_free(f);
-        return 0;
+        return NULL;
     }
     /* exported: read after the chain (or kept, or never freed) */
-    bool internal[FUSE_MAX] = {false}, rec = false;
+    bool internal[FUSE_MAX] = {false};
     for (int k = i; k < j; k++)
         for (int q = 0; q < b->nodes[k].nfree; q++) {
             int s = b->nodes[k].free_after[q];
@@ -446,42 +448,126 @@ int tl_fuse_try(tl_eval *ev, const tl_block *b, int i)
                 if (f->m[m].node->out[0] == s && !(ev->keep && ev->keep[s]))
                     internal[m] = true;
         }
-    for (int m = 0; m < f->nmem; m++) {
+    for (int m = 0; m < f->nmem; m++)
         f->m[m].exported = !internal[m];
-        rec = rec || f->m[m].rec;
+    *end = j;
+    return f;
+}
+
+static void free_prog(void *p) { tl_mprog_free(p); }
+
+/* A chain on a tape to differentiate twice runs as one `map` over its
+ * inputs, its body the chain's forward program, recorded as a map node
+ * would be: the map's rule (grad.c) is a map of the body's derivative
+ * (mapderiv.c), itself a map, so the backward pass is one pass over memory
+ * where node by node it was an op for every rule's call, and the second
+ * pullback is too.  The chain exports its last value only (plan's caller
+ * cuts it there).  The values are the fused chain's, so the recipe's;
+ * the derivatives are forward mode's over the same operations, not
+ * reverse mode's, and so may differ from node by node in the last bits,
+ * as a map's do.  Returns 0 (the chain's nodes to run unfused: a body the
+ * map derivative cannot take) or 1 with f's value set. */
+static int as_map(tl_eval *ev, tl_fused *f, const tl_node *last, tl_status *st)
+{
+    tl_pbuild pb = {0};
+    build_forward(f, &pb);
+    int res = f->m[f->nmem - 1].val;
+    pb.p.result = res;
+    tl_pb_prune(&pb, &res, 1);
+    tl_mprog *p = pb.oom ? NULL : malloc(sizeof *p);
+    if (!p) {
+        tl_pb_free(&pb);
+        return 0;
     }
-    tl_status *st = ev->st;
-    if (rec) { /* every rule must record as elementwise ops, or no fusion */
-        tl_pbuild dry = {0};
-        int out_reg[EXT_MAX];
-        tl_status quiet = {0};
-        build_forward(f, &dry);
-        tl_code rc = build_backward(f, &dry, NULL, NULL, out_reg, &quiet);
-        tl_pb_free(&dry);
-        if (rc) {
-            tl_fused_free(f);
+    *p = pb.p;
+    free(pb.in);
+    tl_status quiet = {0};
+    for (int e = 0; e < f->next; e++)
+        if (f->ext_var[e] >= 0 && !tl_map_derivative(p, e, &quiet)) {
+            tl_mprog_free(p);
             return 0;
         }
+    if (tl_tape_own(ev->tape, p, free_prog, st))
+        return -1;
+    tl_attrs a;
+    tl_attrs_init(&a);
+    a.prog = p;
+    tl_tensor *out = tl_op(ev->cx, TL_OP_MAP, f->next, f->ext, &a, st);
+    int var = out ? tl_tape_record_copy(ev->tape, TL_OP_MAP, f->next, f->ext, f->ext_var, out, &a, last, st) : -1;
+    if (var < 0) {
+        tl_tensor_unref(out);
+        return -1;
     }
-    tl_tensor *outs[FUSE_MAX];
-    tl_code rc = run_forward(ev, f, outs);
-    for (int m = 0; m < f->nmem; m++) {
-        member *mm = &f->m[m];
-        if (rc || !outs[m])
-            continue;
-        mm->var = mm->rec ? tl_tape_new_var(ev->tape) : -1;
-        tl_eval_set(ev, mm->node->out[0], outs[m], mm->var);
-        outs[m] = NULL;
-    }
-    for (int m = 0; rc && m < f->nmem; m++)
-        tl_tensor_unref(outs[m]);
-    if (!rc && rec) {
-        f->entry = (tl_custom){fused_backward, fused_free};
-        rc = tl_tape_record_custom(ev->tape, &f->entry, &b->nodes[i], st);
-    } else {
+    tl_eval_set(ev, last->out[0], out, var);
+    return 1;
+}
+
+int tl_fuse_try(tl_eval *ev, const tl_block *b, int i)
+{
+    const tl_run_opts *o = ev->opts;
+    if (o->fuse_min < 0 || o->observe || o->profile || o->check_finite || ev->log ||
+        tl_ctx_on_device(ev->cx) || i + 1 >= b->nnodes || !candidate(&b->nodes[i], true) ||
+        !candidate(&b->nodes[i + 1], false))
+        return 0;
+    bool twice = o->twice, rec = false;
+    int j = i, limit = FUSE_MAX;
+    tl_fused *f;
+    for (;;) {
+        if (!(f = plan(ev, b, i, limit, twice, &j)))
+            return 0;
+        int first = 0;
+        rec = false;
+        for (int m = 0; m < f->nmem; m++)
+            rec = rec || f->m[m].rec;
+        while (first < f->nmem - 1 && !f->m[first].exported)
+            first++;
+        if (!twice || !rec || first == f->nmem - 1)
+            break;
+        /* twice: a map has one value, the chain ends at its first exported one */
         tl_fused_free(f);
+        limit = first + 1;
     }
-    if (rc)
+    tl_status *st = ev->st;
+    int done = 0;
+    if (twice && rec) {
+        done = as_map(ev, f, &b->nodes[j - 1], st);
+        tl_fused_free(f);
+        if (done == 0)
+            return 0;
+    } else {
+        if (rec) { /* every rule must record as elementwise ops, or no fusion */
+            tl_pbuild dry = {0};
+            int out_reg[EXT_MAX];
+            tl_status quiet = {0};
+            build_forward(f, &dry);
+            tl_code rc = build_backward(f, &dry, NULL, NULL, out_reg, &quiet);
+            tl_pb_free(&dry);
+            if (rc) {
+                tl_fused_free(f);
+                return 0;
+            }
+        }
+        tl_tensor *outs[FUSE_MAX];
+        tl_code rc = run_forward(ev, f, outs);
+        for (int m = 0; m < f->nmem; m++) {
+            member *mm = &f->m[m];
+            if (rc || !outs[m])
+                continue;
+            mm->var = mm->rec ? tl_tape_new_var(ev->tape) : -1;
+            tl_eval_set(ev, mm->node->out[0], outs[m], mm->var);
+            outs[m] = NULL;
+        }
+        for (int m = 0; rc && m < f->nmem; m++)
+            tl_tensor_unref(outs[m]);
+        if (!rc && rec) {
+            f->entry = (tl_custom){fused_backward, fused_free};
+            rc = tl_tape_record_custom(ev->tape, &f->entry, &b->nodes[i], st);
+        } else {
+            tl_fused_free(f);
+        }
+        done = rc ? -1 : 1;
+    }
+    if (done < 0)
         return -1;
     for (int k = i; k < j; k++)
         for (int q = 0; q < b->nodes[k].nfree; q++)

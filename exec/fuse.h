@@ -13,7 +13,13 @@
  * than run), preceded by the chain's forward program: the values the
  * rules read are computed again from the chain's inputs instead of being
  * kept, and gradients are added up in the unfused order.  Only the
- * chain's inputs stay on the tape. */
+ * chain's inputs stay on the tape.
+ *
+ * On a tape to differentiate twice (tl_run_opts.twice) the chain, cut at
+ * its first value read after it and never with a sum, is one `map` entry
+ * over its inputs instead, its body the chain's forward program: the
+ * map's rules (a map of the body's derivative) are ops that record and
+ * differentiate again. */
 #ifndef TL_FUSE_H
 #define TL_FUSE_H
 

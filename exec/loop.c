@@ -544,8 +544,8 @@ static tl_code loop_backward(tl_custom *c, tl_ctx *cx, tl_tensor **grads, tl_sta
 int tl_loop_try(tl_eval *ev, const tl_node *it)
 {
     const tl_run_opts *o = ev->opts;
-    if (o->fuse_min < 0 || o->observe || o->profile || o->check_finite || ev->log ||
-        tl_ctx_on_device(ev->cx))
+    if (o->fuse_min < 0 || o->twice || o->observe || o->profile || o->check_finite || ev->log ||
+        tl_ctx_on_device(ev->cx)) /* twice: its entry is not recorded twice */
         return 0;
     tl_loop *l = plan(ev, it);
     if (!l)

@@ -222,10 +222,33 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
     return TL_OK;
 }
 
+typedef struct tl_tape_owned {
+    struct tl_tape_owned *next;
+    void *p;
+    void (*free_fn)(void *);
+} tl_tape_owned;
+
+tl_code tl_tape_own(tl_tape *t, void *p, void (*free_fn)(void *), tl_status *st)
+{
+    tl_tape_owned *o = tl_malloc(1, sizeof *o, "a tape", st);
+    if (!o) {
+        free_fn(p);
+        return st->code;
+    }
+    *o = (tl_tape_owned){t->owned, p, free_fn};
+    t->owned = o;
+    return TL_OK;
+}
+
 void tl_tape_free(tl_tape *t)
 {
     for (int64_t k = 0; k < t->n; k++)
         release(tl_tape_entry(t, k));
+    for (tl_tape_owned *o = t->owned, *next; o; o = next) { /* after the entries that point to them */
+        next = o->next;
+        o->free_fn(o->p);
+        free(o);
+    }
     for (int64_t c = 0; c < t->cap >> TL_TAPE_CHUNK_BITS; c++)
         free(t->chunk[c]);
     free(t->chunk);

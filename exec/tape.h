@@ -51,6 +51,7 @@ typedef struct tl_tape {
     int nvars;
     tl_budget *budget; /* the chunks are charged here (not owned) */
     int64_t keep_below; /* tensors under this many bytes are kept whole */
+    struct tl_tape_owned *owned; /* what entries' attributes point to, freed with the tape */
 } tl_tape;
 
 /* Entry k (0 <= k < t->n); its address stays while the tape lives. */
@@ -69,6 +70,10 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
  * live no longer than the call: a recorded backward rule's). */
 int tl_tape_record_copy(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, const int *in_var,
                         tl_tensor *out, const tl_attrs *attrs, const struct tl_node *node, tl_status *st);
+/* Hands the tape p, which its entries' attributes may point to (a fused
+ * chain's map body: fuse.c), to free with free_fn when the tape is freed,
+ * after its entries; on failure (st set) p is freed at once. */
+tl_code tl_tape_own(tl_tape *t, void *p, void (*free_fn)(void *), tl_status *st);
 /* Records a custom entry, which the tape then owns (and frees, also when
  * recording fails).  node: its first, for messages. */
 tl_code tl_tape_record_custom(tl_tape *t, tl_custom *c, const struct tl_node *node, tl_status *st);

@@ -107,11 +107,13 @@ static int close_to(const char *what, const tl_tensor *got, const tl_tensor *wan
 
 /* The case's hvps (jvp false) or jvps into d (ninputs + noutputs slots)
  * on backend be (NULL: the CPU); false (logged) when tl refused. */
+static int64_t fuse_min; /* the runs' tl_run_opts.fuse_min */
+
 static bool products(hcase *h, const tl_backend *be, bool jvp, tl_tensor **d)
 {
     tl_status st = {0};
     int ni = h->g->ninputs;
-    tl_run_opts o = {.record = true, .twice = true, .backend = be, .lean_tape = be != NULL};
+    tl_run_opts o = {.record = true, .twice = true, .backend = be, .lean_tape = be != NULL, .fuse_min = fuse_min};
     tl_result *r = NULL;
     tl_tensor **grads = calloc((size_t)ni + 1, sizeof *grads);
     bool ok = !tl_run(h->g, h->in, &o, &r, &st) &&
@@ -189,6 +191,19 @@ Test(hvp, pytorch_references)
 {
     int fails, count;
     each(hvp_one, &fails, &count);
+    cr_expect(count > 300, "only %d cases", count);
+    cr_expect(fails == 0, "%d of %d cases (hvp and jvp each) differ from PyTorch", fails, count);
+}
+
+/* The same with every elementwise chain fused (of one element and more):
+ * on a tape to differentiate twice a chain runs as a map of its program
+ * (fuse.c), its derivatives the map's forward mode. */
+Test(hvp, pytorch_references_fused_chains)
+{
+    int fails, count;
+    fuse_min = 1;
+    each(hvp_one, &fails, &count);
+    fuse_min = 0;
     cr_expect(count > 300, "only %d cases", count);
     cr_expect(fails == 0, "%d of %d cases (hvp and jvp each) differ from PyTorch", fails, count);
 }

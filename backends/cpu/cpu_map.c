@@ -134,7 +134,9 @@ static int both_write(const tl_mprog *p, int pc, int jmp, int join, int *merge)
                 }                                                                  \
                 break;                                                             \
             }                                                                      \
-            case TL_M_BIN:                                                         \
+            case TL_M_BIN: {                                                       \
+                int approx = in_->approx; /* gelu_grad */                          \
+                (void)approx;                                                      \
                 switch (in_->op) {                                                 \
                     TL_BINARY_DERIVS(TAN_BIN)                                      \
                 default:                                                           \
@@ -143,6 +145,7 @@ static int both_write(const tl_mprog *p, int pc, int jmp, int join, int *merge)
                     break;                                                         \
                 }                                                                  \
                 break;                                                             \
+            }                                                                      \
             case TL_M_CLAMP:                                                       \
                 EACH_LANE(T v = A[l];                                              \
                           bool in = (!in_->has_lo || v >= (T)in_->lo) &&           \

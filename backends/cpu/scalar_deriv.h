@@ -26,6 +26,30 @@ TL_HD static inline double tl_silu_grad(double v) { return tl_silu_grad_d(v); }
 #define TL_SILU_GRAD(v) _Generic((v), float: tl_silu_grad_f, double: tl_silu_grad_d)(v)
 #endif
 
+/* gelu'' (the derivative of gelu_grad(x, c) = c * gelu'(x) in x, over c),
+ * in the formulas of the recorded rule (exec/grad2.c: gelu_second). */
+#define TL_DEFINE_GELU_SECOND(T, SUF)                                              \
+    TL_HD static inline T tl_gelu_second_##SUF(T x, int approx)                    \
+    {                                                                              \
+        T x2 = x * x;                                                              \
+        if (!approx)                                                               \
+            return (T)0.39894228040143267794 * TL_EXP(x2 * (T)-0.5) * ((T)2 - x2); \
+        const T c = (T)0.79788456080286535588, k = (T)0.044715;                   \
+        T t = TL_TANH(c * (x + k * (x2 * x)));                                     \
+        T up = c * ((T)1 + (T)(3 * 0.044715) * x2);                                \
+        T upp = (T)(6 * 0.79788456080286535588 * 0.044715) * x;                    \
+        return ((T)1 - t * t) * (up - x * t * (up * up) + x * upp * (T)0.5);       \
+    }
+TL_DEFINE_GELU_SECOND(float, f)
+TL_DEFINE_GELU_SECOND(double, d)
+#ifdef __cplusplus
+TL_HD static inline float tl_gelu_second(float v, int ap) { return tl_gelu_second_f(v, ap); }
+TL_HD static inline double tl_gelu_second(double v, int ap) { return tl_gelu_second_d(v, ap); }
+#define TL_GELU_SECOND(v, ap) tl_gelu_second((v), (ap))
+#else
+#define TL_GELU_SECOND(v, ap) _Generic((v), float: tl_gelu_second_f, double: tl_gelu_second_d)((v), (ap))
+#endif
+
 /* d op(v)/dv in terms of the operand v, the value y = op(v) and gelu's
  * `approx`; ops not listed (sign, detach, floor, ceil, round, trunc,
  * isnan, isinf) have derivative 0. */
@@ -59,8 +83,9 @@ TL_HD static inline double tl_silu_grad(double v) { return tl_silu_grad_d(v); }
     X(ACOSH, 1 / sqrt(v * v - 1))                                                  \
     X(ATANH, 1 / (1 - v * v))
 
-/* both partials of a binary op, from a, b and y = op(a, b); comparisons
- * have none (0) */
+/* both partials of a binary op, from a, b and y = op(a, b) (and gelu's
+ * `approx`, for gelu_grad(x, c) in the derivative programs of map bodies:
+ * exec/mapderiv.c); comparisons have none (0) */
 #define TL_BINARY_DERIVS(X)                                                        \
     X(ADD, 1, 1)                                                                   \
     X(SUB, 1, -1)                                                                  \
@@ -70,7 +95,8 @@ TL_HD static inline double tl_silu_grad(double v) { return tl_silu_grad_d(v); }
     X(MAXIMUM, a == b ? (T)0.5 : a < b ? 0 : 1, a == b ? (T)0.5 : a > b ? 0 : 1)   \
     X(MINIMUM, a == b ? (T)0.5 : a > b ? 0 : 1, a == b ? (T)0.5 : a < b ? 0 : 1)   \
     X(FMOD, 1, -trunc(a / b))                                                      \
-    X(MOD, 1, -floor(a / b))
+    X(MOD, 1, -floor(a / b))                                                       \
+    X(GELU_GRAD, b * TL_GELU_SECOND(a, approx), TL_GELU_GRAD(a, approx))
 
 #define TL_DUN_CASE(E, EXPR)                                                       \
     case TL_OP_##E: return (T)(EXPR);
@@ -89,8 +115,9 @@ TL_HD static inline double tl_silu_grad(double v) { return tl_silu_grad_d(v); }
         default: return 0; /* sign, detach, rounding, isnan, isinf */                                      \
         }                                                                          \
     }                                                                              \
-    TL_HD static inline void dbin_##SUF(int op, T a, T b, T y, T *da, T *db)       \
+    TL_HD static inline void dbin_##SUF(int op, T a, T b, T y, int approx, T *da, T *db) \
     {                                                                              \
+        (void)approx;                                                              \
         *da = *db = 0;                                                             \
         switch (op) {                                                              \
             TL_BINARY_DERIVS(TL_DBIN_CASE)                                         \

@@ -160,7 +160,7 @@ TL_HD static inline int64_t cu_map_offset(const cu_mapk *k, int i, int64_t e)
             case TL_M_BIN: {                                                       \
                 T da, db, B = r[in_->b * P];                                       \
                 T tb = tan[(in_->b * kk + j) * P];                                 \
-                dbin_##SUF(in_->op, A, B, D, &da, &db);                            \
+                dbin_##SUF(in_->op, A, B, D, in_->approx, &da, &db);               \
                 *td = (ta != 0 ? da * ta : 0) + (tb != 0 ? db * tb : 0);           \
                 break;                                                             \
             }                                                                      \
