@@ -247,11 +247,22 @@ static struct {
     size_t n, cap;
 } slabs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void *new_slab(void)
+static void fresh_huge_block(void *p, size_t size, size_t used);
+
+/* A thread's first slabs are malloc's; a long recording's are blocks of
+ * huge pages (tl_huge_block): 64 fresh pages a 64 KiB slab were most of
+ * the time of the 100k-step recurrence's hvp on the Zen 5 VM. */
+#define TINY_SMALL_SLABS 16
+#define TINY_BIG_SLAB ((size_t)4 << 20)
+static _Thread_local int tiny_slabs; /* slabs this thread took */
+
+static void *new_slab(size_t *size)
 {
-    void *s = malloc(TINY_SLAB);
+    *size = tiny_slabs < TINY_SMALL_SLABS ? TINY_SLAB : TINY_BIG_SLAB;
+    void *s = *size == TINY_SLAB ? malloc(TINY_SLAB) : tl_huge_block(TINY_BIG_SLAB);
     if (!s)
         return NULL;
+    tiny_slabs++;
     pthread_mutex_lock(&slabs.lock);
     if (slabs.n == slabs.cap) {
         size_t cap = slabs.cap ? 2 * slabs.cap : 64;
@@ -282,14 +293,17 @@ static void *tiny_take(void)
         return p;
     }
     if (tiny_end - tiny_next < TINY_BYTES) {
-        char *s = new_slab();
+        size_t size;
+        char *s = new_slab(&size);
         if (!s)
             return NULL;
         tiny_next = s;
-        tiny_end = s + TINY_SLAB;
+        tiny_end = s + size;
     }
     p = tiny_next;
     tiny_next += TINY_BYTES;
+    if (tiny_end - tiny_next >= 5 * TINY_BYTES) /* written soon: on its way (cold memory) */
+        __builtin_prefetch(tiny_next + 4 * TINY_BYTES, 1);
     return p;
 }
 
@@ -357,7 +371,7 @@ static void prefault_block(void *p, size_t size)
 }
 
 /* Huge pages for fresh blocks of 2 MiB and more, where they are the cheaper
- * way in: measured once a process, on its first fresh block of two huge
+ * way in: measured in each process, on its first fresh blocks of two huge
  * pages or more, whose first 2 MiB are mapped in 4 KiB pages and the rest
  * in huge pages (madvised), each populated and timed.  Machines differ by
  * a factor of ten either way.  On the Zen 5 VM (Linux 6.18, transparent
@@ -372,6 +386,15 @@ static void prefault_block(void *p, size_t size)
  * equal ways and either choice is right. */
 #define HUGE_TRY_MIN (2 * TL_HUGE_BYTES)
 static _Atomic int huge_choice; /* 0 not yet measured, 1 huge pages, -1 small, 2 measuring */
+/* The first HUGE_SAMPLES such blocks are measured, and the cheaper way by
+ * the cheapest page of each way seen so far is the choice for the blocks
+ * between them and after them: a page the VM's host must map first costs
+ * many times one it has mapped, either way, and a single sample
+ * sometimes caught a huge page of the first kind against small pages of
+ * the second (8 us against 0.5 us a 4 KiB page). */
+#define HUGE_SAMPLES 4
+static int huge_samples;          /* taken (by the measuring thread alone) */
+static double min_small, min_huge; /* us a 4 KiB page */
 
 static double now_us(void)
 {
@@ -387,11 +410,9 @@ static void prefault_block(void *p, size_t size);
 static void fresh_huge_block(void *p, size_t size, size_t used)
 {
 #if defined(MADV_HUGEPAGE) && defined(MADV_POPULATE_WRITE)
-    int c = atomic_load_explicit(&huge_choice, memory_order_relaxed), measuring = 2;
-    if (c == 1) {
-        (void)madvise(p, size, MADV_HUGEPAGE);
-    } else if (c == 0 && used >= HUGE_TRY_MIN &&
-               atomic_compare_exchange_strong(&huge_choice, &(int){0}, measuring)) {
+    int c = atomic_load_explicit(&huge_choice, memory_order_relaxed);
+    if (c <= 0 && used >= HUGE_TRY_MIN && huge_samples < HUGE_SAMPLES &&
+        atomic_compare_exchange_strong(&huge_choice, &c, 2)) { /* one thread measures at a time */
         char *q = p;
         double t0 = now_us();
         int e1 = madvise(q, TL_HUGE_BYTES, MADV_POPULATE_WRITE);
@@ -401,14 +422,33 @@ static void fresh_huge_block(void *p, size_t size, size_t used)
         double t2 = now_us();
         int e3 = e2 ? e2 : madvise(q + TL_HUGE_BYTES, rest, MADV_POPULATE_WRITE);
         double t3 = now_us();
-        /* the cost of a 4 KiB page each way */
-        bool huge = !e1 && !e3 && (t3 - t2) / (double)(rest >> 12) < (t1 - t0) / (double)(TL_HUGE_BYTES >> 12);
-        atomic_store(&huge_choice, huge ? 1 : -1);
+        /* the cost of a 4 KiB page each way, the cheapest seen of each */
+        double small = (t1 - t0) / (double)(TL_HUGE_BYTES >> 12), big = (t3 - t2) / (double)(rest >> 12);
+        if (e1 || e3) { /* no such advice here: small pages for good */
+            huge_samples = HUGE_SAMPLES;
+            atomic_store(&huge_choice, -1);
+        } else {
+            min_small = huge_samples && min_small < small ? min_small : small;
+            min_huge = huge_samples && min_huge < big ? min_huge : big;
+            huge_samples++;
+            atomic_store(&huge_choice, min_huge < min_small ? 1 : -1);
+        }
         prefault_block(q + TL_HUGE_BYTES + rest, used - TL_HUGE_BYTES - rest);
         return;
     }
+    if (c == 1)
+        (void)madvise(p, size, MADV_HUGEPAGE);
 #endif
     prefault_block(p, used);
+}
+
+void *tl_huge_block(size_t size)
+{
+    size = (size + TL_HUGE_BYTES - 1) & ~(TL_HUGE_BYTES - 1);
+    void *p = aligned_alloc(TL_HUGE_BYTES, size);
+    if (p)
+        fresh_huge_block(p, size, size);
+    return p;
 }
 
 /* The size of the block that holds a host tensor of `bytes` data: its

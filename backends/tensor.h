@@ -131,6 +131,11 @@ void tl_tensor_unref(tl_tensor *t);
 /* Frees the blocks of large host tensors kept for reuse (tensor.c keeps
  * up to 8 freed blocks, 1 GiB in all, for the next tensors of their size). */
 void tl_tensor_release_cache(void);
+/* size bytes (rounded up to 2 MiB) aligned to 2 MiB, their pages mapped,
+ * in huge pages where this machine maps those faster (tensor.c measures
+ * it once a process); freed with free().  NULL: out of memory.  For
+ * memory a long run fills piece by piece (the tape, scalars' slabs). */
+void *tl_huge_block(size_t size);
 /* Element i as double (host tensors only; an i64 beyond 2^53 rounds). */
 double tl_tensor_get(const tl_tensor *t, int64_t i);
 /* Stores v converted to the tensor's dtype (integers: v must be integral

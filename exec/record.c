@@ -147,6 +147,7 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, tl_ctx *cx, tl_
     tl_tensor *gin_small[8], **gin = gin_small;
     int gv_small[8], *gv = gv_small;
     for (int64_t k = nentries - 1; k >= 0 && !rc; k--) {
+        tl_tape_prefetch(t, k);
         /* a copy, its arrays still the entry's (entries never move) */
         tl_entry e = *tl_tape_entry(t, k);
         if (e.custom) {

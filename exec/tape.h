@@ -52,12 +52,35 @@ typedef struct tl_tape {
     tl_budget *budget; /* the chunks are charged here (not owned) */
     int64_t keep_below; /* tensors under this many bytes are kept whole */
     struct tl_tape_owned *owned; /* what entries' attributes point to, freed with the tape */
+    char *arena;                 /* chunks past the first few: cut from blocks of huge pages */
+    int arena_left;              /* chunks still to cut from it */
 } tl_tape;
 
 /* Entry k (0 <= k < t->n); its address stays while the tape lives. */
 static inline tl_entry *tl_tape_entry(const tl_tape *t, int64_t k)
 {
     return &t->chunk[k >> TL_TAPE_CHUNK_BITS][k & (TL_TAPE_CHUNK - 1)];
+}
+
+/* For a backward loop about to read entry k: entry k - 8 asked into the
+ * cache, and the tensors of entry k - 4 (whose entry is there by now).  A
+ * long recording is far larger than the caches, and its entries and
+ * tensors were read cold, one miss after another (most of the time of
+ * the 100k-step recurrence's backward passes). */
+static inline void tl_tape_prefetch(const tl_tape *t, int64_t k)
+{
+    if (k >= 8) {
+        const char *p = (const char *)tl_tape_entry(t, k - 8);
+        __builtin_prefetch(p);
+        __builtin_prefetch(p + 64);
+    }
+    if (k >= 4) {
+        const tl_entry *q = tl_tape_entry(t, k - 4);
+        if (q->out)
+            __builtin_prefetch(q->out);
+        for (int i = 0; i < q->nin && i < TL_ENTRY_SMALL; i++)
+            __builtin_prefetch(q->in[i]);
+    }
 }
 
 /* A fresh variable id (inputs that are differentiated get one). */
