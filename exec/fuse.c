@@ -502,12 +502,28 @@ static int as_map(tl_eval *ev, tl_fused *f, const tl_node *last, tl_status *st)
     return 1;
 }
 
+/* Whether node n might start a chain by its arguments' sizes: one of them
+ * has min elements or more, or is a constant not read yet (plan reads
+ * it).  Planning costs a cleared tl_fused (some 7 KB): a 200k-node graph
+ * of scalars spent half its run clearing them. */
+static bool big_enough(const tl_eval *ev, const tl_node *n, int64_t min)
+{
+    for (int i = 0; i < n->nargs; i++) {
+        int s = n->args[i].slot;
+        const tl_value *v = s >= 0 ? &ev->env[s] : NULL;
+        if (v && (v->t ? v->t->numel >= min : !v->weak))
+            return true;
+    }
+    return false;
+}
+
 int tl_fuse_try(tl_eval *ev, const tl_block *b, int i)
 {
     const tl_run_opts *o = ev->opts;
     if (o->fuse_min < 0 || o->observe || o->profile || o->check_finite || ev->log ||
         tl_ctx_on_device(ev->cx) || i + 1 >= b->nnodes || !candidate(&b->nodes[i], true) ||
-        !candidate(&b->nodes[i + 1], false))
+        !candidate(&b->nodes[i + 1], false) ||
+        !big_enough(ev, &b->nodes[i], o->fuse_min ? o->fuse_min : TL_FUSE_MIN_DEFAULT))
         return 0;
     bool twice = o->twice, rec = false;
     int j = i, limit = FUSE_MAX;
