@@ -50,7 +50,8 @@ typedef struct tl_mprog {
     int *in_reg;
     int result;
     /* per input: the body's derivative with respect to it, a program of
-     * its own, made on first use (exec/mapderiv.c) and freed with this one */
+     * its own, made on first use (exec/mapderiv.c) and freed with this one;
+     * then per input the same times one more input (a cotangent) */
     struct tl_mprog **deriv;
 } tl_mprog;
 

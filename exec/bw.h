@@ -52,6 +52,9 @@ tl_tensor *tl_bw_prod_others(bw *b, tl_tensor *x2, tl_tensor *g1);
  * map body over the same inputs (made once, kept with p; NULL with st
  * set), so that a map's gradient is a map again (exec/mapderiv.c). */
 const struct tl_mprog *tl_map_derivative(const struct tl_mprog *p, int input, tl_status *st);
+/* The same times one more input g (the body's inputs, then g): g * d
+ * body / d input, as one map (mul(g, derivative)'s bits). */
+const struct tl_mprog *tl_map_derivative_times(const struct tl_mprog *p, int input, tl_status *st);
 /* layer_norm's gradient to x over the axes from axis (scale may be
  * NULL), as ops. */
 tl_tensor *tl_bw_layer_norm_dx(bw *b, tl_tensor *x, tl_tensor *g, tl_tensor *scale, int64_t axis,

@@ -959,6 +959,17 @@ tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_te
         int none = -1;
         rc = tl_tape_add_recorded(NULL, &r->cx, &g[v], &none, t, -1, NULL, st);
     }
+    bool *target = rc ? NULL : calloc((size_t)nv + 1, 1);
+    if (target) { /* only the gradients asked for, and what they depend on */
+        for (int k = 0; d_inputs && k < r->ninputs; k++)
+            if (r->in_var[k] >= 0)
+                target[r->in_var[k]] = true;
+        for (int i = 0; d_seeds && i < r->noutputs; i++)
+            if (r->seed_var[i] >= 0)
+                target[r->seed_var[i]] = true;
+        tl_tape_prune(&r->tape, target);
+        free(target);
+    }
     r->cx.phase = 1;
     if (!rc)
         rc = tl_tape_backward(&r->tape, &r->cx, g, r->progress, r->progress_ctx, st);

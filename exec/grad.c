@@ -480,17 +480,26 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         break;
     }
     case TL_OP_MAP:
-        if (tl_bw_twice(b)) { /* g * a map of the body's derivative, for each input */
+        if (tl_bw_twice(b)) { /* for each input, a map of g * the body's derivative */
             tl_attrs m = *a;
             m.want = NULL;
+            tl_tensor *small[8], **in = e->nin < 8 ? small : tl_malloc((size_t)e->nin + 1, sizeof *in, "map gradients", b->st);
+            if (!in) {
+                b->failed = true;
+                return;
+            }
+            memcpy(in, e->in, sizeof *in * (size_t)e->nin);
+            in[e->nin] = g;
             for (int i = 0; i < e->nin; i++)
                 if (want[i]) {
-                    if (!(m.prog = tl_map_derivative(a->prog, i, b->st))) {
+                    if (!(m.prog = tl_map_derivative_times(a->prog, i, b->st))) {
                         b->failed = true;
-                        return;
+                        break;
                     }
-                    out[i] = sum_to(b, op2(b, TL_OP_MUL, g, call(b, TL_OP_MAP, e->nin, e->in, &m)), e->in[i]);
+                    out[i] = sum_to(b, call(b, TL_OP_MAP, e->nin + 1, in, &m), e->in[i]);
                 }
+            if (in != small)
+                free(in);
             return;
         }
         { /* one derivative kernel: [k, shape], row j for the j-th wanted input */

@@ -64,7 +64,7 @@ static int tangent_of(tl_pbuild *b, const tl_mins *ins, int nregs, int out, tl_s
     return rc ? -2 : sum;
 }
 
-static tl_mprog *derive(const tl_mprog *p, int input, tl_status *st)
+static tl_mprog *derive(const tl_mprog *p, int input, bool times, tl_status *st)
 {
     tl_pbuild b = {0};
     int nr = p->nregs, *at = tl_malloc((size_t)p->nins + 1, sizeof *at, "a map derivative", st);
@@ -133,6 +133,11 @@ static tl_mprog *derive(const tl_mprog *p, int input, tl_status *st)
     }
     free(at);
     b.p.result = nr + p->result;
+    if (times) { /* g * the derivative, g one more input (after every jump's target) */
+        int g = tl_pb_input(&b, NULL, -1), r = tl_pb_reg(&b);
+        tl_pb_op(&b, TL_OP_MUL, NULL, r, (int[]){g, b.p.result});
+        b.p.result = r;
+    }
     tl_mprog *d = rc || b.oom ? NULL : tl_malloc(1, sizeof *d, "a map derivative", st);
     if (!rc && b.oom && !st->code)
         tl_fail(st, TL_ERUNTIME, "out of memory differentiating a map body");
@@ -145,15 +150,26 @@ static tl_mprog *derive(const tl_mprog *p, int input, tl_status *st)
     return d;
 }
 
-const tl_mprog *tl_map_derivative(const tl_mprog *p, int input, tl_status *st)
+static const tl_mprog *cached(const tl_mprog *p, int input, bool times, tl_status *st)
 {
     tl_mprog *q = (tl_mprog *)p; /* the cache is the only thing that changes */
+    int k = times ? p->nin + input : input;
     pthread_mutex_lock(&lock);
     if (!q->deriv)
-        q->deriv = tl_calloc((size_t)p->nin + 1, sizeof *q->deriv, "a map derivative", st);
-    tl_mprog *d = q->deriv ? q->deriv[input] : NULL;
-    if (q->deriv && !d && (d = derive(p, input, st)))
-        q->deriv[input] = d;
+        q->deriv = tl_calloc(2 * (size_t)p->nin + 1, sizeof *q->deriv, "a map derivative", st);
+    tl_mprog *d = q->deriv ? q->deriv[k] : NULL;
+    if (q->deriv && !d && (d = derive(p, input, times, st)))
+        q->deriv[k] = d;
     pthread_mutex_unlock(&lock);
     return d;
+}
+
+const tl_mprog *tl_map_derivative(const tl_mprog *p, int input, tl_status *st)
+{
+    return cached(p, input, false, st);
+}
+
+const tl_mprog *tl_map_derivative_times(const tl_mprog *p, int input, tl_status *st)
+{
+    return cached(p, input, true, st);
 }

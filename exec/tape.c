@@ -209,7 +209,11 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
         }
         tl_tensor *g = grads[e->out_var];
         grads[e->out_var] = NULL;
-        if (!g) {
+        bool wanted = false; /* by some input (tl_tape_prune may have left none) */
+        for (int i = 0; i < e->nin && !wanted; i++)
+            wanted = e->in_var[i] >= 0;
+        if (!g || !wanted) {
+            tl_tensor_unref(g);
             release(e);
             continue;
         }
@@ -249,6 +253,32 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
     }
     t->n = 0;
     return TL_OK;
+}
+
+void tl_tape_prune(tl_tape *t, const bool *target)
+{
+    for (int64_t k = 0; k < t->n; k++)
+        if (tl_tape_entry(t, k)->custom)
+            return; /* its inputs' dependence is its own */
+    bool *need = malloc((size_t)t->nvars + 1);
+    if (!need)
+        return; /* only work saved */
+    memcpy(need, target, (size_t)t->nvars);
+    for (int64_t k = 0; k < t->n; k++) {
+        tl_entry *e = tl_tape_entry(t, k);
+        bool any = false;
+        for (int i = 0; i < e->nin; i++) {
+            if (e->in_var[i] < 0)
+                continue;
+            if (need[e->in_var[i]])
+                any = true;
+            else
+                e->in_var[i] = -1;
+        }
+        if (any && e->out_var >= 0)
+            need[e->out_var] = true;
+    }
+    free(need);
 }
 
 typedef struct tl_tape_owned {

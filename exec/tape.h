@@ -107,6 +107,13 @@ typedef void (*tl_progress_fn)(void *ctx, const char *phase, int64_t done, int64
 tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_fn progress,
                          void *progress_ctx, tl_status *st);
 void tl_tape_free(tl_tape *t);
+/* Before a backward pass that wants the gradients of the variables with
+ * target[v] only: every entry's inputs that are neither targets nor
+ * depend on one are marked as wanting no gradient (in_var -1), so their
+ * gradients, and entries left wanting none, are never computed.  (tl jvp
+ * pulls back to the seeds alone, tl hvp to the inputs alone.)  Leaves a
+ * tape with fast-path entries as it is. */
+void tl_tape_prune(tl_tape *t, const bool *target);
 
 /* The recording pullback (exec/record.c): runs the tape backwards like
  * tl_tape_backward, but every op call of the rules (and every sum of

@@ -198,7 +198,7 @@ void tl_mprog_free(tl_mprog *p)
 {
     if (!p)
         return;
-    for (int i = 0; p->deriv && i < p->nin; i++)
+    for (int i = 0; p->deriv && i < 2 * p->nin; i++) /* derivatives, then times a cotangent */
         tl_mprog_free(p->deriv[i]);
     free(p->deriv);
     free(p->ins);
