@@ -393,7 +393,7 @@ static _Atomic int huge_choice; /* 0 not yet measured, 1 huge pages, -1 small, 2
  * sometimes caught a huge page of the first kind against small pages of
  * the second (8 us against 0.5 us a 4 KiB page). */
 #define HUGE_SAMPLES 4
-static int huge_samples;          /* taken (by the measuring thread alone) */
+static _Atomic int huge_samples;  /* taken; written by the measuring thread alone */
 static double min_small, min_huge; /* us a 4 KiB page */
 
 static double now_us(void)
