@@ -420,12 +420,15 @@ static bool candidate(const tl_node *n, bool first)
            (tl_op_elementwise(n->op) || n->op == TL_OP_MAP || (!first && n->op == TL_OP_SUM));
 }
 
+/* The elements a chain's tensors must have (tl_run_opts.fuse_min). */
+static int64_t min_elements(const tl_run_opts *o) { return o->fuse_min ? o->fuse_min : TL_FUSE_MIN_DEFAULT; }
+
 /* The chain from node i of b, of at most limit members; NULL when fewer
  * than two fit.  *end: the node after it.  twice (a tape to differentiate
  * twice, where the chain becomes a map: as_map): no sum and no map joins. */
 static tl_fused *plan(tl_eval *ev, const tl_block *b, int i, int limit, bool twice, int *end)
 {
-    int64_t min = ev->opts->fuse_min ? ev->opts->fuse_min : TL_FUSE_MIN_DEFAULT;
+    int64_t min = min_elements(ev->opts);
     tl_fused *f = calloc(1, sizeof *f);
     if (!f)
         return NULL; /* the unfused run needs less memory than this */
@@ -466,7 +469,8 @@ static void free_prog(void *p) { tl_mprog_free(p); }
  * the derivatives are forward mode's over the same operations, not
  * reverse mode's, and so may differ from node by node in the last bits,
  * as a map's do.  Returns 0 (the chain's nodes to run unfused: a body the
- * map derivative cannot take) or 1 with f's value set. */
+ * map derivative cannot take), 1 with the last node's value set, or -1
+ * with st set. */
 static int as_map(tl_eval *ev, tl_fused *f, const tl_node *last, tl_status *st)
 {
     tl_pbuild pb = {0};
@@ -523,7 +527,7 @@ int tl_fuse_try(tl_eval *ev, const tl_block *b, int i)
     if (o->fuse_min < 0 || o->observe || o->profile || o->check_finite || ev->log ||
         tl_ctx_on_device(ev->cx) || i + 1 >= b->nnodes || !candidate(&b->nodes[i], true) ||
         !candidate(&b->nodes[i + 1], false) ||
-        !big_enough(ev, &b->nodes[i], o->fuse_min ? o->fuse_min : TL_FUSE_MIN_DEFAULT))
+        !big_enough(ev, &b->nodes[i], min_elements(o)))
         return 0;
     bool twice = o->twice, rec = false;
     int j = i, limit = FUSE_MAX;
