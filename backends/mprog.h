@@ -5,6 +5,7 @@
 #ifndef TL_MPROG_H
 #define TL_MPROG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ops.h"
@@ -53,6 +54,10 @@ typedef struct tl_mprog {
      * its own, made on first use (exec/mapderiv.c) and freed with this one;
      * then per input the same times one more input (a cotangent) */
     struct tl_mprog **deriv;
+    /* the result is the last input times a function of the others (a
+     * derivative times a cotangent): linear in it, and since a map is
+     * elementwise, its own transpose there */
+    bool linear_last;
 } tl_mprog;
 
 #endif

@@ -71,8 +71,13 @@ tl_code cli_second_pullback(const cli_run_args *c, tl_result *r, tl_tensor *cons
                             tl_tensor **grads, cli_second *s, tl_status *st)
 {
     (void)c;
-    if (tl_result_pullback_recorded(r, seeds, s->jvp, grads, st) ||
-        tl_result_pullback_again(r, s->tangent, s->jvp ? NULL : s->d, s->jvp ? s->d : NULL, st))
+    if (tl_result_pullback_recorded(r, seeds, s->jvp, grads, st))
+        return st->code;
+    for (int k = 0; s->jvp && k < s->ninputs; k++) { /* jvp writes no gradient: its memory is free again */
+        tl_tensor_unref(grads[k]);
+        grads[k] = NULL;
+    }
+    if (tl_result_pullback_again(r, s->tangent, s->jvp ? NULL : s->d, s->jvp ? s->d : NULL, st))
         return st->code;
     for (int k = 0; k < s->ninputs; k++) /* written: --wrt's gradients (hvp), none (jvp) */
         if (s->jvp || !wrt[k]) {

@@ -44,6 +44,7 @@ struct tl_result {
     tl_budget *budget;
     int64_t input_bytes; /* charged while the result holds the inputs */
     bool twice;          /* recorded for tl_result_pullback_recorded */
+    bool seeds_only;     /* recorded as a function of the seeds alone (vary_seeds) */
 };
 
 /* ---------- environment ---------- */
@@ -875,6 +876,7 @@ tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, 
     if (r->rec != REC_LIVE)
         return tl_pullback_refused(r, st);
     r->rec = REC_RECORDED;
+    r->seeds_only = vary_seeds;
     int nv = r->nvars0 = r->tape.nvars;
     r->grad2 = tl_calloc((size_t)nv + 1, sizeof *r->grad2, "gradients", st);
     r->gvar = tl_malloc((size_t)nv + 1, sizeof *r->gvar, "gradients", st);
@@ -912,7 +914,7 @@ tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, 
     }
     r->cx.phase = 1;
     if (!rc)
-        rc = tl_tape_backward_recording(&r->tape, nentries, &r->cx, r->grad2, r->gvar, st);
+        rc = tl_tape_backward_recording(&r->tape, nentries, vary_seeds, &r->cx, r->grad2, r->gvar, st);
     r->cx.phase = 0;
     for (int k = 0; k < r->ninputs && !rc; k++) {
         int v = r->in_var[k];
@@ -941,6 +943,13 @@ tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_te
         return tl_fail(st, TL_EINPUT, "cannot pull back again: %s",
                        r->rec == REC_LIVE ? "the recording was not pulled back with tl_result_pullback_recorded"
                                           : "there is no recorded pullback");
+    if (r->seeds_only && d_inputs) {
+        drop_recorded(r);
+        tl_tape_free(&r->tape);
+        r->rec = REC_CONSUMED;
+        return tl_fail(st, TL_EINPUT, "cannot pull back again to the inputs: the pullback was recorded "
+                                      "with vary_seeds, as a function of the seeds alone");
+    }
     r->rec = REC_CONSUMED;
     int nv = r->tape.nvars;
     tl_tensor **g = tl_calloc((size_t)nv + 1, sizeof *g, "gradients", st);
@@ -958,6 +967,10 @@ tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_te
         tl_tensor *t = tl_tensor_ref(c);
         int none = -1;
         rc = tl_tape_add_recorded(NULL, &r->cx, &g[v], &none, t, -1, NULL, st);
+    }
+    for (int v = 0; v < r->nvars0; v++) { /* their variables stay: the values are the caller's now */
+        tl_tensor_unref(r->grad2[v]);
+        r->grad2[v] = NULL;
     }
     bool *target = rc ? NULL : calloc((size_t)nv + 1, 1);
     if (target) { /* only the gradients asked for, and what they depend on */

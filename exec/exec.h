@@ -129,15 +129,18 @@ tl_code tl_result_backward(tl_result *r, tl_tensor **grads, tl_status *st);
 /* Second derivatives, on the same tape.  tl_result_pullback_recorded
  * pulls back like tl_result_pullback (a run made with twice), but
  * records the backward pass's op calls on the tape, so that the gradients
- * are values of the tape; with vary_seeds the cotangents are variables
- * too.  tl_result_pullback_again then pulls back the gradients: with
+ * are values of the tape; with vary_seeds the cotangents are the
+ * variables instead of the inputs (only the pass's dependence on them is
+ * recorded: a Jacobian-vector product needs no more).
+ * tl_result_pullback_again then pulls back the gradients: with
  * grad_cot[k] the cotangent of input k's gradient (NULL: none; the
  * input's dtype and shape), d_inputs[k] receives the gradient of
  * sum_k <grad_cot[k], grad_k> with respect to input k (a Hessian-vector
- * product: NULL for inputs not differentiated) and, with vary_seeds,
- * d_seeds[i] that with respect to output i's cotangent (the backward pass
- * is linear in it: the Jacobian-vector product J_i grad_cot).  Either
- * array may be NULL.  The second consumes the recording. */
+ * product: NULL for inputs not differentiated; without vary_seeds) or,
+ * with vary_seeds, d_seeds[i] that with respect to output i's cotangent
+ * (the backward pass is linear in it: the Jacobian-vector product J_i
+ * grad_cot).  Either array may be NULL; d_inputs after vary_seeds is an
+ * error.  The second consumes the recording. */
 tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, bool vary_seeds,
                                     tl_tensor **grads, tl_status *st);
 tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_tensor **d_inputs,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/mprog.h"
 #include "nn.h"
 #include "shape.h"
 #include "tape.h"
@@ -216,6 +217,15 @@ static void matmul_rule(bw *b, tl_tensor *g, tl_tensor *A, tl_tensor *B, const t
         f.trans_b = tb && ta;
         *gb = reshape(b, sum_to(b, call(b, TL_OP_MATMUL, 2, in, &f), &bs), B->ndim, B->shape);
     }
+}
+
+/* Whether only the last of n inputs wants a gradient. */
+static bool only_last(const bool *want, int n)
+{
+    for (int i = 0; i < n - 1; i++)
+        if (want[i])
+            return false;
+    return n > 1 && want[n - 1];
 }
 
 static tl_tensor *slice_along(bw *b, tl_tensor *g, int64_t axis, int64_t start, int64_t stop)
@@ -480,6 +490,20 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         break;
     }
     case TL_OP_MAP:
+        if (a->prog && a->prog->linear_last && only_last(want, e->nin)) {
+            /* g * f'(x) again with the cotangent for g: the same map */
+            tl_tensor *small[8], **in = e->nin <= 8 ? small : tl_malloc((size_t)e->nin, sizeof *in, "map gradients", b->st);
+            if (!in) {
+                b->failed = true;
+                return;
+            }
+            memcpy(in, e->in, sizeof *in * (size_t)(e->nin - 1));
+            in[e->nin - 1] = g;
+            out[e->nin - 1] = sum_to(b, call(b, TL_OP_MAP, e->nin, in, a), e->in[e->nin - 1]);
+            if (in != small)
+                free(in);
+            return;
+        }
         if (tl_bw_twice(b)) { /* for each input, a map of g * the body's derivative */
             tl_attrs m = *a;
             m.want = NULL;
@@ -517,9 +541,12 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         }
         in[e->nin] = g;
         tl_tensor *d = call(b, TL_OP_MAP_GRAD, e->nin + 1, in, &m);
+        int nwant = 0;
+        for (int i = 0; i < e->nin; i++)
+            nwant += want_in[i];
         for (int i = 0, j = 0; i < e->nin; i++)
-            if (want_in[i]) {
-                tl_tensor *row = reshape(b, slice_along(b, d, 0, j, j + 1), g->ndim, g->shape);
+            if (want_in[i]) { /* one row: d's data as it is (a reshape copies nothing) */
+                tl_tensor *row = reshape(b, nwant == 1 ? d : slice_along(b, d, 0, j, j + 1), g->ndim, g->shape);
                 out[i] = sum_to(b, row, e->in[i]);
                 j++;
             }
@@ -548,7 +575,7 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         out[1] = sum_to(b, gb, w);
 }
 
-unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var)
+unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var, const tl_attrs *attrs)
 {
     enum { IN0 = 1, IN1 = 2, IN2 = 4, OUT = TL_GRAD_READS_OUT };
     bool w0 = in_var[0] >= 0, w1 = nin > 1 && in_var[1] >= 0;
@@ -625,7 +652,17 @@ unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var)
     case TL_OP_AVG_POOL:
     case TL_OP_PAD:
     case TL_OP_RESIZE: return 0; /* x's shape alone */
-    default: return ~0u; /* map and the rest: everything */
+    case TL_OP_MAP: /* its inputs (never its output); a derivative times a
+                     * cotangent wanted only for the cotangent, the others */
+        if (attrs && attrs->prog && attrs->prog->linear_last && nin > 1 && nin - 1 < 30) {
+            bool others = false;
+            for (int i = 0; i < nin - 1; i++)
+                others = others || in_var[i] >= 0;
+            if (!others)
+                return ~(unsigned)TL_GRAD_READS_OUT & ~(1u << (nin - 1));
+        }
+        return ~(unsigned)TL_GRAD_READS_OUT;
+    default: return ~0u; /* the rest: everything */
     }
 }
 

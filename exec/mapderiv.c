@@ -146,6 +146,7 @@ static tl_mprog *derive(const tl_mprog *p, int input, bool times, tl_status *st)
         return NULL;
     }
     *d = b.p;
+    d->linear_last = times;
     free(b.in);
     return d;
 }

@@ -139,8 +139,8 @@ tl_code tl_tape_add_recorded(tl_tape *t, tl_ctx *cx, tl_tensor **slot, int *svar
     return TL_OK;
 }
 
-tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, tl_ctx *cx, tl_tensor **grads, int *gvar,
-                                   tl_status *st)
+tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only, tl_ctx *cx, tl_tensor **grads,
+                                   int *gvar, tl_status *st)
 {
     rec r = {.base = {.op = rec_op, .num = rec_num, .twice = true}, .t = t, .cx = cx};
     tl_code rc = TL_OK;
@@ -171,9 +171,9 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, tl_ctx *cx, tl_
         r.n = 0;
         r.node = e.node;
         bool ok = remember(&r, g, g_var, st);
-        for (int i = 0; i < e.nin && ok; i++)
-            ok = remember(&r, e.in[i], e.in_var[i], st);
-        ok = ok && remember(&r, e.out, e.out_var, st);
+        for (int i = 0; i < e.nin && ok; i++) /* seeds_only: the forward's values are constants */
+            ok = remember(&r, e.in[i], seeds_only ? -1 : e.in_var[i], st);
+        ok = ok && remember(&r, e.out, seeds_only ? -1 : e.out_var, st);
         rc = ok ? tl_grad_rule_with(cx, &r.base, &e, g, gin, st) : st->code;
         for (int i = 0; i < e.nin; i++) /* before the sums make new tensors */
             gv[i] = gin[i] ? var_of(&r, gin[i]) : -1;

@@ -133,7 +133,7 @@ int tl_tape_record(tl_tape *t, tl_opcode op, int nin, tl_tensor *const *in, cons
     e->in = block ? block : e->small_in; /* nin pointers, then nin variable ids */
     e->in_var = block ? (int *)((tl_tensor **)block + nin) : e->small_var;
     memcpy(e->in_var, in_var, sizeof(int) * (size_t)nin);
-    unsigned reads = tl_grad_reads(op, nin, in_var);
+    unsigned reads = tl_grad_reads(op, nin, in_var, attrs);
     bool ok = true;
     for (int i = 0; i < nin; i++)
         ok = (e->in[i] = keep(t, in[i], reads & (1u << (i < 31 ? i : 30)), st)) && ok;

@@ -125,9 +125,12 @@ void tl_tape_prune(tl_tape *t, const bool *target);
  * it began.  Only the first nentries entries (those of the forward run)
  * are run backwards: sums of seeds recorded before the pass (an output
  * given twice) are already in grads.  The tape must hold op entries only
- * (no fast path). */
-tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, tl_ctx *cx, tl_tensor **grads, int *gvar,
-                                   tl_status *st);
+ * (no fast path).  seeds_only: the values of the forward are taken as
+ * constants, so only what depends on the seeds is recorded (a pass that
+ * will be pulled back to the seeds alone: tl jvp), and the tape keeps
+ * only what the rules of that read. */
+tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only, tl_ctx *cx, tl_tensor **grads,
+                                   int *gvar, tl_status *st);
 /* *slot += g (taking over g's reference), as a pullback adds gradients:
  * the first is taken as is; the sum is recorded on t (when t is not NULL
  * and either is a variable: *svar, gv) and *svar becomes its variable. */
@@ -139,7 +142,7 @@ tl_code tl_tape_add_recorded(tl_tape *t, tl_ctx *cx, tl_tensor **slot, int *svar
  * TL_GRAD_READS_OUT for the output.  The tape keeps only the shape of the
  * others (large ones; small ones it simply keeps). */
 #define TL_GRAD_READS_OUT (1u << 31)
-unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var);
+unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var, const tl_attrs *attrs);
 
 /* The backward rule of one entry: gin[i] receives the gradient of input i
  * (a new reference) where e->in_var[i] >= 0, or NULL for an exact zero. */

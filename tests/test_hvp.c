@@ -282,8 +282,26 @@ Test(hvp, refusals)
     cr_assert(!tl_result_pullback_again(r, &v, &h, NULL, &st), "%s", st.msg);
     cr_expect(tl_tensor_get(h, 0) == 0.5);
     tl_result_free(r);
-    tl_tensor_unref(v);
     tl_tensor_unref(h);
+    tl_tensor_unref(grad);
+    h = grad = NULL;
+    /* recorded for the seeds (jvp): the inputs are constants of that
+     * recording, so pulling back to them is refused; to the seed, J v */
+    tl_tensor *j = NULL;
+    cr_assert(!tl_run(g, &x, &twice, &r, &st));
+    cr_assert(!tl_result_pullback_recorded(r, NULL, true, &grad, &st), "%s", st.msg);
+    cr_expect(tl_result_pullback_again(r, &v, &h, &j, &st) == TL_EINPUT);
+    cr_expect(strstr(st.msg, "vary_seeds"), "%s", st.msg);
+    cr_expect(!h && !j);
+    tl_result_free(r);
+    tl_tensor_unref(grad);
+    cr_assert(!tl_run(g, &x, &twice, &r, &st));
+    cr_assert(!tl_result_pullback_recorded(r, NULL, true, &grad, &st), "%s", st.msg);
+    cr_assert(!tl_result_pullback_again(r, &v, NULL, &j, &st), "%s", st.msg);
+    cr_expect(tl_tensor_get(j, 0) == 1.5); /* 2 x v */
+    tl_tensor_unref(j);
+    tl_result_free(r);
+    tl_tensor_unref(v);
     tl_tensor_unref(grad);
     tl_tensor_unref(x);
     tl_tensor_unref(t32);
