@@ -442,6 +442,8 @@ static void fresh_huge_block(void *p, size_t size, size_t used)
     prefault_block(p, used);
 }
 
+bool tl_huge_pages_chosen(void) { return atomic_load_explicit(&huge_choice, memory_order_relaxed) == 1; }
+
 void *tl_huge_block(size_t size)
 {
     size = (size + TL_HUGE_BYTES - 1) & ~(TL_HUGE_BYTES - 1);

@@ -136,6 +136,9 @@ void tl_tensor_release_cache(void);
  * it once a process); freed with free().  NULL: out of memory.  For
  * memory a long run fills piece by piece (the tape, scalars' slabs). */
 void *tl_huge_block(size_t size);
+/* Whether this process has found huge pages the cheaper way to fresh
+ * memory (false until it has measured). */
+bool tl_huge_pages_chosen(void);
 /* Element i as double (host tensors only; an i64 beyond 2^53 rounds). */
 double tl_tensor_get(const tl_tensor *t, int64_t i);
 /* Stores v converted to the tensor's dtype (integers: v must be integral
