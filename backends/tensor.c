@@ -446,10 +446,10 @@ bool tl_huge_pages_chosen(void) { return atomic_load_explicit(&huge_choice, memo
 
 void *tl_huge_block(size_t size)
 {
-    size = (size + TL_HUGE_BYTES - 1) & ~(TL_HUGE_BYTES - 1);
-    void *p = aligned_alloc(TL_HUGE_BYTES, size);
+    size_t whole = (size + TL_HUGE_BYTES - 1) & ~(TL_HUGE_BYTES - 1);
+    void *p = aligned_alloc(TL_HUGE_BYTES, whole);
     if (p)
-        fresh_huge_block(p, size, size);
+        fresh_huge_block(p, whole, size);
     return p;
 }
 
@@ -525,6 +525,23 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
         memset(t->shape + ndim, 0, sizeof(int64_t) * (size_t)(TL_MAXDIM - ndim));
     t->numel = n;
     t->data = huge ? block : (char *)t + (small ? TL_SMALL_OFFSET(ndim) : TL_DATA_OFFSET);
+    return t;
+}
+
+tl_tensor *tl_tensor_adopt_huge(tl_dtype dt, int ndim, const int64_t *shape, void *block, tl_status *st)
+{
+    int64_t n;
+    if (tl_shape_numel(ndim, shape, &n, st))
+        return NULL;
+    size_t bytes = (size_t)n * tl_dtype_size(dt);
+    if (bytes < TL_HUGE_BYTES)
+        return tl_fail(st, TL_ERUNTIME, "internal: a tensor of %zu bytes adopting a block of huge pages", bytes), NULL;
+    tl_tensor *t = malloc(sizeof *t);
+    if (!t)
+        return tl_fail(st, TL_ERUNTIME, "out of memory allocating a tensor header"), NULL;
+    *t = (tl_tensor){.refs = 1, .dtype = dt, .device = {TL_DEV_CPU, 0}, .ndim = ndim, .numel = n, .data = block};
+    if (ndim)
+        memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
     return t;
 }
 

@@ -131,11 +131,16 @@ void tl_tensor_unref(tl_tensor *t);
 /* Frees the blocks of large host tensors kept for reuse (tensor.c keeps
  * up to 8 freed blocks, 1 GiB in all, for the next tensors of their size). */
 void tl_tensor_release_cache(void);
-/* size bytes (rounded up to 2 MiB) aligned to 2 MiB, their pages mapped,
+/* size bytes (the block rounded up to 2 MiB) aligned to 2 MiB, the pages of the size mapped,
  * in huge pages where this machine maps those faster (tensor.c measures
  * it once a process); freed with free().  NULL: out of memory.  For
  * memory a long run fills piece by piece (the tape, scalars' slabs). */
 void *tl_huge_block(size_t size);
+/* A host tensor whose data is `block`, a block from tl_huge_block of
+ * the tensor's bytes (2 MiB and more, else NULL with st set): the tensor
+ * takes it over, as if it had made it (freed, or kept for reuse, with it).
+ * On failure the block stays the caller's. */
+tl_tensor *tl_tensor_adopt_huge(tl_dtype dt, int ndim, const int64_t *shape, void *block, tl_status *st);
 /* Whether this process has found huge pages the cheaper way to fresh
  * memory (false until it has measured). */
 bool tl_huge_pages_chosen(void);

@@ -33,14 +33,36 @@ static char *folder_of(const char *path, tl_status *st)
     return d;
 }
 
+/* A model's protobuf: what protobuf-c allocates of 2 MiB and more (the
+ * raw data of large weights above all) is a block of huge pages where the
+ * process finds those cheaper (tl_huge_block), which a tensor of the
+ * same bytes takes over as its data (tl_onnx_tensor): each weight is
+ * copied once, out of the file, into fresh memory faulted in at once.
+ * Every block is free()'s. */
+#define BIG_FIELD ((size_t)2 << 20)
+
+static void *pb_alloc(void *ud, size_t size)
+{
+    (void)ud;
+    return size >= BIG_FIELD ? tl_huge_block(size) : malloc(size);
+}
+
+static void pb_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
+
+static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
+
 tl_onnx_file *tl_onnx_read_mem(const void *data, size_t len, const char *path, bool allow_outside,
                                tl_status *st)
 {
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&pb_allocator, len, data);
     if (!m)
         return tl_fail(st, TL_EINPUT, "not an ONNX model (the protobuf is malformed or truncated)"), NULL;
     if (!m->graph) {
-        onnx__model_proto__free_unpacked(m, NULL);
+        onnx__model_proto__free_unpacked(m, &pb_allocator);
         return tl_fail(st, TL_EINPUT, "not an ONNX model (no graph)"), NULL;
     }
     tl_onnx_file *f = tl_calloc(1, sizeof *f, "a model", st);
@@ -49,7 +71,7 @@ tl_onnx_file *tl_onnx_read_mem(const void *data, size_t len, const char *path, b
         f = NULL;
     }
     if (!f) {
-        onnx__model_proto__free_unpacked(m, NULL);
+        onnx__model_proto__free_unpacked(m, &pb_allocator);
         return NULL;
     }
     f->model = m;
@@ -68,7 +90,7 @@ tl_onnx_file *tl_onnx_read(const char *path, bool allow_outside, tl_status *st)
         return tl_fail(st, TL_EINPUT, "cannot open: %s", strerror(e)), NULL;
     }
     size_t len = (size_t)sb.st_size;
-    void *m = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    void *m = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : NULL;
     close(fd);
     if (m == MAP_FAILED)
         return tl_fail(st, TL_EINPUT, "cannot read: %s", strerror(errno)), NULL;
@@ -82,7 +104,7 @@ void tl_onnx_close(tl_onnx_file *f)
 {
     if (!f)
         return;
-    onnx__model_proto__free_unpacked(f->model, NULL);
+    onnx__model_proto__free_unpacked(f->model, &pb_allocator);
     free(f->dir);
     free(f);
 }
@@ -265,12 +287,23 @@ tl_tensor *tl_onnx_tensor(const tl_onnx_file *f, Onnx__TensorProto *t, tl_status
     if (!external && !t->has_raw_data && ntyped != (size_t)numel)
         return tl_fail(st, TL_EINPUT, "tensor \"%.200s\": %zu values, where its dims hold %lld", name, ntyped,
                        (long long)numel), NULL;
+    bool same = raw_size(type) == tl_dtype_size(dt) && type != TL_ONNX_UINT32; /* raw bytes are the values */
+    if (!external && t->has_raw_data && same && want >= BIG_FIELD) {
+        /* its own block of the raw data (pb_alloc): taken over, not copied */
+        tl_tensor *x = tl_tensor_adopt_huge(dt, (int)t->n_dims, t->dims, t->raw_data.data, st);
+        if (!x)
+            return tl_wrap(st, "tensor \"%.200s\"", name), NULL;
+        t->raw_data.data = NULL;
+        t->raw_data.len = 0;
+        t->has_raw_data = 0;
+        return x;
+    }
     tl_tensor *x = tl_tensor_new(dt, (int)t->n_dims, t->dims, st);
     if (!x)
         return tl_wrap(st, "tensor \"%.200s\"", name), NULL;
     if (external) {
         /* read raw into a scratch when the types differ in size */
-        bool direct = raw_size(type) == tl_dtype_size(dt) && type != TL_ONNX_UINT32;
+        bool direct = same;
         tl_tensor *raw = direct ? x : tl_tensor_new(TL_I64, 1, (int64_t[]){(int64_t)(want + 7) / 8}, st);
         tl_code rc = raw ? read_external(f, t, raw, want, st) : st->code;
         if (!rc && !direct)
@@ -296,13 +329,13 @@ tl_tensor *tl_onnx_tensor(const tl_onnx_file *f, Onnx__TensorProto *t, tl_status
 
 tl_tensor *tl_onnx_tensor_read_mem(const void *data, size_t len, int *elem_type, tl_status *st)
 {
-    Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, len, data);
+    Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pb_allocator, len, data);
     if (!t)
         return tl_fail(st, TL_EINPUT, "not an ONNX tensor (the protobuf is malformed or truncated)"), NULL;
     tl_onnx_file f = {.dir = ""};
     if (elem_type)
         *elem_type = t->has_data_type ? t->data_type : 0;
     tl_tensor *x = tl_onnx_tensor(&f, t, st);
-    onnx__tensor_proto__free_unpacked(t, NULL);
+    onnx__tensor_proto__free_unpacked(t, &pb_allocator);
     return x;
 }

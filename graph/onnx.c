@@ -402,12 +402,24 @@ static bool known_entries(tx *t, const val *v, const char *what, int max)
     return true;
 }
 
+/* A load-time value that must be one number (ONNX's scalars: a ratio, a
+ * bound, a fill value): *out its element; false (failed) otherwise. */
+static bool one_number(tx *t, const val *v, const char *what, double *out)
+{
+    if (v->k->numel != 1)
+        return fail(t, "its %s must hold one element (it holds %lld)", what, (long long)v->k->numel);
+    *out = tl_dtype_is_int(v->k->dtype) ? (double)kget(v->k, 0) : tl_tensor_get(v->k, 0);
+    return true;
+}
+
 static bool ints_of(tx *t, const val *v, const char *what, int64_t *out, int *n, int max)
 {
     if (!known_entries(t, v, what, max))
         return false;
     for (int64_t i = 0; i < v->k->numel; i++) {
         double d = tl_tensor_get(v->k, i);
+        if (!tl_dtype_is_int(v->k->dtype) && !(d > -9.2e18 && d < 9.2e18)) /* no int64: NaN, inf, huge */
+            return fail(t, "its %s holds %g, not an integer", what, d);
         out[i] = tl_dtype_is_int(v->k->dtype) ? kget(v->k, i) : (int64_t)d;
     }
     *n = (int)v->k->numel;
@@ -977,17 +989,21 @@ static bool x_dropout(tx *t, val **in, int nin, val **out, int nout)
 {
     if (!need(t, in, nin, 1))
         return false;
-    bool training = opset(t) >= 12 && nin > 2 && in[2] && in[2]->k && kget(in[2]->k, 0);
+    if (nin > 2 && in[2] && !in[2]->k)
+        return fail(t, "its training_mode is computed at run time; tl needs it at load");
+    double mode = 0;
+    if (opset(t) >= 12 && nin > 2 && in[2] && !one_number(t, in[2], "training_mode", &mode))
+        return false;
+    bool training = mode != 0;
     if (opset(t) < 7 && !attr_i(t, "is_test", 0) && nout > 1)
         training = true;
     double p = attr_f(t, "ratio", 0.5);
     if (opset(t) >= 12 && nin > 1 && in[1]) {
         if (!in[1]->k)
             return fail(t, "its ratio is computed at run time; tl needs it at load");
-        p = tl_tensor_get(in[1]->k, 0);
+        if (!one_number(t, in[1], "ratio", &p))
+            return false;
     }
-    if (nin > 2 && in[2] && !in[2]->k)
-        return fail(t, "its training_mode is computed at run time; tl needs it at load");
     val *x = in[0];
     /* the mask: exporters declare it and mostly leave it unread; any value
      * serves to bind an unread one */
@@ -1126,10 +1142,8 @@ static bool x_clip(tx *t, val **in, int nin, val **out, int nout)
                 r = copy_of(t, x);
             return (out[0] = r) != NULL;
         }
-        if (has_lo)
-            lo = tl_tensor_get(in[1]->k, 0);
-        if (has_hi)
-            hi = tl_tensor_get(in[2]->k, 0);
+        if ((has_lo && !one_number(t, in[1], "min", &lo)) || (has_hi && !one_number(t, in[2], "max", &hi)))
+            return false;
     }
     cJSON *a = cJSON_CreateObject();
     if (has_lo || !has_hi)
@@ -2194,13 +2208,15 @@ static bool x_range(tx *t, val **in, int nin, val **out, int nout)
         if (!in[i]->k)
             return fail(t, "its bounds are computed at run time; tl needs them at load");
     int oty = in[0]->oty;
-    double s = tl_tensor_get(in[0]->k, 0), e = tl_tensor_get(in[1]->k, 0), d = tl_tensor_get(in[2]->k, 0);
+    double s, e, d;
+    if (!one_number(t, in[0], "start", &s) || !one_number(t, in[1], "limit", &e) || !one_number(t, in[2], "delta", &d))
+        return false;
     if (!d)
         return fail(t, "a delta of 0");
     double c = ceil((e - s) / d);
+    if (c > (double)((int64_t)1 << 32)) /* infinity too */
+        return fail(t, "%g elements", c);
     int64_t n = c > 0 ? (int64_t)c : 0;
-    if (n > ((int64_t)1 << 32))
-        return fail(t, "%lld elements", (long long)n);
     if (is_int_type(oty)) {
         val *r = known_ints(t, 1, &n, NULL, oty);
         int64_t si = kget(in[0]->k, 0), di = kget(in[2]->k, 0);
@@ -2334,7 +2350,8 @@ static bool x_pad(tx *t, val **in, int nin, val **out, int nout)
         if (nin > 2 && in[2]) {
             if (!in[2]->k)
                 return fail(t, "its constant_value is computed at run time; tl needs it at load");
-            value = tl_dtype_is_int(in[2]->k->dtype) ? (double)kget(in[2]->k, 0) : tl_tensor_get(in[2]->k, 0);
+            if (!one_number(t, in[2], "constant_value", &value))
+                return false;
         }
         if (nin > 3 && in[3] && !ints_of(t, in[3], "axes", axes, &na, TL_MAXDIM))
             return false;

@@ -19,6 +19,7 @@
 #include "tests/fuzz/fuzz_literal.c"
 #include "tests/fuzz/fuzz_npy.c"
 #include "tests/fuzz/fuzz_npz.c"
+#include "tests/fuzz/fuzz_onnx.c"
 #include "tests/fuzz/fuzz_program.c"
 #include "tests/fuzz/fuzz_results.c"
 
@@ -84,6 +85,7 @@ Test(fuzz_regressions, npz) { cr_assert_geq(replay("npz", fuzz_npz_one), 0); }
 Test(fuzz_regressions, literal) { cr_assert_geq(replay("literal", fuzz_literal_one), 0); }
 Test(fuzz_regressions, program) { cr_assert_geq(replay("program", fuzz_program_one), 0); }
 Test(fuzz_regressions, results) { cr_assert_geq(replay("results", fuzz_results_one), 0); }
+Test(fuzz_regressions, onnx) { cr_assert_geq(replay("onnx", fuzz_onnx_one), 0); }
 
 /* The harnesses reject what they should: a sanity check that the replay is
  * not vacuous even while the regression directories are empty. */
@@ -101,4 +103,5 @@ Test(fuzz_regressions, harnesses_accept_clean_errors)
     fuzz_npz_one((const uint8_t *)"PK\x05\x06", 4);
     fuzz_program_one((const uint8_t *)"y = x * (2", 10);
     fuzz_program_one((const uint8_t *)"y = sin(x) * 2", 14);
+    fuzz_onnx_one((const uint8_t *)"\x0a\x03", 2);
 }

@@ -278,3 +278,77 @@ Test(onnx, conformance, .timeout = 600)
     printf("onnx conformance: %d passed, %d failed, %d known failures, %d skipped (build/tests/onnx_conformance.txt)\n",
            pass, fail, kn, skip);
 }
+
+/* Element i of the test tensors of ONNX type `type`. */
+static double test_value(int type, int64_t i)
+{
+    switch (type) {
+    case 1: return (double)((float)i * 0.5f - 7);
+    case 11: return (double)i * 0.25 - 3;
+    case 5: return (double)(i % 30000 - 15000); /* int16 */
+    default: return (double)(i * 7 - 100000);   /* int32 */
+    }
+}
+
+/* A packed TensorProto of n elements of ONNX type `type` (esize bytes
+ * each, little-endian as ONNX stores them raw), element i test_value's. */
+static uint8_t *packed_tensor(int type, int64_t n, size_t esize, size_t *len)
+{
+    Onnx__TensorProto t = ONNX__TENSOR_PROTO__INIT;
+    int64_t dims[2] = {n / 8, 8};
+    t.n_dims = 2;
+    t.dims = dims;
+    t.has_data_type = 1;
+    t.data_type = type;
+    t.name = "w";
+    t.has_raw_data = 1;
+    t.raw_data.len = (size_t)n * esize;
+    t.raw_data.data = malloc(t.raw_data.len);
+    cr_assert(t.raw_data.data);
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t *p = t.raw_data.data + (size_t)i * esize;
+        double v = test_value(type, i);
+        float f = (float)v;
+        int32_t i32 = (int32_t)v;
+        int16_t i16 = (int16_t)v;
+        memcpy(p, type == 1 ? (void *)&f : type == 11 ? (void *)&v : type == 5 ? (void *)&i16 : (void *)&i32, esize);
+    }
+    *len = onnx__tensor_proto__get_packed_size(&t);
+    uint8_t *buf = malloc(*len);
+    cr_assert(buf);
+    onnx__tensor_proto__pack(&t, buf);
+    free(t.raw_data.data);
+    return buf;
+}
+
+/* Weights of 2 MiB and more become tensors without a second copy (their
+ * raw data's block is the tensor's, formats/onnx.c): the values, shapes
+ * and dtypes are those of the file whatever the path (float and double
+ * taken over, sizes off the 2 MiB grid included; int16 widened to i64 and
+ * small ones copied), and the tensors free cleanly (the sanitizers). */
+Test(onnx, large_weights_taken_over)
+{
+    static const struct {
+        int type;
+        int64_t n;
+        size_t esize;
+        tl_dtype dt;
+    } cases[] = {{1, 600008, 4, TL_F32}, {1, 524288, 4, TL_F32}, {11, 300000, 8, TL_F64},
+                 {6, 600008, 4, TL_I32}, {5, 1100000, 2, TL_I64}, {1, 1000, 4, TL_F32}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t len;
+        uint8_t *buf = packed_tensor(cases[c].type, cases[c].n, cases[c].esize, &len);
+        tl_status st = {0};
+        int ty = 0;
+        tl_tensor *t = tl_onnx_tensor_read_mem(buf, len, &ty, &st);
+        free(buf);
+        cr_assert(t, "case %zu: %s", c, st.msg);
+        cr_expect(ty == cases[c].type && t->dtype == cases[c].dt && t->ndim == 2 &&
+                  t->shape[0] == cases[c].n / 8 && t->shape[1] == 8 && t->numel == cases[c].n, "case %zu", c);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < t->numel; i++)
+            bad += tl_tensor_get(t, i) != test_value(cases[c].type, i);
+        cr_expect(bad == 0, "case %zu: %lld values differ", c, (long long)bad);
+        tl_tensor_unref(t);
+    }
+}
