@@ -900,7 +900,10 @@ tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, 
         }
         if ((c && (rc = check_like("seed for output", name, c, y, st))) || r->out_var[i] < 0)
             continue;
-        tl_tensor *s = c ? tl_tensor_ref(c) : tl_tensor_new_in(r->budget, y->dtype, y->ndim, y->shape, st);
+        /* a header of its own: the recording knows tensors by their address,
+         * and a caller's seed may be one of the run's own tensors too */
+        tl_tensor *s = c ? tl_tensor_view(c, c->ndim, c->shape, st)
+                         : tl_tensor_new_in(r->budget, y->dtype, y->ndim, y->shape, st);
         if (!s) {
             rc = st->code;
             break;

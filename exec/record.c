@@ -171,9 +171,12 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
         r.n = 0;
         r.node = e.node;
         bool ok = remember(&r, g, g_var, st);
-        for (int i = 0; i < e.nin && ok; i++) /* seeds_only: the forward's values are constants */
-            ok = remember(&r, e.in[i], seeds_only ? -1 : e.in_var[i], st);
-        ok = ok && remember(&r, e.out, seeds_only ? -1 : e.out_var, st);
+        /* seeds_only: the forward's values are constants, as every tensor
+         * not remembered is (and a seed that is also a forward value
+         * stays the seed) */
+        for (int i = 0; i < e.nin && ok && !seeds_only; i++)
+            ok = remember(&r, e.in[i], e.in_var[i], st);
+        ok = ok && (seeds_only || remember(&r, e.out, e.out_var, st));
         rc = ok ? tl_grad_rule_with(cx, &r.base, &e, g, gin, st) : st->code;
         for (int i = 0; i < e.nin; i++) /* before the sums make new tensors */
             gv[i] = gin[i] ? var_of(&r, gin[i]) : -1;

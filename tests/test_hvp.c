@@ -301,6 +301,16 @@ Test(hvp, refusals)
     cr_expect(tl_tensor_get(j, 0) == 1.5); /* 2 x v */
     tl_tensor_unref(j);
     tl_result_free(r);
+    tl_tensor_unref(grad);
+    /* the input itself as the seed (3): still the seed's variable in the
+     * recording and the input's value in the rules, J v = 2 x v, s 2 x = 18 */
+    cr_assert(!tl_run(g, &x, &twice, &r, &st));
+    cr_assert(!tl_result_pullback_recorded(r, &x, true, &grad, &st), "%s", st.msg);
+    cr_expect(tl_tensor_get(grad, 0) == 18, "%g", tl_tensor_get(grad, 0));
+    cr_assert(!tl_result_pullback_again(r, &v, NULL, &j, &st), "%s", st.msg);
+    cr_expect(tl_tensor_get(j, 0) == 1.5, "jvp %g", tl_tensor_get(j, 0));
+    tl_tensor_unref(j);
+    tl_result_free(r);
     tl_tensor_unref(v);
     tl_tensor_unref(grad);
     tl_tensor_unref(x);
