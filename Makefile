@@ -50,9 +50,10 @@ LDLIBS  := -lcjson -lprotobuf-c -ldeflate -lz -lsleef -lm -ldl -lpthread
 # Its mmap calls, OpenBLAS's among them, go through cli/blas_buffers.c
 # (--wrap=mmap), which asks for huge pages for OpenBLAS's work buffers
 # where the process found them cheaper.
+WRAP_MMAP := -Wl$(comma)--wrap=mmap
 LIB_DIR := /usr/lib/x86_64-linux-gnu
 TL_STATIC := $(foreach l,protobuf-c deflate z,$(if $(wildcard $(LIB_DIR)/lib$(l).a),$(l)))
-TL_LDLIBS := -no-pie -Wl$(comma)--wrap=mmap -lcjson $(if $(TL_STATIC),-Wl$(comma)-Bstatic $(addprefix -l,$(TL_STATIC)) -Wl$(comma)-Bdynamic) \
+TL_LDLIBS := -no-pie $(WRAP_MMAP) -lcjson $(if $(TL_STATIC),-Wl$(comma)-Bstatic $(addprefix -l,$(TL_STATIC)) -Wl$(comma)-Bdynamic) \
              $(addprefix -l,$(filter-out $(TL_STATIC),protobuf-c deflate z)) -lsleef -lm -ldl -lpthread
 # How OpenBLAS is reached is decided from what is installed when make
 # parses this file, so the decision is kept in build/blas.flags: a binary
@@ -171,7 +172,7 @@ tl: $(CLI_OBJ) build/libtl.a build/blas.flags
 # the command line built with the sanitizers, for a second pass of the
 # end-to-end cases
 build/tl-san: $(CLI_SRC:%.c=build/san/%.o) build/libtl-san.a build/blas.flags
-	$(CC) $(SAN) -o $@ $(filter-out build/blas.flags,$^) $(BLAS_LINK) -Wl$(comma)--wrap=mmap $(LDLIBS)
+	$(CC) $(SAN) -o $@ $(filter-out build/blas.flags,$^) $(BLAS_LINK) $(WRAP_MMAP) $(LDLIBS)
 
 build/tests/%: tests/%.c $(wildcard tests/*.h) build/libtl-san.a
 	@mkdir -p $(dir $@)

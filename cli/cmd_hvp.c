@@ -79,14 +79,12 @@ tl_code cli_second_pullback(const cli_run_args *c, tl_result *r, tl_tensor *cons
     }
     if (tl_result_pullback_again(r, s->tangent, s->jvp ? NULL : s->d, s->jvp ? s->d : NULL, st))
         return st->code;
-    for (int k = 0; k < s->ninputs; k++) /* written: --wrt's gradients (hvp), none (jvp) */
-        if (s->jvp || !wrt[k]) {
+    for (int k = 0; !s->jvp && k < s->ninputs; k++) /* hvp writes --wrt's gradients and hvps alone */
+        if (!wrt[k]) {
             tl_tensor_unref(grads[k]);
             grads[k] = NULL;
-            if (!s->jvp) {
-                tl_tensor_unref(s->d[k]);
-                s->d[k] = NULL;
-            }
+            tl_tensor_unref(s->d[k]);
+            s->d[k] = NULL;
         }
     return TL_OK;
 }
