@@ -17,6 +17,7 @@
 #include "fixture.h"
 
 #include "backends/cuda/pool.h"
+#include "conv_ref.h"
 #include "cuda_twin.h"
 
 /* ---------- a small deterministic random source ---------- */
@@ -388,12 +389,7 @@ Test(cuda_host, index_and_cast_errors_in_the_cpu_words)
 
 /* ---------- layer ops against their formulas ---------- */
 
-/* A random convolution geometry: x [n, cin, *S], w [cout, cin/groups, *K],
- * y [n, cout, *O], wide position i = o s - lo + k dil. */
-typedef struct geo {
-    tl_attrs a;
-    int64_t n, cin, cout, xs[2 + TL_MAXSP], ws[2 + TL_MAXSP], ys[2 + TL_MAXSP];
-} geo;
+/* A random convolution geometry (conv_ref.h). */
 
 static void random_geo(geo *g, bool pool)
 {
@@ -430,56 +426,6 @@ static void random_geo(geo *g, bool pool)
     }
 }
 
-/* The wide offset of (o, k) in x's spatial axes, or -1 outside. */
-static int64_t wide_at(const geo *g, int64_t o, int64_t k)
-{
-    int d = g->a.nsp;
-    int64_t oi[TL_MAXSP], ki[TL_MAXSP], off = 0;
-    cu_unravel(d, g->ys + 2, o, oi);
-    cu_unravel(d, g->ws + 2, k, ki);
-    for (int ax = 0; ax < d; ax++) {
-        int64_t i = oi[ax] * g->a.stride[ax] - g->a.pad_lo[ax] + ki[ax] * g->a.dilation[ax];
-        if (i < 0 || i >= g->xs[2 + ax])
-            return -1;
-        off = off * g->xs[2 + ax] + i;
-    }
-    return off;
-}
-
-static int64_t prod(const int64_t *v, int n)
-{
-    int64_t p = 1;
-    for (int i = 0; i < n; i++)
-        p *= v[i];
-    return p;
-}
-
-/* The three products of the relation, in double: 0 conv (y from x, w),
- * 1 conv_transpose (x from y, w), 2 conv_grad_w (w from x, y). */
-static void relation(const geo *g, int mode, double *x, double *w, double *y)
-{
-    int d = g->a.nsp;
-    int64_t G = g->a.groups, cin_g = g->cin / G, cout_g = g->cout / G;
-    int64_t S = prod(g->xs + 2, d), O = prod(g->ys + 2, d), K = prod(g->ws + 2, d);
-    for (int64_t n = 0; n < g->n; n++)
-        for (int64_t co = 0; co < g->cout; co++)
-            for (int64_t cl = 0; cl < cin_g; cl++)
-                for (int64_t k = 0; k < K; k++)
-                    for (int64_t o = 0; o < O; o++) {
-                        int64_t i = wide_at(g, o, k), ci = co / cout_g * cin_g + cl;
-                        if (i < 0)
-                            continue;
-                        double *xv = &x[(n * g->cin + ci) * S + i], *wv = &w[(co * cin_g + cl) * K + k];
-                        double *yv = &y[(n * g->cout + co) * O + o];
-                        if (mode == 0)
-                            *yv += *wv * *xv;
-                        else if (mode == 1)
-                            *xv += *wv * *yv;
-                        else
-                            *wv += *yv * *xv;
-                    }
-}
-
 static tl_tensor *filled(tl_dtype dt, int nd, const int64_t *shape, double **vals)
 {
     tl_tensor *t = random_tensor(dt, nd, shape, false);
@@ -489,18 +435,6 @@ static tl_tensor *filled(tl_dtype dt, int nd, const int64_t *shape, double **val
         (*vals)[i] = tl_tensor_get(t, i);
     }
     return t;
-}
-
-static double worst_of(const tl_tensor *t, const double *want)
-{
-    double scale = 1, worst = 0;
-    for (int64_t i = 0; i < t->numel; i++)
-        scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
-    for (int64_t i = 0; i < t->numel; i++) {
-        double e = fabs(tl_tensor_get(t, i) - want[i]) / scale;
-        worst = e > worst || isnan(e) ? e : worst;
-    }
-    return worst;
 }
 
 Test(cuda_host, convolutions_match_their_formula)

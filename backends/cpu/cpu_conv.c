@@ -31,6 +31,7 @@
 
 #include "blas.h"
 #include "cpu.h"
+#include "cpu_features.h"
 #include "psum.h"
 #include "threads.h"
 
@@ -47,6 +48,23 @@ typedef struct tap {
     int64_t doff, hoff, off, a, b;
 } tap;
 
+/* conv's AVX-512 path (cpu_conv_fast.h): the item's scratch block and
+ * the packed kernel. */
+typedef struct fast_plan {
+    int64_t R, nrb;     /* output rows per item, items per sample and group */
+    int64_t rr, wq;     /* scratch rows per phase, columns per row */
+    int64_t chan;       /* scratch elements per channel */
+    int64_t xs_len, qs; /* scratch input elements (tail included); output stride */
+    int64_t nmb;        /* conv: blocks of FAST_MR output channels */
+    int64_t cblk, nblk; /* conv_grad_w: in-side channels an item, blocks of them */
+    int64_t oblk, noblk; /* conv_grad_w: out-side channels an item, blocks of them */
+    int64_t nbk;        /* conv_grad_w: samples a pass (scratch of xs_len each) */
+    int32_t *koff;      /* rows = ca ksz offsets into the scratch */
+    int32_t *aoff;      /* conv: rows offsets into a row of the kernel */
+    int64_t w0, wg, wr; /* conv: the kernel's row o of group g at w0 + g wg + o wr */
+    bool direct;        /* conv_grad_w pointwise: no scratch, no koff */
+} fast_plan;
+
 typedef struct job {
     geom g;
     const tap *taps;       /* the direct kernels': ksz of them */
@@ -59,6 +77,7 @@ typedef struct job {
     int64_t pchunk;         /* conv_transpose: positions */
     int64_t cblk, nblk;    /* conv_grad_w: in-side channels per item, blocks per group */
     int64_t oblk, noblk;   /* conv_grad_w: out-side channels per item, blocks per group */
+    fast_plan fast;        /* conv on AVX-512 */
     atomic_bool failed;    /* scratch could not be had */
 } job;
 
@@ -80,10 +99,27 @@ static void *scratch(job *j, size_t bytes)
     return p;
 }
 
+/* conv's AVX-512 kernels (cpu_conv_fast.h) where the compiler can build
+ * them; whether the processor runs them is decided at run time */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_FAST 1
+#define FAST_TARGET __attribute__((target("avx512f")))
+#define FAST_MR 8
+#define FAST_GRADW_MO 4 /* conv_grad_w: output channels by taps a kernel call */
+#define FAST_GRADW_MK 6
+#else
+#define HAVE_FAST 0
+#endif
+
+/* each element type's kernels: im2col and direct (cpu_conv_t.h), AVX-512 */
 #define T float
 #define SUF f
 #define SUF_IS_F 1
 #include "cpu_conv_t.h"
+#if HAVE_FAST
+#include "cpu_conv_fast.h"
+#endif
 #undef T
 #undef SUF
 #undef SUF_IS_F
@@ -91,6 +127,9 @@ static void *scratch(job *j, size_t bytes)
 #define SUF d
 #define SUF_IS_F 0
 #include "cpu_conv_t.h"
+#if HAVE_FAST
+#include "cpu_conv_fast.h"
+#endif
 #undef T
 #undef SUF
 #undef SUF_IS_F
@@ -106,7 +145,7 @@ static void *scratch(job *j, size_t bytes)
 #define DIRECT_ACC (1 << 16)
 #define MIN_FLOPS_PER_THREAD (1 << 22)
 
-enum { K_CONV, K_CONVT, K_GRADW, K_DW = 3 };
+enum { K_CONV, K_CONVT, K_GRADW, K_DW = 3, K_FAST = 6, K_FAST_GRADW };
 
 /* The geometry from the in-side and out-side shapes and the normalised
  * attributes. */
@@ -192,6 +231,171 @@ static int threads_for(double flops)
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* conv's AVX-512 path: where the processor has AVX-512 F (and the OS
+ * saves its registers), unless TL_CONV=blas asks for the im2col and
+ * OpenBLAS path everywhere (to compare the two, or test the second). */
+static bool fast_usable(void)
+{
+#if HAVE_FAST
+    static _Atomic int usable; /* 0 not yet read, 1 yes, -1 no */
+    int u = atomic_load_explicit(&usable, memory_order_relaxed);
+    if (!u) {
+        cpu_features f;
+        cpu_features_read(&f);
+        const char *env = getenv("TL_CONV");
+        u = f.avx512f && f.os_zmm && !(env && !strcmp(env, "blas")) ? 1 : -1;
+        atomic_store_explicit(&usable, u, memory_order_relaxed);
+    }
+    return u > 0;
+#else
+    return false;
+#endif
+}
+
+/* About this many output positions per item of the AVX-512 path, and at
+ * most this many bytes of input scratch (while an item has two rows). */
+#define FAST_POSITIONS 512
+#define FAST_SCRATCH (512 << 10)
+/* and never more than this an item (a row too long, too many channels:
+ * the im2col path cuts finer) */
+#define FAST_SCRATCH_MOST (64 << 20)
+/* conv_grad_w's: about this many items over the groups, and at most this
+ * many bytes of partial sums an item */
+#define FAST_GRADW_ITEMS 8
+#define FAST_ACC (512 << 10)
+#define FAST_GRADW_TAPS 24
+#define FAST_GRADW_MIN 512
+
+/* The AVX-512 path's plan for conv (gradw false) or conv_grad_w (true)
+ * of G (cpu_conv_fast.h): 1 made, 0 where the path does not take the
+ * geometry (3-d, or offsets past int32), -1 with st set when memory ran
+ * out. */
+static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_status *st)
+{
+    geom *G = &j->g;
+    fast_plan *f = &j->fast;
+    if (!fast_usable() || (dt != TL_F32 && dt != TL_F64) || G->is[0] != 1 || G->os[0] != 1 || G->k[0] != 1 ||
+        G->cb < 1 || G->ca < 1 || G->os[1] < 1 || G->os[2] < 1)
+        return 0;
+    int64_t es = (int64_t)tl_dtype_size(dt), lanes = 64 / es;
+    int64_t s1 = G->st[1], s2 = G->st[2];
+    int64_t span = (G->k[1] - 1) * G->dl[1] / s1;
+    /* the channels one item's scratch holds: conv's all, conv_grad_w's a
+     * block (items by blocks of channels, then of output channels, each
+     * summing over every sample and position, the partial sums of a block
+     * in at most FAST_ACC bytes) */
+    int64_t nch = G->ca;
+    /* conv_grad_w's passes over the partial sums pay for themselves over
+     * enough positions: under FAST_GRADW_MIN a sample, OpenBLAS's product
+     * of the columns (7x7 by 256 channels: 7 against 10 ms) */
+    bool pointwise = G->ksz == 1 && s1 == 1 && s2 == 1 && !G->lo[1] && !G->lo[2] && G->isz == G->osz;
+    if (gradw && !pointwise && G->osz < FAST_GRADW_MIN)
+        return 0;
+    if (gradw) {
+        int64_t per = G->groups >= FAST_GRADW_ITEMS ? 1 : FAST_GRADW_ITEMS / G->groups;
+        /* blocks of at least FAST_GRADW_TAPS taps (few make passes of
+         * FAST_GRADW_MK mostly empty), of output channels while more items
+         * are wanted */
+        f->cblk = clamp64((G->ca + per - 1) / per, (FAST_GRADW_TAPS + G->ksz - 1) / G->ksz, G->ca);
+        while (f->cblk > 1 && f->cblk * G->ksz * (G->cb < FAST_GRADW_MO ? G->cb : FAST_GRADW_MO) * 64 > FAST_ACC)
+            f->cblk = (f->cblk + 1) / 2;
+        f->nblk = (G->ca + f->cblk - 1) / f->cblk;
+        int64_t rest = per / f->nblk > 1 ? per / f->nblk : 1;
+        f->oblk = (G->cb + rest - 1) / rest;
+        f->oblk = (f->oblk + FAST_GRADW_MO - 1) / FAST_GRADW_MO * FAST_GRADW_MO;
+        f->oblk = clamp64(f->oblk, 1, clamp64(FAST_ACC / (f->cblk * G->ksz * 64), 1, G->cb));
+        f->noblk = (G->cb + f->oblk - 1) / f->oblk;
+        nch = f->cblk;
+    }
+    if (gradw && pointwise) {
+        /* pointwise: the input is its own scratch, read in place */
+        f->direct = true;
+        f->wq = G->os[2];
+        f->R = G->os[1];
+        f->nrb = 1;
+        f->nbk = G->n;
+        return 1;
+    }
+    if (gradw) { /* a row of OW a tap column: see fast_gradw_item */
+        f->wq = G->os[2];
+        f->R = clamp64(FAST_POSITIONS / f->wq, 1, G->os[1]);
+        while (f->R > 1 && nch * G->k[2] * s1 * (f->R + span) * f->wq * es > FAST_SCRATCH)
+            f->R--;
+        f->nrb = (G->os[1] + f->R - 1) / f->R;
+        f->rr = f->R + span;
+        f->chan = G->k[2] * s1 * f->rr * f->wq;
+        f->xs_len = nch * f->chan;
+        /* a block of rows that is every row: samples by blocks of about as
+         * many positions (each pass over the partial sums then runs over
+         * them all) */
+        f->nbk = f->nrb > 1 ? 1 : clamp64(FAST_POSITIONS / (G->os[1] * f->wq), 1, G->n);
+        while (f->nbk > 1 && f->nbk * f->xs_len * es > FAST_SCRATCH)
+            f->nbk--;
+        if ((f->xs_len + f->oblk * f->cblk * G->ksz * lanes) * es > FAST_SCRATCH_MOST)
+            return 0;
+        if (G->ca * f->chan > INT32_MAX)
+            return 0;
+        if (!(f->koff = tl_malloc((size_t)G->rows, sizeof(int32_t), "convolution offsets", st)))
+            return -1;
+        for (int64_t c = 0; c < G->ca; c++)
+            for (int64_t kh = 0; kh < G->k[1]; kh++)
+                for (int64_t kw = 0; kw < G->k[2]; kw++)
+                    f->koff[(c * G->k[1] + kh) * G->k[2] + kw] =
+                        (int32_t)(c * f->chan + ((kw * s1 + kh * G->dl[1] % s1) * f->rr + kh * G->dl[1] / s1) * f->wq);
+        return 1;
+    }
+    f->wq = G->os[2] + (G->k[2] - 1) * G->dl[2] / s2;
+    f->R = clamp64(FAST_POSITIONS / f->wq, 1, G->os[1]);
+    while (f->R > 1 && nch * s1 * s2 * (f->R + span) * f->wq * es > FAST_SCRATCH)
+        f->R--;
+    f->nrb = (G->os[1] + f->R - 1) / f->R;
+    f->rr = f->R + span;
+    f->chan = s1 * s2 * f->rr * f->wq;
+    f->qs = (f->R * f->wq + 2 * lanes - 1) / (2 * lanes) * (2 * lanes);
+    f->nmb = (G->cb + FAST_MR - 1) / FAST_MR;
+    /* the largest offset; conv's kernel reads the positions of whole
+     * blocks past it (conv_grad_w's only those of output rows) */
+    int64_t most = 0;
+    for (int64_t kh = 0; kh < G->k[1]; kh++)
+        for (int64_t kw = 0; kw < G->k[2]; kw++) {
+            int64_t o = (G->ca - 1) * f->chan +
+                        (((kh * G->dl[1] % s1) * s2 + kw * G->dl[2] % s2) * f->rr + kh * G->dl[1] / s1) * f->wq +
+                        kw * G->dl[2] / s2;
+            most = o > most ? o : most;
+        }
+    f->xs_len = most + f->qs > G->ca * f->chan ? most + f->qs : G->ca * f->chan;
+    if (most + f->qs + f->nmb * FAST_MR * f->qs > INT32_MAX || G->groups * G->ca * G->cb * G->ksz > INT32_MAX ||
+        (f->xs_len + f->nmb * FAST_MR * f->qs) * es > FAST_SCRATCH_MOST)
+        return 0;
+    f->koff = tl_malloc((size_t)G->rows, sizeof(int32_t), "convolution offsets", st);
+    if (!f->koff)
+        return -1;
+    for (int64_t c = 0; c < G->ca; c++)
+        for (int64_t kh = 0; kh < G->k[1]; kh++)
+            for (int64_t kw = 0; kw < G->k[2]; kw++)
+                f->koff[(c * G->k[1] + kh) * G->k[2] + kw] =
+                    (int32_t)(c * f->chan +
+                              (((kh * G->dl[1] % s1) * s2 + kw * G->dl[2] % s2) * f->rr + kh * G->dl[1] / s1) * f->wq +
+                              kw * G->dl[2] / s2);
+    if (!(f->aoff = tl_malloc((size_t)G->rows, sizeof(int32_t), "convolution offsets", st))) {
+        free(f->koff);
+        f->koff = NULL;
+        return -1;
+    }
+    if (!flipped) { /* W [groups cb, ca ksz] */
+        f->w0 = 0, f->wg = G->cb * G->rows, f->wr = G->rows;
+        for (int64_t k = 0; k < G->rows; k++)
+            f->aoff[k] = (int32_t)k;
+    } else { /* a conv_transpose's kernel [groups ca', cb', ksz], ca' = cb and cb' = ca here, flipped:
+              * row c, tap k = (o, t) reads W[g ca' + o, c, ksz - 1 - t] */
+        f->w0 = G->ksz - 1, f->wg = G->ca * G->cb * G->ksz, f->wr = G->ksz;
+        for (int64_t o = 0; o < G->ca; o++)
+            for (int64_t t = 0; t < G->ksz; t++)
+                f->aoff[o * G->ksz + t] = (int32_t)(o * G->cb * G->ksz - t);
+    }
+    return 1;
+}
+
 static tl_code conv_run(tl_opcode op, int n, const tl_tensor *x, cpu_ins in, const tl_attrs *a, tl_tensor *out,
                         tl_status *st);
 
@@ -267,16 +471,38 @@ static tl_code conv_run(tl_opcode op, int n, const tl_tensor *x, cpu_ins in, con
             return st->code;
         if (G->rows > INT32_MAX || G->cb * G->ksz > INT32_MAX || G->cb > INT32_MAX || G->osz > INT32_MAX || G->isz > INT32_MAX)
             return tl_fail(st, TL_EINPUT, "%s too large for BLAS", tl_ops[op].name);
-        if (which == K_CONVT && !j.pointwise && unit_stride(G)) { /* as a conv: flipped kernel */
-            w_flip = flip_weight(G, in[1]->data, es, st);
-            if (!w_flip)
-                return st->code;
+        int fp = 0; /* the AVX-512 path's plan: made 1, not taken 0, out of memory -1 */
+        /* as a conv with the kernel flipped; a pointwise one (its own
+         * path's gemm otherwise) only where the AVX-512 path takes it */
+        if (which == K_CONVT && unit_stride(G) && (!j.pointwise || fast_usable())) {
+            geom was = *G;
             *G = as_conv(G);
-            j.w = w_flip;
             which = kind = K_CONV;
             j.ins = x->data, j.outs = out->data; /* in-side: x; out-side: the result */
+            /* the AVX-512 path reads the kernel flipped in place; written over
+             * its input (pointwise), its items each read their rows of every
+             * channel before writing them */
+            fp = fast_plan_make(&j, out->dtype, false, true, st);
+            if (fp == 0 && j.pointwise) { /* back to its own path */
+                *G = was;
+                which = kind = K_CONVT;
+                j.ins = out->data, j.outs = x->data;
+            } else if (fp == 0) {
+                if (!(w_flip = flip_weight(&was, in[1]->data, es, st)))
+                    return st->code;
+                j.w = w_flip;
+            }
+        } else if (which != K_CONVT) {
+            fp = fast_plan_make(&j, out->dtype, which == K_GRADW, false, st);
         }
-        if (which == K_CONV) { /* chunks of positions */
+        if (fp < 0) {
+            free(w_flip);
+            return st->code;
+        }
+        if (fp) {
+            kind = which == K_CONV ? K_FAST : K_FAST_GRADW;
+            nitems = which == K_CONV ? G->n * G->groups * j.fast.nrb : G->groups * j.fast.nblk * j.fast.noblk;
+        } else if (which == K_CONV) { /* chunks of positions */
             int64_t want = CHUNK_BYTES / (int64_t)es / G->rows;
             j.chunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);
             if (j.pointwise)
@@ -310,8 +536,17 @@ static tl_code conv_run(tl_opcode op, int n, const tl_tensor *x, cpu_ins in, con
         }
     }
     const cpu_item_fn *fns = out->dtype == TL_F32 ? items_f : items_d;
-    cpu_parallel(nitems, threads_for(flops), fns[kind], &j);
+    cpu_item_fn fn = kind < K_FAST ? fns[kind] : NULL;
+#if HAVE_FAST
+    if (kind == K_FAST)
+        fn = out->dtype == TL_F32 ? fast_conv_item_f : fast_conv_item_d;
+    if (kind == K_FAST_GRADW)
+        fn = out->dtype == TL_F32 ? fast_gradw_item_f : fast_gradw_item_d;
+#endif
+    cpu_parallel(nitems, threads_for(flops), fn, &j);
     free(w_flip);
+    free(j.fast.koff);
+    free(j.fast.aoff);
     free((void *)j.taps);
     if (atomic_load(&j.failed))
         return tl_fail(st, TL_ERUNTIME, "out of memory for the scratch of %s", tl_ops[op].name);

@@ -1,0 +1,338 @@
+/* conv's AVX-512 kernels of one element type, included by cpu_conv.c once
+ * with T float, SUF f and once with T double, SUF d (after the geometry
+ * and the job; read the comments there first).
+ *
+ * Why: OpenBLAS's products at the shapes of a convolution's chunks (64 by
+ * a few hundred positions by 576) ran at 140 GFLOP/s on one core of a Zen
+ * 5 and at 90 on each of two at once, and the im2col before each copied
+ * nine times the input; this kernel keeps 170 on each core.
+ *
+ * How: an item is a block of R output rows of one sample and group.  Its
+ * input rows are copied once into a scratch block laid out so that every
+ * tap reads the positions in a row of output as one contiguous run: each
+ * channel's rows, zero padded, split by phase (the padded row index modulo
+ * the stride, and the column's), Wq columns a row.  Output position q =
+ * oh Wq + ow then reads tap (kh, kw) of channel c at q + koff[c, kh, kw],
+ * the same offset for every position, so the product
+ *     out[o, q] = sum over k = (c, kh, kw), in order, of W[o, k] x[q + koff[k]]
+ * runs with the input as its own packed matrix and the kernel read in
+ * place (a transposed convolution's flipped one too, through aoff):
+ * MR output channels by NR positions of accumulators in registers, one
+ * fused multiply-add per tap
+ * in the order of k, then the Wq - OW columns that are not output (the
+ * padded grid's) are dropped as the block is copied out, the bias added.
+ * Each output element is one chain of multiply-adds over k in order,
+ * whatever the item, block or thread: the same bits for any thread count. */
+
+#define CAT_(a, b) a##_##b
+#define CAT(a, b) CAT_(a, b)
+#define FN(name) CAT(name, SUF)
+
+#if SUF_IS_F
+#define VEC __m512
+#define LANES 16
+#define VZERO _mm512_setzero_ps
+#define VLOAD _mm512_loadu_ps
+#define VSTORE _mm512_storeu_ps
+#define VSET1 _mm512_set1_ps
+#define VFMA _mm512_fmadd_ps
+#define VMASKLOAD(m, p) _mm512_maskz_loadu_ps((__mmask16)(m), p)
+#define VSUM _mm512_reduce_add_ps
+#else
+#define VEC __m512d
+#define LANES 8
+#define VZERO _mm512_setzero_pd
+#define VLOAD _mm512_loadu_pd
+#define VSTORE _mm512_storeu_pd
+#define VSET1 _mm512_set1_pd
+#define VFMA _mm512_fmadd_pd
+#define VMASKLOAD(m, p) _mm512_maskz_loadu_pd((__mmask8)(m), p)
+#define VSUM _mm512_reduce_add_pd
+#endif
+
+/* mr (<= FAST_MR) rows of C[., 0..2 LANES) = the kernel's rows i (at
+ * A + i lda, tap k at aoff[k]) times the positions at B + koff[k],
+ * k = 0..K-1 in order. */
+FAST_TARGET static inline __attribute__((always_inline)) void FN(fast_mk)(int mr, int64_t K, const T *restrict A,
+                                                                          int64_t lda, const int32_t *restrict aoff,
+                                                                          const T *restrict B,
+                                                                          const int32_t *restrict koff,
+                                                                          T *restrict C, int64_t ldc)
+{
+    VEC c0[FAST_MR], c1[FAST_MR];
+    const T *ar[FAST_MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < FAST_MR; i++)
+        if (i < mr) {
+            c0[i] = c1[i] = VZERO();
+            ar[i] = A + i * lda;
+        }
+    for (int64_t k = 0; k < K; k++) {
+        const T *b = B + koff[k];
+        int64_t ao = aoff[k];
+        VEC b0 = VLOAD(b), b1 = VLOAD(b + LANES);
+#pragma GCC unroll 8
+        for (int i = 0; i < FAST_MR; i++)
+            if (i < mr) {
+                VEC a = VSET1(ar[i][ao]);
+                c0[i] = VFMA(a, b0, c0[i]);
+                c1[i] = VFMA(a, b1, c1[i]);
+            }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < FAST_MR; i++)
+        if (i < mr) {
+            VSTORE(C + i * ldc, c0[i]);
+            VSTORE(C + i * ldc + LANES, c1[i]);
+        }
+}
+
+/* One kernel per row count, each with its registers fixed at compile time. */
+#define FAST_MK(m)                                                                                            \
+    FAST_TARGET static void FN(fast_mk##m)(int64_t K, const T *A, int64_t lda, const int32_t *aoff, const T *B, \
+                                           const int32_t *koff, T *C, int64_t ldc)                            \
+    {                                                                                                         \
+        FN(fast_mk)(m, K, A, lda, aoff, B, koff, C, ldc);                                                     \
+    }
+FAST_MK(1)
+FAST_MK(2)
+FAST_MK(3)
+FAST_MK(4)
+FAST_MK(5)
+FAST_MK(6)
+FAST_MK(7)
+FAST_MK(8)
+#undef FAST_MK
+
+typedef void (*FN(fast_mk_fn))(int64_t, const T *, int64_t, const int32_t *, const T *, const int32_t *, T *,
+                               int64_t);
+static const FN(fast_mk_fn) FN(fast_mks)[FAST_MR + 1] = {NULL, FN(fast_mk1), FN(fast_mk2), FN(fast_mk3),
+                                                         FN(fast_mk4), FN(fast_mk5), FN(fast_mk6),
+                                                         FN(fast_mk7), FN(fast_mk8)};
+
+/* The item's input rows into the scratch block (see the top): channel c
+ * (of c0..c1, at c - c0), phase (ph, pw), row r, column j holds the input
+ * at padded row (r0 + r) st1 + ph, padded column j st2 + pw, zero outside
+ * the input; then zeros to xs_len. */
+static void FN(fast_fill)(const geom *G, const fast_plan *f, const T *restrict src, int64_t c0, int64_t c1,
+                          int64_t r0, T *restrict xs)
+{
+    int64_t s1 = G->st[1], s2 = G->st[2];
+    for (int64_t c = c0; c < c1; c++) {
+        const T *plane = src + c * G->isz;
+        for (int64_t ph = 0; ph < s1; ph++)
+            for (int64_t pw = 0; pw < s2; pw++)
+                for (int64_t r = 0; r < f->rr; r++) {
+                    T *row = xs + (c - c0) * f->chan + ((ph * s2 + pw) * f->rr + r) * f->wq;
+                    int64_t ih = (r0 + r) * s1 + ph - G->lo[1];
+                    if (ih < 0 || ih >= G->is[1]) {
+                        memset(row, 0, sizeof(T) * (size_t)f->wq);
+                        continue;
+                    }
+                    const T *srow = plane + ih * G->is[2];
+                    /* columns j with 0 <= j s2 + pw - lo < is: [a, b) */
+                    int64_t a, b;
+                    valid(pw - G->lo[2], s2, G->is[2], f->wq, &a, &b);
+                    for (int64_t j = 0; j < a; j++)
+                        row[j] = 0;
+                    if (s2 == 1)
+                        memcpy(row + a, srow + a + pw - G->lo[2], sizeof(T) * (size_t)(b - a));
+                    else
+                        for (int64_t j = a; j < b; j++)
+                            row[j] = srow[j * s2 + pw - G->lo[2]];
+                    for (int64_t j = b; j < f->wq; j++)
+                        row[j] = 0;
+                }
+    }
+    /* the tail the last positions' junk columns read */
+    memset(xs + (c1 - c0) * f->chan, 0, sizeof(T) * (size_t)(f->xs_len - (c1 - c0) * f->chan));
+}
+
+FAST_TARGET static void FN(fast_conv_item)(void *ctx, int64_t item)
+{
+    job *j = ctx;
+    const geom *G = &j->g;
+    const fast_plan *f = &j->fast;
+    int64_t rb = item % f->nrb, ng = item / f->nrb, gi = ng % G->groups;
+    int64_t r0 = rb * f->R, R1 = G->os[1] - r0 < f->R ? G->os[1] - r0 : f->R;
+    int64_t q1 = R1 * f->wq, qr = (q1 + 2 * LANES - 1) / (2 * LANES) * (2 * LANES);
+    T *xs = (T *)scratch(j, sizeof(T) * (size_t)(f->xs_len + f->nmb * FAST_MR * f->qs));
+    if (!xs)
+        return;
+    T *cs = xs + f->xs_len;
+    FN(fast_fill)(G, f, (const T *)j->ins + ng * G->ca * G->isz, 0, G->ca, r0, xs);
+    const T *wg = (const T *)j->w + f->w0 + gi * f->wg; /* the group's first row */
+    for (int64_t mb = 0; mb < f->nmb; mb++) {
+        int64_t mr = G->cb - mb * FAST_MR < FAST_MR ? G->cb - mb * FAST_MR : FAST_MR;
+        FN(fast_mk_fn) mk = FN(fast_mks)[mr];
+        for (int64_t q = 0; q < qr; q += 2 * LANES)
+            mk(G->rows, wg + mb * FAST_MR * f->wr, f->wr, f->aoff, xs + q, f->koff, cs + mb * FAST_MR * f->qs + q,
+               f->qs);
+    }
+    T *dst = (T *)j->outs + ng * G->cb * G->osz + r0 * G->os[2];
+    for (int64_t o = 0; o < G->cb; o++) {
+        T bias = j->bias ? ((const T *)j->bias)[gi * G->cb + o] : 0;
+        for (int64_t r = 0; r < R1; r++) {
+            T *orow = dst + o * G->osz + r * G->os[2];
+            const T *crow = cs + o * f->qs + r * f->wq;
+            if (j->bias)
+                for (int64_t ow = 0; ow < G->os[2]; ow++)
+                    orow[ow] = crow[ow] + bias;
+            else
+                memcpy(orow, crow, sizeof(T) * (size_t)G->os[2]);
+        }
+    }
+    free(xs);
+}
+
+/* ---------- conv_grad_w ----------
+ * W[o, k] = sum over samples n and output positions p of
+ * B[n, o, p] A[n, c, p + tap k], with the positions in vectors.  The
+ * scratch block holds, for each channel c of the item's block and each
+ * tap column kw, the input that column reads at every output position,
+ * rows of OW (by phase of the padded row, as conv's): tap (kh, kw) then
+ * reads the block's positions p = r OW + ow as one run at p + koff[k],
+ * as B's own rows are laid out.  The item's partial sums
+ * (FAST_GRADW_MO output channels by FAST_GRADW_MK taps a pass, a vector
+ * of LANES each) run over the blocks of samples, the blocks of rows, the
+ * samples of a block and the vectors of positions in order, the last vector masked (its lanes past the
+ * block add nothing: both operands load as zero), and each W[o, k] is
+ * then its vector's lanes summed in one fixed order. */
+static void FN(fast_fill_cols)(const geom *G, const fast_plan *f, const T *restrict src, int64_t c0, int64_t c1,
+                               int64_t r0, T *restrict xs)
+{
+    int64_t s1 = G->st[1], s2 = G->st[2], ow2 = G->os[2];
+    for (int64_t c = c0; c < c1; c++) {
+        const T *plane = src + c * G->isz;
+        for (int64_t kw = 0; kw < G->k[2]; kw++) {
+            int64_t off = kw * G->dl[2] - G->lo[2], a, b;
+            valid(off, s2, G->is[2], ow2, &a, &b);
+            for (int64_t ph = 0; ph < s1; ph++)
+                for (int64_t r = 0; r < f->rr; r++) {
+                    T *row = xs + (c - c0) * f->chan + ((kw * s1 + ph) * f->rr + r) * ow2;
+                    int64_t ih = (r0 + r) * s1 + ph - G->lo[1];
+                    if (ih < 0 || ih >= G->is[1]) {
+                        memset(row, 0, sizeof(T) * (size_t)ow2);
+                        continue;
+                    }
+                    const T *srow = plane + ih * G->is[2];
+                    for (int64_t j = 0; j < a; j++)
+                        row[j] = 0;
+                    if (s2 == 1)
+                        memcpy(row + a, srow + a + off, sizeof(T) * (size_t)(b - a));
+                    else
+                        for (int64_t j = a; j < b; j++)
+                            row[j] = srow[j * s2 + off];
+                    for (int64_t j = b; j < ow2; j++)
+                        row[j] = 0;
+                }
+        }
+    }
+}
+
+FAST_TARGET static void FN(fast_gradw_item)(void *ctx, int64_t item)
+{
+    job *j = ctx;
+    const geom *G = &j->g;
+    const fast_plan *f = &j->fast;
+    int64_t ob = item % f->noblk, blk = item / f->noblk % f->nblk, gi = item / f->noblk / f->nblk;
+    int64_t c0 = blk * f->cblk, c1 = G->ca - c0 < f->cblk ? G->ca : c0 + f->cblk;
+    int64_t o0 = ob * f->oblk, no = G->cb - o0 < f->oblk ? G->cb - o0 : f->oblk;
+    int64_t k0 = c0 * G->ksz, nk = (c1 - c0) * G->ksz, ow2 = G->os[2];
+    T *xs = (T *)scratch(j, sizeof(T) * (size_t)(f->nbk * f->xs_len + no * nk * LANES)); /* xs_len 0: direct */
+    if (!xs)
+        return;
+    T *acc = xs + f->nbk * f->xs_len;
+    memset(acc, 0, sizeof(T) * (size_t)(no * nk * LANES));
+    int64_t xstep = (G->groups * G->ca) * G->isz, gstep = (G->groups * G->cb) * G->osz; /* a sample */
+    for (int64_t n0 = 0; n0 < G->n; n0 += f->nbk) {
+        int64_t nn = G->n - n0 < f->nbk ? G->n - n0 : f->nbk;
+        const T *a = (const T *)j->ins + (n0 * G->groups + gi) * G->ca * G->isz;
+        const T *b = (const T *)j->outs + ((n0 * G->groups + gi) * G->cb + o0) * G->osz;
+        for (int64_t rb = 0; rb < f->nrb; rb++) {
+            int64_t r0 = rb * f->R, np = (G->os[1] - r0 < f->R ? G->os[1] - r0 : f->R) * ow2;
+            int64_t full = np / LANES * LANES;
+            unsigned tail = (1u << (np - full)) - 1u;
+            /* sample s of the block: its scratch at s xs_len (direct: its input at s xstep) */
+            int64_t xs_s = f->direct ? xstep : f->xs_len;
+            if (!f->direct)
+                for (int64_t sn = 0; sn < nn; sn++)
+                    FN(fast_fill_cols)(G, f, a + sn * xstep, c0, c1, r0, xs + sn * f->xs_len);
+            for (int64_t kt = 0; kt < nk; kt += FAST_GRADW_MK) { /* the taps' runs stay in L1 */
+                const T *xp[FAST_GRADW_MK];
+                for (int q = 0; q < FAST_GRADW_MK; q++)
+                    xp[q] = f->direct ? a + (k0 + (kt + q < nk ? kt + q : nk - 1)) * G->isz + r0 * ow2
+                                      : xs + (f->koff[k0 + (kt + q < nk ? kt + q : nk - 1)] - c0 * f->chan);
+                for (int64_t ot = 0; ot < no; ot += FAST_GRADW_MO) {
+                    const T *gp[FAST_GRADW_MO]; /* past the block: its last row again, not stored */
+                    int64_t ai[FAST_GRADW_MO][FAST_GRADW_MK];
+                    for (int i = 0; i < FAST_GRADW_MO; i++) {
+                        int64_t o = ot + i < no ? ot + i : no - 1;
+                        gp[i] = b + o * G->osz + r0 * ow2;
+                        for (int q = 0; q < FAST_GRADW_MK; q++)
+                            ai[i][q] = (o * nk + (kt + q < nk ? kt + q : nk - 1)) * LANES;
+                    }
+                    VEC s[FAST_GRADW_MO][FAST_GRADW_MK];
+#pragma GCC unroll 4
+                    for (int i = 0; i < FAST_GRADW_MO; i++)
+#pragma GCC unroll 6
+                        for (int q = 0; q < FAST_GRADW_MK; q++)
+                            s[i][q] = VLOAD(acc + ai[i][q]);
+                    for (int64_t sn = 0; sn < nn; sn++) {
+                        int64_t xo = sn * xs_s, go = sn * gstep;
+                        for (int64_t p = 0; p < full; p += LANES) {
+                            VEC gv[FAST_GRADW_MO];
+#pragma GCC unroll 4
+                            for (int i = 0; i < FAST_GRADW_MO; i++)
+                                gv[i] = VLOAD(gp[i] + go + p);
+#pragma GCC unroll 6
+                            for (int q = 0; q < FAST_GRADW_MK; q++) {
+                                VEC xv = VLOAD(xp[q] + xo + p);
+#pragma GCC unroll 4
+                                for (int i = 0; i < FAST_GRADW_MO; i++)
+                                    s[i][q] = VFMA(gv[i], xv, s[i][q]);
+                            }
+                        }
+                        if (tail) {
+                            VEC gv[FAST_GRADW_MO];
+#pragma GCC unroll 4
+                            for (int i = 0; i < FAST_GRADW_MO; i++)
+                                gv[i] = VMASKLOAD(tail, gp[i] + go + full);
+#pragma GCC unroll 6
+                            for (int q = 0; q < FAST_GRADW_MK; q++) {
+                                VEC xv = VMASKLOAD(tail, xp[q] + xo + full);
+#pragma GCC unroll 4
+                                for (int i = 0; i < FAST_GRADW_MO; i++)
+                                    s[i][q] = VFMA(gv[i], xv, s[i][q]);
+                            }
+                        }
+                    }
+#pragma GCC unroll 4
+                    for (int i = 0; i < FAST_GRADW_MO; i++)
+#pragma GCC unroll 6
+                        for (int q = 0; q < FAST_GRADW_MK; q++)
+                            if (ot + i < no && kt + q < nk)
+                                VSTORE(acc + ai[i][q], s[i][q]);
+                }
+            }
+        }
+    }
+    T *w = (T *)j->w + (gi * G->cb + o0) * G->rows + k0;
+    for (int64_t o = 0; o < no; o++)
+        for (int64_t k = 0; k < nk; k++)
+            w[o * G->rows + k] = VSUM(VLOAD(acc + (o * nk + k) * LANES));
+    free(xs);
+}
+
+#undef VEC
+#undef LANES
+#undef VZERO
+#undef VLOAD
+#undef VSTORE
+#undef VSET1
+#undef VFMA
+#undef VMASKLOAD
+#undef VSUM
+#undef FN
+#undef CAT
+#undef CAT_
