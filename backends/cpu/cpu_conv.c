@@ -265,6 +265,9 @@ static bool fast_usable(void)
 #define FAST_ACC (512 << 10)
 #define FAST_GRADW_TAPS 24
 #define FAST_GRADW_MIN 512
+/* conv_grad_w's positions a pass (the ResNet block's weight gradient: 11.3
+ * ms at 512, 8.0-8.3 at 2048 and 4096) */
+#define FAST_GRADW_POSITIONS 2048
 
 /* The AVX-512 path's plan for conv (gradw false) or conv_grad_w (true)
  * of G (cpu_conv_fast.h): 1 made, 0 where the path does not take the
@@ -318,7 +321,7 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
     }
     if (gradw) { /* a row of OW a tap column: see fast_gradw_item */
         f->wq = G->os[2];
-        f->R = clamp64(FAST_POSITIONS / f->wq, 1, G->os[1]);
+        f->R = clamp64(FAST_GRADW_POSITIONS / f->wq, 1, G->os[1]);
         while (f->R > 1 && nch * G->k[2] * s1 * (f->R + span) * f->wq * es > FAST_SCRATCH)
             f->R--;
         f->nrb = (G->os[1] + f->R - 1) / f->R;
@@ -328,7 +331,7 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
         /* a block of rows that is every row: samples by blocks of about as
          * many positions (each pass over the partial sums then runs over
          * them all) */
-        f->nbk = f->nrb > 1 ? 1 : clamp64(FAST_POSITIONS / (G->os[1] * f->wq), 1, G->n);
+        f->nbk = f->nrb > 1 ? 1 : clamp64(FAST_GRADW_POSITIONS / (G->os[1] * f->wq), 1, G->n);
         while (f->nbk > 1 && f->nbk * f->xs_len * es > FAST_SCRATCH)
             f->nbk--;
         if ((f->xs_len + f->oblk * f->cblk * G->ksz * lanes) * es > FAST_SCRATCH_MOST)
