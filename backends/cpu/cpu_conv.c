@@ -19,6 +19,13 @@
  * column matrix), and one in-side channel per group (depthwise) runs
  * direct kernels instead, a row of taps at a time.
  *
+ * Where the processor has AVX-512, one and two spatial axes run tl's own
+ * kernels instead (cpu_conv_fast.h, fast_plan_make), neither im2col nor
+ * OpenBLAS: conv, conv_transpose with stride 1 (as a conv, the kernel
+ * read flipped in place) and conv_grad_w over 512 positions a sample and
+ * more, or pointwise.  (A strided conv_transpose run as one such conv per
+ * phase of its output was tried: no faster than col2im here.)
+ *
  * Threads: the work is cut into items (chunks, blocks, planes) by the
  * shapes alone; each item is computed by one thread in one order and
  * writes its own part of the result, so the bits never depend on the
