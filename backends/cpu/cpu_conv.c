@@ -276,6 +276,14 @@ static bool fast_usable(void)
  * ms at 512, 8.0-8.3 at 2048 and 4096) */
 #define FAST_GRADW_POSITIONS 2048
 
+/* conv's scratch offset of tap (kh, kw) in a channel's block: its phase
+ * plane, then its row and column in it (cpu_conv_fast.h) */
+static int64_t tap_off(const geom *G, const fast_plan *f, int64_t kh, int64_t kw)
+{
+    int64_t s1 = G->st[1], s2 = G->st[2], h = kh * G->dl[1], w = kw * G->dl[2];
+    return ((h % s1 * s2 + w % s2) * f->rr + h / s1) * f->wq + w / s2;
+}
+
 /* The AVX-512 path's plan for conv (gradw false) or conv_grad_w (true)
  * of G (cpu_conv_fast.h): 1 made, 0 where the path does not take the
  * geometry (3-d, or offsets past int32), -1 with st set when memory ran
@@ -363,14 +371,12 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
     f->chan = s1 * s2 * f->rr * f->wq;
     f->qs = (f->R * f->wq + 2 * lanes - 1) / (2 * lanes) * (2 * lanes);
     f->nmb = (G->cb + FAST_MR - 1) / FAST_MR;
-    /* the largest offset; conv's kernel reads the positions of whole
-     * blocks past it (conv_grad_w's only those of output rows) */
+    /* the largest offset (the last channel's, a tap's), then the
+     * positions of whole blocks that conv's kernel reads past it */
     int64_t most = 0;
     for (int64_t kh = 0; kh < G->k[1]; kh++)
         for (int64_t kw = 0; kw < G->k[2]; kw++) {
-            int64_t o = (G->ca - 1) * f->chan +
-                        (((kh * G->dl[1] % s1) * s2 + kw * G->dl[2] % s2) * f->rr + kh * G->dl[1] / s1) * f->wq +
-                        kw * G->dl[2] / s2;
+            int64_t o = (G->ca - 1) * f->chan + tap_off(G, f, kh, kw);
             most = o > most ? o : most;
         }
     f->xs_len = most + f->qs > G->ca * f->chan ? most + f->qs : G->ca * f->chan;
@@ -383,10 +389,7 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
     for (int64_t c = 0; c < G->ca; c++)
         for (int64_t kh = 0; kh < G->k[1]; kh++)
             for (int64_t kw = 0; kw < G->k[2]; kw++)
-                f->koff[(c * G->k[1] + kh) * G->k[2] + kw] =
-                    (int32_t)(c * f->chan +
-                              (((kh * G->dl[1] % s1) * s2 + kw * G->dl[2] % s2) * f->rr + kh * G->dl[1] / s1) * f->wq +
-                              kw * G->dl[2] / s2);
+                f->koff[(c * G->k[1] + kh) * G->k[2] + kw] = (int32_t)(c * f->chan + tap_off(G, f, kh, kw));
     if (!(f->aoff = tl_malloc((size_t)G->rows, sizeof(int32_t), "convolution offsets", st))) {
         free(f->koff);
         f->koff = NULL;
@@ -477,8 +480,6 @@ static tl_code conv_run(tl_opcode op, int n, const tl_tensor *x, cpu_ins in, con
     } else {
         j.pointwise = is_pointwise(a) && G->isz == G->osz; /* not with output_padding */
         j.over = which == K_CONVT && j.outs == out->data;
-        if (!(j.blas = cpu_blas_get(st)))
-            return st->code;
         if (G->rows > INT32_MAX || G->cb * G->ksz > INT32_MAX || G->cb > INT32_MAX || G->osz > INT32_MAX || G->isz > INT32_MAX)
             return tl_fail(st, TL_EINPUT, "%s too large for BLAS", tl_ops[op].name);
         int fp = 0; /* the AVX-512 path's plan: made 1, not taken 0, out of memory -1 */
@@ -505,7 +506,7 @@ static tl_code conv_run(tl_opcode op, int n, const tl_tensor *x, cpu_ins in, con
         } else if (which != K_CONVT) {
             fp = fast_plan_make(&j, out->dtype, which == K_GRADW, false, st);
         }
-        if (fp < 0) {
+        if (fp < 0 || (!fp && !(j.blas = cpu_blas_get(st)))) { /* OpenBLAS: the im2col path's alone */
             free(w_flip);
             return st->code;
         }

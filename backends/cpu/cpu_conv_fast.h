@@ -110,6 +110,24 @@ static const FN(fast_mk_fn) FN(fast_mks)[FAST_MR + 1] = {NULL, FN(fast_mk1), FN(
                                                          FN(fast_mk4), FN(fast_mk5), FN(fast_mk6),
                                                          FN(fast_mk7), FN(fast_mk8)};
 
+/* One scratch row of n: the input row srow (is2 long, or none past the
+ * input's rows) at columns j st + off, zero where that is outside it. */
+static void FN(fast_row)(T *restrict row, const T *restrict srow, int64_t off, int64_t st, int64_t is2, int64_t n)
+{
+    int64_t a = 0, b = 0;
+    if (srow)
+        valid(off, st, is2, n, &a, &b);
+    for (int64_t j = 0; j < a; j++)
+        row[j] = 0;
+    if (st == 1 && b > a)
+        memcpy(row + a, srow + a + off, sizeof(T) * (size_t)(b - a));
+    else
+        for (int64_t j = a; j < b; j++)
+            row[j] = srow[j * st + off];
+    for (int64_t j = b; j < n; j++)
+        row[j] = 0;
+}
+
 /* The item's input rows into the scratch block (see the top): channel c
  * (of c0..c1, at c - c0), phase (ph, pw), row r, column j holds the input
  * at padded row (r0 + r) st1 + ph, padded column j st2 + pw, zero outside
@@ -123,25 +141,10 @@ static void FN(fast_fill)(const geom *G, const fast_plan *f, const T *restrict s
         for (int64_t ph = 0; ph < s1; ph++)
             for (int64_t pw = 0; pw < s2; pw++)
                 for (int64_t r = 0; r < f->rr; r++) {
-                    T *row = xs + (c - c0) * f->chan + ((ph * s2 + pw) * f->rr + r) * f->wq;
                     int64_t ih = (r0 + r) * s1 + ph - G->lo[1];
-                    if (ih < 0 || ih >= G->is[1]) {
-                        memset(row, 0, sizeof(T) * (size_t)f->wq);
-                        continue;
-                    }
-                    const T *srow = plane + ih * G->is[2];
-                    /* columns j with 0 <= j s2 + pw - lo < is: [a, b) */
-                    int64_t a, b;
-                    valid(pw - G->lo[2], s2, G->is[2], f->wq, &a, &b);
-                    for (int64_t j = 0; j < a; j++)
-                        row[j] = 0;
-                    if (s2 == 1)
-                        memcpy(row + a, srow + a + pw - G->lo[2], sizeof(T) * (size_t)(b - a));
-                    else
-                        for (int64_t j = a; j < b; j++)
-                            row[j] = srow[j * s2 + pw - G->lo[2]];
-                    for (int64_t j = b; j < f->wq; j++)
-                        row[j] = 0;
+                    FN(fast_row)(xs + (c - c0) * f->chan + ((ph * s2 + pw) * f->rr + r) * f->wq,
+                                 ih < 0 || ih >= G->is[1] ? NULL : plane + ih * G->is[2], pw - G->lo[2], s2,
+                                 G->is[2], f->wq);
                 }
     }
     /* the tail the last positions' junk columns read */
@@ -204,29 +207,14 @@ static void FN(fast_fill_cols)(const geom *G, const fast_plan *f, const T *restr
     int64_t s1 = G->st[1], s2 = G->st[2], ow2 = G->os[2];
     for (int64_t c = c0; c < c1; c++) {
         const T *plane = src + c * G->isz;
-        for (int64_t kw = 0; kw < G->k[2]; kw++) {
-            int64_t off = kw * G->dl[2] - G->lo[2], a, b;
-            valid(off, s2, G->is[2], ow2, &a, &b);
+        for (int64_t kw = 0; kw < G->k[2]; kw++)
             for (int64_t ph = 0; ph < s1; ph++)
                 for (int64_t r = 0; r < f->rr; r++) {
-                    T *row = xs + (c - c0) * f->chan + ((kw * s1 + ph) * f->rr + r) * ow2;
                     int64_t ih = (r0 + r) * s1 + ph - G->lo[1];
-                    if (ih < 0 || ih >= G->is[1]) {
-                        memset(row, 0, sizeof(T) * (size_t)ow2);
-                        continue;
-                    }
-                    const T *srow = plane + ih * G->is[2];
-                    for (int64_t j = 0; j < a; j++)
-                        row[j] = 0;
-                    if (s2 == 1)
-                        memcpy(row + a, srow + a + off, sizeof(T) * (size_t)(b - a));
-                    else
-                        for (int64_t j = a; j < b; j++)
-                            row[j] = srow[j * s2 + off];
-                    for (int64_t j = b; j < ow2; j++)
-                        row[j] = 0;
+                    FN(fast_row)(xs + (c - c0) * f->chan + ((kw * s1 + ph) * f->rr + r) * ow2,
+                                 ih < 0 || ih >= G->is[1] ? NULL : plane + ih * G->is[2],
+                                 kw * G->dl[2] - G->lo[2], s2, G->is[2], ow2);
                 }
-        }
     }
 }
 
