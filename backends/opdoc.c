@@ -282,6 +282,7 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
     [TL_OP_GATHER_GRAD] = {"internal: gather's backward (scatter-add)", "", NONE},
     [TL_OP_PROD_GRAD] = {"internal: prod's backward", "", NONE},
     [TL_OP_GELU_GRAD] = {"internal: g*gelu'(x)", "", NONE},
+    [TL_OP_BATCH_NORM_VAR] = {"internal: training batch_norm's batch variance, mean(square(x - m)) over all axes but the channels with the same bits, without the two temporaries", "", NONE},
     [TL_OP_BATCH_NORM_PARAMS_GRAD] = {"internal: training batch_norm's sums of g*xhat and g per channel", "", NONE},
     [TL_OP_BATCH_NORM_GRAD] = {"internal: training batch_norm's gradient to x", "", NONE},
     [TL_OP_RELU_GRAD] = {"internal: g where x > 0, else 0 (relu's backward)", "", NONE},

@@ -110,6 +110,19 @@ tl_code tl_shape_norm(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs 
         }
         break;
     }
+    case TL_OP_BATCH_NORM_VAR: { /* x [N, C, *S], m [1, C, 1...] -> m's shape */
+        if (x->ndim < 2)
+            return tl_fail(st, TL_EINPUT, "x must be [N, C, *spatial], got %s", DESC(x));
+        int64_t keep[TL_MAXDIM];
+        for (int i = 0; i < x->ndim; i++)
+            keep[i] = i == 1 ? x->shape[1] : 1;
+        if (check_param(in[1], "m", x, x->ndim, keep, st))
+            return st->code;
+        out->dtype = x->dtype;
+        out->ndim = x->ndim;
+        memcpy(out->dims, keep, sizeof(int64_t) * (size_t)x->ndim);
+        return TL_OK;
+    }
     case TL_OP_GROUP_NORM: /* x [N, C, *S], scale and bias [C] */
         if (x->ndim < 2)
             return tl_fail(st, TL_EINPUT, "x must be [N, C, *spatial], got %s", DESC(x));

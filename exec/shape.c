@@ -415,6 +415,7 @@ static tl_code misc(tl_opcode op, int n, const tl_tensor *const *in, tl_attrs *a
     case TL_OP_LAYER_NORM_GRAD:
     case TL_OP_LAYER_NORM_PARAMS_GRAD:
     case TL_OP_BATCH_NORM_PARAMS_GRAD:
+    case TL_OP_BATCH_NORM_VAR:
     case TL_OP_BATCH_NORM_GRAD: return tl_shape_norm(op, n, in, a, out, st);
     case TL_OP_PAD:
     case TL_OP_RESIZE:

@@ -46,6 +46,7 @@ static tl_code cpu_run(const tl_backend *be, tl_opcode op, int n, cpu_ins in, co
     case TL_OP_LAYER_NORM_PARAMS_GRAD:
     case TL_OP_BATCH_NORM_PARAMS_GRAD:
     case TL_OP_BATCH_NORM_GRAD: return cpu_norm(op, n, in, a, out, st);
+    case TL_OP_BATCH_NORM_VAR: return cpu_batch_norm_var(in[0], in[1], out, st);
     case TL_OP_PAD:
     case TL_OP_RESIZE:
     case TL_OP_PAD_GRAD:

@@ -23,6 +23,9 @@ struct tl_mprog;
 
 tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
                         tl_status *st);
+/* batch_norm_var: mean(square(x - m)) over every axis of x but 1, with the
+ * bits of those three ops (m [1, C, 1...]), without their temporaries */
+tl_code cpu_batch_norm_var(const tl_tensor *x, const tl_tensor *m, tl_tensor *out, tl_status *st);
 tl_code cpu_reduce(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out,
                    tl_status *st);
 tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out);

@@ -313,3 +313,102 @@ tl_code cpu_prod_grad(const tl_tensor *x, const tl_tensor *g, tl_tensor *out)
         PROD_GRAD(double);
     return TL_OK;
 }
+
+/* ---------- batch_norm_var ----------
+ * Training batch_norm's variance, mean(square(x - m)) over every axis of
+ * x [N, C, *S] but the channels (m [1, C, 1...]): the same bits as those
+ * three ops, which reduce_buf would take in two steps (each plane's S
+ * elements by psum, then the N plane sums of a channel in order, or by
+ * psum for one channel), with x - m and its square made as each leaf of
+ * the sums reads them instead of as two tensors the size of x.  The
+ * planes' sums are independent: items of planes on the threads. */
+typedef struct bnv_job {
+    const void *x, *m;
+    void *sums;     /* [N, C] */
+    int64_t n, c, s; /* N, C and the plane's S */
+    int64_t per;    /* planes an item */
+} bnv_job;
+
+typedef struct bnv_plane {
+    const void *x; /* the plane (or, with 2 axes, the column of one channel) */
+    double m;      /* as T: exact */
+} bnv_plane;
+
+#define BNV(T, SUF)                                                                  \
+    static T bnv_leaf_##SUF(void *ctx, int64_t lo, int64_t n)                        \
+    {                                                                                \
+        const bnv_plane *p = ctx;                                                    \
+        const T *x = (const T *)p->x + lo, m = (T)p->m;                              \
+        T sq[CPU_PSUM_LEAF];                                                         \
+        for (int64_t i = 0; i < n; i++) {                                            \
+            T d = x[i] - m;                                                          \
+            sq[i] = d * d;                                                           \
+        }                                                                            \
+        return cpu_psum_leaf_##SUF(sq, n);                                           \
+    }                                                                                \
+    static void bnv_item_##SUF(void *ctx, int64_t item)                              \
+    {                                                                                \
+        const bnv_job *j = ctx;                                                      \
+        int64_t p0 = item * j->per, p1 = p0 + j->per < j->n * j->c ? p0 + j->per : j->n * j->c; \
+        for (int64_t p = p0; p < p1; p++) {                                          \
+            bnv_plane pl = {(const T *)j->x + p * j->s, ((const T *)j->m)[p % j->c]}; \
+            ((T *)j->sums)[p] = cpu_psum_tree_##SUF(bnv_leaf_##SUF, &pl, j->s, cpu_nthreads()); \
+        }                                                                            \
+    }                                                                                \
+    static void bnv_columns_##SUF(const bnv_job *j, T *y)                            \
+    {                                                                                \
+        const T *x = j->x, *m = j->m;                                                \
+        for (int64_t c = 0; c < j->c; c++)                                           \
+            y[c] = 0;                                                                \
+        for (int64_t k = 0; k < j->n; k++)                                           \
+            for (int64_t c = 0; c < j->c; c++) {                                     \
+                T d = x[k * j->c + c] - m[c];                                        \
+                T s = d * d;                                                         \
+                y[c] = y[c] + s;                                                     \
+            }                                                                        \
+    }
+BNV(float, f)
+BNV(double, d)
+
+tl_code cpu_batch_norm_var(const tl_tensor *x, const tl_tensor *m, tl_tensor *out, tl_status *st)
+{
+    bool f = x->dtype == TL_F32;
+    bnv_job j = {.x = x->data, .m = m->data, .n = x->shape[0], .c = x->shape[1], .s = 1};
+    for (int d = 2; d < x->ndim; d++)
+        j.s *= x->shape[d];
+    int64_t count = j.n * j.s;
+    if (j.c == 0)
+        return TL_OK;
+    if (x->ndim == 2 && j.c == 1) { /* one psum over the column */
+        bnv_plane pl = {x->data, f ? (double)((const float *)m->data)[0] : ((const double *)m->data)[0]};
+        if (f)
+            ((float *)out->data)[0] = cpu_psum_tree_f(bnv_leaf_f, &pl, j.n, cpu_nthreads());
+        else
+            ((double *)out->data)[0] = cpu_psum_tree_d(bnv_leaf_d, &pl, j.n, cpu_nthreads());
+    } else if (x->ndim == 2) { /* the channels summed row after row */
+        if (f)
+            bnv_columns_f(&j, out->data);
+        else
+            bnv_columns_d(&j, out->data);
+    } else { /* each plane by psum, then the planes of a channel */
+        size_t es = tl_dtype_size(x->dtype);
+        if (!(j.sums = tl_malloc((size_t)(j.n * j.c), es, "reduction scratch", st)))
+            return st->code;
+        int64_t planes = j.n * j.c, want = CPU_PSUM_PARALLEL / (j.s ? j.s : 1);
+        j.per = want < 1 ? 1 : want > planes ? planes : want;
+        int64_t items = (planes + j.per - 1) / j.per;
+        cpu_parallel(items, cpu_nthreads(), f ? bnv_item_f : bnv_item_d, &j);
+        reduce_step(TL_OP_SUM, x->dtype, j.sums, out->data, 1, j.n, j.c);
+        free(j.sums);
+    }
+    if (f) {
+        float *y = out->data;
+        for (int64_t i = 0; i < j.c; i++)
+            y[i] = y[i] / (float)count;
+    } else {
+        double *y = out->data;
+        for (int64_t i = 0; i < j.c; i++)
+            y[i] = y[i] / (double)count;
+    }
+    return TL_OK;
+}

@@ -64,6 +64,9 @@ static inline bool cu_has_kernel(tl_opcode op)
     case TL_OP_ISINF:
     case TL_OP_FMOD:
     case TL_OP_MOD: return true;
+    /* the CPU's stand-in for the variance's three ops (exec/eval.c): on a
+     * device, training batch_norm runs those ops themselves */
+    case TL_OP_BATCH_NORM_VAR: return false;
     default: return op < TL_OP_COUNT && (tl_ops[op].kind != TL_KIND_FLOW || op == TL_OP_MAP);
     }
 }
