@@ -11,16 +11,11 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/tensor.h"
+#include "splitmix.h"
 
 static uint64_t rng_state = 20261202;
 
-static uint64_t next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
+static uint64_t next(void) { return splitmix64(&rng_state); }
 
 static int64_t below(int64_t n) { return (int64_t)(next() % (uint64_t)n); }
 

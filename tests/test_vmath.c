@@ -19,18 +19,13 @@
 #include <string.h>
 
 #include "backends/cpu/vmath.h"
+#include "splitmix.h"
 
 #define NARGS (1 << 20) /* random arguments per function and dtype, besides the specials */
 
-/* splitmix64: the same arguments every run */
+/* the same arguments every run */
 static uint64_t rng_state;
-static uint64_t next64(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t next64(void) { return splitmix64(&rng_state); }
 static double uniform(double lo, double hi) { return lo + (hi - lo) * ((double)(next64() >> 11) / 9007199254740992.0); }
 
 /* ---- the functions under test, with their references and domains ---- */
