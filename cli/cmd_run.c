@@ -283,7 +283,10 @@ static void unused_keys(const cmd *c, const tl_graph *g, char *buf, size_t len)
 /* The inputs one archive holds, read on the worker threads, a member each
  * (copying megabytes out of the archive and checking their CRC was most of
  * the time before a run starts); the first failure in input order is the
- * one reported, as a reading in turn would. */
+ * one reported, as a reading in turn would.  Where one member is half the
+ * bytes or more, they are read in turn on this thread instead: that
+ * member's fresh tensor is then mapped in by every thread at once
+ * (tensor.c), where inside a worker's item one thread maps it alone. */
 typedef struct member_job {
     const tl_result_file *z;
     const tl_graph *g;
@@ -304,7 +307,7 @@ static int read_members(const tl_graph *g, const tl_result_file *z, const char *
 {
     int *which = calloc((size_t)g->ninputs + 1, sizeof *which), n = 0;
     tl_status *sts = calloc((size_t)g->ninputs + 1, sizeof *sts);
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, largest = 0;
     int rc = which && sts ? 0 : (tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st)), twice = -1;
     for (int k = 0; k < g->ninputs && !rc && twice < 0; k++) {
         const char *name = g->inputs[k].name;
@@ -314,13 +317,15 @@ static int read_members(const tl_graph *g, const tl_result_file *z, const char *
             twice = k; /* reported after the members before it */
         else {
             which[n++] = k;
-            bytes += tl_result_file_size(z, name);
+            uint64_t b = tl_result_file_size(z, name);
+            bytes += b;
+            largest = b > largest ? b : largest;
         }
     }
     if (!rc) {
         member_job j = {z, g, which, in, sts};
         /* threads only for megabytes: waking them costs more than a small read */
-        cpu_parallel(n, bytes >= ((uint64_t)1 << 20) ? cpu_nthreads() : 1, read_one, &j);
+        cpu_parallel(n, bytes >= ((uint64_t)1 << 20) && largest < bytes / 2 ? cpu_nthreads() : 1, read_one, &j);
         for (int i = 0; i < n && !rc; i++)
             if (!in[which[i]]) {
                 *st = sts[i];
