@@ -395,8 +395,8 @@ tl_code cpu_batch_norm_var(const tl_tensor *x, const tl_tensor *m, tl_tensor *ou
         if (!(j.sums = tl_malloc((size_t)(j.n * j.c), es, "reduction scratch", st)))
             return st->code;
         int64_t planes = j.n * j.c, want = CPU_PSUM_PARALLEL / (j.s ? j.s : 1);
-        j.per = want < 1 ? 1 : want > planes ? planes : want;
-        int64_t items = (planes + j.per - 1) / j.per;
+        j.per = want < 1 ? 1 : want > planes && planes > 0 ? planes : want;
+        int64_t items = (planes + j.per - 1) / j.per; /* none for no samples: the sums are 0, the mean 0 / 0 */
         cpu_parallel(items, cpu_nthreads(), f ? bnv_item_f : bnv_item_d, &j);
         reduce_step(TL_OP_SUM, x->dtype, j.sums, out->data, 1, j.n, j.c);
         free(j.sums);
