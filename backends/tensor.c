@@ -389,8 +389,24 @@ static void populate_piece(void *ctx, int64_t i)
 #ifdef MADV_POPULATE_WRITE
     populate_job *j = ctx;
     uintptr_t a = j->lo + (uintptr_t)i * j->piece, b = a + j->piece < j->hi ? a + j->piece : j->hi;
-    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE))
+    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE)) {
         atomic_store(&j->refused, true);
+        return;
+    }
+    /* Each page then written once from user mode, its byte written back
+     * as read (a fresh block's header may stand in its first page; no
+     * other thread writes the block before the populate returns).  Where
+     * the hypervisor shadows the guest's page tables (the Zen 5 VM runs
+     * under PVM), a page the guest kernel has just mapped still traps
+     * into the host at its first access from user mode: 64 MiB in 4 KiB
+     * pages populated in 11 ms, then took 64 ms more at the first memset
+     * (3.9 us a page; 0.4 ms in huge pages).  The trap is paid once for
+     * the process, whichever thread pays it, so the workers pay it here,
+     * side by side (40 ms on two threads against 71 on one), and the
+     * choice between huge and small pages below weighs it; elsewhere the
+     * loop costs a store a page. */
+    for (volatile char *q = (volatile char *)a; (uintptr_t)q < b; q += 4096)
+        *q = *q;
 #else
     (void)ctx, (void)i;
 #endif
@@ -429,20 +445,26 @@ static void prefault_block(void *p, size_t size)
 }
 
 /* Huge pages for fresh blocks of 2 MiB and more, where they are the cheaper
- * way in: measured in each process, on its first fresh blocks of two huge
- * pages or more, whose first 2 MiB are mapped in 4 KiB pages and the rest
- * in huge pages (madvised), each populated and timed.  Machines differ by
- * a factor of ten either way.  On the Zen 5 VM (Linux 6.18, transparent
- * huge pages on madvise) 64 MiB cost 190-270 ms in 4 KiB pages and 3-130
- * ms in huge pages (the tensors of the 16M-element chain's grad: 0.26 ->
- * 0.08 s).  On the Zen 3 VM, where the kernel defragments on such a fault
+ * way in: measured in each process, on its first fresh blocks of a whole
+ * huge page or more.  Each sample times two ways in, on one thread each:
+ * a scratch map of SMALL_SAMPLE bytes in 4 KiB pages, populated, touched
+ * and unmapped, and the block's first huge page (the block madvised),
+ * populated and touched; the block's other pages follow on every thread.
+ * Machines differ by a factor of ten either way.  On the Zen 5 VM (Linux
+ * 6.18, transparent huge pages on madvise) 64 MiB cost 75 ms in 4 KiB
+ * pages (11 populating, 64 at the first touches) and 3-85 ms in huge
+ * pages.  On the Zen 3 VM, where the kernel defragments on such a fault
  * (defrag=madvise, Debian's default), a huge page cost four times its 512
  * small ones (512 MiB in 0.9-1.1 s against 0.17-0.21 s), so huge pages
  * were never asked for there; a fixed choice loses on one machine or the
- * other, a measured one on neither.  The choice never changes a bit of
- * any result; a system without the advice (or with THP off) times two
- * equal ways and either choice is right. */
-#define HUGE_TRY_MIN (2 * TL_HUGE_BYTES)
+ * other, a measured one on neither.  The sample of small pages is kept
+ * off the block: a block's first 2 MiB measured in small pages (as tl
+ * did before) stayed in them, 2.4 ms more a sample on the Zen 5 VM than
+ * a huge page.  The choice never changes a bit of any result; a system
+ * without the advice (or with THP off) times two equal ways and either
+ * choice is right. */
+#define HUGE_TRY_MIN TL_HUGE_BYTES
+#define SMALL_SAMPLE ((size_t)256 << 10)
 static _Atomic int huge_choice; /* 0 not yet measured, 1 huge pages, -1 small, 2 measuring */
 /* The first HUGE_SAMPLES such blocks are measured, and the cheaper way by
  * the cheapest page of each way seen so far is the choice for the blocks
@@ -463,6 +485,22 @@ static double now_us(void)
 
 static void prefault_block(void *p, size_t size);
 
+/* What a fresh 4 KiB page costs in small pages, in us: a scratch map of
+ * SMALL_SAMPLE bytes populated (and touched) on this thread, timed, and
+ * unmapped; -1 where the advice is refused. */
+static double small_page_us(void)
+{
+    void *m = mmap(NULL, SMALL_SAMPLE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return -1;
+    (void)madvise(m, SMALL_SAMPLE, MADV_NOHUGEPAGE);
+    double t0 = now_us();
+    int e = populate((uintptr_t)m, (uintptr_t)m + SMALL_SAMPLE, SMALL_SAMPLE);
+    double t = now_us() - t0;
+    munmap(m, SMALL_SAMPLE);
+    return e ? -1 : t / (double)(SMALL_SAMPLE >> 12);
+}
+
 /* A fresh block of `size` (a multiple of 2 MiB, aligned to it) whose
  * first `used` bytes are about to be written. */
 static void fresh_huge_block(void *p, size_t size, size_t used)
@@ -472,26 +510,22 @@ static void fresh_huge_block(void *p, size_t size, size_t used)
     if (c <= 0 && used >= HUGE_TRY_MIN && huge_samples < HUGE_SAMPLES &&
         atomic_compare_exchange_strong(&huge_choice, &c, 2)) { /* one thread measures at a time */
         char *q = p;
+        double small = small_page_us();
+        int e = small < 0 ? -1 : madvise(q, size, MADV_HUGEPAGE);
         double t0 = now_us();
-        int e1 = populate((uintptr_t)q, (uintptr_t)q + TL_HUGE_BYTES, POPULATE_SMALL_PIECE);
-        double t1 = now_us();
-        int e2 = madvise(q + TL_HUGE_BYTES, size - TL_HUGE_BYTES, MADV_HUGEPAGE);
-        size_t rest = (used - TL_HUGE_BYTES) & ~(TL_HUGE_BYTES - 1); /* whole huge pages */
-        double t2 = now_us();
-        int e3 = e2 ? e2 : populate((uintptr_t)q + TL_HUGE_BYTES, (uintptr_t)q + TL_HUGE_BYTES + rest, POPULATE_PIECE);
-        double t3 = now_us();
-        /* the cost of a 4 KiB page each way, the cheapest seen of each */
-        double small = (t1 - t0) / (double)(TL_HUGE_BYTES >> 12), big = (t3 - t2) / (double)(rest >> 12);
-        if (e1 || e3) { /* no such advice here: small pages for good */
+        e = e ? e : populate((uintptr_t)q, (uintptr_t)q + TL_HUGE_BYTES, TL_HUGE_BYTES); /* one thread */
+        double big = (now_us() - t0) / (double)(TL_HUGE_BYTES >> 12);
+        if (e) { /* no such advice here: small pages for good */
             huge_samples = HUGE_SAMPLES;
             atomic_store(&huge_choice, -1);
-        } else {
-            min_small = huge_samples && min_small < small ? min_small : small;
-            min_huge = huge_samples && min_huge < big ? min_huge : big;
-            huge_samples++;
-            atomic_store(&huge_choice, min_huge < min_small ? 1 : -1);
+            prefault_block(q, used);
+            return;
         }
-        prefault_block(q + TL_HUGE_BYTES + rest, used - TL_HUGE_BYTES - rest);
+        min_small = huge_samples && min_small < small ? min_small : small;
+        min_huge = huge_samples && min_huge < big ? min_huge : big;
+        huge_samples++;
+        atomic_store(&huge_choice, min_huge < min_small ? 1 : -1);
+        prefault_block(q + TL_HUGE_BYTES, used - TL_HUGE_BYTES);
         return;
     }
     if (c == 1)
