@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The format: https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html */
 static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
@@ -437,6 +438,37 @@ tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st)
         memcpy(t->data, data, (size_t)t->numel * sz);
     if (swap)
         swap_bytes(t->data, t->numel, sz);
+    return t;
+}
+
+tl_tensor *tl_npy_read_at(const void *buf, size_t len, int fd, uint64_t off, size_t *data_at, tl_status *st)
+{
+    const unsigned char *b = buf;
+    size_t hstart = 0, hlen = 0;
+    npy_header h;
+    tl_dtype dt = TL_F32;
+    bool swap = false;
+    tl_status quiet = {0}; /* a header that fails is tl_npy_read_mem's to report */
+    *data_at = 0;
+    if (read_preamble(b, len, &hstart, &hlen, &quiet) ||
+        parse_header((const char *)b + hstart, hlen, &h, &quiet) ||
+        descr_dtype(h.descr, &dt, &swap, &quiet) || check_data_size(&h, dt, len - hstart - hlen, &quiet) ||
+        h.fortran || swap)
+        return NULL;
+    *data_at = hstart + hlen;
+    tl_tensor *t = tl_tensor_new(dt, h.ndim, h.shape, st);
+    size_t bytes = len - *data_at, done = 0;
+    while (t && done < bytes) {
+        ssize_t r = pread(fd, (char *)t->data + done, bytes - done, (off_t)(off + *data_at + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            tl_fail(st, TL_EINPUT, "read error: %s", r < 0 ? strerror(errno) : "the file shrank");
+            tl_tensor_unref(t);
+            return NULL;
+        }
+        done += (size_t)r;
+    }
     return t;
 }
 

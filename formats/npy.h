@@ -12,6 +12,15 @@
 /* Parses a complete .npy file (versions 1.0, 2.0, 3.0; f32, f64, i32, i64, either
  * byte order, C or Fortran order) held in memory. */
 tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st);
+/* The same .npy, its first len bytes at buf and all of it in the file fd
+ * from offset off: the header parsed from buf, the data of an array in C
+ * order and native byte order read from the file straight into the
+ * tensor (pread), its bytes as they are in the file.  NULL with *data_at
+ * 0 where the header does not parse or the array is of another kind (for
+ * tl_npy_read_mem to report or read; st untouched); NULL with *data_at
+ * set where memory or the read failed (st says which); else *data_at is
+ * where the data starts in buf.  The caller checks what it read. */
+tl_tensor *tl_npy_read_at(const void *buf, size_t len, int fd, uint64_t off, size_t *data_at, tl_status *st);
 /* "cannot open: No such file or directory" style errors, TL_EINPUT. */
 tl_tensor *tl_npy_read_file(const char *path, tl_status *st);
 /* The dtype and shape of the .npy file at path from its header alone (the

@@ -22,6 +22,9 @@ bool tl_npz_has(const tl_npz *z, const char *key);
 /* The size of the member's .npy once decompressed, as the archive declares
  * it; 0 when there is no such member.  For planning work, not trusted. */
 uint64_t tl_npz_size(const tl_npz *z, const char *key);
+/* Whether member key is deflated: reading it is inflating it, work for a
+ * thread, where a stored member of a file is one read. */
+bool tl_npz_deflated(const tl_npz *z, const char *key);
 tl_tensor *tl_npz_get(const tl_npz *z, const char *key, tl_status *st); /* new reference */
 void tl_npz_close(tl_npz *z);                                           /* NULL ok */
 

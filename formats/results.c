@@ -758,6 +758,8 @@ uint64_t tl_result_file_size(const tl_result_file *f, const char *key)
     return i < 0 ? 0 : tl_tensor_bytes(f->s->ts[i]);
 }
 
+bool tl_result_file_deflated(const tl_result_file *f, const char *key) { return f->z && tl_npz_deflated(f->z, key); }
+
 char *tl_result_file_keys(const tl_result_file *f, char *buf, size_t len)
 {
     size_t k = 0;

@@ -89,6 +89,9 @@ bool tl_result_file_has(const tl_result_file *f, const char *key);
 /* Bytes the tensor key takes, as the file declares it (for planning); 0
  * when there is none. */
 uint64_t tl_result_file_size(const tl_result_file *f, const char *key);
+/* Whether reading key is work for a thread (inflating an archive's
+ * deflated member) rather than a copy. */
+bool tl_result_file_deflated(const tl_result_file *f, const char *key);
 /* The keys, quoted and joined by ", " into buf (cut short with "..."). */
 char *tl_result_file_keys(const tl_result_file *f, char *buf, size_t len);
 /* The tensor key (NULL: the one tensor of a .npy); a missing key is
