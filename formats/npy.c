@@ -112,9 +112,17 @@ tl_code tl_slurp_path(const char *path, unsigned char **buf, size_t *len, tl_sta
  * private mapping made MAP_POPULATE copy every page on the spot (24 ms for
  * 64 MiB, against 2.4 ms to map the page cache's pages as they are; and
  * 4 ms against 0.6 to unmap).  A write into one would fault: the tests run
- * with every input mapped (make test builds a tl with TL_NPY_MAP_MIN=1). */
+ * with every input mapped (make test builds a tl with TL_NPY_MAP_MIN=1).
+ * Smaller arrays are read: where the hypervisor shadows the guest's page
+ * tables (the Zen 5 VM), each page of a mapping traps at its first read,
+ * dearly where a kernel reads it out of order: the first 1024^3 f32
+ * product from a mapped 4 MiB input took 9.4 ms (whole process 16.3),
+ * from one read 6.2 (13.4); a chain of elementwise ops, which reads in
+ * order, lost 1.6 ms reading 16 MiB, 4.5 ms reading 32, 7 ms reading 64
+ * (the fresh memory they go to) and gained 1-4 ms reading 4.  A read
+ * costs a copy, 0.1 ms a MiB on a plain machine. */
 #ifndef TL_NPY_MAP_MIN
-#define TL_NPY_MAP_MIN ((size_t)1 << 20)
+#define TL_NPY_MAP_MIN ((size_t)16 << 20)
 #endif
 
 /* ---- the header: a strict parser for the Python dict literal ---- */
