@@ -3,7 +3,9 @@
  * are then read as a file (the fuzz build, as make test's, maps every
  * archive, and reads stored members from the file): every member the
  * same tensor, bit for bit, or the same failure. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create */
+#endif
 #include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
