@@ -424,21 +424,34 @@ static tl_code check_data_size(const npy_header *h, tl_dtype dt, size_t have, tl
     return TL_OK;
 }
 
+/* The header of the whole .npy at b[0, len), checked against its data's
+ * size: the dtype, the byte order, and where the data starts. */
+static tl_code read_header_mem(const unsigned char *b, size_t len, npy_header *h, tl_dtype *dt, bool *swap,
+                               size_t *data_at, tl_status *st)
+{
+    size_t hstart = 0, hlen = 0;
+    *dt = TL_F32;
+    *swap = false;
+    if (read_preamble(b, len, &hstart, &hlen, st) || parse_header((const char *)b + hstart, hlen, h, st) ||
+        descr_dtype(h->descr, dt, swap, st) || check_data_size(h, *dt, len - hstart - hlen, st))
+        return st->code;
+    *data_at = hstart + hlen;
+    return TL_OK;
+}
+
 tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st)
 {
     const unsigned char *b = buf;
-    size_t hstart = 0, hlen = 0;
+    size_t at = 0;
     npy_header h;
-    tl_dtype dt = TL_F32;
-    bool swap = false;
-    if (read_preamble(b, len, &hstart, &hlen, st) ||
-        parse_header((const char *)b + hstart, hlen, &h, st) ||
-        descr_dtype(h.descr, &dt, &swap, st) || check_data_size(&h, dt, len - hstart - hlen, st))
+    tl_dtype dt;
+    bool swap;
+    if (read_header_mem(b, len, &h, &dt, &swap, &at, st))
         return NULL;
     tl_tensor *t = tl_tensor_new(dt, h.ndim, h.shape, st);
     if (!t)
         return NULL;
-    const unsigned char *data = b + hstart + hlen;
+    const unsigned char *data = b + at;
     size_t sz = tl_dtype_size(dt);
     if (h.fortran)
         fortran_to_c(t->data, data, h.ndim, h.shape, t->numel, sz);
@@ -451,19 +464,15 @@ tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st)
 
 tl_tensor *tl_npy_read_at(const void *buf, size_t len, int fd, uint64_t off, size_t *data_at, tl_status *st)
 {
-    const unsigned char *b = buf;
-    size_t hstart = 0, hlen = 0;
     npy_header h;
-    tl_dtype dt = TL_F32;
-    bool swap = false;
+    tl_dtype dt;
+    bool swap;
+    size_t at = 0;
     tl_status quiet = {0}; /* a header that fails is tl_npy_read_mem's to report */
     *data_at = 0;
-    if (read_preamble(b, len, &hstart, &hlen, &quiet) ||
-        parse_header((const char *)b + hstart, hlen, &h, &quiet) ||
-        descr_dtype(h.descr, &dt, &swap, &quiet) || check_data_size(&h, dt, len - hstart - hlen, &quiet) ||
-        h.fortran || swap)
+    if (read_header_mem(buf, len, &h, &dt, &swap, &at, &quiet) || h.fortran || swap)
         return NULL;
-    *data_at = hstart + hlen;
+    *data_at = at;
     tl_tensor *t = tl_tensor_new(dt, h.ndim, h.shape, st);
     size_t bytes = len - *data_at, done = 0;
     while (t && done < bytes) {
