@@ -624,6 +624,14 @@ void tl_json_write_string(FILE *f, const char *s)
 
 /* ---------- reading ---------- */
 
+/* An .npz by its first record's signature: a member's local header, or
+ * the end record of an empty archive.  Two letters alone are not enough:
+ * tl's text output of an output named "PKad/x" begins with them. */
+static bool is_zip(const void *buf, size_t len)
+{
+    return len >= 4 && (!memcmp(buf, "PK\3\4", 4) || !memcmp(buf, "PK\5\6", 4));
+}
+
 tl_result_set *tl_result_set_read_mem(const void *buf, size_t len, const char *name, tl_status *st)
 {
     const char *text = buf;
@@ -636,7 +644,7 @@ tl_result_set *tl_result_set_read_mem(const void *buf, size_t len, const char *n
     tl_code rc;
     if (len >= 6 && !memcmp(buf, "\x93NUMPY", 6))
         rc = read_npy(o, buf, len, name, st);
-    else if (len >= 4 && !memcmp(buf, "PK", 2))
+    else if (is_zip(buf, len))
         rc = read_npz(o, buf, len, st);
     else if (skip < len && text[skip] == '{')
         rc = read_json(o, text, len, st);
@@ -691,8 +699,6 @@ static tl_result_file *file_of(tl_npz *z, tl_result_set *s, tl_status *st)
     f->s = s;
     return f;
 }
-
-static bool is_zip(const void *buf, size_t len) { return len >= 4 && !memcmp(buf, "PK", 2); }
 
 tl_result_file *tl_result_file_open_mem(const void *buf, size_t len, tl_status *st)
 {
