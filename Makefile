@@ -177,6 +177,8 @@ build/tl-san: $(CLI_SRC:%.c=build/san/%.o) build/libtl-san.a build/blas.flags
 build/tests/%: tests/%.c $(wildcard tests/*.h) build/libtl-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -o $@ $< build/libtl-san.a -lcriterion $(LDLIBS)
+# the regression suite includes the fuzz harnesses
+build/tests/test_fuzz_regressions: $(wildcard tests/fuzz/*.c tests/fuzz/*.h)
 
 build/cuda/%.o: %.cu
 	@mkdir -p $(dir $@)
