@@ -561,17 +561,21 @@ static tl_code read_text(owned_set *o, const char *text, size_t len, tl_status *
                 return tl_fail(st, TL_EINPUT, "line %d: expected values or a header \"NAME: DTYPE[DIMS]\"", line);
             j = k < len ? k + 1 : len;
         }
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(name_len < 255 ? name_len : 255), text + i);
+        /* any length tl writes: "grad/" and a 255-byte input name are 260 */
+        char *name = tl_malloc(name_len + 1, 1, "a tensor name", st);
+        if (!name)
+            return st->code;
+        memcpy(name, text + i, name_len);
+        name[name_len] = '\0';
         tl_tensor *t = NULL;
-        if (name_len >= 256)
-            tl_fail(st, TL_EINPUT, "a name over 255 bytes");
-        else if (memchr(text + i, '\0', name_len))
+        if (memchr(text + i, '\0', name_len))
             tl_fail(st, TL_EINPUT, "a NUL byte in the name");
         else
             t = text_tensor(text + b, j - b, dt, ndim, shape, st);
-        if (!t || set_add(o, "", name, t, st))
-            return tl_wrap(st, "line %d: \"%s\"", first, name);
+        tl_code rc = !t || set_add(o, "", name, t, st) ? tl_wrap(st, "line %d: \"%.255s\"", first, name) : TL_OK;
+        free(name);
+        if (rc)
+            return rc;
         i = j;
     }
     return TL_OK;
