@@ -168,11 +168,13 @@ int fuzz_results_one(const uint8_t *data, size_t size)
         fuzz_check_tensor(t, &st);
         tl_tensor_unref(t);
     }
-    const char *absent = "\x01no such key"; /* absent unless the input names it (the fuzzer learns it) */
-    tl_status_clear(&st);
-    tl_tensor *t = tl_result_file_has(f, absent) ? NULL : tl_result_file_get(f, absent, &st);
-    if (t || (!tl_result_file_has(f, absent) && st.code != TL_EINPUT))
-        FUZZ_FAIL("an absent key was not a clean TL_EINPUT");
+    const char *absent = "\x01no such key"; /* unless the input names it (the fuzzer learns it) */
+    if (!tl_result_file_has(f, absent)) {
+        tl_status_clear(&st);
+        tl_tensor *t = tl_result_file_get(f, absent, &st);
+        if (t || st.code != TL_EINPUT)
+            FUZZ_FAIL("an absent key was not a clean TL_EINPUT");
+    }
     tl_result_file_close(f);
     return 0;
 }
