@@ -3,6 +3,9 @@
  * error messages for bad graphs. */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
 #include <math.h>
 #include <string.h>
 
@@ -333,6 +336,79 @@ Test(memory, tensors_about_the_huge_page_edge)
     cr_assert_not_null(t);
     cr_expect_eq(t->data, data);
     tl_tensor_unref(t);
+    tl_budget_unref(b);
+    tl_tensor_release_cache();
+}
+
+/* Tensors from 128 KiB to 2 MiB (tensor.c's mid-size blocks: units of
+ * slabs in huge pages, where the process chose huge pages): made and freed
+ * out of order, none overlaps another (each keeps what was written to
+ * it), the data aligned, the budget charged whole units; where the slabs
+ * are in use, a freed block's units are the next fitting block's. */
+Test(memory, mid_size_tensors_never_overlap)
+{
+    tl_status st = {0};
+    tl_budget *b = tl_budget_new(0, &st);
+    cr_assert_not_null(b);
+    const int64_t mib2 = 1 << 19; /* f32 elements in 2 MiB */
+    int64_t big = 3 * mib2; /* the first huge block: where a process makes its choice */
+    tl_tensor *first = tl_tensor_new_in(b, TL_F32, 1, &big, &st);
+    cr_assert_not_null(first, "%s", st.msg);
+    const int64_t sizes[] = {1 << 15, 100000, 200000, 401408, mib2 - 64, 1 << 17, 300001};
+    enum { N = 48 };
+    tl_tensor *t[N] = {0};
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) {
+            if (t[i])
+                continue;
+            int64_t n = sizes[(i + round) % 7];
+            t[i] = tl_tensor_new_in(b, TL_F32, 1, &n, &st);
+            cr_assert_not_null(t[i], "%s", st.msg);
+            cr_expect_eq((uintptr_t)t[i]->data % 64, 0);
+            for (int64_t k = 0; k < n; k++)
+                ((float *)t[i]->data)[k] = (float)(i * 1000 + round);
+            ((float *)t[i]->data)[0] = (float)i; /* which tensor, in its first element */
+        }
+        for (int i = 0; i < N; i++) { /* all still as written */
+            int64_t bad = 0, n = t[i]->numel;
+            const float *d = t[i]->data;
+            bad += d[0] != (float)i;
+            for (int64_t k = 1; k < n; k++)
+                bad += d[k] != d[n - 1];
+            cr_expect_eq(bad, 0, "tensor %d of %lld elements, round %d", i, (long long)n, round);
+        }
+        for (int i = round % 2; i < N; i += 2 + round) {
+            tl_tensor_unref(t[i]);
+            t[i] = NULL;
+        }
+    }
+    int64_t live = 0, n = 200000;
+    for (int i = 0; i < N; i++)
+        if (t[i])
+            live++;
+    cr_expect_gt(live, 0);
+    /* a 800 KB tensor is charged 13 units of 64 KiB, header and all */
+    int64_t before = b->live;
+    tl_tensor *u = tl_tensor_new_in(b, TL_F32, 1, &n, &st);
+    cr_assert_not_null(u);
+    cr_expect_eq(b->live - before, 13 << 16);
+    void *at = u;
+    const char *data = u->data;
+    tl_tensor_unref(u);
+#ifdef __SANITIZE_ADDRESS__ /* a freed block is out of bounds to the sanitizer, in a slab too */
+    cr_expect(__asan_address_is_poisoned(data + 4 * 1000));
+#else
+    (void)data;
+#endif
+    u = tl_tensor_new_in(b, TL_F32, 1, &n, &st);
+    cr_assert_not_null(u);
+    if (tl_huge_pages_chosen()) /* in a slab: its units again */
+        cr_expect_eq((void *)u, at);
+    tl_tensor_unref(u);
+    for (int i = 0; i < N; i++)
+        tl_tensor_unref(t[i]);
+    tl_tensor_unref(first);
+    cr_expect_eq(b->live, 0);
     tl_budget_unref(b);
     tl_tensor_release_cache();
 }
