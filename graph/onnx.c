@@ -374,9 +374,24 @@ static val *known(tx *t, tl_tensor *k, int oty)
     return v;
 }
 
+/* Integer data computed at load is shape arithmetic and index tables:
+ * more than this many elements is a model asking for the absurd (an
+ * Expand of a known tensor to 2^59 elements), refused as such, not as an
+ * allocation that fails. */
+#define FOLD_MAX ((int64_t)1 << 24)
+
 /* A new i64 host tensor of this shape, known at load. */
 static val *known_ints(tx *t, int ndim, const int64_t *shape, const int64_t *data, int oty)
 {
+    int64_t n;
+    if (tl_shape_numel(ndim, shape, &n, t->st))
+        return NULL;
+    if (n > FOLD_MAX) {
+        char d[96];
+        fail(t, "integer data %s to compute at load (more than %lld elements)",
+             tl_shape_desc(TL_I64, ndim, shape, d, sizeof d), (long long)FOLD_MAX);
+        return NULL;
+    }
     tl_tensor *k = tl_tensor_new(TL_I64, ndim, shape, t->st);
     if (!k)
         return NULL;
