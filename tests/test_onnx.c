@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec/exec.h"
 #include "formats/npy.h"
@@ -351,4 +352,153 @@ Test(onnx, large_weights_taken_over)
         cr_expect(bad == 0, "case %zu: %lld values differ", c, (long long)bad);
         tl_tensor_unref(t);
     }
+}
+
+/* ---------- a model's large raw data read apart (formats/onnx.c) ---------- */
+
+typedef struct wire {
+    uint8_t *b;
+    size_t n, cap;
+} wire;
+
+static void wput(wire *w, const void *p, size_t n)
+{
+    if (w->n + n > w->cap) {
+        w->cap = (w->n + n) * 2;
+        w->b = realloc(w->b, w->cap);
+        cr_assert(w->b);
+    }
+    memcpy(w->b + w->n, p, n);
+    w->n += n;
+}
+
+static void wvarint(wire *w, uint64_t v)
+{
+    uint8_t b[10];
+    size_t k = 0;
+    do {
+        b[k++] = (uint8_t)(v & 0x7f) | (v >= 0x80 ? 0x80 : 0);
+        v >>= 7;
+    } while (v);
+    wput(w, b, k);
+}
+
+/* field `field`, length-delimited, holding b (freed) */
+static void wfield(wire *w, int field, wire *b)
+{
+    wvarint(w, (uint64_t)field << 3 | 2);
+    wvarint(w, b->n);
+    wput(w, b->b, b->n);
+    free(b->b);
+    *b = (wire){0};
+}
+
+/* A TensorProto: float dims {n}, element i as test_value(1, i) * scale,
+ * with raw data given `raws` times (the last counts). */
+static wire wire_tensor(const char *name, int64_t n, float scale, int raws)
+{
+    wire t = {0}, r = {0};
+    wvarint(&t, 1 << 3); /* dims */
+    wvarint(&t, (uint64_t)n);
+    wvarint(&t, 2 << 3); /* data_type: float */
+    wvarint(&t, 1);
+    wvarint(&t, 8 << 3 | 2); /* name */
+    wvarint(&t, strlen(name));
+    wput(&t, name, strlen(name));
+    for (int k = 0; k < raws; k++) {
+        for (int64_t i = 0; i < n; i++) {
+            float f = (float)test_value(1, i) * (scale + (float)(raws - 1 - k));
+            wput(&r, &f, 4);
+        }
+        wfield(&t, 9, &r);
+    }
+    return t;
+}
+
+/* The initializers of the model in buf, as protobuf-c finds them in the
+ * whole buffer, against tl_onnx_read_mem's and tl_onnx_read's (through a
+ * file): the same names, dims and raw bytes, in order. */
+static void same_as_protobuf_c(const uint8_t *buf, size_t len, const char *what)
+{
+    Onnx__ModelProto *ref = onnx__model_proto__unpack(NULL, len, buf);
+    cr_assert(ref && ref->graph, "%s: protobuf-c reads it", what);
+    char path[] = "/tmp/tl_onnx_apart_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert(write(fd, buf, len) == (ssize_t)len);
+    close(fd);
+    for (int via_file = 0; via_file < 2; via_file++) {
+        tl_status st = {0};
+        tl_onnx_file *f = via_file ? tl_onnx_read(path, false, &st) : tl_onnx_read_mem(buf, len, path, false, &st);
+        cr_assert(f, "%s (%s): %s", what, via_file ? "file" : "memory", st.msg);
+        const Onnx__GraphProto *a = ref->graph, *b = f->model->graph;
+        cr_assert_eq(a->n_initializer, b->n_initializer, "%s", what);
+        for (size_t i = 0; i < a->n_initializer; i++) {
+            const Onnx__TensorProto *x = a->initializer[i], *y = b->initializer[i];
+            cr_expect_str_eq(x->name, y->name, "%s", what);
+            cr_expect(x->n_dims == y->n_dims && !memcmp(x->dims, y->dims, x->n_dims * sizeof *x->dims), "%s", what);
+            cr_expect(x->has_raw_data == y->has_raw_data && x->raw_data.len == y->raw_data.len &&
+                      !memcmp(x->raw_data.data, y->raw_data.data, x->raw_data.len),
+                      "%s (%s): initializer %zu's raw data", what, via_file ? "file" : "memory", i);
+        }
+        /* and the tensors hold the values */
+        for (size_t i = 0; i < b->n_initializer; i++) {
+            tl_tensor *t = tl_onnx_tensor(f, b->initializer[i], &st);
+            cr_assert(t, "%s: %s", what, st.msg);
+            cr_expect_eq(t->numel, (int64_t)a->initializer[i]->raw_data.len / 4);
+            cr_expect(!memcmp(t->data, a->initializer[i]->raw_data.data, a->initializer[i]->raw_data.len), "%s", what);
+            tl_tensor_unref(t);
+        }
+        tl_onnx_close(f);
+    }
+    unlink(path);
+    onnx__model_proto__free_unpacked(ref, NULL);
+}
+
+/* Initializers of 64 KiB and more are taken out of the protobuf before it
+ * is parsed and read into it apart (pread from the file, or a copy from
+ * memory): the parsed model is the whole buffer's, whatever the layout,
+ * including what the walk leaves to protobuf-c (raw data twice, the graph
+ * twice, a key written with redundant bytes, a file cut short). */
+Test(onnx, large_weights_read_apart)
+{
+    const int64_t sizes[] = {40000, 1000, 600000, 16384, 16383, 16384}; /* 16384: 64 KiB */
+    wire g = {0};
+    for (int i = 0; i < 6; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", i);
+        wire t = wire_tensor(name, sizes[i], 1.0f + (float)i, i == 3 ? 2 : 1); /* w3: raw data twice */
+        wfield(&g, 5, &t);
+    }
+    wvarint(&g, 2 << 3 | 2); /* the graph's name after its initializers */
+    wvarint(&g, 1);
+    wput(&g, "g", 1);
+    wire gcopy = {0};
+    wput(&gcopy, g.b, g.n);
+    wire m = {0};
+    wvarint(&m, 1 << 3); /* ir_version 8 */
+    wvarint(&m, 8);
+    wfield(&m, 7, &g);
+    same_as_protobuf_c(m.b, m.n, "a model");
+
+    wire twice = {0}; /* the graph twice: protobuf-c's merge */
+    wput(&twice, m.b, m.n);
+    wfield(&twice, 7, &gcopy);
+    same_as_protobuf_c(twice.b, twice.n, "the graph twice");
+
+    wire redundant = {0}; /* the graph's key as 0xba 0x00 */
+    wput(&redundant, m.b, 2);
+    wput(&redundant, (const uint8_t[]){0xba, 0x00}, 2);
+    cr_assert_eq(m.b[2], 0x3a);
+    wput(&redundant, m.b + 3, m.n - 3);
+    same_as_protobuf_c(redundant.b, redundant.n, "a redundant key");
+
+    /* cut short inside the last large weight: refused as protobuf-c refuses it */
+    tl_status st = {0};
+    tl_onnx_file *f = tl_onnx_read_mem(m.b, m.n - 70000, "x.onnx", false, &st);
+    cr_expect(!f && st.code == TL_EINPUT && strstr(st.msg, "malformed or truncated"), "%s", st.msg);
+    tl_onnx_close(f);
+    free(m.b);
+    free(twice.b);
+    free(redundant.b);
 }
