@@ -386,10 +386,16 @@ static val *known_ints(tx *t, int ndim, const int64_t *shape, const int64_t *dat
     int64_t n;
     if (tl_shape_numel(ndim, shape, &n, t->st))
         return NULL;
-    if (n > FOLD_MAX) {
+    /* the folds loop over the dims, an empty one among them or not: an
+     * empty [2^40, 0] is as absurd as a full one */
+    int64_t span = 1;
+    for (int d = 0; d < ndim && span <= FOLD_MAX; d++)
+        span = shape[d] > FOLD_MAX ? FOLD_MAX + 1 : shape[d] > 1 ? span * shape[d] : span;
+    if (n > FOLD_MAX || span > FOLD_MAX) {
         char d[96];
-        fail(t, "integer data %s to compute at load (more than %lld elements)",
-             tl_shape_desc(TL_I64, ndim, shape, d, sizeof d), (long long)FOLD_MAX);
+        fail(t, "integer data %s to compute at load (more than %lld %s)",
+             tl_shape_desc(TL_I64, ndim, shape, d, sizeof d), (long long)FOLD_MAX,
+             n > FOLD_MAX ? "elements" : "positions along its dims");
         return NULL;
     }
     tl_tensor *k = tl_tensor_new(TL_I64, ndim, shape, t->st);
@@ -1888,6 +1894,11 @@ static bool x_concat(tx *t, val **in, int nin, val **out, int nout)
         for (int i = 0; i < nin; i++) {
             if (in[i]->ndim != nd)
                 return fail(t, "inputs of different ranks");
+            for (int d = 0; d < nd; d++)
+                if (d != ax && in[i]->dims[d] != sh[d])
+                    return fail(t, "input %d has %lld along axis %d where input 1 has %lld: only the "
+                                   "concatenation axis (%d) may differ", i + 1, (long long)in[i]->dims[d], d,
+                                (long long)sh[d], ax);
             sh[ax] += in[i]->dims[ax];
         }
         val *r = known_ints(t, nd, sh, NULL, in[0]->oty);
@@ -1900,7 +1911,7 @@ static bool x_concat(tx *t, val **in, int nin, val **out, int nout)
             inner *= sh[d];
         for (int i = 0; i < nin; i++) {
             int64_t w = in[i]->dims[ax] * inner;
-            for (int64_t o = 0; o < outer; o++)
+            for (int64_t o = 0; w && o < outer; o++)
                 for (int64_t j = 0; j < w; j++)
                     ((int64_t *)r->k->data)[o * sh[ax] * inner + pos + j] = kget(in[i]->k, o * w + j);
             pos += w;
@@ -1925,7 +1936,7 @@ static bool x_concat(tx *t, val **in, int nin, val **out, int nout)
     }
     for (int i = 0; k && i < nin; i++) {
         int64_t len = in[i]->dims[ax] * inner;
-        for (int64_t o = 0; o < outer; o++)
+        for (int64_t o = 0; len && o < outer; o++)
             for (int64_t j = 0; j < len; j++)
                 tl_tensor_set(k, o * r->dims[ax] * inner + pos + j, tl_tensor_get(in[i]->k, o * len + j));
         pos += len;
