@@ -462,7 +462,8 @@ tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st)
     return t;
 }
 
-tl_tensor *tl_npy_read_at(const void *buf, size_t len, int fd, uint64_t off, size_t *data_at, tl_status *st)
+tl_tensor *tl_npy_read_at(const void *buf, size_t len, int fd, uint64_t off, size_t *data_at,
+                          tl_npy_progress progress, void *ctx, tl_status *st)
 {
     npy_header h;
     tl_dtype dt;
@@ -475,8 +476,11 @@ tl_tensor *tl_npy_read_at(const void *buf, size_t len, int fd, uint64_t off, siz
     *data_at = at;
     tl_tensor *t = tl_tensor_new(dt, h.ndim, h.shape, st);
     size_t bytes = len - *data_at, done = 0;
+    if (t && progress)
+        progress(ctx, t, 0);
     while (t && done < bytes) {
-        ssize_t r = pread(fd, (char *)t->data + done, bytes - done, (off_t)(off + *data_at + done));
+        size_t want = progress && bytes - done > TL_NPY_PIECE ? TL_NPY_PIECE : bytes - done;
+        ssize_t r = pread(fd, (char *)t->data + done, want, (off_t)(off + *data_at + done));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
@@ -485,6 +489,8 @@ tl_tensor *tl_npy_read_at(const void *buf, size_t len, int fd, uint64_t off, siz
             return NULL;
         }
         done += (size_t)r;
+        if (progress)
+            progress(ctx, t, done);
     }
     return t;
 }

@@ -19,8 +19,15 @@ tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st);
  * 0 where the header does not parse or the array is of another kind (for
  * tl_npy_read_mem to report or read; st untouched); NULL with *data_at
  * set where memory or the read failed (st says which); else *data_at is
- * where the data starts in buf.  The caller checks what it read. */
-tl_tensor *tl_npy_read_at(const void *buf, size_t len, int fd, uint64_t off, size_t *data_at, tl_status *st);
+ * where the data starts in buf.  The caller checks what it read.  With
+ * `progress`, the data is read in pieces of TL_NPY_PIECE bytes, and
+ * progress(ctx, t, done) is called once the tensor is made (done 0) and
+ * after each piece (the first `done` bytes of t->data in place), so that
+ * another thread can work on them while the rest is read. */
+typedef void (*tl_npy_progress)(void *ctx, const tl_tensor *t, size_t done);
+#define TL_NPY_PIECE ((size_t)4 << 20)
+tl_tensor *tl_npy_read_at(const void *buf, size_t len, int fd, uint64_t off, size_t *data_at,
+                          tl_npy_progress progress, void *ctx, tl_status *st);
 /* "cannot open: No such file or directory" style errors, TL_EINPUT. */
 tl_tensor *tl_npy_read_file(const char *path, tl_status *st);
 /* The dtype and shape of the .npy file at path from its header alone (the

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -495,6 +496,95 @@ static void crc_mismatch(uint32_t want, uint32_t have, tl_status *st)
             have);
 }
 
+/* The CRC-32 of a stored member of a megabyte or more, computed by a
+ * second thread while the first moves the bytes between the file and
+ * memory (pread in, write out; for writing, see write_archive): on two
+ * processors the check then costs no time of its own, where it had cost
+ * a third as much as the move (16 MiB: pread 2-3 ms, CRC 1.1 ms on the
+ * Zen 5 VM; the layer-norm benchmark's whole process 20.9 -> 19.3 ms, the
+ * max-pool benchmark's 30.4 -> 27.7, reading and writing).  Item 0 of a
+ * cpu_parallel of two is the mover, which tells how far it has come;
+ * item 1 follows it.  On one thread the items run in turn, the CRC after
+ * the whole move; the CRC is the same either way. */
+#define CRC_PIPE_MIN ((size_t)1 << 20)
+typedef struct crc_pipe {
+    pthread_mutex_t lock;
+    pthread_cond_t more;
+    const unsigned char *p; /* the bytes */
+    size_t ready;           /* [p, p + ready) in place */
+    bool over;              /* the mover is done, or failed */
+    uint32_t crc;           /* follows [p, p + ready) */
+    void (*move)(struct crc_pipe *c);
+} crc_pipe;
+
+static void pipe_tell(crc_pipe *c, const unsigned char *p, size_t ready)
+{
+    pthread_mutex_lock(&c->lock);
+    c->p = p;
+    c->ready = ready;
+    pthread_cond_signal(&c->more);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void pipe_item(void *ctx, int64_t item)
+{
+    crc_pipe *c = ctx;
+    if (item == 0) {
+        c->move(c);
+        pthread_mutex_lock(&c->lock);
+        c->over = true;
+        pthread_cond_signal(&c->more);
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    size_t done = 0;
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        while (c->ready == done && !c->over)
+            pthread_cond_wait(&c->more, &c->lock);
+        size_t ready = c->ready;
+        const unsigned char *p = c->p;
+        pthread_mutex_unlock(&c->lock);
+        if (ready == done)
+            return; /* over */
+        c->crc = crc32_of(c->crc, p + done, ready - done);
+        done = ready;
+    }
+}
+
+/* Runs c->move beside the CRC of what it tells; the CRC of the bytes it
+ * told of. */
+static uint32_t crc_beside(crc_pipe *c)
+{
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->more, NULL);
+    cpu_parallel(2, 2, pipe_item, c);
+    pthread_cond_destroy(&c->more);
+    pthread_mutex_destroy(&c->lock);
+    return c->crc;
+}
+
+typedef struct read_pipe {
+    crc_pipe c; /* first */
+    const unsigned char *head;
+    size_t len, at;
+    int fd;
+    uint64_t off;
+    tl_tensor *t;
+    tl_status *st;
+} read_pipe;
+
+static void read_told(void *ctx, const tl_tensor *t, size_t done)
+{
+    pipe_tell(ctx, t->data, done);
+}
+
+static void read_move(crc_pipe *c)
+{
+    read_pipe *r = (read_pipe *)c;
+    r->t = tl_npy_read_at(r->head, r->len, r->fd, r->off, &r->at, read_told, c, r->st);
+}
+
 static tl_tensor *read_member(const tl_npz *z, const npz_member *m, tl_status *st)
 {
     const unsigned char *data = z->buf + m->data_off;
@@ -508,11 +598,18 @@ static tl_tensor *read_member(const tl_npz *z, const npz_member *m, tl_status *s
      * read (the Zen 5 VM).  Elsewhere the two are the same one copy. */
     if (m->method == METHOD_STORED && z->fd >= 0) {
         size_t at = 0;
-        t = tl_npy_read_at(data, (size_t)m->usize, z->fd, m->data_off, &at, st);
+        uint32_t data_crc = 0;
+        if (m->usize >= CRC_PIPE_MIN && cpu_nthreads() > 1) {
+            read_pipe r = {.head = data, .len = (size_t)m->usize, .fd = z->fd, .off = m->data_off, .st = st};
+            r.c.move = read_move;
+            data_crc = crc_beside(&r.c);
+            t = r.t, at = r.at;
+        } else if ((t = tl_npy_read_at(data, (size_t)m->usize, z->fd, m->data_off, &at, NULL, NULL, st)))
+            data_crc = crc32_of(0, t->data, (size_t)m->usize - at);
         if (!t && at) /* no memory, or the read failed */
             return NULL;
         if (t) {
-            uint32_t crc = crc32_of(crc32_of(0, data, at), t->data, (size_t)m->usize - at);
+            uint32_t crc = (uint32_t)crc32_combine(crc32_of(0, data, at), data_crc, (z_off_t)(m->usize - at));
             if (crc == m->crc)
                 return t;
             tl_tensor_unref(t);
@@ -569,6 +666,8 @@ typedef struct zentry {
     char *name; /* key + ".npy", owned */
     uint16_t method;
     uint32_t crc, data_crc; /* the member's; of the tensor's data alone (stored members) */
+    uint32_t pre_crc;       /* of a stored member's .npy preamble */
+    bool late;              /* its CRC written into its local header after its data */
     uint64_t csize, usize, off;
 } zentry;
 
@@ -576,6 +675,7 @@ typedef struct zwriter {
     FILE *f;
     uint64_t pos;
     bool force64;
+    bool late; /* stored members' CRCs written after their data (write_archive) */
 } zwriter;
 
 static void wr16(unsigned char *p, uint32_t v)
@@ -705,7 +805,9 @@ static tl_code write_stored(zwriter *w, const tl_tensor *t, const unsigned char 
 {
     size_t n = (size_t)t->numel * tl_dtype_size(t->dtype);
     e->usize = e->csize = pl + n;
-    e->crc = (uint32_t)crc32_combine(crc32_of(0, pre, pl), e->data_crc, (z_off_t)n);
+    e->pre_crc = crc32_of(0, pre, pl);
+    e->late = w->late;
+    e->crc = w->late ? 0 : (uint32_t)crc32_combine(e->pre_crc, e->data_crc, (z_off_t)n);
     e->off = w->pos;
     e->method = METHOD_STORED;
     if (write_local(w, e, st) || zput(w, pre, pl, st) || zput(w, t->data, n, st))
@@ -858,16 +960,9 @@ static void data_crc(void *ctx, int64_t i)
     j->es[i].data_crc = n ? crc32_of(0, t->data, n) : 0;
 }
 
-static tl_code write_archive(zwriter *w, int n, const char *const *keys, const tl_tensor *const *ts,
+static tl_code write_members(zwriter *w, int n, const char *const *keys, const tl_tensor *const *ts,
                              bool compress, zentry *es, tl_status *st)
 {
-    if (!compress) { /* the CRCs of megabytes, a member a thread, before writing in turn */
-        uint64_t bytes = 0;
-        for (int i = 0; i < n; i++)
-            bytes += (uint64_t)ts[i]->numel * tl_dtype_size(ts[i]->dtype);
-        crc_job j = {ts, es};
-        cpu_parallel(n, bytes >= ((uint64_t)1 << 20) ? cpu_nthreads() : 1, data_crc, &j);
-    }
     for (int i = 0; i < n; i++) {
         size_t k = strlen(keys[i]);
         if (!(es[i].name = tl_malloc(k + 5, 1, "a member name", st)))
@@ -876,6 +971,83 @@ static tl_code write_archive(zwriter *w, int n, const char *const *keys, const t
         memcpy(es[i].name + k, ".npy", 5);
         if (write_member(w, ts[i], compress, &es[i], st))
             return tl_wrap(st, "member '%s'", keys[i]);
+    }
+    return TL_OK;
+}
+
+/* The members written (item 0) beside the CRCs of their data (item 1),
+ * as crc_pipe's two items, with nothing to wait for: the data is all in
+ * place already. */
+typedef struct write_job {
+    zwriter *w;
+    int n;
+    const char *const *keys;
+    const tl_tensor *const *ts;
+    zentry *es;
+    tl_status *st;
+    tl_code rc;
+} write_job;
+
+static void write_item(void *ctx, int64_t item)
+{
+    write_job *j = ctx;
+    if (item == 0) {
+        j->rc = write_members(j->w, j->n, j->keys, j->ts, false, j->es, j->st);
+        return;
+    }
+    crc_job c = {j->ts, j->es};
+    for (int i = 0; i < j->n; i++)
+        data_crc(&c, i);
+}
+
+/* Where the archive goes to a regular file at a known offset (not a pipe,
+ * nor one opened to append, where pwrite would append), the file's
+ * offset of its first byte. */
+static bool seekable_at(FILE *f, off_t *start)
+{
+    struct stat sb;
+    int fd = fileno(f), fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+    if (fd < 0 || fl < 0 || (fl & O_APPEND) || fstat(fd, &sb) || !S_ISREG(sb.st_mode))
+        return false;
+    return (*start = ftello(f)) >= 0;
+}
+
+static tl_code write_archive(zwriter *w, int n, const char *const *keys, const tl_tensor *const *ts,
+                             bool compress, zentry *es, tl_status *st)
+{
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += (uint64_t)ts[i]->numel * tl_dtype_size(ts[i]->dtype);
+    off_t start = 0;
+    if (!compress && bytes >= CRC_PIPE_MIN && cpu_nthreads() > 1 && seekable_at(w->f, &start)) {
+        /* the data written while its CRCs are computed, and the CRCs then
+         * written into the local headers */
+        w->late = true;
+        write_job j = {w, n, keys, ts, es, st, TL_OK};
+        cpu_parallel(2, 2, write_item, &j);
+        if (j.rc)
+            return j.rc;
+        errno = 0;
+        if (fflush(w->f) || ferror(w->f))
+            return tl_fail(st, TL_ERUNTIME, "write failed: %s", errno ? strerror(errno) : "I/O error");
+        for (int i = 0; i < n; i++) {
+            if (!es[i].late)
+                continue;
+            unsigned char c[4];
+            size_t len = (size_t)ts[i]->numel * tl_dtype_size(ts[i]->dtype);
+            es[i].crc = (uint32_t)crc32_combine(es[i].pre_crc, es[i].data_crc, (z_off_t)len);
+            wr32(c, es[i].crc);
+            errno = 0;
+            if (pwrite(fileno(w->f), c, 4, start + (off_t)es[i].off + 14) != 4)
+                return tl_fail(st, TL_ERUNTIME, "write failed: %s", errno ? strerror(errno) : "I/O error");
+        }
+    } else {
+        if (!compress) { /* the CRCs of megabytes, a member a thread, before writing in turn */
+            crc_job j = {ts, es};
+            cpu_parallel(n, bytes >= CRC_PIPE_MIN ? cpu_nthreads() : 1, data_crc, &j);
+        }
+        if (write_members(w, n, keys, ts, compress, es, st))
+            return st->code;
     }
     uint64_t cd_off = w->pos;
     for (int i = 0; i < n; i++)
@@ -897,7 +1069,7 @@ tl_code tl_npz_write_ex(FILE *f, int n, const char *const *keys, const tl_tensor
     zentry *es = tl_calloc((size_t)n, sizeof *es, "the archive index", st);
     if (!es)
         return st->code;
-    zwriter w = {f, 0, force_zip64};
+    zwriter w = {f, 0, force_zip64, false};
     tl_code rc = write_archive(&w, n, keys, ts, compress, es, st);
     for (int i = 0; i < n; i++)
         free(es[i].name);

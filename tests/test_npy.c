@@ -936,6 +936,77 @@ Test(npz, archive_files_read_from_the_file)
     }
 }
 
+/* Archives of a megabyte and more move between memory and a regular file
+ * while a second thread computes their CRC (the CRCs written into the
+ * local headers after the data, the data read in pieces and checked as
+ * they come): the same bytes as an archive written in one pass (to
+ * memory), at the file's start, after other bytes and appended, the same
+ * values read back, and a flipped byte in the last piece of a member or
+ * a file cut short still caught. */
+Test(npz, large_archives_checked_beside_the_move)
+{
+    setenv("TL_NUM_THREADS", "2", 1); /* two threads on any machine: the pipelined paths */
+    const char *keys[] = {"grad/big", "small", "big2"};
+    const int64_t big[] = {1200, 1000}, one[] = {3}, mid[] = {300, 1000};
+    tl_tensor *ts[] = {formula_tensor(TL_F64, 2, big), formula_tensor(TL_F32, 1, one),
+                       formula_tensor(TL_F32, 2, mid)};
+    size_t len;
+    unsigned char *b = npz_bytes(3, keys, ts, false, false, &len);
+    char path[] = "/tmp/tl-test-npz-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    for (int mode = 0; mode < 3; mode++) { /* at the start, after 5 bytes, appended after 5 bytes */
+        FILE *f = fopen(path, "wb");
+        cr_assert(f);
+        if (mode)
+            cr_assert_eq(fwrite("junk\n", 1, 5, f), 5);
+        if (mode == 2) {
+            fclose(f);
+            f = fopen(path, "ab");
+            cr_assert(f);
+        }
+        tl_status st = {0};
+        cr_assert_eq(tl_npz_write(f, 3, keys, (const tl_tensor *const *)ts, false, &st), TL_OK, "%s", st.msg);
+        cr_assert_eq(fclose(f), 0);
+        size_t got = 0;
+        unsigned char *fb = load(path, &got);
+        cr_assert(got == len + (mode ? 5 : 0) && !memcmp(fb + (mode ? 5 : 0), b, len), "mode %d", mode);
+        free(fb);
+    }
+    write_file(path, b, len);
+    tl_status st = {0};
+    tl_npz *z = tl_npz_open(path, &st);
+    cr_assert(z, "%s", st.msg);
+    for (int i = 0; i < 3; i++) {
+        tl_tensor *t = tl_npz_get(z, keys[i], &st);
+        cr_assert(t && same_bits(t, ts[i]), "%s: %s", keys[i], st.msg);
+        tl_tensor_unref(t);
+    }
+    tl_npz_close(z);
+    size_t last = member_data(b, len, 0) + 9600000 - 100; /* in the third 4 MiB piece of grad/big */
+    b[last] ^= 1;
+    write_file(path, b, len);
+    z = tl_npz_open(path, &st);
+    cr_assert(z, "%s", st.msg);
+    cr_assert_null(tl_npz_get(z, "grad/big", &st));
+    expect_error(&st, TL_EINPUT, "member 'grad/big': CRC-32 mismatch");
+    tl_npz_close(z);
+    b[last] ^= 1;
+    write_file(path, b, len);
+    st = (tl_status){0};
+    z = tl_npz_open(path, &st);
+    cr_assert(z, "%s", st.msg);
+    cr_assert_eq(truncate(path, (off_t)member_data(b, len, 0) + 5000000), 0);
+    cr_assert_null(tl_npz_get(z, "grad/big", &st));
+    expect_error(&st, TL_EINPUT, "member 'grad/big': read error: the file shrank");
+    tl_npz_close(z);
+    unlink(path);
+    free(b);
+    for (int i = 0; i < 3; i++)
+        tl_tensor_unref(ts[i]);
+}
+
 Test(npz, member_not_npy)
 {
     size_t len;
