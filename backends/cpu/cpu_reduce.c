@@ -51,6 +51,145 @@ static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d(
 #define NANMAX(acc, v) ((v) != (v) || (v) > (acc) ? (v) : (acc))
 #define NANMIN(acc, v) ((v) != (v) || (v) < (acc) ? (v) : (acc))
 
+/* max and min of contiguous runs (inner 1): the fold of NANMAX (NANMIN)
+ * from the first element on is the last NaN where there is one, else the
+ * first element equal to the extreme.  Equal elements have the same bits
+ * but for +0 and -0, so the extreme's bits are the first zero's where the
+ * extreme is zero, and the extreme's own otherwise: the extreme and
+ * whether there is a NaN are found in any order (in lanes that vectorise,
+ * by blocks on the worker threads), and the rare cases then looked up in
+ * order.  The same bits as the element-by-element fold, which ran at one
+ * element a few nanoseconds (a max over 6.4M f32: 19.8 ms against 0.6 ms
+ * for their sum).  Blocks of EXT_BLOCK elements, cut by the size alone. */
+#define EXT_LANES 16
+#define EXT_BLOCK ((int64_t)1 << 16)
+#define DEFINE_EXTREME(T, SUF)                                                                 \
+    /* the extreme of x[0..n) ignoring NaN (-inf/inf where none), and whether a NaN */        \
+    CPU_KERNEL static T ext_scan_##SUF(const T *x, int64_t n, bool max, bool *nan)             \
+    {                                                                                          \
+        T lane[EXT_LANES];                                                                     \
+        int nl[EXT_LANES] = {0};                                                               \
+        for (int l = 0; l < EXT_LANES; l++)                                                    \
+            lane[l] = max ? (T)-INFINITY : (T)INFINITY;                                        \
+        int64_t full = n / EXT_LANES * EXT_LANES;                                              \
+        if (max)                                                                               \
+            for (int64_t i = 0; i < full; i += EXT_LANES)                                      \
+                for (int l = 0; l < EXT_LANES; l++) {                                          \
+                    T v = x[i + l];                                                            \
+                    nl[l] |= v != v;                                                           \
+                    lane[l] = v > lane[l] ? v : lane[l];                                       \
+                }                                                                              \
+        else                                                                                   \
+            for (int64_t i = 0; i < full; i += EXT_LANES)                                      \
+                for (int l = 0; l < EXT_LANES; l++) {                                          \
+                    T v = x[i + l];                                                            \
+                    nl[l] |= v != v;                                                           \
+                    lane[l] = v < lane[l] ? v : lane[l];                                       \
+                }                                                                              \
+        T e = max ? (T)-INFINITY : (T)INFINITY;                                                \
+        bool any = false;                                                                      \
+        for (int64_t i = full; i < n; i++) {                                                   \
+            any = any || x[i] != x[i];                                                         \
+            e = max ? (x[i] > e ? x[i] : e) : (x[i] < e ? x[i] : e);                           \
+        }                                                                                      \
+        for (int l = 0; l < EXT_LANES; l++) {                                                  \
+            any = any || nl[l];                                                                \
+            e = max ? (lane[l] > e ? lane[l] : e) : (lane[l] < e ? lane[l] : e);               \
+        }                                                                                      \
+        *nan = any;                                                                            \
+        return e;                                                                              \
+    }                                                                                          \
+    /* the fold's result from the scan's extreme e and NaN flag */                            \
+    static T ext_settle_##SUF(const T *x, int64_t n, T e, bool nan)                            \
+    {                                                                                          \
+        if (nan) {                                                                             \
+            for (int64_t i = n - 1; i >= 0; i--)                                               \
+                if (x[i] != x[i])                                                              \
+                    return x[i];                                                               \
+        }                                                                                      \
+        if (e == 0)                                                                            \
+            for (int64_t i = 0; i < n; i++)                                                    \
+                if (x[i] == 0)                                                                 \
+                    return x[i];                                                               \
+        return e;                                                                              \
+    }
+
+DEFINE_EXTREME(float, f)
+DEFINE_EXTREME(double, d)
+
+typedef struct ext_job {
+    const void *x;
+    void *y;
+    bool f32, max;
+    int64_t outer, r, per; /* rows of r; per: rows (outer > 1) or elements (one row) per item */
+    void *part;            /* one row: each block's extreme */
+    bool *nan;             /* one row: each block's NaN flag */
+} ext_job;
+
+static void ext_item(void *ctx, int64_t item)
+{
+    ext_job *j = ctx;
+    bool nan;
+    if (j->outer == 1) { /* a block of the row */
+        int64_t lo = item * j->per, n = lo + j->per < j->r ? j->per : j->r - lo;
+        if (j->f32)
+            ((float *)j->part)[item] = ext_scan_f((const float *)j->x + lo, n, j->max, &j->nan[item]);
+        else
+            ((double *)j->part)[item] = ext_scan_d((const double *)j->x + lo, n, j->max, &j->nan[item]);
+        return;
+    }
+    int64_t o1 = (item + 1) * j->per < j->outer ? (item + 1) * j->per : j->outer;
+    for (int64_t o = item * j->per; o < o1; o++)
+        if (j->f32) {
+            const float *x = (const float *)j->x + o * j->r;
+            float e = ext_scan_f(x, j->r, j->max, &nan);
+            ((float *)j->y)[o] = ext_settle_f(x, j->r, e, nan);
+        } else {
+            const double *x = (const double *)j->x + o * j->r;
+            double e = ext_scan_d(x, j->r, j->max, &nan);
+            ((double *)j->y)[o] = ext_settle_d(x, j->r, e, nan);
+        }
+}
+
+/* max or min of each of `outer` contiguous rows of r (r >= 1) into y */
+static bool extreme_rows(bool max, bool f32, const void *x, void *y, int64_t outer, int64_t r)
+{
+    ext_job j = {x, y, f32, max, outer, r, 1, NULL, NULL};
+    size_t es = f32 ? sizeof(float) : sizeof(double);
+    if (outer > 1) {
+        j.per = r >= EXT_BLOCK ? 1 : EXT_BLOCK / r;
+        int64_t items = (outer + j.per - 1) / j.per;
+        cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, ext_item, &j);
+        return true;
+    }
+    int64_t items = (r + EXT_BLOCK - 1) / EXT_BLOCK;
+    j.per = EXT_BLOCK;
+    if (!(j.part = malloc(es * (size_t)items)) || !(j.nan = malloc((size_t)items))) {
+        free(j.part);
+        return false;
+    }
+    cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, ext_item, &j);
+    bool nan = false;
+    if (f32) {
+        float e = max ? -INFINITY : INFINITY, *p = j.part;
+        for (int64_t i = 0; i < items; i++) {
+            nan = nan || j.nan[i];
+            e = max ? (p[i] > e ? p[i] : e) : (p[i] < e ? p[i] : e);
+        }
+        *(float *)y = ext_settle_f(x, r, e, nan);
+    } else {
+        double e = max ? -INFINITY : INFINITY, *p = j.part;
+        for (int64_t i = 0; i < items; i++) {
+            nan = nan || j.nan[i];
+            e = max ? (p[i] > e ? p[i] : e) : (p[i] < e ? p[i] : e);
+        }
+        *(double *)y = ext_settle_d(x, r, e, nan);
+    }
+    free(j.part);
+    free(j.nan);
+    return true;
+}
+
 /* Integer sums and products (i32, i64) wrap: unsigned arithmetic, exact,
  * so any order gives the same result. */
 #define INT_STEP(T, U)                                                             \
@@ -73,6 +212,9 @@ static void reduce_step(tl_opcode op, tl_dtype dt, const void *xin, void *yout, 
         INT_STEP(int64_t, uint64_t);
         return;
     }
+    if ((op == TL_OP_MAX || op == TL_OP_MIN) && inner == 1 && r >= 1 &&
+        extreme_rows(op == TL_OP_MAX, f, xin, yout, outer, r))
+        return;
     switch (op) {
     case TL_OP_MAX:
         if (f) REDUCE_STEP(float, -INFINITY, NANMAX(acc, v));
