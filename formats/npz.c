@@ -700,13 +700,22 @@ static bool big(const zwriter *w, uint64_t v) { return w->force64 || v > ZIP64_L
 
 static uint32_t mark32(const zwriter *w, uint64_t v) { return big(w, v) ? MARK32 : (uint32_t)v; }
 
+/* errno's reason, or "I/O error" where the stream set none */
+static tl_code write_failed(tl_status *st) { return tl_fail(st, TL_ERUNTIME, "write failed: %s", errno ? strerror(errno) : "I/O error"); }
+
 static tl_code zput(zwriter *w, const void *p, size_t n, tl_status *st)
 {
     errno = 0;
     if (n && fwrite(p, 1, n, w->f) != n)
-        return tl_fail(st, TL_ERUNTIME, "write failed: %s", errno ? strerror(errno) : "I/O error");
+        return write_failed(st);
     w->pos += n;
     return TL_OK;
+}
+
+static tl_code flushed(zwriter *w, tl_status *st)
+{
+    errno = 0;
+    return fflush(w->f) || ferror(w->f) ? write_failed(st) : TL_OK;
 }
 
 /* Bit 11: the name is UTF-8, as Python sets it for non-ASCII names. */
@@ -1027,9 +1036,8 @@ static tl_code write_archive(zwriter *w, int n, const char *const *keys, const t
         cpu_parallel(2, 2, write_item, &j);
         if (j.rc)
             return j.rc;
-        errno = 0;
-        if (fflush(w->f) || ferror(w->f))
-            return tl_fail(st, TL_ERUNTIME, "write failed: %s", errno ? strerror(errno) : "I/O error");
+        if (flushed(w, st)) /* before the headers are written into */
+            return st->code;
         for (int i = 0; i < n; i++) {
             if (!es[i].late)
                 continue;
@@ -1039,7 +1047,7 @@ static tl_code write_archive(zwriter *w, int n, const char *const *keys, const t
             wr32(c, es[i].crc);
             errno = 0;
             if (pwrite(fileno(w->f), c, 4, start + (off_t)es[i].off + 14) != 4)
-                return tl_fail(st, TL_ERUNTIME, "write failed: %s", errno ? strerror(errno) : "I/O error");
+                return write_failed(st);
         }
     } else {
         if (!compress) { /* the CRCs of megabytes, a member a thread, before writing in turn */
@@ -1055,10 +1063,7 @@ static tl_code write_archive(zwriter *w, int n, const char *const *keys, const t
             return st->code;
     if (write_end(w, (uint64_t)n, cd_off, st))
         return st->code;
-    errno = 0;
-    if (fflush(w->f) || ferror(w->f))
-        return tl_fail(st, TL_ERUNTIME, "write failed: %s", errno ? strerror(errno) : "I/O error");
-    return TL_OK;
+    return flushed(w, st);
 }
 
 tl_code tl_npz_write_ex(FILE *f, int n, const char *const *keys, const tl_tensor *const *ts,

@@ -896,6 +896,34 @@ static void write_file(const char *path, const unsigned char *b, size_t len)
     cr_assert(f && fwrite(b, 1, len, f) == len && !fclose(f), "cannot write %s", path);
 }
 
+/* The archive b in the file at path with byte `flip` flipped: member
+ * key's CRC mismatch; then whole again but cut at `cut` once opened: a read
+ * error.  b is left as it was. */
+static void flipped_then_cut(const char *path, unsigned char *b, size_t len, const char *key, size_t flip,
+                             size_t cut)
+{
+    char want[300];
+    tl_status st = {0};
+    b[flip] ^= 1;
+    write_file(path, b, len);
+    tl_npz *z = tl_npz_open(path, &st);
+    cr_assert(z, "%s", st.msg);
+    cr_assert_null(tl_npz_get(z, key, &st));
+    snprintf(want, sizeof want, "member '%s': CRC-32 mismatch", key);
+    expect_error(&st, TL_EINPUT, want);
+    tl_npz_close(z);
+    b[flip] ^= 1;
+    write_file(path, b, len);
+    st = (tl_status){0};
+    z = tl_npz_open(path, &st);
+    cr_assert(z, "%s", st.msg);
+    cr_assert_eq(truncate(path, (off_t)cut), 0);
+    cr_assert_null(tl_npz_get(z, key, &st));
+    snprintf(want, sizeof want, "member '%s': read error: the file shrank", key);
+    expect_error(&st, TL_EINPUT, want);
+    tl_npz_close(z);
+}
+
 /* An archive in a file (mapped: the tests' library maps every one) has
  * its stored members read from the file straight into their tensors and
  * their CRC checked over what was read: the same values as from memory, a
@@ -913,23 +941,7 @@ Test(npz, archive_files_read_from_the_file)
         write_file(path, b, len);
         check_npz(path, sample_members, 4, 4);
         if (mode == 0) { /* stored, offsets in the plain records */
-            tl_status st = {0};
-            b[member_data(b, len, 1) + 130] ^= 1;
-            write_file(path, b, len);
-            tl_npz *z = tl_npz_open(path, &st);
-            cr_assert(z, "%s", st.msg);
-            cr_assert_null(tl_npz_get(z, "grad/x", &st));
-            expect_error(&st, TL_EINPUT, "member 'grad/x': CRC-32 mismatch");
-            tl_npz_close(z);
-            b[member_data(b, len, 1) + 130] ^= 1;
-            write_file(path, b, len);
-            st = (tl_status){0};
-            z = tl_npz_open(path, &st);
-            cr_assert(z, "%s", st.msg);
-            cr_assert_eq(truncate(path, (off_t)member_data(b, len, 1) + 140), 0);
-            cr_assert_null(tl_npz_get(z, "grad/x", &st));
-            expect_error(&st, TL_EINPUT, "member 'grad/x': read error: the file shrank");
-            tl_npz_close(z);
+            flipped_then_cut(path, b, len, "grad/x", member_data(b, len, 1) + 130, member_data(b, len, 1) + 140);
         }
         unlink(path);
         free(b);
@@ -984,23 +996,9 @@ Test(npz, large_archives_checked_beside_the_move)
         tl_tensor_unref(t);
     }
     tl_npz_close(z);
-    size_t last = member_data(b, len, 0) + 9600000 - 100; /* in the third 4 MiB piece of grad/big */
-    b[last] ^= 1;
-    write_file(path, b, len);
-    z = tl_npz_open(path, &st);
-    cr_assert(z, "%s", st.msg);
-    cr_assert_null(tl_npz_get(z, "grad/big", &st));
-    expect_error(&st, TL_EINPUT, "member 'grad/big': CRC-32 mismatch");
-    tl_npz_close(z);
-    b[last] ^= 1;
-    write_file(path, b, len);
-    st = (tl_status){0};
-    z = tl_npz_open(path, &st);
-    cr_assert(z, "%s", st.msg);
-    cr_assert_eq(truncate(path, (off_t)member_data(b, len, 0) + 5000000), 0);
-    cr_assert_null(tl_npz_get(z, "grad/big", &st));
-    expect_error(&st, TL_EINPUT, "member 'grad/big': read error: the file shrank");
-    tl_npz_close(z);
+    /* a byte in the third 4 MiB piece of grad/big */
+    flipped_then_cut(path, b, len, "grad/big", member_data(b, len, 0) + 9600000 - 100,
+                     member_data(b, len, 0) + 5000000);
     unlink(path);
     free(b);
     for (int i = 0; i < 3; i++)

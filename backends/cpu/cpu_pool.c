@@ -38,11 +38,12 @@ typedef struct pjob {
     /* the padded path (plane_padded): the plane copied into a block of
      * pd x ph x pw with its padding (and every position a window reaches
      * past it) filled, output rows computed owr (a multiple of BLOCK) at a
-     * time; first[3] the padded index along each axis of each output
-     * position's first window element inside the input, -1 where none */
+     * time; first[0..2] the padded index along each axis of each output
+     * position's first window element inside the input, -1 where none,
+     * and first[3] that of the last axis as a place in its row's phases */
     bool padded;
     int64_t pd, ph, pw, owr;
-    int64_t *first[4]; /* [3]: first[2]'s position in its phases */
+    int64_t *first[4];
     atomic_int oom;
 } pjob;
 
@@ -328,7 +329,7 @@ static void pool_item_padded(pjob *j, int64_t item)
     size_t nat = j->op == TL_OP_MAX_POOL_GRAD ? (size_t)(G->out[0] * G->out[1] * j->owr) : 0;
     /* each part at a cache line's start: the row of outputs m is stored and
      * loaded again at once, and a store across two lines is not forwarded
-     * to the load (the avg pool's sums ran at half speed) */
+     * to the load (loops over a misaligned m ran at half speed) */
     size_t mb = (es * block + 63) & ~(size_t)63, ab = (es * (size_t)j->owr + 63) & ~(size_t)63;
     void *mem = malloc(mb + ab + sizeof(int32_t) * nat + 64);
     if (!mem) {

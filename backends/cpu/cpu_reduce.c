@@ -63,6 +63,7 @@ static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d(
  * for their sum).  Blocks of EXT_BLOCK elements, cut by the size alone. */
 #define EXT_LANES 16
 #define EXT_BLOCK ((int64_t)1 << 16)
+#define EXT_PICK(max, v, e) ((max) ? ((v) > (e) ? (v) : (e)) : ((v) < (e) ? (v) : (e)))
 #define DEFINE_EXTREME(T, SUF)                                                                 \
     /* the extreme of x[0..n) ignoring NaN (-inf/inf where none), and whether a NaN */        \
     CPU_KERNEL static T ext_scan_##SUF(const T *x, int64_t n, bool max, bool *nan)             \
@@ -90,11 +91,11 @@ static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d(
         bool any = false;                                                                      \
         for (int64_t i = full; i < n; i++) {                                                   \
             any = any || x[i] != x[i];                                                         \
-            e = max ? (x[i] > e ? x[i] : e) : (x[i] < e ? x[i] : e);                           \
+            e = EXT_PICK(max, x[i], e);                                                        \
         }                                                                                      \
         for (int l = 0; l < EXT_LANES; l++) {                                                  \
             any = any || nl[l];                                                                \
-            e = max ? (lane[l] > e ? lane[l] : e) : (lane[l] < e ? lane[l] : e);               \
+            e = EXT_PICK(max, lane[l], e);                                                     \
         }                                                                                      \
         *nan = any;                                                                            \
         return e;                                                                              \
@@ -112,6 +113,17 @@ static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d(
                 if (x[i] == 0)                                                                 \
                     return x[i];                                                               \
         return e;                                                                              \
+    }                                                                                          \
+    /* the fold's result over a row of n from its blocks' scans */                             \
+    static T ext_join_##SUF(const T *x, int64_t n, const T *part, const bool *nans, int64_t items, bool max) \
+    {                                                                                          \
+        T e = max ? (T)-INFINITY : (T)INFINITY;                                                \
+        bool nan = false;                                                                      \
+        for (int64_t i = 0; i < items; i++) {                                                  \
+            nan = nan || nans[i];                                                              \
+            e = EXT_PICK(max, part[i], e);                                                     \
+        }                                                                                      \
+        return ext_settle_##SUF(x, n, e, nan);                                                 \
     }
 
 DEFINE_EXTREME(float, f)
@@ -169,22 +181,10 @@ static bool extreme_rows(bool max, bool f32, const void *x, void *y, int64_t out
         return false;
     }
     cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, ext_item, &j);
-    bool nan = false;
-    if (f32) {
-        float e = max ? -INFINITY : INFINITY, *p = j.part;
-        for (int64_t i = 0; i < items; i++) {
-            nan = nan || j.nan[i];
-            e = max ? (p[i] > e ? p[i] : e) : (p[i] < e ? p[i] : e);
-        }
-        *(float *)y = ext_settle_f(x, r, e, nan);
-    } else {
-        double e = max ? -INFINITY : INFINITY, *p = j.part;
-        for (int64_t i = 0; i < items; i++) {
-            nan = nan || j.nan[i];
-            e = max ? (p[i] > e ? p[i] : e) : (p[i] < e ? p[i] : e);
-        }
-        *(double *)y = ext_settle_d(x, r, e, nan);
-    }
+    if (f32)
+        *(float *)y = ext_join_f(x, r, j.part, j.nan, items, max);
+    else
+        *(double *)y = ext_join_d(x, r, j.part, j.nan, items, max);
     free(j.part);
     free(j.nan);
     return true;
