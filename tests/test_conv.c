@@ -165,3 +165,90 @@ Test(conv, blas_path_matches_its_formula)
     setenv("TL_CONV", "blas", 1);
     run_rounds(400);
 }
+
+Test(conv, grid_path_matches_its_formula)
+{
+    setenv("TL_CONV", "grid", 1);
+    run_rounds(400);
+}
+
+/* A tensor of random values with every bit of the mantissa used, so that
+ * a sum in another order would show in the bits. */
+static tl_tensor *noisy(tl_dtype dt, int nd, const int64_t *shape)
+{
+    tl_status st = {0};
+    tl_tensor *t = tl_tensor_new(dt, nd, shape, &st);
+    cr_assert(t, "%s", st.msg);
+    for (int64_t i = 0; i < t->numel; i++)
+        tl_tensor_set(t, i, (double)(next() >> 11) * 0x1p-52 - 1.0);
+    return t;
+}
+
+/* conv, and conv_transpose with stride 1 (a conv of the kernel flipped),
+ * over columns of every sample where a sample has few output positions
+ * (the padded grid's blocks of 32 f32 or 16 f64 positions then mostly
+ * junk: every geometry below has at most 6x6 positions a sample) give the
+ * bits of the padded grid's way (TL_CONV=grid): each output element is
+ * the same chain of multiply-adds over the channels and taps in order. */
+Test(conv, columns_give_the_grids_bits)
+{
+    tl_status st = {0};
+    for (int round = 0; round < 300; round++) {
+        geo g;
+        tl_attrs_init(&g.a);
+        int d = 1 + round % 2;
+        g.a.nsp = d;
+        g.a.groups = below(4) ? 1 : 2;
+        g.n = 1 + below(9);
+        g.cin = g.a.groups * (1 + below(40));
+        g.cout = g.a.groups * (1 + below(70));
+        g.xs[0] = g.ys[0] = g.n;
+        g.xs[1] = g.cin;
+        g.ys[1] = g.ws[0] = g.cout;
+        g.ws[1] = g.cin / g.a.groups;
+        bool unit = true;
+        for (int ax = 0; ax < d; ax++) {
+            int64_t K = 1 + below(3), s = below(3) ? 1 : 2, dil = below(4) ? 1 : 2;
+            int64_t O = 1 + below(6), lo = below(K), hi = below(K);
+            int64_t S = (O - 1) * s + dil * (K - 1) + 1 - lo - hi;
+            if (S < 1) { /* less padding, the same output */
+                S = (O - 1) * s + dil * (K - 1) + 1;
+                lo = hi = 0;
+            }
+            g.a.kernel[ax] = K, g.a.stride[ax] = s, g.a.dilation[ax] = dil;
+            g.a.pad_lo[ax] = lo, g.a.pad_hi[ax] = hi;
+            g.xs[2 + ax] = S, g.ws[2 + ax] = K, g.ys[2 + ax] = O;
+            unit = unit && s == 1;
+        }
+        char what[400];
+        describe(&g, what, sizeof what);
+        tl_dtype dt = round % 3 == 1 ? TL_F64 : TL_F32;
+        int nd = 2 + d;
+        bool bias = round % 4 < 2;
+        tl_tensor *x = noisy(dt, nd, g.xs), *w = noisy(dt, nd, g.ws), *y = noisy(dt, nd, g.ys);
+        tl_tensor *b = noisy(dt, 1, &g.cout), *bt = noisy(dt, 1, &g.cin);
+        for (int op = 0; op < (unit ? 2 : 1); op++) {
+            const int64_t *shape = op ? g.xs : g.ys;
+            const tl_tensor *in[3] = {op ? y : x, w, op ? bt : b};
+            tl_tensor *got[2];
+            for (int way = 0; way < 2; way++) {
+                if (way)
+                    setenv("TL_CONV", "grid", 1);
+                else
+                    unsetenv("TL_CONV");
+                got[way] = tl_tensor_new(dt, nd, shape, &st);
+                cr_assert(!cpu_conv(op ? TL_OP_CONV_TRANSPOSE : TL_OP_CONV, bias ? 3 : 2, in, &g.a, got[way], &st),
+                          "%s", st.msg);
+            }
+            unsetenv("TL_CONV");
+            cr_assert(!memcmp(got[0]->data, got[1]->data, tl_dtype_size(dt) * (size_t)got[0]->numel),
+                      "%s over columns and over the grid differ, round %d, %s", op ? "conv_transpose" : "conv", round,
+                      what);
+            tl_tensor_unref(got[0]);
+            tl_tensor_unref(got[1]);
+        }
+        tl_tensor *objs[] = {x, w, y, b, bt};
+        for (int i = 0; i < 5; i++)
+            tl_tensor_unref(objs[i]);
+    }
+}

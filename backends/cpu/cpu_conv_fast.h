@@ -37,6 +37,7 @@
 #define VSET1 _mm512_set1_ps
 #define VFMA _mm512_fmadd_ps
 #define VMASKLOAD(m, p) _mm512_maskz_loadu_ps((__mmask16)(m), p)
+#define VMASKSTORE(p, m, v) _mm512_mask_storeu_ps(p, (__mmask16)(m), v)
 #define VSUM _mm512_reduce_add_ps
 #else
 #define VEC __m512d
@@ -47,14 +48,16 @@
 #define VSET1 _mm512_set1_pd
 #define VFMA _mm512_fmadd_pd
 #define VMASKLOAD(m, p) _mm512_maskz_loadu_pd((__mmask8)(m), p)
+#define VMASKSTORE(p, m, v) _mm512_mask_storeu_pd(p, (__mmask8)(m), v)
 #define VSUM _mm512_reduce_add_pd
 #endif
 
 /* mr (<= FAST_MR) rows of C[., 0..2 LANES) = the kernel's rows i (at
  * A + i lda, tap k at aoff[k]) times the positions at B + koff[k],
  * k = 0..K-1 in order. */
-FAST_TARGET static inline __attribute__((always_inline)) void FN(fast_mk)(int mr, int64_t K, const T *restrict A,
-                                                                          int64_t lda, const int32_t *restrict aoff,
+FAST_TARGET static inline __attribute__((always_inline)) void FN(fast_mk)(int mr, bool load, int64_t K,
+                                                                          const T *restrict A, int64_t lda,
+                                                                          const int32_t *restrict aoff,
                                                                           const T *restrict B,
                                                                           const int32_t *restrict koff,
                                                                           T *restrict C, int64_t ldc)
@@ -64,7 +67,8 @@ FAST_TARGET static inline __attribute__((always_inline)) void FN(fast_mk)(int mr
 #pragma GCC unroll 8
     for (int i = 0; i < FAST_MR; i++)
         if (i < mr) {
-            c0[i] = c1[i] = VZERO();
+            c0[i] = load ? VLOAD(C + i * ldc) : VZERO();
+            c1[i] = load ? VLOAD(C + i * ldc + LANES) : VZERO();
             ar[i] = A + i * lda;
         }
     for (int64_t k = 0; k < K; k++) {
@@ -87,12 +91,19 @@ FAST_TARGET static inline __attribute__((always_inline)) void FN(fast_mk)(int mr
         }
 }
 
-/* One kernel per row count, each with its registers fixed at compile time. */
+/* One kernel per row count, each with its registers fixed at compile time;
+ * the _c ones go on from the sums in C (the column path's later blocks of
+ * taps: each element's chain of multiply-adds goes on where it stopped). */
 #define FAST_MK(m)                                                                                            \
     FAST_TARGET static void FN(fast_mk##m)(int64_t K, const T *A, int64_t lda, const int32_t *aoff, const T *B, \
                                            const int32_t *koff, T *C, int64_t ldc)                            \
     {                                                                                                         \
-        FN(fast_mk)(m, K, A, lda, aoff, B, koff, C, ldc);                                                     \
+        FN(fast_mk)(m, false, K, A, lda, aoff, B, koff, C, ldc);                                              \
+    }                                                                                                         \
+    FAST_TARGET static void FN(fast_mkc##m)(int64_t K, const T *A, int64_t lda, const int32_t *aoff,          \
+                                            const T *B, const int32_t *koff, T *C, int64_t ldc)               \
+    {                                                                                                         \
+        FN(fast_mk)(m, true, K, A, lda, aoff, B, koff, C, ldc);                                               \
     }
 FAST_MK(1)
 FAST_MK(2)
@@ -109,6 +120,9 @@ typedef void (*FN(fast_mk_fn))(int64_t, const T *, int64_t, const int32_t *, con
 static const FN(fast_mk_fn) FN(fast_mks)[FAST_MR + 1] = {NULL, FN(fast_mk1), FN(fast_mk2), FN(fast_mk3),
                                                          FN(fast_mk4), FN(fast_mk5), FN(fast_mk6),
                                                          FN(fast_mk7), FN(fast_mk8)};
+static const FN(fast_mk_fn) FN(fast_mkcs)[FAST_MR + 1] = {NULL, FN(fast_mkc1), FN(fast_mkc2), FN(fast_mkc3),
+                                                          FN(fast_mkc4), FN(fast_mkc5), FN(fast_mkc6),
+                                                          FN(fast_mkc7), FN(fast_mkc8)};
 
 /* One scratch row of n: the input row srow (is2 long, or none past the
  * input's rows) at columns j st + off, zero where that is outside it. */
@@ -186,6 +200,103 @@ FAST_TARGET static void FN(fast_conv_item)(void *ctx, int64_t item)
         }
     }
     free(xs);
+}
+
+/* ---------- conv over columns ----------
+ * Where a sample has few output positions (the padded grid of the path
+ * above then mostly junk, and the kernel read again for every sample),
+ * the positions of every sample are one row of columns instead:
+ * cols[g][k][p] for tap k = (c, kh, kw) and position p = n OSZ + q, zero
+ * where the tap reads padding and past N OSZ (to a whole block of 2
+ * LANES).  The product runs with the same kernels, koff[k] = k P: each
+ * output element is the same chain of multiply-adds over k in order as
+ * above (a zero read as a zero), cut into blocks of taps whose sums go
+ * on from memory: the same bits. */
+/* A sample's columns of one group: each channel's plane padded once (hp
+ * by wp, the part the taps read), then each tap's rows of OW cut from it:
+ * runs of a few elements, moved as masked vectors (stride 1); the last
+ * sample's item zeroes the tail past N OSZ too. */
+FAST_TARGET static void FN(fast_cols_fill)(void *ctx, int64_t item)
+{
+    job *j = ctx;
+    const geom *G = &j->g;
+    const fast_plan *f = &j->fast;
+    int64_t n = item / G->groups, gi = item % G->groups, ow2 = G->os[2], s1 = G->st[1], s2 = G->st[2];
+    int64_t hp = (G->os[1] - 1) * s1 + (G->k[1] - 1) * G->dl[1] + 1;
+    int64_t wp = (ow2 - 1) * s2 + (G->k[2] - 1) * G->dl[2] + 1;
+    T *xp = (T *)scratch(j, sizeof(T) * (size_t)(hp * wp + LANES));
+    if (!xp)
+        return;
+    const T *src = (const T *)j->ins + (n * G->groups + gi) * G->ca * G->isz;
+    T *cols = (T *)f->cols + gi * G->rows * f->P;
+    for (int64_t c = 0; c < G->ca; c++) {
+        for (int64_t r = 0; r < hp; r++) {
+            int64_t ih = r - G->lo[1];
+            FN(fast_row)(xp + r * wp, ih < 0 || ih >= G->is[1] ? NULL : src + c * G->isz + ih * G->is[2], -G->lo[2], 1,
+                         G->is[2], wp);
+        }
+        for (int64_t kh = 0; kh < G->k[1]; kh++)
+            for (int64_t kw = 0; kw < G->k[2]; kw++) {
+                T *row = cols + ((c * G->k[1] + kh) * G->k[2] + kw) * f->P;
+                T *d = row + n * G->osz;
+                const T *sp = xp + kh * G->dl[1] * wp + kw * G->dl[2];
+                for (int64_t oh = 0; oh < G->os[1]; oh++, d += ow2, sp += s1 * wp) {
+                    if (s2 == 1)
+                        for (int64_t ow = 0; ow < ow2; ow += LANES) {
+                            unsigned m = ow2 - ow >= LANES ? (1u << LANES) - 1u : (1u << (ow2 - ow)) - 1u;
+                            VMASKSTORE(d + ow, m, VMASKLOAD(m, sp + ow));
+                        }
+                    else
+                        for (int64_t ow = 0; ow < ow2; ow++)
+                            d[ow] = sp[ow * s2];
+                }
+                if (n == G->n - 1)
+                    for (int64_t p = G->n * G->osz; p < f->P; p++)
+                        row[p] = 0;
+            }
+    }
+    free(xp);
+}
+
+FAST_TARGET static void FN(fast_cols_item)(void *ctx, int64_t item)
+{
+    job *j = ctx;
+    const geom *G = &j->g;
+    const fast_plan *f = &j->fast;
+    int64_t pb = item % f->npb, ob = item / f->npb % f->ncb, gi = item / f->npb / f->ncb;
+    int64_t p0 = pb * f->pb, np = f->P - p0 < f->pb ? f->P - p0 : f->pb;
+    int64_t o0 = ob * f->cbk, no = G->cb - o0 < f->cbk ? G->cb - o0 : f->cbk;
+    T *cs = (T *)scratch(j, sizeof(T) * (size_t)(no * np));
+    if (!cs)
+        return;
+    const T *cols = (const T *)f->cols + gi * G->rows * f->P + p0;
+    const T *wg = (const T *)j->w + f->w0 + gi * f->wg + o0 * f->wr;
+    for (int64_t k0 = 0; k0 < G->rows; k0 += f->kb) {
+        int64_t nk = G->rows - k0 < f->kb ? G->rows - k0 : f->kb;
+        for (int64_t q = 0; q < np; q += 2 * LANES)
+            for (int64_t m0 = 0; m0 < no; m0 += FAST_MR) {
+                int mr = (int)(no - m0 < FAST_MR ? no - m0 : FAST_MR);
+                (k0 ? FN(fast_mkcs) : FN(fast_mks))[mr](nk, wg + m0 * f->wr, f->wr, f->aoff + k0, cols + q,
+                                                        f->koff + k0, cs + m0 * np + q, np);
+            }
+    }
+    /* out[n, g cb + o, p - n OSZ] for the block's positions p below N OSZ */
+    int64_t pend = p0 + np < G->n * G->osz ? p0 + np : G->n * G->osz;
+    for (int64_t o = 0; o < no; o++) {
+        T bias = j->bias ? ((const T *)j->bias)[gi * G->cb + o0 + o] : 0;
+        for (int64_t p = p0; p < pend;) {
+            int64_t n = p / G->osz, q = p % G->osz, run = G->osz - q < pend - p ? G->osz - q : pend - p;
+            T *dst = (T *)j->outs + ((n * G->groups + gi) * G->cb + o0 + o) * G->osz + q;
+            const T *src = cs + o * np + (p - p0);
+            if (j->bias)
+                for (int64_t i = 0; i < run; i++)
+                    dst[i] = src[i] + bias;
+            else
+                memcpy(dst, src, sizeof(T) * (size_t)run);
+            p += run;
+        }
+    }
+    free(cs);
 }
 
 /* ---------- conv_grad_w ----------
@@ -320,6 +431,7 @@ FAST_TARGET static void FN(fast_gradw_item)(void *ctx, int64_t item)
 #undef VSET1
 #undef VFMA
 #undef VMASKLOAD
+#undef VMASKSTORE
 #undef VSUM
 #undef FN
 #undef CAT
