@@ -871,6 +871,21 @@ void tl_tensor_copy_header(tl_tensor *dst, const tl_tensor *t)
     memset(dst->shape + t->ndim, 0, sizeof(int64_t) * (size_t)(TL_MAXDIM - t->ndim));
 }
 
+bool tl_tensor_onto_budget(tl_tensor *t, tl_budget *b, int64_t charged)
+{
+    if (!t || !b || t->budget || t->base || t->home)
+        return false;
+    int64_t cost = footprint((size_t)t->numel * tl_dtype_size(t->dtype), t->ndim);
+    if (cost == INT64_MAX)
+        return false;
+    b->live += cost - charged;
+    if (b->live > b->peak)
+        b->peak = b->live;
+    t->budget = b;
+    b->refs++;
+    return true;
+}
+
 tl_tensor *tl_tensor_stub(const tl_tensor *t, tl_status *st)
 {
     tl_tensor *s = tl_malloc(1, sizeof *s, "a tensor header", st);

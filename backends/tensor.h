@@ -92,6 +92,11 @@ bool tl_same_shape(const tl_tensor *a, const tl_tensor *b);
 /* Writes "[1,2]": where element j (row-major) sits in t's shape. */
 char *tl_index_desc(const tl_tensor *t, int64_t j, char *buf, size_t len);
 
+/* Puts host tensor t, its data its own and on no budget yet, on budget b,
+ * which was charged `charged` bytes for it: from now b holds t's
+ * footprint, credited when t is freed.  False (nothing done) otherwise. */
+bool tl_tensor_onto_budget(tl_tensor *t, tl_budget *b, int64_t charged);
+
 /* New host tensor with uninitialised data (refs = 1). */
 tl_tensor *tl_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);
 /* The same, charged to a budget (NULL: none). */

@@ -868,6 +868,19 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
                      .progress = tty ? on_progress : NULL, .progress_ctx = &p, .fuse_min = fuse_min,
                      /* the run's to drop at their last use: nothing below reads their values */
                      .give_inputs = c->second ? NULL : s->in};
+    /* given to the run, the inputs are its alone: the defaults (an ONNX
+     * model's weights) drop their references too, the model and the
+     * recipe theirs, so that each goes at its last use (ResNet-18's
+     * gradients: 125 -> 96 MiB of tensors at the peak, 168 -> 138 MB of
+     * memory: its weights' blocks are reused for their gradients) */
+    for (int k = 0; o.give_inputs && k < c->ndefaults; k++) {
+        tl_tensor_unref(c->defaults[k]);
+        c->defaults[k] = NULL;
+    }
+    if (o.give_inputs) {
+        tl_onnx_drop_inputs(s->model);
+        tl_graph_drop_default_data(g);
+    }
     double t1 = cli_now_ms();
     cli_progress_start(&p, tty, t1, c->second ? (c->second == 1 ? "jvp" : "hvp") : c->grad ? "grad" : "run");
     tl_code failed = tl_run(g, s->in, &o, &s->r, st);

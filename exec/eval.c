@@ -621,6 +621,10 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
     /* given: the run holds the only references to the data (the env's,
      * and the tape's later); the caller's entry and r->inputs keep the type */
     for (int i = 0; i < g->ninputs && !rc && o->give_inputs; i++) {
+        /* and the budget counts each until its last use, not to the end */
+        int64_t bytes = inputs[i]->numel * (int64_t)tl_dtype_size(inputs[i]->dtype);
+        if (tl_tensor_onto_budget(inputs[i], r->budget, bytes))
+            r->input_bytes -= bytes;
         tl_tensor *s = tl_tensor_stub(inputs[i], st);
         if (!s)
             return st->code;

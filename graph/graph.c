@@ -2494,6 +2494,25 @@ static void free_block(tl_block *b)
     free(b->result);
 }
 
+static void default_free(tl_const *d)
+{
+    if (d) {
+        tl_tensor_unref(d->tensor);
+        free(d->path);
+        free(d->key);
+        free(d);
+    }
+}
+
+void tl_graph_drop_default_data(tl_graph *g)
+{
+    for (int i = 0; g && i < g->ninputs; i++)
+        if (g->inputs[i].dflt && g->inputs[i].dflt->kind == TL_CONST_DATA) {
+            default_free(g->inputs[i].dflt);
+            g->inputs[i].dflt = NULL;
+        }
+}
+
 void tl_graph_free(tl_graph *g)
 {
     if (!g)
@@ -2504,15 +2523,8 @@ void tl_graph_free(tl_graph *g)
         free(g->consts[i].path);
         free(g->consts[i].key);
     }
-    for (int i = 0; i < g->ninputs; i++) {
-        tl_const *d = g->inputs[i].dflt;
-        if (d) {
-            tl_tensor_unref(d->tensor);
-            free(d->path);
-            free(d->key);
-            free(d);
-        }
-    }
+    for (int i = 0; i < g->ninputs; i++)
+        default_free(g->inputs[i].dflt);
     arena_free(g->arena);
     for (int i = 0; i < g->nsizevars; i++)
         free(g->sizevars[i]);

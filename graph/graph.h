@@ -189,6 +189,10 @@ tl_code tl_graph_rename(tl_graph *g, const char *const *names, tl_status *st);
 /* The key a graph file writes for attribute bit A_* ("axes", "keepdims"...). */
 const char *tl_attr_name(uint64_t bit);
 
+/* Drops the inputs' defaults that hold data (an ONNX model's weights):
+ * for a run given its inputs (tl_run_opts.give_inputs), whose tensors
+ * then go at their last use.  Those inputs have no default after. */
+void tl_graph_drop_default_data(tl_graph *g);
 /* Input i's default as a tensor (a new reference, tl_input.dflt), or NULL:
  * with st untouched when it has none, with the error (naming the input and
  * its file) when it cannot be read. */

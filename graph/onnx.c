@@ -202,8 +202,10 @@ void tl_onnx_free(tl_onnx_model *m)
 tl_tensor *tl_onnx_initializer(const tl_onnx_model *m, const char *name, tl_status *st)
 {
     int k = find_init(m, name);
-    if (k >= 0)
+    if (k >= 0 && m->init[k])
         return tl_tensor_ref(m->init[k]);
+    if (k >= 0)
+        return tl_fail(st, TL_EINPUT, "initializer \"%.200s\": given to a run already", name), NULL;
     char list[400] = "";
     size_t u = 0;
     const Onnx__GraphProto *g = m->f->model->graph;
@@ -218,6 +220,15 @@ tl_tensor *tl_onnx_initializer(const tl_onnx_model *m, const char *name, tl_stat
 tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i)
 {
     return i >= 0 && i < m->nin && m->in_init[i] >= 0 ? tl_tensor_ref(m->init[m->in_init[i]]) : NULL;
+}
+
+void tl_onnx_drop_inputs(tl_onnx_model *m)
+{
+    for (int i = 0; m && i < m->nin; i++)
+        if (m->in_init[i] >= 0) {
+            tl_tensor_unref(m->init[m->in_init[i]]);
+            m->init[m->in_init[i]] = NULL;
+        }
 }
 
 /* ---------- translation state ---------- */

@@ -48,6 +48,11 @@ tl_graph *tl_onnx_signature(tl_onnx_model *m, tl_status *st);
 /* The default of signature input i (a reference the caller drops), or
  * NULL when it has none and must be supplied. */
 tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i);
+/* Drops the model's own references to the initializers that are
+ * signature inputs, for a run given its inputs (tl_run_opts.give_inputs):
+ * each weight then goes at its last use.  The model then no longer gives
+ * those as defaults or initializers. */
+void tl_onnx_drop_inputs(tl_onnx_model *m);
 
 /* The recipe for these inputs (one tensor per signature input; their
  * dtypes, shapes and, where a node needs them at load, values fix the

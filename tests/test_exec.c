@@ -293,6 +293,37 @@ Test(memory, intermediates_freed_after_last_use)
     tl_graph_free(g);
 }
 
+/* An input given to the run (tl_run_opts.give_inputs, as the command
+ * line gives its inputs) goes at its last use and the budget counts it
+ * until then: exp(exp(exp(x))) over 4 MiB holds x, a and b at once when x
+ * is kept, two tensors when it is given; the caller's entry becomes a
+ * header without data. */
+Test(memory, given_inputs_go_at_their_last_use)
+{
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"x\"],\"nodes\":["
+                        "{\"id\":\"a\",\"op\":\"exp\",\"args\":[\"x\"]},"
+                        "{\"id\":\"b\",\"op\":\"exp\",\"args\":[\"a\"]},"
+                        "{\"id\":\"c\",\"op\":\"exp\",\"args\":[\"b\"]}],\"outputs\":\"c\"}");
+    int64_t peak[2], n = 1 << 20;
+    for (int give = 0; give < 2; give++) {
+        tl_status st = {0};
+        tl_tensor *x = tl_tensor_new(TL_F32, 1, &n, &st);
+        cr_assert(x, "%s", st.msg);
+        memset(x->data, 0, (size_t)n * 4);
+        tl_result *r;
+        tl_run_opts o = {.give_inputs = give ? &x : NULL, .fuse_min = -1}; /* op by op: no fused chain */
+        cr_assert(!tl_run(g, &x, &o, &r, &st), "%s", st.msg);
+        peak[give] = tl_result_stats(r)->peak_bytes;
+        cr_expect(give ? !x->data : x->data != NULL, "the caller's entry%s holds the data", give ? " still" : " no longer");
+        cr_expect(fabs(tl_tensor_get(tl_result_output(r, 0), 7) - exp(exp(1.0))) < 1e-5);
+        tl_result_free(r);
+        tl_tensor_unref(x);
+    }
+    cr_expect(peak[0] >= 3 * 4 * n && peak[1] < 3 * 4 * n && peak[1] >= 2 * 4 * n,
+              "peak %lld bytes kept, %lld given", (long long)peak[0], (long long)peak[1]);
+    tl_graph_free(g);
+}
+
 /* Tensors about the 2 MiB edge, where the data leaves the header's block
  * for whole huge pages of its own (tensor.c): every element writable and
  * kept, the data aligned, the budget charged and credited to the byte,
