@@ -67,13 +67,16 @@ void cli_print_profile(const tl_result *r)
         if (!n)
             continue;
         qsort(rows, (size_t)n, sizeof *rows, by_time);
+        int w = 14; /* the op column: its longest name ("batch_norm_params_grad") */
+        for (int i = 0; i < n; i++)
+            w = (int)strlen(tl_ops[rows[i].op].name) > w ? (int)strlen(tl_ops[rows[i].op].name) : w;
         fprintf(stderr, "tl: profile, %s: %.3f ms in ops\n", phase[ph], total);
-        fprintf(stderr, "tl:   %-14s %10s %12s %7s  %s\n", "op", "calls", "total ms", "share", "device");
+        fprintf(stderr, "tl:   %-*s %10s %12s %7s  %s\n", w, "op", "calls", "total ms", "share", "device");
         for (int i = 0; i < n; i++) {
             const tl_opprof *p = rows[i].p;
             const char *dev = !p->device_calls ? "cpu"
                             : p->device_calls == p->calls ? tl_result_backend(r)->name : "mixed";
-            fprintf(stderr, "tl:   %-14s %10lld %12.3f %6.1f%%  %s\n", tl_ops[rows[i].op].name,
+            fprintf(stderr, "tl:   %-*s %10lld %12.3f %6.1f%%  %s\n", w, tl_ops[rows[i].op].name,
                     (long long)p->calls, p->ms, total > 0 ? 100 * p->ms / total : 0.0, dev);
         }
     }
