@@ -873,11 +873,11 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
      * recipe theirs, so that each goes at its last use (ResNet-18's
      * gradients: 125 -> 96 MiB of tensors at the peak, 168 -> 138 MB of
      * memory: its weights' blocks are reused for their gradients) */
-    for (int k = 0; o.give_inputs && k < c->ndefaults; k++) {
-        tl_tensor_unref(c->defaults[k]);
-        c->defaults[k] = NULL;
-    }
     if (o.give_inputs) {
+        for (int k = 0; k < c->ndefaults; k++) {
+            tl_tensor_unref(c->defaults[k]);
+            c->defaults[k] = NULL;
+        }
         tl_onnx_drop_inputs(s->model);
         tl_graph_drop_default_data(g);
     }

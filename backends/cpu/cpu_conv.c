@@ -274,6 +274,14 @@ static bool fast_usable(void)
 #endif
 }
 
+/* The geometries the AVX-512 kernels take: one or two spatial axes (the
+ * first of three of size 1), f32 or f64, something to compute. */
+static bool fast_takes(const geom *G, tl_dtype dt)
+{
+    return fast_usable() && (dt == TL_F32 || dt == TL_F64) && G->is[0] == 1 && G->os[0] == 1 && G->k[0] == 1 &&
+           G->ca >= 1 && G->cb >= 1 && G->os[1] >= 1 && G->os[2] >= 1;
+}
+
 /* About this many output positions per item of the AVX-512 path, and at
  * most this many bytes of input scratch (while an item has two rows). */
 #define FAST_POSITIONS 512
@@ -321,8 +329,7 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
 {
     geom *G = &j->g;
     fast_plan *f = &j->fast;
-    if (!fast_usable() || (dt != TL_F32 && dt != TL_F64) || G->is[0] != 1 || G->os[0] != 1 || G->k[0] != 1 ||
-        G->cb < 1 || G->ca < 1 || G->os[1] < 1 || G->os[2] < 1)
+    if (!fast_takes(G, dt))
         return 0;
     int64_t es = (int64_t)tl_dtype_size(dt), lanes = 64 / es;
     int64_t s1 = G->st[1], s2 = G->st[2];
@@ -419,11 +426,9 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
     double cols_bytes = (double)G->groups * (double)G->rows * (double)f->P * (double)es;
     f->by_cols = G->osz * G->n * 100 < grid * FAST_COLS_USEFUL && cols_bytes <= FAST_COLS_MOST &&
                  (double)G->rows * (double)f->P <= INT32_MAX && columns_usable();
-    if (!f->by_cols &&
-        (most + f->qs + f->nmb * FAST_MR * f->qs > INT32_MAX || G->groups * G->ca * G->cb * G->ksz > INT32_MAX ||
-         (f->xs_len + f->nmb * FAST_MR * f->qs) * es > FAST_SCRATCH_MOST))
-        return 0;
-    if (f->by_cols && G->groups * G->ca * G->cb * G->ksz > INT32_MAX)
+    if (G->groups * G->ca * G->cb * G->ksz > INT32_MAX ||
+        (!f->by_cols && (most + f->qs + f->nmb * FAST_MR * f->qs > INT32_MAX ||
+                         (f->xs_len + f->nmb * FAST_MR * f->qs) * es > FAST_SCRATCH_MOST)))
         return 0;
     f->koff = tl_malloc((size_t)G->rows, sizeof(int32_t), "convolution offsets", st);
     if (!f->koff)
@@ -517,8 +522,7 @@ static int gradw_by_cols(job *j, tl_dtype dt, double flops, tl_status *st)
     const geom *G = &j->g;
     size_t es = tl_dtype_size(dt);
     int64_t P = G->n * G->osz;
-    if (!fast_usable() || (dt != TL_F32 && dt != TL_F64) || G->is[0] != 1 || G->os[0] != 1 || G->k[0] != 1 ||
-        G->osz > GRADW_COLS_POSITIONS || G->ksz < 2 || G->osz < 1 || G->n < 1 || G->ca < 1 || G->cb < 1 ||
+    if (!fast_takes(G, dt) || G->osz > GRADW_COLS_POSITIONS || G->ksz < 2 || G->n < 1 ||
         (double)G->groups * (double)(G->rows + G->cb) * (double)P * (double)es > FAST_COLS_MOST)
         return 0;
     int64_t numel = G->groups * (G->rows + G->cb) * P;
