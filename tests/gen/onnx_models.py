@@ -757,6 +757,12 @@ def write_manifest(cases):
         "Selu's constants, LeakyRelu's 0.1): a correct translation computes with",
         "the f32 value widened, up to 1e-7 of the scale away from PyTorch at f64",
         "(hence the larger atol of the activations and of depthwise at opset 13).",
+        "Every float64 case but the fused ones also holds `tangents.npz`,",
+        "`expected_jvp.npz`, `expected_hvp.npz` and `expected_hvp_params.npz`:",
+        "`tl jvp` and `tl hvp` (with and without `--params`) against PyTorch's",
+        "double backward, written by `tests/gen/onnx_hvp.py` (which this script",
+        "runs last) with the cases of tests/cli/onnx_hvp.txt.",
+        "",
         "`/usr/bin/python3 tests/gen/onnx_eval.py` rechecks every case against",
         "that interpreter; `--gradcheck CASE...` checks the interpreter's",
         "gradients against finite differences (torch.autograd.gradcheck).",
@@ -794,6 +800,10 @@ def main():
     if not only:
         write_cli(cases)
         write_manifest(cases)
+    # the second-derivative files of the f64 cases (onnx_hvp.py) live in the
+    # same folders, which this script has just rewritten
+    import onnx_hvp
+    onnx_hvp.main([])
 
 
 if __name__ == "__main__":
