@@ -168,6 +168,64 @@ static bool declared(sizes *z, const tl_graph *g, const tl_input *in, tl_type *t
     return true;
 }
 
+/* -i FILE, --inputs FILE or --inputs=FILE at argv[i]: the file (- for
+ * standard input), its argument skipped; NULL for anything else. */
+static const char *inputs_opt(int argc, char **argv, int *i)
+{
+    if (!strncmp(argv[*i], "--inputs=", 9))
+        return argv[*i] + 9;
+    if ((!strcmp(argv[*i], "-i") || !strcmp(argv[*i], "--inputs")) && *i + 1 < argc)
+        return argv[++*i];
+    return NULL;
+}
+
+/* argv[i] is a binding NAME=...: not an option, the graph, or an option's
+ * argument (-e TEXT, -i FILE) */
+static bool binding(char **argv, int i, const char *graph)
+{
+    return argv[i] != graph && strchr(argv[i], '=') && argv[i][0] != '-' && strcmp(argv[i - 1], "-e") &&
+           strcmp(argv[i - 1], "-i") && strcmp(argv[i - 1], "--inputs");
+}
+
+/* The inputs not named on the command line that a -i file holds, as run
+ * takes them: each read into in[k] (a tensor), or its type into types[k]
+ * (types non-NULL: set[k] then marks it). */
+static int from_files(int argc, char **argv, const tl_graph *g, tl_tensor **in, tl_type *types, bool *set,
+                      tl_status *st)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *path = inputs_opt(argc, argv, &i);
+        if (!path)
+            continue;
+        bool std = !strcmp(path, "-");
+        tl_result_file *z = std ? cli_stdin_file(st) : tl_result_file_open(path, st);
+        if (!z)
+            return tl_wrap(st, "%s", std ? "standard input" : path), -1;
+        for (int k = 0; k < g->ninputs; k++) {
+            const char *name = g->inputs[k].name;
+            if ((types ? set[k] : in[k] != NULL) || !tl_result_file_has(z, name))
+                continue;
+            tl_tensor *t = tl_result_file_get(z, name, st);
+            if (!t) {
+                tl_wrap(st, "%s: input \"%s\"", std ? "standard input" : path, name);
+                if (!std)
+                    tl_result_file_close(z);
+                return -1;
+            }
+            if (types) {
+                types[k] = tl_type_of(t);
+                set[k] = true;
+                tl_tensor_unref(t);
+            } else {
+                in[k] = t;
+            }
+        }
+        if (!std)
+            tl_result_file_close(z);
+    }
+    return 0;
+}
+
 typedef struct looked {
     tl_graph *g;
     tl_type *types; /* per input */
@@ -189,7 +247,7 @@ static tl_graph *model_for(int argc, char **argv, const char *path, bool outside
         tl_fail(st, TL_ERUNTIME, "out of memory");
     for (int i = 1; i < argc && ok; i++) {
         const char *eq = strchr(argv[i], '=');
-        if (argv[i] == path || !eq || argv[i][0] == '-')
+        if (!binding(argv, i, path))
             continue;
         int n = (int)(eq - argv[i]);
         char name[300], hint[400];
@@ -210,6 +268,8 @@ static tl_graph *model_for(int argc, char **argv, const char *path, bool outside
         else if (!(in[k] = cli_read_tensor(eq + 1, st)))
             ok = (tl_wrap(st, "input \"%s\"", name), false);
     }
+    if (ok && from_files(argc, argv, sig, in, NULL, NULL, st))
+        ok = false;
     if (ok)
         g = tl_onnx_translate_declared(m, in, st);
     for (int i = 0; in && i < sig->ninputs; i++)
@@ -229,6 +289,10 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--allow-outside-files"))
             outside = true;
+        else if (inputs_opt(argc, argv, &i))
+            continue;
+        else if (!strcmp(argv[i], "-i") || !strcmp(argv[i], "--inputs"))
+            return cli_usage("%s takes a result file (.npz, json, text; - for stdin)", argv[i]);
         else if (!strcmp(argv[i], "-e") && i + 1 < argc && !inlined && (!graph || strchr(graph, '=')))
             graph = inlined = cli_inline_graph(argv[++i]); /* a GRAPH read before was a binding */
         else if (argv[i][0] == '-' && argv[i][1])
@@ -257,7 +321,7 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
     int rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
         const char *eq = strchr(argv[i], '=');
-        if (argv[i] == graph || !eq || argv[i][0] == '-' || !strcmp(argv[i - 1], "-e"))
+        if (!binding(argv, i, graph))
             continue;
         char name[300];
         size_t n = (size_t)(eq - argv[i]);
@@ -283,6 +347,13 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
         }
         if (k >= 0)
             set[k] = true;
+    }
+    if (!rc && from_files(argc, argv, g, NULL, l->types, set, st))
+        rc = cli_fail(st);
+    if (rc) {
+        free(set);
+        cli_stdin_release();
+        return rc;
     }
     l->typed = true;
     for (int k = 0; k < g->ninputs; k++)

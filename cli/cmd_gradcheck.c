@@ -12,6 +12,7 @@
 #include "exec/gradcheck.h"
 #include "formats/results.h"
 #include "formats/text.h"
+#include "graph/onnx.h"
 
 typedef struct gc_cmd {
     cli_run_args run; /* GRAPH, inputs, seeds, --wrt, --format, -q */
@@ -311,6 +312,7 @@ typedef struct gc_state {
     int nseeds;
     tl_gradcheck *gc;
     tl_gradcheck_report *r;
+    struct tl_onnx_model *model; /* an ONNX model: g is its signature until the inputs are bound */
 } gc_state;
 
 static void release(gc_state *s)
@@ -322,6 +324,7 @@ static void release(gc_state *s)
     tl_gradcheck_free_report(s->r);
     tl_gradcheck_end(s->gc);
     tl_graph_free(s->g);
+    cli_model_close(s->model);
     free(s->in);
     free(s->seeds);
     free(s->wrt);
@@ -368,10 +371,16 @@ static int check(gc_cmd *c, gc_state *s, tl_status *st)
     s->cast = calloc((size_t)ni + 1, sizeof *s->cast);
     if (!s->in || !s->wrt || !s->cast)
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
-    if (c->f64 && tl_graph_to_f64(s->g, st))
+    /* a model's recipe comes from the inputs bound (their shapes), and its
+     * f64 copy from that recipe */
+    if (!s->model && c->f64 && tl_graph_to_f64(s->g, st))
         return cli_fail_in(s->g, st);
-    if ((rc = cli_bind_inputs(&c->run, s->g, s->in, st)) || (c->f64 && (rc = cast_up(s->in, ni, s->cast, st))) ||
-        (rc = cli_parse_wrt(&c->run, s->g, s->in, s->wrt, st)))
+    if ((rc = cli_bind_inputs(&c->run, s->g, s->in, st)) ||
+        (s->model && (rc = cli_model_translate(s->model, &s->g, s->in, st))))
+        return rc;
+    if (s->model && c->f64 && tl_graph_to_f64(s->g, st))
+        return cli_fail_in(s->g, st);
+    if ((c->f64 && (rc = cast_up(s->in, ni, s->cast, st))) || (rc = cli_parse_wrt(&c->run, s->g, s->in, s->wrt, st)))
         return rc;
     cli_progress p;
     bool tty = isatty(2) && !c->run.quiet;
@@ -408,7 +417,8 @@ int cmd_gradcheck(int argc, char **argv)
     if (!rc)
         rc = cli_threads_ok();
     tl_graph_options go = {c.run.outside};
-    if (!rc && !(s.g = cli_load_graph(c.run.graph, &go, &st)))
+    if (!rc && !(s.g = tl_onnx_is_model(c.run.graph) ? cli_model_open(&c.run, &s.model, &st)
+                                                     : cli_load_graph(c.run.graph, &go, &st)))
         rc = cli_fail(&st);
     if (!rc)
         rc = check(&c, &s, &st);

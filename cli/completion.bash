@@ -11,7 +11,7 @@ _tl()
         words=("${COMP_WORDS[@]}")
         cword=$COMP_CWORD
     }
-    local commands="run grad compare show check dot gradcheck compile diff ops devices"
+    local commands="run grad jvp hvp compare show check dot gradcheck compile diff ops devices"
     if [ "$cword" -eq 1 ]; then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -22,21 +22,23 @@ _tl()
             COMPREPLY=($(compgen -W "cpu cuda cuda:0 gpu auto" -- "$cur")); return ;;
         --format)
             COMPREPLY=($(compgen -W "text json" -- "$cur")); return ;;
-        -o|--output|--report|--expect|-i|--inputs|--seed)
+        -o|--output|--report|--expect|-i|--inputs|--seed|--tangent)
             COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
     local common="-h --help"
     local opts
     case $cmd in
-        run|grad)
+        run|grad|jvp|hvp)
             opts="-i --inputs -o --output --format --full -d --device --strict-device
                   --max-memory --allow-outside-files --expect --rtol --atol --ulp --equal-nan
                   --only --outputs --profile --report --check-finite -v --verbose -q --quiet -e"
-            [ "$cmd" = grad ] && opts="$opts --seed --wrt --of" ;;
+            [ "$cmd" = grad ] && opts="$opts --seed --wrt --of --params"
+            [ "$cmd" = jvp ] && opts="$opts --tangent --params"
+            [ "$cmd" = hvp ] && opts="$opts --tangent --seed --wrt --params" ;;
         compare) opts="--rtol --atol --ulp --equal-nan --format" ;;
         show) opts="--stats --full --format" ;;
         check|dot) opts="--allow-outside-files -e" ;;
-        gradcheck) opts="-i --inputs --seed --wrt --eps --rtol --atol --samples --f64 --format
+        gradcheck) opts="-i --inputs --seed --wrt --params --eps --rtol --atol --samples --order --f64 --format
                          --allow-outside-files -q --quiet -e" ;;
         compile) opts="-o -e" ;;
         ops)
@@ -44,7 +46,7 @@ _tl()
                 COMPREPLY=($(compgen -W "$(tl ops 2>/dev/null | cut -d' ' -f1)" -- "$cur"))
                 return
             fi
-            opts="--format" ;;
+            opts="--format --onnx" ;;
         *) opts="" ;;
     esac
     if [[ $cur == -* ]]; then
