@@ -467,7 +467,7 @@ def bench(tl, tmp, reps, only=None):
     if not only or only == "resnet18_onnx":
         resnet18_onnx(tl, tmp, reps, tl_env, envs, header=bool(only))
     if not only or only in SECOND_ROWS:
-        second_order(tl, tmp, g, reps, tl_env, torch_ok, only)
+        second_order(tl, tmp, g, reps, tl_env, torch_ok, envs, only)
     if only and only not in ("tiny", "matmul", "load"):
         return
     tiny_cmd = tl_cmd(tl, "grad", os.path.join(ROOT, "examples", "poly.json"), "x=2")
@@ -533,7 +533,19 @@ print(json.dumps({"s": sorted(ts)[len(ts) // 2], "rss": resource.getrusage(resou
 '''
 
 
-def second_order(tl, tmp, g, reps, tl_env, torch_ok, only=None):
+def second_child(key, tmp, reps, env):
+    """PyTorch's side of a second-derivative row in a child of its own: {"s", "rss" (MiB), "core"}"""
+    p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", SECOND_CHILD, key, tmp, str(reps)],
+                       capture_output=True, text=True, env=dict(env, OPENBLAS_VERBOSE="2"))
+    if p.returncode != 0:
+        sys.exit("bench: the PyTorch side of %s failed: %s" % (key, p.stderr))
+    tt = json.loads(p.stdout)
+    tt["rss"] = int([l for l in p.stderr.splitlines() if l.startswith("@@ ")][-1].split()[1]) / 1024
+    tt["core"] = core_named(p.stderr)
+    return tt
+
+
+def second_order(tl, tmp, g, reps, tl_env, torch_ok, envs, only=None):
     """tl hvp and tl jvp, whole process, against tl grad on the same graph (whole process) and PyTorch's
     compute alone: the MLP benchmark's loss (hvp in every weight's direction), the elementwise chain (jvp)
     and the scalar recurrence (hvp)."""
@@ -562,24 +574,46 @@ def second_order(tl, tmp, g, reps, tl_env, torch_ok, only=None):
     for title, key, cmd, grad_cmd in rows:
         n = reps if key != "hvp_recurrence" else max(3, reps // 2)
         walls, grads = [], []
-        for _ in range(n):  # alternating: the same noise for both
+        def tl_pair():  # alternating, each first in turn: the same noise for both
+            first = len(walls) % 2 == 0
+            if not first:
+                grads.append(run_measured(grad_cmd, tl_env)[0])
             walls.append(run_measured(cmd, tl_env)[0])
-            grads.append(run_measured(grad_cmd, tl_env)[0])
+            if first:
+                grads.append(run_measured(grad_cmd, tl_env)[0])
+
+        for _ in range(n):
+            tl_pair()
+        tt, tts, preps = None, {}, 3 if key == "hvp_recurrence" else reps
+        if torch_ok and key == "hvp_mlp":
+            # matrix products: PyTorch at its BLAS kernels' best, as the MLP row (the search chooses, the
+            # figure is timed again)
+            for label, env in envs:
+                tl_pair()
+                tts[label] = second_child(key, tmp, preps, env)
+            best = min(tts, key=lambda k: tts[k]["s"])
+            tt = retime(lambda: second_child(key, tmp, preps, dict(envs)[best]), tl_pair, reps)
+        elif torch_ok:
+            tt = second_child(key, tmp, preps, tl_env)
+        # x grad, a ratio of tl to tl: the pairs run before any PyTorch child (each child's freed memory
+        # makes the next process's first touches slower, and the hvp touches more fresh memory than the
+        # grad); against PyTorch: every run of tl, those between its children too
         wall, gwall = median(walls), median(grads)
+        self_ratio = median(walls[:n]) / median(grads[:n])
         rss = max(peak_rss(cmd, tl_env) for _ in range(3))
-        tt = None
-        if torch_ok:
-            p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", SECOND_CHILD, key, tmp,
-                                str(3 if key == "hvp_recurrence" else reps)], capture_output=True, text=True,
-                               env=tl_env)
-            if p.returncode != 0:
-                sys.exit("bench: the PyTorch side of %s failed: %s" % (key, p.stderr))
-            tt = json.loads(p.stdout)
-            tt["rss"] = int([l for l in p.stderr.splitlines() if l.startswith("@@ ")][-1].split()[1]) / 1024
         print("%-38s %10.1f %10.1f %7.2fx %10s %8s %9.1f %9s" % (
-            title, wall * 1e3, gwall * 1e3, wall / gwall, "%.1f" % (tt["s"] * 1e3) if tt else "-",
+            title, wall * 1e3, gwall * 1e3, self_ratio, "%.1f" % (tt["s"] * 1e3) if tt else "-",
             "%.2fx" % (tt["s"] / wall) if tt else "-", rss, "%.1f" % tt["rss"] if tt else "-"))
-    print("%-38s (x grad: tl's time over its own grad of the graph; ratio: PyTorch's compute over tl's process)" % "")
+        if tts:
+            print("%-38s tl's runs before PyTorch's children alone: %.1f ms (%.2fx), between them alone: %.1f ms" %
+                  ("", median(walls[:n]) * 1e3, tt["s"] / median(walls[:n]), median(walls[n:]) * 1e3))
+            print("%-38s PyTorch's best: OPENBLAS_CORETYPE %s (Core: %s), timed again: %s; ms in the search:" %
+                  ("", best, tts[best]["core"], again_line(tt)))
+            cells = ["%s (%s) %.1f" % (label, r["core"], r["s"] * 1e3) for label, r in tts.items()]
+            for i in range(0, len(cells), 4):
+                print("%-38s   %s" % ("", ", ".join(cells[i:i + 4])))
+    print("%-38s (x grad: tl's time over its own grad of the graph, the runs before PyTorch's; ratio: PyTorch's\n"
+          "%-38s compute over tl's process, every run)" % ("", ""))
 
 
 def resnet_threads(tl, tmp, g, reps, tl_env):
