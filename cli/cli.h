@@ -208,7 +208,8 @@ typedef struct cli_run_args {
  * place (*g freed and replaced). */
 struct tl_onnx_model;
 tl_graph *cli_model_open(cli_run_args *c, struct tl_onnx_model **m, tl_status *st);
-int cli_model_translate(struct tl_onnx_model *m, tl_graph **g, tl_tensor **in, tl_status *st);
+int cli_model_translate(const cli_run_args *c, struct tl_onnx_model *m, tl_graph **g, tl_tensor **in,
+                        tl_status *st);
 /* For tl compile and tl diff: the model opened, *in (one per input of
  * *sig, the caller frees both) bound from c's tensors, the defaults, and
  * for the rest the shapes the model declares (c->declared). */

@@ -376,7 +376,7 @@ static int check(gc_cmd *c, gc_state *s, tl_status *st)
     if (!s->model && c->f64 && tl_graph_to_f64(s->g, st))
         return cli_fail_in(s->g, st);
     if ((rc = cli_bind_inputs(&c->run, s->g, s->in, st)) ||
-        (s->model && (rc = cli_model_translate(s->model, &s->g, s->in, st))))
+        (s->model && (rc = cli_model_translate(&c->run, s->model, &s->g, s->in, st))))
         return rc;
     if (s->model && c->f64 && tl_graph_to_f64(s->g, st))
         return cli_fail_in(s->g, st);

@@ -339,7 +339,7 @@ static tl_graph *diff_side(args *a, int k, tl_status *st, int *rc)
     *rc = cli_model_bind(&c, &m, &g, &in, st);
     int n = g ? g->ninputs : 0;
     if (!*rc)
-        *rc = cli_model_translate(m, &g, in, st);
+        *rc = cli_model_translate(&c, m, &g, in, st);
     for (int i = 0; in && i < n; i++)
         tl_tensor_unref(in[i]);
     free(in);

@@ -770,9 +770,9 @@ static int fuse_env(int64_t *min)
 
 /* An ONNX model: its recipe for the inputs bound, in place of the
  * signature graph, with room for its names. */
-static int model_graph(run_state *s, tl_status *st)
+static int model_graph(const cmd *c, run_state *s, tl_status *st)
 {
-    int rc = cli_model_translate(s->model, &s->g, s->in, st);
+    int rc = cli_model_translate(c, s->model, &s->g, s->in, st);
     if (rc)
         return rc;
     size_t nmax = (size_t)s->g->ninputs + (size_t)s->g->noutputs + (size_t)s->g->nslots + 1;
@@ -848,7 +848,7 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
         (rc = cli_bind_inputs(c, s->g, s->in, st)))
         return rc;
     double t0 = cli_now_ms();
-    if (s->model && (rc = model_graph(s, st)))
+    if (s->model && (rc = model_graph(c, s, st)))
         return rc;
     t->load += cli_now_ms() - t0; /* an ONNX model's translation is part of its load */
     tl_graph *g = s->g;

@@ -21,11 +21,13 @@ tl_graph *cli_model_open(cli_run_args *c, struct tl_onnx_model **m, tl_status *s
     return g;
 }
 
-int cli_model_translate(struct tl_onnx_model *m, tl_graph **g, tl_tensor **in, tl_status *st)
+int cli_model_translate(const cli_run_args *c, struct tl_onnx_model *m, tl_graph **g, tl_tensor **in, tl_status *st)
 {
     tl_graph *r = tl_onnx_translate(m, in, st);
-    if (!r)
+    if (!r) {
+        cli_literal_hint(c, in, *g, st); /* an f64 literal for an int64 input: its prefix */
         return cli_fail(st);
+    }
     tl_graph_free(*g);
     *g = r;
     return 0;

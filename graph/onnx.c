@@ -14,6 +14,7 @@
 #include "exec/op.h"
 #include "exec/shape.h"
 #include "formats/onnx.h"
+#include "formats/text.h"
 #include "onnx_int.h"
 
 /* ---------- the model ---------- */
@@ -2038,11 +2039,59 @@ static void slice_bounds(int64_t n, int64_t *start, int64_t *end, int64_t step)
     *end = e;
 }
 
+/* A Slice whose starts and ends follow a loop's step (start = step + a,
+ * end = step + b, one axis: x[i:i+1] in a loop): b - a elements at a
+ * place that moves, a take of start + [0, 1, ..., b - a - 1] along the
+ * axis, where every step's bounds lie inside it (ONNX's clamping then
+ * changes nothing). */
+static bool slice_moving(tx *t, val **in, int nin, val **out)
+{
+    val *x = in[0], *s = in[1], *e = in[2];
+    int64_t ax[TL_MAXDIM] = {0}, sp[TL_MAXDIM] = {1};
+    int na = 1, np = 1;
+    if (nin > 3 && in[3] && !ints_of(t, in[3], "axes", ax, &na, TL_MAXDIM))
+        return false;
+    if (nin > 4 && in[4] && !ints_of(t, in[4], "steps", sp, &np, TL_MAXDIM))
+        return false;
+    if (na != 1 || np != 1)
+        return fail(t, "starts, ends, axes and steps differ in length");
+    bool ok;
+    int a = norm_axis(t, ax[0], x->ndim, &ok);
+    if (!ok)
+        return false;
+    int64_t n = x->dims[a], cnt = e->step_add - s->step_add, lo = s->step->lo + s->step_add,
+            hi = s->step->hi + e->step_add;
+    if (sp[0] != 1 || cnt < 1 || lo < 0 || hi > n)
+        return fail(t, "its starts and ends follow the loop's step (step + %lld to step + %lld, steps %lld to %lld, "
+                       "axis of %lld): tl translates such a slice when it takes at least one element with step 1 and "
+                       "every step's bounds lie inside the axis", (long long)s->step_add, (long long)e->step_add,
+                    (long long)s->step->lo, (long long)s->step->hi, (long long)n);
+    val *ar = known_ints(t, 1, &cnt, NULL, TL_ONNX_INT64);
+    if (!ar)
+        return false;
+    for (int64_t j = 0; j < cnt; j++)
+        ((int64_t *)ar->k->data)[j] = j;
+    ar->weight = true; /* added to a value of the run: never folded */
+    val *sum[2] = {s, ar}, *idx = call(t, "add", 2, sum, NULL);
+    if (!idx)
+        return false;
+    idx->oty = TL_ONNX_INT64;
+    cJSON *o = cJSON_CreateObject();
+    put_num(o, "axis", a);
+    val *args[2] = {x, idx};
+    if (!(out[0] = call(t, "take", 2, args, o)))
+        return false;
+    out[0]->oty = x->oty;
+    return true;
+}
+
 static bool x_slice(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
     if (!need(t, in, nin, 1))
         return false;
+    if (opset(t) >= 10 && nin >= 3 && in[1] && in[2] && in[1]->step && in[1]->step == in[2]->step)
+        return slice_moving(t, in, nin, out);
     val *x = in[0];
     int64_t st[TL_MAXDIM], en[TL_MAXDIM], ax[TL_MAXDIM], sp[TL_MAXDIM];
     int ns, ne, na = -1, np = -1;
@@ -3930,6 +3979,43 @@ static void tx_free(tx *t)
     free(t->patch_name);
 }
 
+/* A single integer value known at load, into *v. */
+static bool one_int(const val *x, int64_t *v)
+{
+    if (!foldable(x) || x->k->numel != 1)
+        return false;
+    *v = kget(x->k, 0);
+    return true;
+}
+
+/* The value a node made from a loop's step number (val.step): what moves a
+ * single integer without changing it (Identity, Unsqueeze, Squeeze,
+ * Reshape, Flatten, a Cast between integer types), or adds or subtracts a
+ * constant. */
+static void follow_step(const char *op, val **in, int nin, val *y)
+{
+    if (!y || y->k || y->step || !is_int_type(y->oty) || nin < 1)
+        return;
+    int64_t n = 1, c;
+    for (int d = 0; d < y->ndim; d++)
+        n *= y->dims[d];
+    if (n != 1)
+        return;
+    val *a = in[0], *b = nin > 1 ? in[1] : NULL, *from = NULL;
+    int64_t add = 0;
+    if (!strcmp(op, "Identity") || !strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze") || !strcmp(op, "Reshape") ||
+        !strcmp(op, "Flatten") || (!strcmp(op, "Cast") && a && is_int_type(a->oty)))
+        from = a;
+    else if ((!strcmp(op, "Add") || !strcmp(op, "Sub")) && a && b && a->step && one_int(b, &c))
+        from = a, add = !strcmp(op, "Add") ? c : -c;
+    else if (!strcmp(op, "Add") && a && b && b->step && one_int(a, &c))
+        from = b, add = c;
+    if (!from || !from->step || __builtin_add_overflow(from->step_add, add, &add))
+        return;
+    y->step = from->step;
+    y->step_add = add;
+}
+
 static bool translate_node(tx *t, const Onnx__NodeProto *n)
 {
     const char *dom = n->domain && n->domain[0] ? n->domain : "ai.onnx";
@@ -3965,6 +4051,7 @@ static bool translate_node(tx *t, const Onnx__NodeProto *n)
     size_t before = t->nall;
     if (!e->fn(t, in, nin, out, nout))
         return false;
+    follow_step(op, in, nin, out[0]);
     for (int i = 0; i < nout; i++) {
         if (!n->output[i][0])
             continue;
@@ -4002,8 +4089,8 @@ static bool add_input(tx *t, int i, const tl_tensor *x)
              : x->dtype == TL_I32 ? TL_ONNX_INT32 : TL_ONNX_INT64;
     tl_dtype want;
     if (decl && decl != TL_ONNX_BOOL && onnx_dtype(decl, t->call, &want) && want != x->dtype)
-        return tl_fail(t->st, TL_EINPUT, "input \"%.200s\" is %s, where the model declares %s", m->in_name[i],
-                       tl_dtype_name(x->dtype), tl_onnx_type_name(decl)), false;
+        return tl_fail(t->st, TL_EINPUT, "input \"%.200s\" is %s, where the model declares %s (expected dtype %s)",
+                       m->in_name[i], tl_dtype_name(x->dtype), tl_onnx_type_name(decl), tl_dtype_name(want)), false;
     /* integer inputs are data a node may need at load (a Reshape's shape) */
     if (tl_dtype_is_int(x->dtype) && x->numel <= 64) {
         tl_tensor *k = tl_tensor_new(TL_I64, x->ndim, x->shape, t->st);
@@ -4036,6 +4123,17 @@ static bool add_input(tx *t, int i, const tl_tensor *x)
         cJSON_AddItemToObject(o, "default", c);
         cJSON_AddItemToArray(t->inputs, o);
     }
+    /* a bool given as a float of the other width: bools live in the call's */
+    if (decl == TL_ONNX_BOOL && !tl_dtype_is_int(x->dtype) && x->dtype != t->call) {
+        cJSON *a = cJSON_CreateObject();
+        put_str(a, "dtype", tl_dtype_name(t->call));
+        v->user = m->in_name[i]; /* the input keeps the model's name (grad/NAME) */
+        val *c = call1(t, "cast", v, a);
+        if (!c)
+            return false;
+        c->oty = TL_ONNX_BOOL;
+        v = c;
+    }
     return bind(t, m->in_name[i], v);
 }
 
@@ -4044,12 +4142,13 @@ static bool build(tx *t, tl_tensor *const *in)
 {
     tl_onnx_model *m = t->m;
     const Onnx__GraphProto *g = m->f->model->graph;
+    /* the call's float type: the first float input's, a bool input's (a
+     * number given for it) only where there is no other */
     t->call = TL_F32;
-    for (int i = 0; i < m->nin; i++)
-        if (!tl_dtype_is_int(in[i]->dtype)) {
-            t->call = in[i]->dtype;
-            break;
-        }
+    for (int pass = 0, found = 0; pass < 2 && !found; pass++)
+        for (int i = 0; i < m->nin && !found; i++)
+            if (!tl_dtype_is_int(in[i]->dtype) && (pass || m->in_type[i] != TL_ONNX_BOOL))
+                t->call = in[i]->dtype, found = 1;
     if (m->opset < 6 || m->opset > 18)
         return tl_fail(t->st, TL_EINPUT, "opset %d of ai.onnx: tl translates opsets 6 to 18 (tl ops --onnx "
                        "lists the ops)", m->opset), false;
@@ -4110,10 +4209,37 @@ static bool build(tx *t, tl_tensor *const *in)
     return true;
 }
 
+/* cJSON prints a number with 15 significant digits wherever its own check,
+ * an approximate one, lets it, which can move the last bit (0.07172611806186011
+ * printed 0.0717261180618601): the recipe's numbers that are not whole are
+ * written as the shortest text that reads back exactly, as tl prints
+ * tensors.  False when memory ran out. */
+static bool exact_numbers(cJSON *j)
+{
+    for (cJSON *c = j->child; c; c = c->next) {
+        if (cJSON_IsNumber(c)) {
+            double v = c->valuedouble;
+            if (fabs(v) < 1e15 && v == trunc(v))
+                continue; /* whole numbers print exactly */
+            char buf[TL_FMT_LEN];
+            tl_fmt_f64(buf, sizeof buf, v);
+            char *r = malloc(strlen(buf) + 1);
+            if (!r)
+                return false;
+            strcpy(r, buf);
+            c->type = cJSON_Raw;
+            c->valuestring = r;
+        } else if (c->child && !exact_numbers(c)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* The loaded graph gets the model's names and its weights' data. */
 static tl_graph *finish(tx *t, tl_status *st)
 {
-    char *text = cJSON_PrintUnformatted(t->root);
+    char *text = exact_numbers(t->root) ? cJSON_PrintUnformatted(t->root) : NULL;
     tl_graph *g = NULL;
     if (!text) {
         tl_fail(st, TL_ERUNTIME, "out of memory");
@@ -4411,14 +4537,16 @@ static void rename_strings(const renamer *r, cJSON *j)
 }
 
 /* Every name in the graph's JSON (ids, args, inputs, outputs, constant
- * names and npz keys, in nested graphs too) to its new name. */
+ * names and npz keys; an iterate's init and a block's result, an if's
+ * cond; in nested graphs too) to its new name. */
 static void rename_json(const renamer *r, cJSON *j)
 {
+    static const char *const named[] = {"id", "args", "inputs", "outputs", "key", "init", "result", "cond"};
     for (cJSON *c = j->child; c; c = c->next) {
         const char *k = c->string;
-        if (k && (!strcmp(k, "id") || !strcmp(k, "args") || !strcmp(k, "inputs") || !strcmp(k, "outputs") ||
-                  !strcmp(k, "key")))
-            rename_strings(r, c);
+        for (size_t i = 0; k && i < sizeof named / sizeof named[0]; i++)
+            if (!strcmp(k, named[i]))
+                rename_strings(r, c);
         if (k && !strcmp(k, "consts"))
             for (cJSON *d = c->child; d; d = d->next) {
                 const char *n = new_name(r->by_t, r->ntl, r->by_i, r->nin, d->string);
@@ -4501,7 +4629,7 @@ char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_na
         (*tensors)[(*n)++] = t.patch[i];
         t.patch[i] = NULL;
     }
-    if (!(text = cJSON_Print(t.root)))
+    if (!exact_numbers(t.root) || !(text = cJSON_Print(t.root)))
         tl_fail(st, TL_ERUNTIME, "out of memory");
 done:
     if (!text && *keys) {

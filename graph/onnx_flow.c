@@ -422,6 +422,11 @@ void ox_iter_abort(tx *t, ox_iter *it)
 
 /* ---------- Loop ---------- */
 
+/* The most steps of a Loop: each is recorded on the tape, and the step
+ * numbers are a table of that many (a trip count of 2^62 is a model asking
+ * for the absurd, refused as such) */
+#define LOOP_MAX ((int64_t)1 << 24)
+
 bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
 {
     const Onnx__GraphProto *g = graph_attr(t, "body");
@@ -453,15 +458,24 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
     val *bin[MAXIO] = {0}, *res[MAXIO] = {0};
     int64_t one = 1;
     bool ok = true;
+    if (count > LOOP_MAX) {
+        ox_iter_abort(t, &it);
+        return ox_fail(t, "its trip count M is %lld: tl translates loops of at most %lld steps", (long long)count,
+                       (long long)LOOP_MAX);
+    }
     if (count > 0) {
         int64_t n = count;
-        tl_tensor *ar = tl_tensor_new(TL_I64, 1, &n, t->st);
-        for (int64_t i = 0; ar && i < n; i++)
-            ((int64_t *)ar->data)[i] = i;
-        val *steps = ar ? ox_known(t, ar, TL_ONNX_INT64) : NULL;
+        val *steps = ox_known_ints(t, 1, &n, NULL, TL_ONNX_INT64);
+        for (int64_t i = 0; steps && i < n; i++)
+            ((int64_t *)steps->k->data)[i] = i;
         if (steps)
             steps->weight = true; /* never folded: the body reads its row per step */
         ok = (bin[0] = take_at(t, steps, it.iv, 0)) != NULL;
+        if (ok) { /* the step number, for bounds that follow it (Slice) */
+            bin[0]->step = bin[0];
+            bin[0]->lo = 0;
+            bin[0]->hi = count - 1;
+        }
     } else {
         ok = (bin[0] = ox_known_ints(t, 0, NULL, &(int64_t){0}, TL_ONNX_INT64)) != NULL;
         if (ok)

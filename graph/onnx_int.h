@@ -25,6 +25,12 @@ typedef struct val {
     bool shadow;    /* k is known at load, but computed in the recipe from the call site's data */
     const char *user; /* the model's name for it, or NULL */
     char *own;        /* user, when made here */
+    /* An integer computed at run time from a loop's step number: a single
+     * element equal to step->(its value) + step_add, where step is the
+     * body's iteration count, which runs over lo..hi (its own step, add 0).
+     * Slice reads its bounds from it: sym_len of the bounds known at load. */
+    struct val *step;
+    int64_t step_add, lo, hi;
 } val;
 
 typedef struct ent {

@@ -255,3 +255,42 @@ print("resize_ref x:", RZ.astype(np.float32).tolist())
 cb = model([h.make_node("Neg", ["lo"], ["nlo"]), h.make_node("Clip", ["x", "nlo", "hi"], ["y"])],
            [fv("x", [3]), fv("lo", []), fv("hi", [])], [fv("y", [3])])
 save(cb, "clip_bounds.onnx")
+
+# loop_slice: a Loop whose body slices x[i+1:i+3] with its step number i
+# (Slice's starts and ends computed in the body, as a scripted x[i+1:i+3]
+# exports), summing the squares into a carried value and stacking the
+# slices; M a graph input (3: every window inside x; 4: the last leaves it)
+body = h.make_graph(
+    [h.make_node("Constant", [], ["one"], value=nh.from_array(np.array(1, np.int64))),
+     h.make_node("Constant", [], ["three"], value=nh.from_array(np.array([3], np.int64))),
+     h.make_node("Add", ["i", "one"], ["i1"]),
+     h.make_node("Unsqueeze", ["i1", "ax0"], ["start"]),
+     h.make_node("Add", ["start", "two"], ["end"]),
+     h.make_node("Slice", ["x", "start", "end", "ax0"], ["win"]),
+     h.make_node("Mul", ["win", "win"], ["sq"]),
+     h.make_node("ReduceSum", ["sq", "ax0"], ["part"], keepdims=0),
+     h.make_node("Add", ["acc_in", "part"], ["acc_out"]),
+     h.make_node("Identity", ["cond_in"], ["cond_out"]),
+     h.make_node("Identity", ["win"], ["win_out"])],
+    "body",
+    [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+     h.make_tensor_value_info("acc_in", T.FLOAT, [2])],
+    [h.make_tensor_value_info("cond_out", T.BOOL, []), h.make_tensor_value_info("acc_out", T.FLOAT, [2]),
+     h.make_tensor_value_info("win_out", T.FLOAT, [2, 2])])
+ls = model([h.make_node("Loop", ["M", "cond", "y"], ["acc", "wins"], body=body)],
+           [h.make_tensor_value_info("M", T.INT64, []), h.make_tensor_value_info("x", T.FLOAT, [5, 2]),
+            h.make_tensor_value_info("y", T.FLOAT, [2])],
+           [h.make_tensor_value_info("acc", T.FLOAT, [2]), h.make_tensor_value_info("wins", T.FLOAT, ["M", 2, 2])],
+           [nh.from_array(np.array(True), "cond"), nh.from_array(np.array([0], np.int64), "ax0"),
+            nh.from_array(np.array(2, np.int64), "two")])
+save(ls, "loop_slice.onnx")
+xs = np.arange(1, 11, dtype=np.float32).reshape(5, 2)
+wins = [xs[i + 1:i + 3] for i in range(3)]
+print("loop_slice: acc", np.array([0.5, -0.5], np.float32) + sum((w * w).sum(0) for w in wins),
+      "d acc/dx", 2 * xs * np.array([0, 1, 2, 2, 1], np.float32)[:, None])
+
+# bool_where: a bool input first; given as numbers of either float width,
+# the call's float type is the float inputs'
+bw = model([h.make_node("Where", ["c", "x", "y"], ["z"])],
+           [h.make_tensor_value_info("c", T.BOOL, [2]), fv("x", [2]), fv("y", [2])], [fv("z", [2])])
+save(bw, "bool_where.onnx")
