@@ -1,14 +1,43 @@
 /* ONNX models on the command line: the inputs first (so the tensors given
  * fix the shapes), then the translation. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "graph/onnx.h"
 
+/* The initializers that become inputs besides --params: those --wrt names
+ * and those a --tangent is given for (jvp, hvp: a direction in the
+ * weights), as one comma-separated list; NULL for none, or with st set
+ * when memory ran out. */
+static char *made_inputs(const cli_run_args *c, tl_status *st)
+{
+    size_t len = c->wrt ? strlen(c->wrt) + 1 : 0;
+    for (int i = 0; i < c->ntangent; i++)
+        len += strcspn(c->tangent[i], "=") + 1;
+    if (!len)
+        return NULL;
+    char *s = malloc(len), *p = s;
+    if (!s)
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), NULL;
+    if (c->wrt)
+        p += sprintf(p, "%s", c->wrt);
+    for (int i = 0; i < c->ntangent; i++)
+        p += sprintf(p, "%s%.*s", p == s ? "" : ",", (int)strcspn(c->tangent[i], "="), c->tangent[i]);
+    *p = '\0';
+    return s;
+}
+
 tl_graph *cli_model_open(cli_run_args *c, struct tl_onnx_model **m, tl_status *st)
 {
-    tl_onnx_options o = {.params = c->params, .wrt = c->wrt, .allow_outside_files = c->outside};
-    if (!(*m = tl_onnx_open(c->graph, &o, st)))
+    char *wrt = made_inputs(c, st);
+    if (!wrt && st->code)
+        return NULL;
+    tl_onnx_options o = {.params = c->params, .wrt = wrt, .allow_outside_files = c->outside};
+    *m = tl_onnx_open(c->graph, &o, st);
+    free(wrt);
+    if (!*m)
         return NULL;
     tl_graph *g = tl_onnx_signature(*m, st);
     if (g && !(c->defaults = calloc((size_t)g->ninputs + 1, sizeof *c->defaults))) {
