@@ -211,8 +211,11 @@ def write_cli(made):
             tans = " ".join(f"--tangent '{n}={base}/tangents.npz:{n}'" for n in names)
             atol = fmt(float("%.0e" % max(ATOL_SCALE * scale, case_atol, 1e-300)))
             lines += [f"tl {cmd} {base}/model.onnx -i {base}/inputs.npz{extra} {tans} "
-                      f"--expect {base}/{fname} --rtol {fmt(RTOL)} --atol {atol}",
-                      "exit: 0", "empty: stdout", ""]
+                      f"--expect {base}/{fname} --rtol {fmt(RTOL)} --atol {atol}"]
+            if fname != "expected_hvp.npz":
+                # numbers only: valgrind runs the plain hvp of each model (the sanitized suite runs them all)
+                lines.append('skip-if: test -n "$TL_MEMCHECK"')
+            lines += ["exit: 0", "empty: stdout", ""]
     with open(CLI, "w") as f:
         f.write("\n".join(lines))
 
