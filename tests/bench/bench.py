@@ -533,18 +533,6 @@ print(json.dumps({"s": sorted(ts)[len(ts) // 2], "rss": resource.getrusage(resou
 '''
 
 
-def second_child(key, tmp, reps, env):
-    """PyTorch's side of a second-derivative row in a child of its own: {"s", "rss" (MiB), "core"}"""
-    p = subprocess.run(["/usr/bin/time", "-f", "@@ %M", "/usr/bin/python3", "-c", SECOND_CHILD, key, tmp, str(reps)],
-                       capture_output=True, text=True, env=dict(env, OPENBLAS_VERBOSE="2"))
-    if p.returncode != 0:
-        sys.exit("bench: the PyTorch side of %s failed: %s" % (key, p.stderr))
-    tt = json.loads(p.stdout)
-    tt["rss"] = int([l for l in p.stderr.splitlines() if l.startswith("@@ ")][-1].split()[1]) / 1024
-    tt["core"] = core_named(p.stderr)
-    return tt
-
-
 def second_order(tl, tmp, g, reps, tl_env, torch_ok, envs, only=None):
     """tl hvp and tl jvp, whole process, against tl grad on the same graph (whole process) and PyTorch's
     compute alone: the MLP benchmark's loss (hvp in every weight's direction), the elementwise chain (jvp)
@@ -590,11 +578,11 @@ def second_order(tl, tmp, g, reps, tl_env, torch_ok, envs, only=None):
             # figure is timed again)
             for label, env in envs:
                 tl_pair()
-                tts[label] = second_child(key, tmp, preps, env)
+                tts[label] = torch_time(key, tmp, preps, env, child=SECOND_CHILD)
             best = min(tts, key=lambda k: tts[k]["s"])
-            tt = retime(lambda: second_child(key, tmp, preps, dict(envs)[best]), tl_pair, reps)
+            tt = retime(lambda: torch_time(key, tmp, preps, dict(envs)[best], child=SECOND_CHILD), tl_pair, reps)
         elif torch_ok:
-            tt = second_child(key, tmp, preps, tl_env)
+            tt = torch_time(key, tmp, preps, tl_env, child=SECOND_CHILD)
         # x grad, a ratio of tl to tl: the pairs run before any PyTorch child (each child's freed memory
         # makes the next process's first touches slower, and the hvp touches more fresh memory than the
         # grad); against PyTorch: every run of tl, those between its children too

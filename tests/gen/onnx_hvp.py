@@ -56,6 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nnfix import savez  # noqa: E402
 from onnx_eval import OUT, load, run_graph, to_torch, tolerance  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
+from onnx_models import fmt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLI = os.path.join(ROOT, "tests", "cli", "onnx_hvp.txt")
@@ -149,11 +150,6 @@ def jvp(g, opset, fixed, leaves, active):
 
 def scale_of(d):
     return max(float(np.max(np.abs(v), initial=0.0)) for v in d.values())
-
-
-def fmt(x):
-    m, e = ("%e" % x).split("e")
-    return "%se%d" % (("%g" % float(m)), int(e))
 
 
 def hvp_file(d, g, opset, fixed, leaves, active, extra, fname, tangent):
