@@ -213,11 +213,11 @@ build/tests/test_cuda_host: tests/test_cuda_host.c $(wildcard tests/*.h backends
 BUNDLE_LDLIBS := -lcjson -lprotobuf-c -ldeflate -lz -lsleef -lm -ldl -lpthread \
                  -Wl,-rpath,'$$ORIGIN',--disable-new-dtags
 
-# (OpenBLAS not linked in: the bundle would pass its 60 MiB with it in tl
+# (OpenBLAS not linked in: the bundle would carry it twice, in tl
 # and gpu_check both; they load the one beside them at the first product)
 build/gpu/tl: $(CLI_OBJ) build/libtl.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libtl.a $(BUNDLE_LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libtl.a $(WRAP_MMAP) $(BUNDLE_LDLIBS)
 
 build/gpu/gpu_check: tests/gpu/gpu_check.c build/libtl.a
 	@mkdir -p $(dir $@)

@@ -7,6 +7,8 @@
 // drivers run on.  The handle
 // runs cuBLAS in pedantic math without atomics (plugin.cu) and no kernel
 // here uses atomics, so every result has the same bits on every run.
+#include <utility>
+
 #include "common.cuh"
 #include "nn.h"
 
@@ -24,34 +26,25 @@ template <typename T, int OP> __global__ void nn_kernel(cu_nnk k, int64_t n)
     CU_FOR(e, n) nn_t<T>::element(&k, OP, e);
 }
 
-#define NN_CASE(OP)                                                                     \
-    case OP: CU_LAUNCH(s, (nn_kernel<T, OP>), b, *k, n); break;
+// The launch of kernel OP, one for every id of the enum (nn.h): a table
+// made by the compiler, so no kernel can be left out of the dispatch.
+typedef tl_code (*nn_launcher)(cu_state *, const cu_nnk *, int64_t, tl_status *);
 
-template <typename T> static tl_code launch_typed(cu_state *s, const cu_nnk *k, int64_t n,
-                                                  tl_status *st)
+template <typename T, int OP>
+static tl_code launch_one(cu_state *s, const cu_nnk *k, int64_t n, tl_status *st)
 {
-    unsigned b = cu_blocks(n);
-    switch (k->op) {
-        NN_CASE(CU_NN_IM2COL)
-        NN_CASE(CU_NN_COL2IM)
-        NN_CASE(CU_NN_BIAS)
-        NN_CASE(CU_NN_GTRANS)
-        NN_CASE(CU_NN_MAXPOOL)
-        NN_CASE(CU_NN_MAXGRAD)
-        NN_CASE(CU_NN_MAXPICK)
-        NN_CASE(CU_NN_AVGPOOL)
-        NN_CASE(CU_NN_AVGGRAD)
-        NN_CASE(CU_NN_PADGRAD)
-        NN_CASE(CU_NN_LINE)
-        NN_CASE(CU_NN_RANDOM)
-        NN_CASE(CU_NN_SEP)
-        NN_CASE(CU_NN_NSTATS)
-        NN_CASE(CU_NN_NAPPLY)
-        NN_CASE(CU_NN_PPART)
-        NN_CASE(CU_NN_PJOIN)
-    default: return tl_fail(st, TL_ERUNTIME, "internal: layer kernel %d", k->op);
-    }
+    CU_LAUNCH(s, (nn_kernel<T, OP>), cu_blocks(n), *k, n);
     return TL_OK;
+}
+
+template <typename T, int... OPS>
+static tl_code launch_typed(cu_state *s, const cu_nnk *k, int64_t n, tl_status *st,
+                            std::integer_sequence<int, OPS...>)
+{
+    static const nn_launcher table[] = {&launch_one<T, OPS>...};
+    if (k->op < 0 || k->op >= CU_NN_COUNT)
+        return tl_fail(st, TL_ERUNTIME, "internal: layer kernel %d", k->op);
+    return table[k->op](s, k, n, st);
 }
 
 static tl_code dev_launch(void *ctx, tl_dtype dt, const cu_nnk *k, int64_t n, tl_status *st)
@@ -63,7 +56,8 @@ static tl_code dev_launch(void *ctx, tl_dtype dt, const cu_nnk *k, int64_t n, tl
         CU_LAUNCH(s, (nn_kernel<float, CU_NN_PAD>), cu_blocks(n), *k, n);
         return TL_OK;
     }
-    return dt == TL_F32 ? launch_typed<float>(s, k, n, st) : launch_typed<double>(s, k, n, st);
+    auto ops = std::make_integer_sequence<int, CU_NN_COUNT>();
+    return dt == TL_F32 ? launch_typed<float>(s, k, n, st, ops) : launch_typed<double>(s, k, n, st, ops);
 }
 
 static tl_code dev_gemm(void *ctx, tl_dtype dt, const cu_gemm *g, tl_status *st)

@@ -61,6 +61,7 @@ enum {
     CU_NN_PPART,    /* layer_norm_params_grad: a chunk of rows' partial sums per column */
     CU_NN_PJOIN,    /* and the chunks' partials added in chunk order */
     CU_NN_BNSUMS,   /* batch_norm_params_grad: one thread per channel */
+    CU_NN_COUNT     /* (nn.cu instantiates a kernel for each id below this) */
 };
 
 /* One kernel launch: its geometry, the batch chunk and the operands. */

@@ -3,8 +3,9 @@
 # built: tl and gpu_check linked to find their libraries beside them
 # ($ORIGIN), the CUDA plugin, the non-CUDA shared libraries they need (not
 # the C library's, nor CUDA's: the GPU machine has its driver and toolkit),
-# the fixtures, the benchmark graph and run.sh.  Fails when the folder
-# would reach 60 MiB.
+# the fixtures, the benchmark graph and run.sh; and OUT.tar.gz, the same
+# folder packed to travel (OpenBLAS alone is 35 MiB unpacked).  Fails when
+# the archive would reach 32 MiB.
 set -euo pipefail
 OUT=$1 TL=$2 CHECK=$3 PLUGIN=$4
 rm -rf "$OUT"
@@ -63,10 +64,12 @@ the libraries they need beside them, fixtures/, examples/, mlp.json and
 mlp_torch.py (the MLP benchmark), conv.json and conv_torch.py (the
 convolution benchmark), run.sh.
 README
+tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
 size=$(du -sk "$OUT" | awk '{print $1}')
-echo "bundle: $OUT, $((size / 1024)) MiB:"
+packed=$(du -sk "$OUT.tar.gz" | awk '{print $1}')
+echo "bundle: $OUT, $((size / 1024)) MiB; $OUT.tar.gz, $((packed / 1024)) MiB:"
 ls -la "$OUT"
-if [ "$size" -ge $((60 * 1024)) ]; then
-  echo "bundle: $((size / 1024)) MiB, more than the 60 MiB allowed" >&2
+if [ "$packed" -ge $((32 * 1024)) ]; then
+  echo "bundle: the archive is $((packed / 1024)) MiB, more than the 32 MiB allowed" >&2
   exit 1
 fi

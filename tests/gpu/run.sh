@@ -134,7 +134,7 @@ if step bench-mlp 240 ./gpu_check bench-mlp mlp.json --device cuda; then count 1
 if [ "$gpu" = yes ] && command -v python3 >/dev/null 2>&1 &&
   timeout 120 python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
   step bench-torch 300 python3 mlp_torch.py || echo "bench-torch: PyTorch did not finish (not counted)"
-  t_tl=$(sed -n 's/^bench-mlp: tl on [^:]*: \([0-9.]*\) ms.*/\1/p' "$tmp/bench-mlp.log")
+  t_tl=$(sed -n 's/^bench-mlp: tl on .*: \([0-9.]*\) ms.*/\1/p' "$tmp/bench-mlp.log")
   t_torch=$(sed -n 's/^bench-mlp: torch .*: \([0-9.]*\) ms a step.*/\1/p' "$tmp/bench-torch.log" 2>/dev/null)
   if [ -n "$t_tl" ] && [ -n "$t_torch" ]; then
     awk -v a="$t_tl" -v b="$t_torch" 'BEGIN { printf "bench-mlp: tl %.2f ms, PyTorch %.2f ms a step: tl takes %.2fx PyTorch'"'"'s time\n", a, b, a / b }'
@@ -150,7 +150,7 @@ if step bench-conv 240 ./gpu_check bench-conv conv.json --device cuda; then coun
 if [ "$gpu" = yes ] && command -v python3 >/dev/null 2>&1 &&
   timeout 120 python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
   step bench-conv-torch 300 python3 conv_torch.py || echo "bench-conv-torch: PyTorch did not finish (not counted)"
-  t_tl=$(sed -n 's/^bench-conv: tl on [^:]*: \([0-9.]*\) ms.*/\1/p' "$tmp/bench-conv.log")
+  t_tl=$(sed -n 's/^bench-conv: tl on .*: \([0-9.]*\) ms.*/\1/p' "$tmp/bench-conv.log")
   t_torch=$(sed -n 's/^bench-conv: torch .*: \([0-9.]*\) ms a step.*/\1/p' "$tmp/bench-conv-torch.log" 2>/dev/null)
   if [ -n "$t_tl" ] && [ -n "$t_torch" ]; then
     awk -v a="$t_tl" -v b="$t_torch" 'BEGIN { printf "bench-conv: tl %.2f ms, PyTorch %.2f ms a step: tl takes %.2fx PyTorch'"'"'s time\n", a, b, a / b }'
