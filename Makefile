@@ -288,10 +288,16 @@ build/tests/fake-cuda.so: tests/fake_cuda.c tests/testdev.h $(LIB_SRC) $(PB_SRC)
 
 # Every test binary runs from the repository root (fixtures are relative);
 # the end-to-end tests drive ./tl itself.
-test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so build/examples/embed $(PLUGIN)
+test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so build/examples/embed $(PLUGIN) \
+      build/gpu/tl build/gpu/gpu_check
 	@set -e; for t in $(TESTS); do echo "== $$t"; TL=./tl $$t --jobs 2; done
 	@echo "== build/tests/test_cli with the sanitized tl (build/tl-san)"
 	@TL=build/tl-san build/tests/test_cli --jobs 2
+	@echo "== the GPU bundle's checker, its CPU control (tests/gpu/run.sh step 2)"
+	@build/gpu/gpu_check --device cpu tests/fixtures/ops tests/fixtures/flow >build/gpu/control.log || \
+	  { cat build/gpu/control.log; exit 1; }; tail -1 build/gpu/control.log
+	@build/gpu/gpu_check --device cpu --fallback tests/fixtures/nn >build/gpu/control.log || \
+	  { cat build/gpu/control.log; exit 1; }; tail -1 build/gpu/control.log
 
 clang-check: build/gen/onnx.pb-c.h
 	@if command -v clang >/dev/null; then \
