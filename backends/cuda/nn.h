@@ -60,7 +60,8 @@ enum {
     CU_NN_NAPPLY,   /* the norms' elements, from the rows' statistics */
     CU_NN_PPART,    /* layer_norm_params_grad: a chunk of rows' partial sums per column */
     CU_NN_PJOIN,    /* and the chunks' partials added in chunk order */
-    CU_NN_BNSUMS,   /* batch_norm_params_grad: one thread per channel */
+    CU_NN_BNROWS,   /* batch_norm_params_grad: one thread per (n, c) row's sums */
+    CU_NN_BNSUMS,   /* and one per channel adding its rows' */
     CU_NN_COUNT     /* (nn.cu instantiates a kernel for each id below this) */
 };
 
@@ -325,13 +326,25 @@ enum { CU_SUM_X, CU_SUM_SQ, CU_SUM_H, CU_SUM_HX };
     }                                                                              \
     /* batch_norm_params_grad of channel c: its planes' sums of g xhat and g,  \
      * in plane order (rows are the [N*C] planes of len) */                        \
+    /* batch_norm_params_grad, step 1: row (n, c)'s two sums (psum.h's  \
+     * order), into part [rows][2] */                                      \
+    TL_HD static inline void cu_bn_rows_##SUF(const cu_nnk *k, int64_t row)       \
+    {                                                                              \
+        int64_t c = row % k->groups;                                               \
+        T m = ((const T *)k->mean)[c], r = sqrt(((const T *)k->var)[c] + (T)k->eps); \
+        T *p = (T *)k->part;                                                       \
+        p[2 * row] = cu_norm_sum_##SUF(k, CU_SUM_HX, row, m, r);                   \
+        p[2 * row + 1] = cu_norm_sum_##SUF(k, CU_SUM_H, row, m, r);                \
+    }                                                                              \
+    /* step 2: channel c's rows added in batch order, as the CPU adds them */    \
     TL_HD static inline void cu_bn_sums_##SUF(const cu_nnk *k, int64_t c)          \
     {                                                                              \
         int64_t C = k->groups;                                                     \
-        T m = ((const T *)k->mean)[c], r = sqrt(((const T *)k->var)[c] + (T)k->eps), s0 = 0, s1 = 0; \
+        const T *p = (const T *)k->part;                                           \
+        T s0 = 0, s1 = 0;                                                          \
         for (int64_t n = 0; n < k->rows / C; n++) {                                \
-            s0 += cu_norm_sum_##SUF(k, CU_SUM_HX, n * C + c, m, r);                \
-            s1 += cu_norm_sum_##SUF(k, CU_SUM_H, n * C + c, m, r);                 \
+            s0 += p[2 * (n * C + c)];                                              \
+            s1 += p[2 * (n * C + c) + 1];                                          \
         }                                                                          \
         ((T *)k->y)[c] = s0;                                                       \
         ((T *)k->y)[C + c] = s1;                                                   \
@@ -753,6 +766,7 @@ CU_DEFINE_PARAMS(double, d)
         case CU_NN_NAPPLY: cu_norm_apply_##SUF(k, e); break;                       \
         case CU_NN_PPART: cu_params_part_##SUF(k, e); break;                       \
         case CU_NN_PJOIN: cu_params_join_##SUF(k, e); break;                       \
+        case CU_NN_BNROWS: cu_bn_rows_##SUF(k, e); break;                          \
         case CU_NN_BNSUMS: cu_bn_sums_##SUF(k, e); break;                          \
         case CU_NN_LINE:                                                           \
             if (k->dt == TL_I32 || k->dt == TL_I64) {                              \
@@ -1459,7 +1473,7 @@ static inline tl_code cu_norm_run(const cu_nn_dev *dev, tl_opcode op, int n, con
         k.per = S, k.groups = x->shape[1];
         k.op = CU_NN_NAPPLY;
         return dev->launch(dev->ctx, x->dtype, &k, out->numel, st);
-    case TL_OP_BATCH_NORM_PARAMS_GRAD: /* x, g, mean, var: a thread per channel */
+    case TL_OP_BATCH_NORM_PARAMS_GRAD: /* x, g, mean, var: a thread per row, then per channel */
     case TL_OP_BATCH_NORM_GRAD: {      /* x, g, scale, mean, var, those sums: per element */
         bool grad = op == TL_OP_BATCH_NORM_GRAD;
         k.g2 = in[1]->data, k.mean = in[grad ? 3 : 2]->data, k.var = in[grad ? 4 : 3]->data;
@@ -1471,8 +1485,15 @@ static inline tl_code cu_norm_run(const cu_nn_dev *dev, tl_opcode op, int n, con
         }
         if (k.rows == 0 || k.len == 0) /* sums of nothing */
             return dev->zero(dev->ctx, out->data, tl_tensor_bytes(out), st);
+        if (!(k.part = dev->alloc(dev->ctx, 2 * tl_dtype_size(x->dtype) * (size_t)k.rows, st)))
+            return st->code;
+        k.op = CU_NN_BNROWS;
+        tl_code rc = dev->launch(dev->ctx, x->dtype, &k, k.rows, st);
         k.op = CU_NN_BNSUMS;
-        return dev->launch(dev->ctx, x->dtype, &k, k.groups, st);
+        if (!rc)
+            rc = dev->launch(dev->ctx, x->dtype, &k, k.groups, st);
+        dev->release(dev->ctx, k.part);
+        return rc;
     }
     case TL_OP_LAYER_NORM:
     case TL_OP_LAYER_NORM_GRAD:

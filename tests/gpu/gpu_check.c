@@ -17,6 +17,8 @@
  *       training step (x, w, b and their gradients), timed.
  *   gpu_check bench-mlp GRAPH [--device D]   one MLP training step (inputs
  *       up, forward, backward, gradients down) timed.
+ *   gpu_check bench GRAPH INPUTS.npz [--device D]   any graph's training
+ *       step (every float input's gradient), its inputs from the .npz.
  *   gpu_check compare GOT.npz WANT.npz   every tensor of WANT in GOT, within
  *       the f32 tolerance of whole graphs (1e-4); exit 1 on a difference.
  *
@@ -589,6 +591,51 @@ static int bench_conv(const char *graph, const char *spec)
     return rc;
 }
 
+/* Any graph's training step on the inputs of an .npz (by the graph's
+ * input names): the gradient of every float input, inputs up and
+ * gradients down in every step, as bench-mlp; tests/gpu/layers.py runs the
+ * same steps in PyTorch. */
+static int bench_graph(const char *graph, const char *npz, const char *spec)
+{
+    tl_status st = {0};
+    tl_graph *g = tl_graph_load(graph, &st);
+    tl_npz *z = g ? tl_npz_open(npz, &st) : NULL;
+    if (!z || g->ninputs > 8) {
+        printf("bench: %s\n", z ? "at most 8 inputs" : st.msg);
+        tl_npz_close(z);
+        tl_graph_free(g);
+        return 1;
+    }
+    tl_tensor *in[8] = {0};
+    bool wrt[8] = {false};
+    int rc = 0;
+    for (int i = 0; i < g->ninputs && !rc; i++) {
+        if (!(in[i] = tl_npz_get(z, g->inputs[i].name, &st))) {
+            printf("bench: %s: %s\n", g->inputs[i].name, st.msg);
+            rc = 1;
+        } else {
+            wrt[i] = in[i]->dtype == TL_F32 || in[i]->dtype == TL_F64;
+        }
+    }
+    tl_npz_close(z);
+    const tl_backend *be = rc ? NULL : open_device(spec);
+    if (!rc && !be)
+        rc = 2;
+    if (!rc) {
+        tl_run_opts o = {.record = true, .backend = be, .wrt = wrt, .strict_device = strcmp(spec, "cpu") != 0};
+        double med, loss;
+        int reps;
+        rc = time_steps("bench", g, in, g->ninputs, &o, &med, &reps, &loss);
+        if (!rc)
+            printf("bench: tl on %s: %.3f ms a step (median of %d; loss %.9g)\n", be->name, med * 1e3, reps, loss);
+        tl_device_close(be);
+    }
+    for (int i = 0; i < 8; i++)
+        tl_tensor_unref(in[i]);
+    tl_graph_free(g);
+    return rc;
+}
+
 /* Every tensor of want.npz is in got.npz and close to it. */
 static int compare(const char *got_path, const char *want_path)
 {
@@ -617,7 +664,7 @@ static int compare(const char *got_path, const char *want_path)
 
 int main(int argc, char **argv)
 {
-    const char *spec = "cuda", *mode = "check", *graph = NULL;
+    const char *spec = "cuda", *mode = "check", *graph = NULL, *npz = NULL;
     char *dirs[16];
     int ndirs = 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -627,15 +674,18 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--fallback"))
             fallback = true;
         else if (!strcmp(argv[i], "bench-ew") || !strcmp(argv[i], "bench-mlp") ||
-                 !strcmp(argv[i], "bench-conv"))
+                 !strcmp(argv[i], "bench-conv") || !strcmp(argv[i], "bench"))
             mode = argv[i];
-        else if ((!strcmp(mode, "bench-mlp") || !strcmp(mode, "bench-conv")) && !graph)
+        else if ((!strcmp(mode, "bench-mlp") || !strcmp(mode, "bench-conv") || !strcmp(mode, "bench")) && !graph)
             graph = argv[i];
+        else if (!strcmp(mode, "bench") && !npz)
+            npz = argv[i];
         else if (argv[i][0] != '-' && ndirs < 16)
             dirs[ndirs++] = argv[i];
         else {
             fprintf(stderr, "usage: gpu_check [--device D] [--fallback] DIR... | bench-ew [--device D] | "
                             "bench-mlp GRAPH [--device D] | bench-conv GRAPH [--device D] | "
+                            "bench GRAPH INPUTS.npz [--device D] | "
                             "compare GOT.npz WANT.npz\n");
             return 2;
         }
@@ -648,5 +698,7 @@ int main(int argc, char **argv)
         return graph ? bench_mlp(graph, spec) : 2;
     if (!strcmp(mode, "bench-conv"))
         return graph ? bench_conv(graph, spec) : 2;
+    if (!strcmp(mode, "bench"))
+        return graph && npz ? bench_graph(graph, npz, spec) : 2;
     return check(spec, ndirs, dirs);
 }
