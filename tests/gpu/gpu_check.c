@@ -591,6 +591,33 @@ static int bench_conv(const char *graph, const char *spec)
     return rc;
 }
 
+/* One more step with every op call timed (each waits for the device):
+ * the ops by phase, as tl --profile prints them (GPU_CHECK_PROFILE set). */
+static int profile_step(tl_graph *g, tl_tensor **in, const tl_run_opts *o)
+{
+    tl_status st = {0};
+    tl_run_opts po = *o;
+    po.profile = true;
+    tl_result *res;
+    tl_tensor *grads[8] = {0};
+    double t0 = now();
+    if (tl_run(g, in, &po, &res, &st) || tl_result_backward(res, grads, &st)) {
+        printf("bench: %s\n", st.msg);
+        return 1;
+    }
+    printf("bench: a profiled step: %.3f ms\n", (now() - t0) * 1e3);
+    const tl_opprof(*p)[2] = tl_result_profile(res);
+    for (int ph = 0; ph < 2; ph++)
+        for (int op = 0; op < TL_OP_COUNT; op++)
+            if (p[op][ph].calls)
+                printf("  %-8s %-26s %4lld calls %9.3f ms\n", ph ? "backward" : "forward", tl_ops[op].name,
+                       (long long)p[op][ph].calls, p[op][ph].ms);
+    for (int i = 0; i < 8; i++)
+        tl_tensor_unref(grads[i]);
+    tl_result_free(res);
+    return 0;
+}
+
 /* Any graph's training step on the inputs of an .npz (by the graph's
  * input names): the gradient of every float input, inputs up and
  * gradients down in every step, as bench-mlp; tests/gpu/layers.py runs the
@@ -628,6 +655,8 @@ static int bench_graph(const char *graph, const char *npz, const char *spec)
         rc = time_steps("bench", g, in, g->ninputs, &o, &med, &reps, &loss);
         if (!rc)
             printf("bench: tl on %s: %.3f ms a step (median of %d; loss %.9g)\n", be->name, med * 1e3, reps, loss);
+        if (!rc && getenv("GPU_CHECK_PROFILE"))
+            rc = profile_step(g, in, &o);
         tl_device_close(be);
     }
     for (int i = 0; i < 8; i++)
