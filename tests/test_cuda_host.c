@@ -759,8 +759,26 @@ Test(cuda_host, norms_of_long_rows_have_the_cpu_bits)
         ps[1] = shape[2];
         same_as_cpu(TL_OP_LAYER_NORM_PARAMS_GRAD, 2, lg, &a, (tl_dtype)dt, 2, ps + 1, "layer_norm_params_grad, axis 2");
         a.axis = 1;
-        tl_tensor *objs[] = {x, g, sc, bi, lsc, lbi};
-        for (int i = 0; i < 6; i++)
+        /* batch norm's weight gradient: each (n, c) row's leaves on threads
+         * of their own, joined in psum.h's tree */
+        tl_tensor *bm = random_tensor((tl_dtype)dt, 1, cs, false), *bv = random_tensor((tl_dtype)dt, 1, cs, false);
+        for (int64_t i = 0; i < bv->numel; i++)
+            tl_tensor_set(bv, i, fabs(tl_tensor_get(bv, i)) + 0.5);
+        const tl_tensor *bn[4] = {x, g, bm, bv};
+        int64_t bs[2] = {2, 6};
+        same_as_cpu(TL_OP_BATCH_NORM_PARAMS_GRAD, 4, bn, &a, (tl_dtype)dt, 2, bs, "batch_norm_params_grad");
+        int64_t wide[4] = {3, 2, 61, 83}; /* 5063 elements a row: a deeper tree */
+        tl_tensor *wx = random_tensor((tl_dtype)dt, 4, wide, false), *wg = random_tensor((tl_dtype)dt, 4, wide, false);
+        const tl_tensor *wbn[4] = {wx, wg, bm, bv};
+        int64_t c2[1] = {2};
+        tl_tensor *bm2 = random_tensor((tl_dtype)dt, 1, c2, false), *bv2 = random_tensor((tl_dtype)dt, 1, c2, false);
+        for (int64_t i = 0; i < bv2->numel; i++)
+            tl_tensor_set(bv2, i, fabs(tl_tensor_get(bv2, i)) + 0.5);
+        wbn[2] = bm2, wbn[3] = bv2;
+        int64_t ws[2] = {2, 2};
+        same_as_cpu(TL_OP_BATCH_NORM_PARAMS_GRAD, 4, wbn, &a, (tl_dtype)dt, 2, ws, "batch_norm_params_grad, 5063 a row");
+        tl_tensor *objs[] = {x, g, sc, bi, lsc, lbi, bm, bv, wx, wg, bm2, bv2};
+        for (int i = 0; i < 12; i++)
             tl_tensor_unref(objs[i]);
     }
 }

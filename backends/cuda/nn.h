@@ -60,7 +60,7 @@ enum {
     CU_NN_NAPPLY,   /* the norms' elements, from the rows' statistics */
     CU_NN_PPART,    /* layer_norm_params_grad: a chunk of rows' partial sums per column */
     CU_NN_PJOIN,    /* and the chunks' partials added in chunk order */
-    CU_NN_BNROWS,   /* batch_norm_params_grad: one thread per (n, c) row's sums */
+    CU_NN_BNROWS,   /* batch_norm_params_grad: one thread per leaf of an (n, c) row's sums */
     CU_NN_BNSUMS,   /* and one per channel adding its rows' */
     CU_NN_COUNT     /* (nn.cu instantiates a kernel for each id below this) */
 };
@@ -247,6 +247,34 @@ CU_DEFINE_CUMSUM(int64_t, uint64_t, i64)
 /* What a norm row's sums add: x, (x - m)^2, h = g scale, h xhat. */
 enum { CU_SUM_X, CU_SUM_SQ, CU_SUM_H, CU_SUM_HX };
 
+/* psum.h's tree over n elements, walked without recursion: the leaves in
+ * order (halves of (n/2) & ~7 while n > 256).  Leaf `want`'s start and
+ * length; returns the number of leaves when want is past them (-1: count). */
+TL_HD static inline int64_t cu_psum_leaf_at(int64_t n, int64_t want, int64_t *lo_out, int64_t *n_out)
+{
+    int64_t lo[64], len[64], count = 0;
+    int sp = 1;
+    lo[0] = 0;
+    len[0] = n;
+    while (sp > 0) {
+        sp--;
+        int64_t l = lo[sp], m = len[sp];
+        if (m > 256) { /* the right half under the left, so the left comes first */
+            int64_t h = (m / 2) & ~(int64_t)7;
+            lo[sp] = l + h, len[sp] = m - h, sp++;
+            lo[sp] = l, len[sp] = h, sp++;
+            continue;
+        }
+        if (count == want) {
+            *lo_out = l;
+            *n_out = m;
+            return count;
+        }
+        count++;
+    }
+    return count;
+}
+
 /* The per-element kernels and the sums of psum.h, walked without
  * recursion (a stack of halves): the CPU's tree and leaves exactly. */
 #define CU_DEFINE_NORM(T, SUF)                                                     \
@@ -309,6 +337,37 @@ enum { CU_SUM_X, CU_SUM_SQ, CU_SUM_H, CU_SUM_HX };
         }                                                                          \
         return ret;                                                                \
     }                                                                              \
+    /* the same tree's sum, its leaves' sums given (v[0], v[stride], ...) */     \
+    TL_HD static inline T cu_psum_join_##SUF(int64_t len, const T *v, int64_t stride) \
+    {                                                                              \
+        int64_t n[64], leaf = 0;                                                   \
+        T a[64], ret = 0;                                                          \
+        int stage[64], sp = 1;                                                     \
+        bool have = false;                                                         \
+        n[0] = len;                                                                \
+        stage[0] = 0;                                                              \
+        while (sp > 0) {                                                           \
+            int f = sp - 1;                                                        \
+            int64_t h = (n[f] / 2) & ~(int64_t)7;                                  \
+            if (have && stage[f] == 1) {                                           \
+                a[f] = ret;                                                        \
+                stage[f] = 2;                                                      \
+                have = false;                                                      \
+                n[sp] = n[f] - h, stage[sp++] = 0;                                 \
+            } else if (have) {                                                     \
+                ret = a[f] + ret;                                                  \
+                sp--;                                                              \
+            } else if (n[f] <= 256) {                                              \
+                ret = v[stride * leaf++];                                          \
+                have = true;                                                       \
+                sp--;                                                              \
+            } else {                                                               \
+                stage[f] = 1;                                                      \
+                n[sp] = h, stage[sp++] = 0;                                        \
+            }                                                                      \
+        }                                                                          \
+        return ret;                                                                \
+    }                                                                              \
     /* row's mean and r = sqrt(var + eps), and for the gradient the means of   \
      * h and h xhat */                                                             \
     TL_HD static inline void cu_norm_stats_##SUF(const cu_nnk *k, int64_t row)     \
@@ -326,25 +385,29 @@ enum { CU_SUM_X, CU_SUM_SQ, CU_SUM_H, CU_SUM_HX };
     }                                                                              \
     /* batch_norm_params_grad of channel c: its planes' sums of g xhat and g,  \
      * in plane order (rows are the [N*C] planes of len) */                        \
-    /* batch_norm_params_grad, step 1: row (n, c)'s two sums (psum.h's  \
-     * order), into part [rows][2] */                                      \
-    TL_HD static inline void cu_bn_rows_##SUF(const cu_nnk *k, int64_t row)       \
+    /* batch_norm_params_grad, step 1: leaf i of row (n, c)'s two sums      \
+     * (psum.h's tree, k->items leaves a row), e = row * items + i, into       \
+     * part [rows][items][2] */                                                \
+    TL_HD static inline void cu_bn_rows_##SUF(const cu_nnk *k, int64_t e)         \
     {                                                                              \
-        int64_t c = row % k->groups;                                               \
+        int64_t row = e / k->items, c = row % k->groups, lo = 0, n = 0;            \
+        cu_psum_leaf_at(k->len, e % k->items, &lo, &n);                            \
         T m = ((const T *)k->mean)[c], r = sqrt(((const T *)k->var)[c] + (T)k->eps); \
         T *p = (T *)k->part;                                                       \
-        p[2 * row] = cu_norm_sum_##SUF(k, CU_SUM_HX, row, m, r);                   \
-        p[2 * row + 1] = cu_norm_sum_##SUF(k, CU_SUM_H, row, m, r);                \
+        p[2 * e] = cu_norm_leaf_##SUF(k, CU_SUM_HX, row, lo, n, m, r);             \
+        p[2 * e + 1] = cu_norm_leaf_##SUF(k, CU_SUM_H, row, lo, n, m, r);          \
     }                                                                              \
-    /* step 2: channel c's rows added in batch order, as the CPU adds them */    \
+    /* step 2: channel c's rows, each its leaves joined in the tree, added in  \
+     * batch order: the CPU's sums exactly */                                     \
     TL_HD static inline void cu_bn_sums_##SUF(const cu_nnk *k, int64_t c)          \
     {                                                                              \
-        int64_t C = k->groups;                                                     \
+        int64_t C = k->groups, L = k->items;                                       \
         const T *p = (const T *)k->part;                                           \
         T s0 = 0, s1 = 0;                                                          \
         for (int64_t n = 0; n < k->rows / C; n++) {                                \
-            s0 += p[2 * (n * C + c)];                                              \
-            s1 += p[2 * (n * C + c) + 1];                                          \
+            const T *q = p + 2 * L * (n * C + c);                                  \
+            s0 += cu_psum_join_##SUF(k->len, q, 2);                                \
+            s1 += cu_psum_join_##SUF(k->len, q + 1, 2);                            \
         }                                                                          \
         ((T *)k->y)[c] = s0;                                                       \
         ((T *)k->y)[C + c] = s1;                                                   \
@@ -1473,7 +1536,7 @@ static inline tl_code cu_norm_run(const cu_nn_dev *dev, tl_opcode op, int n, con
         k.per = S, k.groups = x->shape[1];
         k.op = CU_NN_NAPPLY;
         return dev->launch(dev->ctx, x->dtype, &k, out->numel, st);
-    case TL_OP_BATCH_NORM_PARAMS_GRAD: /* x, g, mean, var: a thread per row, then per channel */
+    case TL_OP_BATCH_NORM_PARAMS_GRAD: /* x, g, mean, var: a thread per leaf, then per channel */
     case TL_OP_BATCH_NORM_GRAD: {      /* x, g, scale, mean, var, those sums: per element */
         bool grad = op == TL_OP_BATCH_NORM_GRAD;
         k.g2 = in[1]->data, k.mean = in[grad ? 3 : 2]->data, k.var = in[grad ? 4 : 3]->data;
@@ -1485,10 +1548,12 @@ static inline tl_code cu_norm_run(const cu_nn_dev *dev, tl_opcode op, int n, con
         }
         if (k.rows == 0 || k.len == 0) /* sums of nothing */
             return dev->zero(dev->ctx, out->data, tl_tensor_bytes(out), st);
-        if (!(k.part = dev->alloc(dev->ctx, 2 * tl_dtype_size(x->dtype) * (size_t)k.rows, st)))
+        int64_t lo, len;
+        k.items = cu_psum_leaf_at(k.len, -1, &lo, &len); /* leaves a row */
+        if (!(k.part = dev->alloc(dev->ctx, 2 * tl_dtype_size(x->dtype) * (size_t)(k.rows * k.items), st)))
             return st->code;
         k.op = CU_NN_BNROWS;
-        tl_code rc = dev->launch(dev->ctx, x->dtype, &k, k.rows, st);
+        tl_code rc = dev->launch(dev->ctx, x->dtype, &k, k.rows * k.items, st);
         k.op = CU_NN_BNSUMS;
         if (!rc)
             rc = dev->launch(dev->ctx, x->dtype, &k, k.groups, st);
