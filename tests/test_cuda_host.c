@@ -262,6 +262,20 @@ Test(cuda_host, sums_agree_with_the_cpu_in_their_own_order)
     tl_tensor *objs[] = {x, tw, cpu, tw2, cpu2};
     for (int i = 0; i < 5; i++)
         tl_tensor_unref(objs[i]);
+    /* reduced elements in runs (batch norm's statistics: all axes but the
+     * channels): groups of threads, every element once */
+    int64_t runs[][3] = {{5, 3, 700}, {2, 4, 40}, {3, 2, 31}};
+    int64_t both[2] = {0, 2};
+    for (int s = 0; s < 3; s++) {
+        tl_tensor *y = random_tensor(TL_F64, 3, runs[s], false), *a, *b;
+        reduce_both(TL_OP_SUM, y, 2, both, &a, &b);
+        for (int64_t i = 0; i < a->numel; i++)
+            cr_expect_eq(tl_tensor_get(a, i), tl_tensor_get(b, i), "runs of %lld: small integers sum exactly",
+                         (long long)runs[s][2]);
+        tl_tensor_unref(y);
+        tl_tensor_unref(a);
+        tl_tensor_unref(b);
+    }
 }
 
 /* take_grad and gather_grad with repeated and negative indices: the CPU's

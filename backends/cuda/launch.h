@@ -46,9 +46,9 @@ static inline int64_t cu_map_threads(int64_t total, int64_t bytes_per_thread)
  * t = 0).  With several chunks, their results (in chunk order) are reduced
  * again the same way, as a contiguous reduction of nchunks elements.
  * Contiguous reductions (the reduced elements of an output adjacent in
- * memory) give each output a group of threads reading side by side;
- * strided ones give each output one thread, so that neighbouring threads
- * read neighbouring outputs. */
+ * memory, or in runs of 32 and more) give each output a group of threads
+ * reading side by side; strided ones give each output one thread, so that
+ * neighbouring threads read neighbouring outputs. */
 #define CU_RED_CHUNK 32768    /* elements per chunk, groups of 32 or 256 */
 #define CU_RED_CHUNK_SEQ 1024 /* elements per chunk, one thread per output */
 

@@ -200,7 +200,12 @@ static inline void cu_red_plan(cu_red *p, int mode, int ndim, const int64_t *sha
     }
     cu_plan_strided(&p->keep, nk, kshape, 1, (const int64_t(*)[TL_MAXDIM])ks);
     cu_plan_strided(&p->red, nr, rshape, 1, (const int64_t(*)[TL_MAXDIM])rs);
-    bool contiguous = p->red.ndim == 1 && p->red.stride[0][0] == 1;
+    /* side by side: the reduced elements adjacent, or in runs of at least
+     * 32 (batch norm's statistics, over [N, C, H, W] but C: runs of H W),
+     * which a group of threads reads a run at a time */
+    int last = p->red.ndim - 1;
+    bool contiguous = p->red.ndim >= 1 && p->red.stride[0][last] == 1 &&
+                      (p->red.ndim == 1 || p->red.shape[last] >= 32);
     p->sh = cu_red_shape(p->r, contiguous);
 }
 
