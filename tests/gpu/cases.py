@@ -144,8 +144,10 @@ def main(argv):
                 passed += 1
             else:
                 failures.append((where, why))
-    for where, why in failures:
-        print("FAIL %s: %s" % (where, why))
+                print("FAIL %s: %s" % (where, why), flush=True)
+            done = passed + len(failures)
+            if done % 50 == 0: # a stopped run still says how far it got
+                print("cases: %d of %d run, %d failed so far" % (done, len(cases), len(failures)), flush=True)
     if fallbacks:
         print("ops that ran on the CPU (no CUDA kernel), calls over all cases:")
         for (op, dt, why), n in sorted(fallbacks.items(), key=lambda kv: -kv[1]):
