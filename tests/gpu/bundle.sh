@@ -3,7 +3,8 @@
 # built: tl and gpu_check linked to find their libraries beside them
 # ($ORIGIN), the CUDA plugin, the non-CUDA shared libraries they need (not
 # the C library's, nor CUDA's: the GPU machine has its driver and toolkit),
-# the fixtures, the benchmark graph and run.sh; and OUT.tar.gz, the same
+# the fixtures, the benchmark graph, run.sh, the end-to-end cases with what
+# they read (repo/); and OUT.tar.gz, the same
 # folder packed to travel (OpenBLAS alone is 35 MiB unpacked).  Fails when
 # the archive would reach 32 MiB.
 set -euo pipefail
@@ -19,7 +20,13 @@ strip --strip-debug "$OUT/tl" "$OUT/gpu_check" "$OUT/tl-cuda.so"
 cp -r tests/fixtures/ops tests/fixtures/flow "$OUT/fixtures/"
 if [ -d tests/fixtures/nn ]; then cp -r tests/fixtures/nn "$OUT/fixtures/"; fi
 cp examples/mlp.json examples/mlp_inputs.npz "$OUT/examples/"
-cp tests/gpu/run.sh tests/gpu/mlp.json tests/gpu/mlp_torch.py tests/gpu/conv.json tests/gpu/conv_torch.py "$OUT/"
+cp tests/gpu/run.sh tests/gpu/mlp.json tests/gpu/mlp_torch.py tests/gpu/conv.json tests/gpu/conv_torch.py \
+  tests/gpu/cases.py "$OUT/"
+# the end-to-end cases (run.sh step 8) and what they read, at their paths
+mkdir -p "$OUT/repo/tests/fixtures"
+cp -r tests/cli "$OUT/repo/tests/"
+cp -r tests/fixtures/onnx tests/fixtures/hvp "$OUT/repo/tests/fixtures/"
+cp -r examples "$OUT/repo/"
 chmod +x "$OUT/run.sh"
 
 # the libraries: whatever ldd resolves, but the C runtime and CUDA; and
@@ -62,7 +69,8 @@ references, runs the benchmarks, and ends with "gpu: N passed, M failed".
 Contents: tl, tl-cuda.so (the CUDA plugin), gpu_check (the checker),
 the libraries they need beside them, fixtures/, examples/, mlp.json and
 mlp_torch.py (the MLP benchmark), conv.json and conv_torch.py (the
-convolution benchmark), run.sh.
+convolution benchmark), cases.py and repo/ (the end-to-end cases and the
+files they read), run.sh.
 README
 tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
 size=$(du -sk "$OUT" | awk '{print $1}')

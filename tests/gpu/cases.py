@@ -2,7 +2,7 @@
 """The end-to-end cases of tests/cli on the GPU (run from the repository
 root, after run.sh, on a machine with a usable GPU):
 
-    python3 tests/gpu/cases.py TL CASEFILE...
+    python3 tests/gpu/cases.py [--require-device] TL CASEFILE...
 
 TL is the bundle's tl (TL_CUDA_PLUGIN naming its plugin).  From each case
 file (the format of tests/cli/cases.txt) it takes the cases that run the
@@ -15,6 +15,9 @@ tl command line (run, grad, jvp, hvp) and expect exit 0:
 Ops without a CUDA kernel run on the CPU (the per-op fallback) and are
 counted by op and dtype from -v's report.  Prints the failures, the
 fallbacks and last `cases: N passed, M failed`; exit 1 when any failed.
+--require-device: no op call on the device at all is a failure too (a GPU
+that tl could not use runs every case on the CPU, silently but for a
+warning).
 Standard library only: the GPU machine has python3, not this project's
 packages."""
 import collections
@@ -112,11 +115,18 @@ def last_error(stderr):
 
 
 def main(argv):
+    require = "--require-device" in argv
+    argv = [a for a in argv if a != "--require-device"]
     if len(argv) < 3:
         print(__doc__.strip().split("\n\n")[1])
         return 2
     tl = os.path.abspath(argv[1])
-    checker = os.path.join(os.path.dirname(tl), "gpu_check")
+    checker = os.path.join(os.path.dirname(tl), "gpu_check")  # the bundle's, beside its tl
+    if not os.path.exists(checker):
+        checker = os.path.abspath("build/gpu/gpu_check")  # a checkout's (make build/gpu/gpu_check)
+    if not os.path.exists(checker):
+        print("cases: no gpu_check beside %s nor in build/gpu" % tl)
+        return 2
     cases = []
     for path in argv[2:]:
         cases += pick(path)
@@ -153,6 +163,9 @@ def main(argv):
         for (op, dt, why), n in sorted(fallbacks.items(), key=lambda kv: -kv[1]):
             print("  %-20s %-5s %6d  %s" % (op, dt, n, why))
     print("op calls over all cases: %d on the device, %d on the CPU" % tuple(calls))
+    if require and cases and calls[0] == 0:
+        failures.append(("all", "no op ran on the device"))
+        print("FAIL: no op of any case ran on the device")
     print("cases: %d passed, %d failed" % (passed, len(failures)))
     return 1 if failures else 0
 

@@ -20,8 +20,11 @@
 #   6. benchmark: an MLP training step on tl, and in PyTorch on the same
 #      GPU when python3 can import torch with CUDA (else a note)
 #   7. benchmark: a 3x3 convolution layer's training step, likewise
-# The last line is always `gpu: N passed, M failed` (the fixtures of step
-# 3 and steps 4 to 6); the exit status is 0 when nothing failed.  On a
+#   8. the end-to-end cases of tests/cli that check numbers (ONNX models,
+#      jvp and hvp among them) with -d cuda, and those that only print
+#      against the CPU's output (cases.py; needs python3)
+# The last line is always `gpu: N passed, M failed` (the fixtures of steps
+# 3 and 3b, steps 4 to 7, and step 8 as one); the exit status is 0 when nothing failed.  On a
 # machine without a usable GPU, steps 1 and 2 run, the GPU steps say why
 # they cannot, and everything they would have checked counts as failed.
 set -u
@@ -154,6 +157,21 @@ if [ "$gpu" = yes ] && command -v python3 >/dev/null 2>&1 &&
   t_torch=$(sed -n 's/^bench-conv: torch .*: \([0-9.]*\) ms a step.*/\1/p' "$tmp/bench-conv-torch.log" 2>/dev/null)
   if [ -n "$t_tl" ] && [ -n "$t_torch" ]; then
     awk -v a="$t_tl" -v b="$t_torch" 'BEGIN { printf "bench-conv: tl %.2f ms, PyTorch %.2f ms a step: tl takes %.2fx PyTorch'"'"'s time\n", a, b, a / b }'
+  fi
+fi
+
+# ---- 8. the end-to-end cases on the GPU ----
+if [ -d repo/tests/cli ] && [ -f cases.py ]; then
+  if [ "$gpu" = yes ] && command -v python3 >/dev/null 2>&1; then
+    step cases-gpu 300 bash -c 'cd repo && python3 ../cases.py --require-device ../tl tests/cli/*.txt'
+    summary=$(grep -E '^cases: [0-9]+ passed, [0-9]+ failed' "$tmp/cases-gpu.log" | tail -1)
+    if [ -n "$summary" ] && [ "$(echo "$summary" | awk '{print $4}')" -eq 0 ]; then count 1 0; else count 0 1; fi
+  else
+    echo
+    echo "== cases-gpu"
+    if [ "$gpu" = yes ]; then why="python3 not found"; else why="no usable GPU"; fi
+    echo "cases-gpu: not run ($why)"
+    count 0 1
   fi
 fi
 
