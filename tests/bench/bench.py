@@ -608,18 +608,23 @@ def resnet_threads(tl, tmp, g, reps, tl_env):
     """The ResNet block with one thread and with all: the speed-up (target 1.8x on two) and the same bits,
     every output and gradient compared byte for byte; runs alternate between the two."""
     n = str(os.cpu_count())
-    walls, outs = {"1": [], n: []}, {}
+    walls, comps, outs = {"1": [], n: []}, {"1": [], n: []}, {}
     for r in range(reps):
         for th in (["1", n] if r % 2 == 0 else [n, "1"]):
             outs[th] = "%s/t%s.npz" % (tmp, th)
-            cmd = tl_cmd(tl, "grad", g("resnet_block.json"), "-i", tmp + "/resnet.npz", "-o", outs[th])
-            walls[th].append(run_measured(cmd, dict(tl_env, TL_NUM_THREADS=th))[0])
+            cmd = tl_cmd(tl, "grad", g("resnet_block.json"), "-i", tmp + "/resnet.npz", "-o", outs[th], "-v")
+            run = run_measured(cmd, dict(tl_env, TL_NUM_THREADS=th))
+            walls[th].append(run[0])
+            comps[th].append(tl_compute_ms(run[3]))
     a, b = np.load(outs["1"]), np.load(outs[n])
     same = a.files == b.files and all(a[k].dtype == b[k].dtype and a[k].tobytes() == b[k].tobytes() for k in a.files)
     w1, wn = median(walls["1"]), median(walls[n])
+    c1, cn = median(comps["1"]), median(comps[n])
     print("%-38s %10.1f ms on 1 thread, %.1f on %s: x%.2f (target >= %.1fx); %s" % (
         "ResNet block, TL_NUM_THREADS 1 vs " + n, w1 * 1e3, wn * 1e3, n, w1 / wn, 1.8,
         "the same bits (%d tensors)" % len(a.files) if same else "DIFFERENT BITS"))
+    print("%-38s its run and backward pass alone (-v): %.1f ms on 1 thread, %.1f on %s: x%.2f" % (
+        "", c1, cn, n, c1 / cn))
 
 
 # ResNet-18 of torchvision (random weights from seed 0, eval mode), exported by torch.onnx.export (opset 17,
