@@ -383,11 +383,10 @@ TL_HD static inline int64_t cu_psum_leaf_at(int64_t n, int64_t want, int64_t *lo
             out[3] = cu_norm_sum_##SUF(k, CU_SUM_HX, row, m, r) / n;               \
         }                                                                          \
     }                                                                              \
-    /* batch_norm_params_grad of channel c: its planes' sums of g xhat and g,  \
-     * in plane order (rows are the [N*C] planes of len) */                        \
-    /* batch_norm_params_grad, step 1: leaf i of row (n, c)'s two sums      \
-     * (psum.h's tree, k->items leaves a row), e = row * items + i, into       \
-     * part [rows][items][2] */                                                \
+    /* batch_norm_params_grad: channel c's sums of g xhat and g over its   \
+     * planes (rows are the [N*C] planes of len).  Step 1: leaf i of row      \
+     * (n, c)'s two sums (psum.h's tree, k->items leaves a row), e = row *    \
+     * items + i, into part [rows][items][2] */                               \
     TL_HD static inline void cu_bn_rows_##SUF(const cu_nnk *k, int64_t e)         \
     {                                                                              \
         int64_t row = e / k->items, c = row % k->groups, lo = 0, n = 0;            \

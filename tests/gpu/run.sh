@@ -24,9 +24,10 @@
 #      jvp and hvp among them) with -d cuda, and those that only print
 #      against the CPU's output (cases.py; needs python3)
 # The last line is always `gpu: N passed, M failed` (the fixtures of steps
-# 3 and 3b, steps 4 to 7, and step 8 as one); the exit status is 0 when nothing failed.  On a
-# machine without a usable GPU, steps 1 and 2 run, the GPU steps say why
-# they cannot, and everything they would have checked counts as failed.
+# 3 and 3b, steps 4 to 7, and step 8 as one); the exit status is 0 when
+# nothing failed.  On a machine without a usable GPU, steps 1 and 2 run,
+# the GPU steps say why they cannot, and everything they would have
+# checked counts as failed.
 set -u
 cd "$(dirname "$0")" || exit 2
 HERE=$(pwd)
