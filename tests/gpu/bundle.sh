@@ -4,22 +4,21 @@
 # ($ORIGIN), the CUDA plugin, the non-CUDA shared libraries they need (not
 # the C library's, nor CUDA's: the GPU machine has its driver and toolkit),
 # the fixtures, the benchmark graph, run.sh, the end-to-end cases with what
-# they read (repo/); and OUT.tar.gz, the same
-# folder packed to travel (OpenBLAS alone is 35 MiB unpacked).  Fails when
-# the archive would reach 32 MiB.
+# they read (repo/); and OUT.tar.gz, the same folder packed to travel
+# (OpenBLAS alone is 35 MiB unpacked).  Fails when the archive would reach
+# 32 MiB.
 set -euo pipefail
 OUT=$1 TL=$2 CHECK=$3 PLUGIN=$4
 rm -rf "$OUT"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-mkdir -p "$OUT/fixtures" "$OUT/examples"
+mkdir -p "$OUT/fixtures"
 cp "$TL" "$OUT/tl"
 cp "$CHECK" "$OUT/gpu_check"
 cp "$PLUGIN" "$OUT/tl-cuda.so"
 strip --strip-debug "$OUT/tl" "$OUT/gpu_check" "$OUT/tl-cuda.so"
 cp -r tests/fixtures/ops tests/fixtures/flow "$OUT/fixtures/"
 if [ -d tests/fixtures/nn ]; then cp -r tests/fixtures/nn "$OUT/fixtures/"; fi
-cp examples/mlp.json examples/mlp_inputs.npz "$OUT/examples/"
 cp tests/gpu/run.sh tests/gpu/mlp.json tests/gpu/mlp_torch.py tests/gpu/conv.json tests/gpu/conv_torch.py \
   tests/gpu/cases.py "$OUT/"
 # the end-to-end cases (run.sh step 8) and what they read, at their paths
@@ -27,6 +26,7 @@ mkdir -p "$OUT/repo/tests/fixtures"
 cp -r tests/cli "$OUT/repo/tests/"
 cp -r tests/fixtures/onnx tests/fixtures/hvp "$OUT/repo/tests/fixtures/"
 cp -r examples "$OUT/repo/"
+ln -s repo/examples "$OUT/examples" # run.sh's smoke test reads the MLP example
 chmod +x "$OUT/run.sh"
 
 # the libraries: whatever ldd resolves, but the C runtime and CUDA; and
