@@ -83,27 +83,31 @@ CALLS = re.compile(r"^tl: (\d+) op calls on the device, (\d+) on the CPU")
 
 
 def run_case(tl, checker, case, tmp):
+    """(where, passed, why, the GPU run's stderr) of one case"""
     where, kind, cmd = case
     env = dict(os.environ, TL=tl)
     body = '"$TL"' + cmd[2:]
     tag = re.sub(r"[^A-Za-z0-9]", "_", where)
-    if kind == "expect":
-        p = subprocess.run(["bash", "-c", body + " -d cuda -v"], env=env, capture_output=True,
-                           text=True, timeout=120)
-        ok = p.returncode == 0
-        why = "" if ok else "exit %d: %s" % (p.returncode, last_error(p.stderr))
-        return where, ok, why, p.stderr
-    cpu = os.path.join(tmp, tag + "_cpu.npz")
-    gpu = os.path.join(tmp, tag + "_gpu.npz")
-    p = subprocess.run(["bash", "-c", body + " -o " + shlex.quote(cpu)], env=env,
-                       capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        return where, False, "on the CPU: exit %d: %s" % (p.returncode, last_error(p.stderr)), ""
-    q = subprocess.run(["bash", "-c", body + " -d cuda -v -o " + shlex.quote(gpu)], env=env,
-                       capture_output=True, text=True, timeout=120)
-    if q.returncode != 0:
-        return where, False, "exit %d: %s" % (q.returncode, last_error(q.stderr)), q.stderr
-    c = subprocess.run([checker, "compare", gpu, cpu], capture_output=True, text=True, timeout=60)
+
+    def sh(line):
+        return subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=120)
+
+    try:
+        if kind == "expect":
+            p = sh(body + " -d cuda -v")
+            ok = p.returncode == 0
+            return where, ok, "" if ok else "exit %d: %s" % (p.returncode, last_error(p.stderr)), p.stderr
+        cpu = os.path.join(tmp, tag + "_cpu.npz")
+        gpu = os.path.join(tmp, tag + "_gpu.npz")
+        p = sh(body + " -o " + shlex.quote(cpu))
+        if p.returncode != 0:
+            return where, False, "on the CPU: exit %d: %s" % (p.returncode, last_error(p.stderr)), ""
+        q = sh(body + " -d cuda -v -o " + shlex.quote(gpu))
+        if q.returncode != 0:
+            return where, False, "exit %d: %s" % (q.returncode, last_error(q.stderr)), q.stderr
+        c = subprocess.run([checker, "compare", gpu, cpu], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as e:
+        return where, False, "timed out after %g s" % e.timeout, ""
     ok = c.returncode == 0
     return where, ok, "" if ok else "GPU and CPU differ: " + c.stdout.strip().replace("\n", "; "), q.stderr
 
@@ -138,10 +142,7 @@ def main(argv):
             concurrent.futures.ThreadPoolExecutor(max_workers=min(12, os.cpu_count() or 2)) as pool:
         jobs = [pool.submit(run_case, tl, checker, c, tmp) for c in cases]
         for j in jobs:
-            try:
-                where, ok, why, stderr = j.result()
-            except subprocess.TimeoutExpired as e:
-                where, ok, why, stderr = "?", False, "timed out: %s" % e.cmd, ""
+            where, ok, why, stderr = j.result()
             for line in stderr.split("\n"):
                 m = FALLBACK.match(line)
                 if m:
