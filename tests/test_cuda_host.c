@@ -746,6 +746,15 @@ Test(cuda_host, lines_and_draws_have_the_cpu_bits)
 }
 
 /* Long rows: the norms' sums through psum.h's whole tree, the CPU's bits. */
+/* n variances: random magnitudes, at least 0.5 */
+static tl_tensor *variances(tl_dtype dt, int64_t n)
+{
+    tl_tensor *v = random_tensor(dt, 1, &n, false);
+    for (int64_t i = 0; i < n; i++)
+        tl_tensor_set(v, i, fabs(tl_tensor_get(v, i)) + 0.5);
+    return v;
+}
+
 Test(cuda_host, norms_of_long_rows_have_the_cpu_bits)
 {
     for (int dt = 0; dt < 2; dt++) {
@@ -775,20 +784,14 @@ Test(cuda_host, norms_of_long_rows_have_the_cpu_bits)
         a.axis = 1;
         /* batch norm's weight gradient: each (n, c) row's leaves on threads
          * of their own, joined in psum.h's tree */
-        tl_tensor *bm = random_tensor((tl_dtype)dt, 1, cs, false), *bv = random_tensor((tl_dtype)dt, 1, cs, false);
-        for (int64_t i = 0; i < bv->numel; i++)
-            tl_tensor_set(bv, i, fabs(tl_tensor_get(bv, i)) + 0.5);
+        tl_tensor *bm = random_tensor((tl_dtype)dt, 1, cs, false), *bv = variances((tl_dtype)dt, 6);
         const tl_tensor *bn[4] = {x, g, bm, bv};
         int64_t bs[2] = {2, 6};
         same_as_cpu(TL_OP_BATCH_NORM_PARAMS_GRAD, 4, bn, &a, (tl_dtype)dt, 2, bs, "batch_norm_params_grad");
-        int64_t wide[4] = {3, 2, 61, 83}; /* 5063 elements a row: a deeper tree */
+        int64_t wide[4] = {3, 2, 61, 83}, c2[1] = {2}; /* 5063 elements a row: a deeper tree */
         tl_tensor *wx = random_tensor((tl_dtype)dt, 4, wide, false), *wg = random_tensor((tl_dtype)dt, 4, wide, false);
-        const tl_tensor *wbn[4] = {wx, wg, bm, bv};
-        int64_t c2[1] = {2};
-        tl_tensor *bm2 = random_tensor((tl_dtype)dt, 1, c2, false), *bv2 = random_tensor((tl_dtype)dt, 1, c2, false);
-        for (int64_t i = 0; i < bv2->numel; i++)
-            tl_tensor_set(bv2, i, fabs(tl_tensor_get(bv2, i)) + 0.5);
-        wbn[2] = bm2, wbn[3] = bv2;
+        tl_tensor *bm2 = random_tensor((tl_dtype)dt, 1, c2, false), *bv2 = variances((tl_dtype)dt, 2);
+        const tl_tensor *wbn[4] = {wx, wg, bm2, bv2};
         int64_t ws[2] = {2, 2};
         same_as_cpu(TL_OP_BATCH_NORM_PARAMS_GRAD, 4, wbn, &a, (tl_dtype)dt, 2, ws, "batch_norm_params_grad, 5063 a row");
         tl_tensor *objs[] = {x, g, sc, bi, lsc, lbi, bm, bv, wx, wg, bm2, bv2};
