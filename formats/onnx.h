@@ -16,6 +16,8 @@ typedef struct tl_onnx_file {
     Onnx__ModelProto *model; /* model->graph is never NULL */
     char *dir;               /* the model's folder ("" for the current one) */
     bool allow_outside;      /* external data may lie outside dir */
+    struct tl_onnx_pre *pre; /* weights read straight into their tensors, for tl_onnx_tensor to take */
+    size_t npre;
 } tl_onnx_file;
 
 /* Reads and unpacks a model.  A file that is not a well-formed ModelProto
