@@ -932,8 +932,8 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
  * file's pages in the page cache are new memory too, and where a VM's
  * host takes back the pages a guest has left free (free page reporting),
  * new memory is dear: on the Zen 5 VM, 32 MiB written into fresh page
- * cache took 60-90 ms and written into pages just handed back 14-22 ms;
- * `tl grad` of the max-pool benchmark (32 MiB of results) went from a
+ * cache took 60-100 ms and written into pages just handed back 14-22 ms;
+ * `tl grad` of the max-pool benchmark (a 25.7 MB gradient) went from a
  * median of 119 to 88 ms run cold, ResNet-18's from 373 to 314 ms (its
  * writing from 68 to 25 ms), with no change run warm.  Nothing that is
  * written is touched: the bits are the same. */

@@ -277,8 +277,8 @@ static tl_tensor *tensor_for_raw(const Onnx__TensorProto *t, size_t len)
     return tl_tensor_new(dt, (int)t->n_dims, t->dims, &st);
 }
 
-/* The tensors no one took back to their messages' hands (raw_data pointing
- * into them no more) and let go. */
+/* The pre-read tensors tl_onnx_tensor never took, let go, their messages'
+ * raw_data no longer pointing into them. */
 static void pre_release(struct tl_onnx_pre *pre, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
