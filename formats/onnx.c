@@ -277,6 +277,13 @@ static tl_tensor *tensor_for_raw(const Onnx__TensorProto *t, size_t len)
     return tl_tensor_new(dt, (int)t->n_dims, t->dims, &st);
 }
 
+/* pre-read tensors in the order of their messages' addresses, for bsearch */
+static int pre_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const struct tl_onnx_pre *)a)->t, y = (uintptr_t)((const struct tl_onnx_pre *)b)->t;
+    return x < y ? -1 : x > y;
+}
+
 /* The pre-read tensors tl_onnx_tensor never took, let go, their messages'
  * raw_data no longer pointing into them. */
 static void pre_release(struct tl_onnx_pre *pre, size_t n)
@@ -349,6 +356,8 @@ static Onnx__ModelProto *unpack_model(const unsigned char *data, size_t len, int
         m = onnx__model_proto__unpack(&pb_allocator, len, data);
     if (!m)
         return tl_fail(st, TL_EINPUT, "not an ONNX model (the protobuf is malformed or truncated)"), NULL;
+    if (npre > 1)
+        qsort(pre, npre, sizeof *pre, pre_cmp);
     *pre_out = pre;
     *npre_out = npre;
     return m;
@@ -602,15 +611,17 @@ tl_tensor *tl_onnx_tensor(const tl_onnx_file *f, Onnx__TensorProto *t, tl_status
         return tl_fail(st, TL_EINPUT, "tensor \"%.200s\": %zu values, where its dims hold %lld", name, ntyped,
                        (long long)numel), NULL;
     bool same = raw_size(type) == tl_dtype_size(dt) && type != TL_ONNX_UINT32; /* raw bytes are the values */
-    for (size_t i = 0; !external && t->has_raw_data && same && i < f->npre; i++)
-        if (f->pre[i].t == t && f->pre[i].x && f->pre[i].x->data == t->raw_data.data) {
-            tl_tensor *x = f->pre[i].x; /* read into it already: taken over */
-            f->pre[i].x = NULL;
-            t->raw_data.data = NULL;
-            t->raw_data.len = 0;
-            t->has_raw_data = 0;
-            return x;
-        }
+    struct tl_onnx_pre key = {t, NULL}, *p = !external && t->has_raw_data && same && f->npre
+                                                   ? bsearch(&key, f->pre, f->npre, sizeof key, pre_cmp)
+                                                   : NULL;
+    if (p && p->x && p->x->data == t->raw_data.data) {
+        tl_tensor *x = p->x; /* read into it already: taken over */
+        p->x = NULL;
+        t->raw_data.data = NULL;
+        t->raw_data.len = 0;
+        t->has_raw_data = 0;
+        return x;
+    }
     if (!external && t->has_raw_data && same && want >= BIG_FIELD) {
         /* its own block of the raw data (pb_alloc): taken over, not copied */
         tl_tensor *x = tl_tensor_adopt_huge(dt, (int)t->n_dims, t->dims, t->raw_data.data, st);
