@@ -263,13 +263,25 @@ struct tl_onnx_pre {
 static bool elem_dtype(int t, tl_dtype *dt);
 static size_t raw_size(int t);
 
+/* Whether ONNX type t's raw little-endian bytes are tl's values of dt as
+ * they are (no widening, no unsigned conversion). */
+static bool raw_is_values(int t, tl_dtype dt) { return raw_size(t) == tl_dtype_size(dt) && t != TL_ONNX_UINT32; }
+
+/* The message's raw data gone: taken over by a tensor, or freed. */
+static void drop_raw(Onnx__TensorProto *t)
+{
+    t->raw_data.data = NULL;
+    t->raw_data.len = 0;
+    t->has_raw_data = 0;
+}
+
 static tl_tensor *tensor_for_raw(const Onnx__TensorProto *t, size_t len)
 {
     int type = t->has_data_type ? t->data_type : 0;
     tl_dtype dt;
     int64_t numel;
     tl_status st = {0};
-    if (!elem_dtype(type, &dt) || raw_size(type) != tl_dtype_size(dt) || type == TL_ONNX_UINT32 ||
+    if (!elem_dtype(type, &dt) || !raw_is_values(type, dt) ||
         (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
         t->n_dims > TL_MAXDIM || tl_shape_numel((int)t->n_dims, t->dims, &numel, &st) ||
         (size_t)numel * raw_size(type) != len)
@@ -290,11 +302,8 @@ static void pre_release(struct tl_onnx_pre *pre, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         Onnx__TensorProto *t = pre[i].t;
-        if (pre[i].x && t->raw_data.data == pre[i].x->data) {
-            t->raw_data.data = NULL;
-            t->raw_data.len = 0;
-            t->has_raw_data = 0;
-        }
+        if (pre[i].x && t->raw_data.data == pre[i].x->data)
+            drop_raw(t);
         tl_tensor_unref(pre[i].x);
     }
     free(pre);
@@ -464,7 +473,7 @@ static size_t raw_size(int t)
 static void from_raw(tl_tensor *x, int t, const unsigned char *src)
 {
     int64_t n = x->numel;
-    if (raw_size(t) == tl_dtype_size(x->dtype) && t != TL_ONNX_UINT32) {
+    if (raw_is_values(t, x->dtype)) {
         if (n)
             memcpy(x->data, src, (size_t)n * raw_size(t));
         return;
@@ -610,16 +619,14 @@ tl_tensor *tl_onnx_tensor(const tl_onnx_file *f, Onnx__TensorProto *t, tl_status
     if (!external && !t->has_raw_data && ntyped != (size_t)numel)
         return tl_fail(st, TL_EINPUT, "tensor \"%.200s\": %zu values, where its dims hold %lld", name, ntyped,
                        (long long)numel), NULL;
-    bool same = raw_size(type) == tl_dtype_size(dt) && type != TL_ONNX_UINT32; /* raw bytes are the values */
+    bool same = raw_is_values(type, dt);
     struct tl_onnx_pre key = {t, NULL}, *p = !external && t->has_raw_data && same && f->npre
                                                    ? bsearch(&key, f->pre, f->npre, sizeof key, pre_cmp)
                                                    : NULL;
     if (p && p->x && p->x->data == t->raw_data.data) {
         tl_tensor *x = p->x; /* read into it already: taken over */
         p->x = NULL;
-        t->raw_data.data = NULL;
-        t->raw_data.len = 0;
-        t->has_raw_data = 0;
+        drop_raw(t);
         return x;
     }
     if (!external && t->has_raw_data && same && want >= BIG_FIELD) {
@@ -627,9 +634,7 @@ tl_tensor *tl_onnx_tensor(const tl_onnx_file *f, Onnx__TensorProto *t, tl_status
         tl_tensor *x = tl_tensor_adopt_huge(dt, (int)t->n_dims, t->dims, t->raw_data.data, st);
         if (!x)
             return tl_wrap(st, "tensor \"%.200s\"", name), NULL;
-        t->raw_data.data = NULL;
-        t->raw_data.len = 0;
-        t->has_raw_data = 0;
+        drop_raw(t);
         return x;
     }
     tl_tensor *x = tl_tensor_new(dt, (int)t->n_dims, t->dims, st);
@@ -651,9 +656,7 @@ tl_tensor *tl_onnx_tensor(const tl_onnx_file *f, Onnx__TensorProto *t, tl_status
     } else if (t->has_raw_data) {
         from_raw(x, type, t->raw_data.data);
         free(t->raw_data.data); /* one copy of the weights: the tensor's */
-        t->raw_data.data = NULL;
-        t->raw_data.len = 0;
-        t->has_raw_data = 0;
+        drop_raw(t);
         /* what the tensor holds now stands in the typed field's place for a second read */
     } else {
         from_typed(x, type, typed);
