@@ -484,6 +484,16 @@ static _Atomic int huge_choice; /* 0 not yet measured, 1 huge pages, -1 small, 2
  * sometimes caught a huge page of the first kind against small pages of
  * the second (8 us against 0.5 us a 4 KiB page). */
 #define HUGE_SAMPLES 4
+/* Once huge pages are the choice, each fresh block's first huge page is
+ * timed too, and the choice turns to small pages for good when it cost
+ * more than HUGE_SLOW times the cheapest small page: the host's cost of a
+ * page is not the same all through a process.  On the Sapphire Rapids VM
+ * (Firecracker, Linux 6.18, DAMON reclaiming idle memory) a 2 MiB huge
+ * page cost 0.25 ms where the host still backed it and 5 ms where it did
+ * not, often within one process; its 512 small pages, 0.44 ms either way.
+ * A tl grad of the MLP benchmark, each run 2 s after the last, took 60 to
+ * 142 ms in huge pages (median 87) and 67 to 90 in small ones (71). */
+#define HUGE_SLOW 2.0
 static _Atomic int huge_samples;  /* taken; written by the measuring thread alone */
 static double min_small, min_huge; /* us a 4 KiB page */
 
@@ -536,6 +546,21 @@ static void fresh_huge_block(void *p, size_t size, size_t used)
         min_huge = huge_samples && min_huge < big ? min_huge : big;
         huge_samples++;
         atomic_store(&huge_choice, min_huge < min_small ? 1 : -1);
+        prefault_block(q + TL_HUGE_BYTES, used - TL_HUGE_BYTES);
+        return;
+    }
+    if (c == 1 && used >= HUGE_TRY_MIN && madvise(p, size, MADV_HUGEPAGE) == 0) {
+        /* the block's first huge page on this thread, timed: where it cost
+         * many times a small page, the rest of it and every block after it
+         * take small pages */
+        char *q = p;
+        double t0 = now_us();
+        int e = populate((uintptr_t)q, (uintptr_t)q + TL_HUGE_BYTES, TL_HUGE_BYTES);
+        if (!e && (now_us() - t0) / (double)(TL_HUGE_BYTES >> 12) > HUGE_SLOW * min_small) {
+            huge_samples = HUGE_SAMPLES; /* no more samples: they would take the cheapest huge page seen */
+            atomic_store(&huge_choice, -1);
+            (void)madvise(q + TL_HUGE_BYTES, size - TL_HUGE_BYTES, MADV_NOHUGEPAGE);
+        }
         prefault_block(q + TL_HUGE_BYTES, used - TL_HUGE_BYTES);
         return;
     }
