@@ -172,8 +172,26 @@ static void vectors(void)
         check(&cs[i]);
 }
 
-Test(matmul, odd_edges_every_flag) { odd_edges_every_flag(); }
-Test(matmul, wide_and_tall) { wide_and_tall(); }
+/* the cuts the comments above describe are those of a machine of 3
+ * processors and more; on 1 or 2 a product is cut into as few as 2 items
+ * (odd edges: 2 strips of 320 rows, the last 195; wide: 2 pieces of
+ * columns; the grid of 3 x 2: 2 strips): both, on every machine */
+Test(matmul, odd_edges_every_flag)
+{
+    cpu_matmul_set_few_items(4);
+    odd_edges_every_flag();
+    cpu_matmul_set_few_items(2);
+    odd_edges_every_flag();
+    cpu_matmul_set_few_items(0);
+}
+Test(matmul, wide_and_tall)
+{
+    cpu_matmul_set_few_items(4);
+    wide_and_tall();
+    cpu_matmul_set_few_items(2);
+    wide_and_tall();
+    cpu_matmul_set_few_items(0);
+}
 Test(matmul, batched_broadcast) { batched_broadcast(); }
 Test(matmul, vectors) { vectors(); }
 

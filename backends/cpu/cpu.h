@@ -32,6 +32,10 @@ tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tens
 tl_code cpu_prod_grad(const tl_tensor *x, const tl_tensor *g, tl_tensor *out);
 tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, tl_tensor *out,
                    tl_status *st);
+/* For tests: the fewest items a product with work for them is cut into
+ * (cpu_matmul.c), as on a machine of more or fewer processors; 0 restores
+ * this machine's own. */
+void cpu_matmul_set_few_items(int n);
 tl_code cpu_map(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out,
                 tl_status *st);
 /* Runs a compiled elementwise program (mprog.h) over the elements of
