@@ -78,10 +78,11 @@ static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 /* FEW_ITEMS, but 2 on a machine of at most 2 processors: there two strips
  * keep both threads busy, and each packs the other operand once, not
  * twice (the MLP benchmark's nine 512x1024x1024 and 1024x512x1024 f32
- * products: 37.0 -> 34.6 ms of ops on the Sapphire Rapids VM, medians of 4).  The processors
- * the system has, never the threads tl runs (TL_NUM_THREADS): the cut, and
- * with it every bit, stays the same for any thread count on a machine;
- * across machines OpenBLAS's kernels differ in rounding anyway. */
+ * products: 37.0 -> 34.6 ms on the Sapphire Rapids VM, medians of 4).
+ * The processors the system has, never the threads tl runs
+ * (TL_NUM_THREADS): the cut, and with it every bit, stays the same for
+ * any thread count on a machine; across machines OpenBLAS's kernels
+ * differ in rounding anyway. */
 static _Atomic int few;
 
 static int few_items(void)
