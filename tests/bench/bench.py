@@ -28,6 +28,10 @@ Second derivatives (tl hvp, tl jvp: the MLP's loss, the elementwise chain, the
 scalar recurrence) are timed against tl grad on the same graph and PyTorch's
 double backward or torch.autograd.functional.jvp, its compute alone.
 
+Where the machine is a VM whose host takes processor time from it (steal, in
+/proc/stat), a line under the figures says how much it took while they were
+measured: a row measured then is less sure.
+
     /usr/bin/python3 tests/bench/bench.py [--quick] [--tl ./tl] [--only WORKLOAD]
 """
 import argparse
@@ -77,6 +81,25 @@ def peak_rss(cmd, env=None):
     if p.returncode != 0:
         sys.exit("bench: %s failed: %s" % (" ".join(cmd), p.stderr))
     return int(p.stderr.strip().splitlines()[-1].split()[1]) / 1024
+
+
+def steal_s():
+    """CPU time the VM's host took from this machine's processors since boot (steal, /proc/stat), seconds;
+    0 where the system does not count it"""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" and len(fields) > 8 else 0.0
+    except (OSError, ValueError):
+        return 0.0
+
+
+def steal_note(since):
+    """a line where the host took processor time while figures were measured: they are then less sure"""
+    took = steal_s() - since
+    if took >= 0.05:
+        print("%-38s the VM's host took %.2f s of processor time (steal) while the figures above were measured"
+              % ("", took))
 
 
 def median(xs):
@@ -415,6 +438,7 @@ def bench(tl, tmp, reps, only=None):
         print("%-38s %10s %10s %8s %7s %9s %9s" % ("workload (grad)", "tl ms", "torch ms", "ratio", "target",
                                                   "tl MiB", "torch MiB"))
     for title, key, cmd, target in rows:
+        stolen = steal_s()
         tl_runs = []
         tt = None
         if key in BLAS_ROWS and torch_ok:
@@ -461,13 +485,20 @@ def bench(tl, tmp, reps, only=None):
             cells = ["%s (%s) %.1f" % (label, r["core"], r["s"] * 1e3) for label, r in tts.items()]
             for i in range(0, len(cells), 4):
                 print("%-38s   %s" % ("", ", ".join(cells[i:i + 4])))
+        steal_note(stolen)
 
     if (not only or only == "resnet_threads") and os.cpu_count() > 1:
+        stolen = steal_s()
         resnet_threads(tl, tmp, g, reps, tl_env)
+        steal_note(stolen)
     if not only or only == "resnet18_onnx":
+        stolen = steal_s()
         resnet18_onnx(tl, tmp, reps, tl_env, envs, header=bool(only))
+        steal_note(stolen)
     if not only or only in SECOND_ROWS:
+        stolen = steal_s()
         second_order(tl, tmp, g, reps, tl_env, torch_ok, envs, only)
+        steal_note(stolen)
     if only and only not in ("tiny", "matmul", "load"):
         return
     tiny_cmd = tl_cmd(tl, "grad", os.path.join(ROOT, "examples", "poly.json"), "x=2")
@@ -484,7 +515,9 @@ def bench(tl, tmp, reps, only=None):
 
     # matrix products: tl with 1 and all threads (its own -v times), NumPy in the same run
     if not only or only == "matmul":
+        stolen = steal_s()
         matmul(tl, tmp, g, reps, tl_env, envs)
+        steal_note(stolen)
     if not only or only == "load":
         load(tl, tmp, tl_env)
 
