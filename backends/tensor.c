@@ -486,11 +486,12 @@ static _Atomic int huge_choice; /* 0 not yet measured, 1 huge pages, -1 small, 2
 #define HUGE_SAMPLES 4
 /* Once huge pages are the choice, each fresh block's first huge page is
  * timed too, and the choice turns to small pages for good when it cost
- * more than HUGE_SLOW times the cheapest small page: the host's cost of a
- * page is not the same all through a process.  On the Sapphire Rapids VM
- * (Firecracker, Linux 6.18, DAMON reclaiming idle memory) a 2 MiB huge
- * page cost 0.25 ms where the host still backed it and 5 ms where it did
- * not, often within one process; its 512 small pages, 0.44 ms either way.
+ * more than HUGE_SLOW times the cheapest small page: what a huge page
+ * costs is not the same all through a process.  On the Sapphire Rapids VM
+ * (Firecracker, Linux 6.18, DAMON reclaiming idle memory, THP defrag on
+ * madvise) a 2 MiB huge page cost 0.25 ms at best and 5 ms at times, often
+ * within one process (the host backing it anew, or the kernel compacting
+ * memory to make it); its 512 small pages, 0.44 ms either way.
  * A tl grad of the MLP benchmark, each run 2 s after the last, took 60 to
  * 142 ms in huge pages (median 87) and 67 to 90 in small ones (71). */
 #define HUGE_SLOW 2.0
