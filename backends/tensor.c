@@ -495,7 +495,7 @@ static _Atomic int huge_choice; /* 0 not yet measured, 1 huge pages, -1 small, 2
  * A tl grad of the MLP benchmark, each run 2 s after the last, took 60 to
  * 142 ms in huge pages (median 87) and 67 to 90 in small ones (71). */
 #define HUGE_SLOW 2.0
-static _Atomic int huge_samples;  /* taken; written by the measuring thread alone */
+static _Atomic int huge_samples;  /* taken; written by the measuring thread, or ended where huge pages turn dear */
 static double min_small, min_huge; /* us a 4 KiB page */
 
 static double now_us(void)
@@ -528,7 +528,8 @@ static double small_page_us(void)
 static void fresh_huge_block(void *p, size_t size, size_t used)
 {
 #if defined(MADV_HUGEPAGE) && defined(MADV_POPULATE_WRITE)
-    int c = atomic_load_explicit(&huge_choice, memory_order_relaxed);
+    /* acquire: min_small, written before the choice was stored, is read below */
+    int c = atomic_load_explicit(&huge_choice, memory_order_acquire);
     if (c <= 0 && used >= HUGE_TRY_MIN && huge_samples < HUGE_SAMPLES &&
         atomic_compare_exchange_strong(&huge_choice, &c, 2)) { /* one thread measures at a time */
         char *q = p;

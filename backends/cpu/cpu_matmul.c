@@ -31,22 +31,23 @@ static mm_operand operand(const tl_tensor *t, bool left)
 }
 
 /* Parallel and deterministic: each batch element's output is cut into a
- * grid of tiles, a cut that depends on the shapes alone; an item is one
- * tile, computed by one single-threaded gemm, and threads only decide who
- * runs which item.  So the bits never depend on the number of threads
- * (OpenBLAS's own threading rounds differently with 1 and 2 threads:
- * measured on an f32 256x512x256 product).  The f32 bits do depend on the
- * cut: OpenBLAS's sgemm rounds an element differently by where it falls in
- * its register blocks, so a tile is not bit-identical to the same part of
- * the whole product (its dgemm was, on every cut tried); that is why the
- * cut must never follow the threads.
+ * grid of tiles, a cut that depends on the shapes (and on whether the
+ * machine has more than 2 processors: few_items), never on the threads
+ * that run it; an item is one tile, computed by one single-threaded gemm,
+ * and threads only decide who runs which item.  So the bits never depend
+ * on the number of threads (OpenBLAS's own threading rounds differently
+ * with 1 and 2 threads: measured on an f32 256x512x256 product).  The f32
+ * bits do depend on the cut: OpenBLAS's sgemm rounds an element
+ * differently by where it falls in its register blocks, so a tile is not
+ * bit-identical to the same part of the whole product (its dgemm was, on
+ * every cut tried); that is why the cut must never follow the threads.
  *
  * Items are strips of whole rows where they can be: two threads running
  * one gemm each over strips of 256 rows of a 1024^3 product reach 250
  * GFLOP/s in f32 and 117 in f64 here, against 217 and 103 over tiles of
  * 256x256 and 244 and 95 over strips of 64 rows (each strip packs all of
  * op(B), each tile a slice of both operands, and thin strips pack B too
- * often).  The cut, from the shapes alone: the product's work asks for one
+ * often).  The cut: the product's work asks for one
  * item per ITEM_FLOPS, at most MAX_ITEMS counting batch elements; rows are
  * halved into strips of no fewer than STRIP_ROWS while items are wanted,
  * then, while fewer than few_items(), into strips down to EDGE_ALIGN rows,
