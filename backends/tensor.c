@@ -523,6 +523,17 @@ static double small_page_us(void)
     return e ? -1 : t / (double)(SMALL_SAMPLE >> 12);
 }
 
+/* What the first huge page of a block (madvised) costs, in us a 4 KiB
+ * page: populated and touched on this thread, timed; -1 where the advice
+ * is refused. */
+static double first_huge_page_us(char *q)
+{
+    double t0 = now_us();
+    if (populate((uintptr_t)q, (uintptr_t)q + TL_HUGE_BYTES, TL_HUGE_BYTES)) /* one thread */
+        return -1;
+    return (now_us() - t0) / (double)(TL_HUGE_BYTES >> 12);
+}
+
 /* A fresh block of `size` (a multiple of 2 MiB, aligned to it) whose
  * first `used` bytes are about to be written. */
 static void fresh_huge_block(void *p, size_t size, size_t used)
@@ -534,11 +545,8 @@ static void fresh_huge_block(void *p, size_t size, size_t used)
         atomic_compare_exchange_strong(&huge_choice, &c, 2)) { /* one thread measures at a time */
         char *q = p;
         double small = small_page_us();
-        int e = small < 0 ? -1 : madvise(q, size, MADV_HUGEPAGE);
-        double t0 = now_us();
-        e = e ? e : populate((uintptr_t)q, (uintptr_t)q + TL_HUGE_BYTES, TL_HUGE_BYTES); /* one thread */
-        double big = (now_us() - t0) / (double)(TL_HUGE_BYTES >> 12);
-        if (e) { /* no such advice here: small pages for good */
+        double big = small < 0 || madvise(q, size, MADV_HUGEPAGE) ? -1 : first_huge_page_us(q);
+        if (big < 0) { /* no such advice here: small pages for good */
             huge_samples = HUGE_SAMPLES;
             atomic_store(&huge_choice, -1);
             prefault_block(q, used);
@@ -556,9 +564,7 @@ static void fresh_huge_block(void *p, size_t size, size_t used)
          * many times a small page, the rest of it and every block after it
          * take small pages */
         char *q = p;
-        double t0 = now_us();
-        int e = populate((uintptr_t)q, (uintptr_t)q + TL_HUGE_BYTES, TL_HUGE_BYTES);
-        if (!e && (now_us() - t0) / (double)(TL_HUGE_BYTES >> 12) > HUGE_SLOW * min_small) {
+        if (first_huge_page_us(q) > HUGE_SLOW * min_small) {
             huge_samples = HUGE_SAMPLES; /* no more samples: they would take the cheapest huge page seen */
             atomic_store(&huge_choice, -1);
             (void)madvise(q + TL_HUGE_BYTES, size - TL_HUGE_BYTES, MADV_NOHUGEPAGE);
