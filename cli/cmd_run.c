@@ -845,10 +845,13 @@ static int run_graph(const cmd *c, const tl_backend *be, run_state *s, int *nwri
 {
     int64_t max_memory = 0, fuse_min = 0;
     int rc;
-    if ((rc = fuse_env(&fuse_min)) || (rc = parse_max_memory(c, &max_memory)) ||
-        (rc = cli_bind_inputs(c, s->g, s->in, st)))
+    if ((rc = fuse_env(&fuse_min)) || (rc = parse_max_memory(c, &max_memory)))
         return rc;
     double t0 = cli_now_ms();
+    if ((rc = cli_bind_inputs(c, s->g, s->in, st)))
+        return rc;
+    t->inputs = cli_now_ms() - t0;
+    t0 = cli_now_ms();
     if (s->model && (rc = model_graph(c, s, st)))
         return rc;
     t->load += cli_now_ms() - t0; /* an ONNX model's translation is part of its load */
@@ -997,6 +1000,7 @@ static int execute(cmd *c)
         rc = (tl_fail(&st, TL_ERUNTIME, "out of memory"), cli_fail(&st));
     else
         rc = run_graph(c, be, &s, &n, &nout, &t, &st);
+    double t1 = cli_now_ms();
     if (!rc && c->output)
         let_go_before_writing(&s);
     if (!rc && c->expect) {
@@ -1011,6 +1015,7 @@ static int execute(cmd *c)
         if (cli_write(&out, &st))
             rc = cli_fail(&st);
     }
+    t.write = cli_now_ms() - t1;
     if (s.r && c->verbose)
         cli_print_verbose(s.r, c->grad || c->second, &t);
     if (s.r && c->profile)

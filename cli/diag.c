@@ -38,6 +38,8 @@ void cli_print_verbose(const tl_result *r, bool grad, const cli_times *t)
     if (grad)
         fprintf(stderr, ", backward %.3f ms (%lld ops)", t->backward, (long long)s->backward_ops);
     fprintf(stderr, "\n");
+    /* the rest of the process's time, where large arrays go in and out */
+    fprintf(stderr, "tl: inputs read in %.3f ms, results written in %.3f ms\n", t->inputs, t->write);
 }
 
 typedef struct row {
@@ -138,8 +140,8 @@ static tl_code write_report(FILE *f, const void *ctx, tl_status *st)
             (long long)d->syncs, (long long)d->bytes_up, (long long)d->bytes_down);
     fprintf(f, "  \"peak_memory_bytes\": %lld,\n  \"tape_entries\": %lld,\n", (long long)s->peak_bytes,
             (long long)s->tape_entries);
-    fprintf(f, "  \"times_ms\": {\"load\": %.6f, \"run\": %.6f, \"backward\": %.6f},\n", j->t->load,
-            j->t->run, j->t->backward);
+    fprintf(f, "  \"times_ms\": {\"load\": %.6f, \"inputs\": %.6f, \"run\": %.6f, \"backward\": %.6f, "
+            "\"write\": %.6f},\n", j->t->load, j->t->inputs, j->t->run, j->t->backward, j->t->write);
     fprintf(f, "  \"fallback_kinds\": [");
     for (int i = 0; i < d->nkinds; i++) {
         fprintf(f, "%s\n    {\"op\": \"%s\", \"dtype\": \"%s\", \"count\": %lld, \"why\": ", i ? "," : "",

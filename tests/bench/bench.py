@@ -72,6 +72,18 @@ def tl_compute_ms(err):
     return float(line.split("run ")[1].split(" ms")[0]) + float(line.split("backward ")[1].split(" ms")[0])
 
 
+def tl_io_note(runs):
+    """"; reading the inputs X ms, writing the results Y ms": the medians of tl's own -v figures (its line
+    "inputs read in X ms, results written in Y ms"), the part of a whole process that moves large arrays in
+    and out (fresh memory and the page cache: where memory is dear, most of a short run's time)"""
+    lines = [[l for l in r[3].splitlines() if "inputs read in " in l] for r in runs]
+    if not all(lines):
+        return ""
+    ins = median([float(l[0].split("inputs read in ")[1].split(" ms")[0]) for l in lines])
+    outs = median([float(l[0].split("results written in ")[1].split(" ms")[0]) for l in lines])
+    return "; reading the inputs %.1f ms, writing the results %.1f ms" % (ins, outs)
+
+
 def peak_rss(cmd, env=None):
     """Peak RSS (MiB) of one process, through /usr/bin/time: a child spawned
     from this big Python process shares its pages until exec, and Linux
@@ -473,8 +485,9 @@ def bench(tl, tmp, reps, only=None):
             print("%-38s %10.1f ms of system time in tl's process" % ("", sysm * 1e3))
         if key in NN_ROWS:
             comp = median([tl_compute_ms(r[3]) for r in tl_runs])
-            print("%-38s tl's run and backward pass alone (-v): %.1f ms%s" % (
-                "", comp, "; against PyTorch's compute: %.2fx" % (tt["s"] * 1e3 / comp) if tt else ""))
+            print("%-38s tl's run and backward pass alone (-v): %.1f ms%s%s" % (
+                "", comp, "; against PyTorch's compute: %.2fx" % (tt["s"] * 1e3 / comp) if tt else "",
+                tl_io_note(tl_runs)))
         if key in NN_ROWS and tt:
             print("%-38s PyTorch's best of 1 and %d threads: %d (ms: %s)" % (
                 "", os.cpu_count(), tt["threads"], ", ".join("%s threads %.1f" % (th, v * 1e3) for th, v in
@@ -715,8 +728,8 @@ def resnet18_onnx(tl, tmp, reps, tl_env, envs, header=False):
     print("%-38s %10.1f %10.1f %7.2fx %6.1fx %9.1f %9.1f" % (title, wall * 1e3, tt["s"] * 1e3, tt["s"] / wall,
                                                          1.0, rss, tt["rss"]))
     comp = median([tl_compute_ms(r[3]) for r in tl_runs])
-    print("%-38s tl's run and backward pass alone (-v): %.1f ms; against PyTorch's compute: %.2fx" % (
-        "", comp, tt["s"] * 1e3 / comp))
+    print("%-38s tl's run and backward pass alone (-v): %.1f ms; against PyTorch's compute: %.2fx%s" % (
+        "", comp, tt["s"] * 1e3 / comp, tl_io_note(tl_runs)))
     print("%-38s PyTorch's best: %d threads (ms: %s), OPENBLAS_CORETYPE %s (Core: %s; searched: %s), timed "
           "again: %s" % ("", tt["threads"], ", ".join("%s threads %.1f" % (th, v * 1e3) for th, v in
                                                       by_threads.items()), best, tt["core"],
