@@ -134,36 +134,8 @@ static void on_fatal(int sig)
     raise(sig);
 }
 
-/* tl links OpenBLAS in and runs every product's pieces on its own threads
- * (one single-threaded gemm each).  OpenBLAS's constructor would start
- * worker threads of its own at every start, and they spin for a tenth of a
- * second beside tl's; this constructor runs before it (priority 101, where
- * OpenBLAS's has none) and sets OPENBLAS_NUM_THREADS=1, so it starts none.
- * main puts the variable back as it was. */
-static char *blas_threads;
-static bool blas_threads_set;
-
-__attribute__((constructor(101))) static void no_blas_workers(void)
-{
-    const char *v = getenv("OPENBLAS_NUM_THREADS");
-    blas_threads_set = v != NULL;
-    blas_threads = v ? strdup(v) : NULL;
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-}
-
-static void restore_blas_threads(void)
-{
-    if (blas_threads_set && blas_threads)
-        setenv("OPENBLAS_NUM_THREADS", blas_threads, 1);
-    else if (!blas_threads_set)
-        unsetenv("OPENBLAS_NUM_THREADS");
-    free(blas_threads);
-    blas_threads = NULL;
-}
-
 int main(int argc, char **argv)
 {
-    restore_blas_threads();
     signal(SIGPIPE, SIG_IGN); /* a closed pipe is an I/O error (exit 3), not a kill */
     struct sigaction sa = {.sa_handler = on_fatal};
     sigemptyset(&sa.sa_mask);

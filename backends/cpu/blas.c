@@ -37,6 +37,8 @@
 #pragma weak openblas_set_num_threads
 #pragma weak openblas_get_config
 #pragma weak openblas_get_corename
+#pragma weak gotoblas_init
+void gotoblas_init(void);
 
 static cpu_blas blas;
 static char why[256];
@@ -47,8 +49,9 @@ static char asked[32];     /* the family OPENBLAS_CORETYPE names when OpenBLAS s
 static char kernels[512];  /* whose choice that is, and why */
 
 /* The kernels are chosen before OpenBLAS starts: it reads OPENBLAS_CORETYPE
- * once, in its constructor where it is linked in (this one, at priority
- * 101, runs before it) and when it is loaded elsewhere.  tl names the
+ * once, when it starts (load, below) or is loaded; where it is linked in
+ * with its constructor (a program of its own on libtl.a), then, and this
+ * one, at priority 101, runs before it.  tl names the
  * family for this processor's features (cpu_features.c says why); a
  * user's OPENBLAS_CORETYPE stands where the processor can run it, and
  * where it cannot (OpenBLAS 0.3.21 takes SkylakeX on an AVX2 processor
@@ -79,12 +82,36 @@ __attribute__((constructor(101))) static void choose_kernels(void)
 
 static bool linked_in(void) { return cblas_sgemm && cblas_dgemm && openblas_set_num_threads; }
 
+/* The tl program links OpenBLAS without its constructor (the Makefile
+ * says why) and starts it here, at the first product or `tl devices`,
+ * with OPENBLAS_NUM_THREADS=1 for the moment it reads it: it then starts
+ * no worker threads of its own, which would spin for a tenth of a second
+ * beside tl's (tl's threads run the products, one single-threaded gemm
+ * each).  The variable is put back as it was.  This runs once, on the
+ * thread that first asks for a product, before that product's work is
+ * handed out; tl's threads read no variables while they wait for work.
+ * Starting it again (where its constructor ran) does nothing. */
+static void start_linked(void)
+{
+    const char *v = getenv("OPENBLAS_NUM_THREADS");
+    char *was = v ? strdup(v) : NULL;
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    gotoblas_init();
+    if (was)
+        setenv("OPENBLAS_NUM_THREADS", was, 1);
+    else if (!v)
+        unsetenv("OPENBLAS_NUM_THREADS");
+    free(was);
+}
+
 /* Loading it, RTLD_LAZY: OpenBLAS's own calls are bound as they are first
  * made, not all of its relocations up front (0.35 of the 2 ms a load
  * takes). */
 static void load(void)
 {
     if (linked_in()) {
+        if (gotoblas_init)
+            start_linked();
         openblas_set_num_threads(1); /* every call on the calling thread */
         config = openblas_get_config;
         corename = openblas_get_corename;

@@ -1,9 +1,19 @@
 /* Binds tl_expf and the other functions of vmath.h, and their x86 vector-ABI
- * variants, to SLEEF's deterministic functions, once, when the program is
- * loaded (GNU indirect functions): the "finz" family where the CPU has AVX2
- * and FMA, the "cinz" family elsewhere.  The resolvers return SLEEF's own
- * entry points, whose calling convention is the vector ABI's, so a call
- * costs what a call to SLEEF costs.
+ * variants, to SLEEF's deterministic functions: the "finz" family where the
+ * CPU has AVX2 and FMA, the "cinz" family elsewhere.  SLEEF is loaded at the
+ * first call of any of them (dlopen), not when the program starts: a run
+ * that computes no transcendental function no longer pays for loading it
+ * and binding its symbols at every start (15 page faults and 0.5 ms of a
+ * 2.5 ms process on the Zen 5 VM; tl is linked without -lsleef).  Each
+ * entry point is a function of tl's that jumps through a pointer to
+ * SLEEF's own entry point, whose calling convention is the vector ABI's,
+ * so a call costs what a call to a shared library costs (a jump through a
+ * pointer); until SLEEF is loaded the pointer is null and the entry point
+ * loads it first, once for the process (pthread_once), publishing every
+ * pointer of the family before it returns.  A SLEEF that cannot be loaded
+ * ends the process with one error line and exit code 3 (a function of a
+ * number has no error to return): as a missing shared library would have
+ * stopped it before, but saying which.
  *
  * Some functions leave SLEEF's 1-ulp bound at the edge of their range
  * (tests/test_vmath.c finds them): exp in double just below the overflow
@@ -22,18 +32,22 @@
  * one v per argument, _, the scalar function's name.  This file does not
  * include vmath.h: its `declare simd` would have the compiler build its own
  * clones of the functions defined here. */
+#include <dlfcn.h>
+#include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
-
-#include "vmath_sleef.h"
+#include <stdio.h>
+#include <stdlib.h>
 
 const char *tl_vmath_family(void);
 
-/* Resolvers run while the program is being relocated, before a
- * sanitizer's runtime has started: they must not be instrumented. */
-#define RESOLVER __attribute__((no_sanitize("address", "undefined")))
+#ifndef TL_SLEEF_LIB
+#define TL_SLEEF_LIB "libsleef.so.3" /* Debian's libsleef3 */
+#endif
 
-RESOLVER static bool fma_family(void)
+static bool fma_family(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -46,23 +60,29 @@ const char *tl_vmath_family(void)
 
 typedef void (*tl_vmath_fn)(void);
 
-/* NAME bound to FINZ with FMA, to CINZ without */
-#define BIND(NAME, FINZ, CINZ)                                                     \
-    RESOLVER __attribute__((used)) static tl_vmath_fn resolve_##NAME(void)         \
-    {                                                                              \
-        return fma_family() ? (tl_vmath_fn)FINZ : (tl_vmath_fn)CINZ;               \
-    }                                                                              \
-    void NAME(void) __attribute__((ifunc("resolve_" #NAME)));
+static void *sleef;
 
-/* The seven entry points of F in float (T f) or double (T d), bound to
- * IMPL(family, width class), width classes 1 (scalar), 128, 256 (both the
- * AVX and the AVX2 name) and 512; ARGS is v (unary) or vv (binary). */
-#define BIND_TYPE(F, T, ARGS, N128, N256, N512, IMPL)                              \
-    BIND(tl_##F##T, IMPL(finz, 1), IMPL(cinz, 1))                                  \
-    BIND(_ZGVbN##N128##ARGS##_tl_##F##T, IMPL(finz, 128), IMPL(cinz, 128))         \
-    BIND(_ZGVcN##N256##ARGS##_tl_##F##T, IMPL(finz, 256), IMPL(cinz, 256))         \
-    BIND(_ZGVdN##N256##ARGS##_tl_##F##T, IMPL(finz, 256), IMPL(cinz, 256))         \
-    BIND(_ZGVeN##N512##ARGS##_tl_##F##T, IMPL(finz, 512), IMPL(cinz, 512))
+static _Noreturn void unusable(const char *what)
+{
+    fprintf(stderr, "tl: error: cannot load SLEEF, which computes exp, log, tanh and the other "
+                    "transcendental functions: %s\n", what);
+    exit(3);
+}
+
+/* SLEEF's entry point of this name */
+static tl_vmath_fn sym(const char *name)
+{
+    void *p = dlsym(sleef, name);
+    if (!p)
+        unusable(dlerror());
+    tl_vmath_fn f;
+    _Static_assert(sizeof f == sizeof p, "function and object pointers differ in size");
+    __builtin_memcpy(&f, &p, sizeof f);
+    return f;
+}
+#define STR(x) STR_(x)
+#define STR_(x) #x
+#define SYM(NAME) sym(STR(NAME))
 
 /* SLEEF's names: each family's ISA at each width class */
 #define ISA_finz_1 purecfma
@@ -86,31 +106,31 @@ typedef void (*tl_vmath_fn)(void);
 /* Sleef_finz_expf8_u10avx2 and the like */
 #define SLEEF(FAM, F, T, W) CAT5(Sleef_##FAM##_##F, T, LANES_##T##_##W, _u10, ISA_##FAM##_##W)
 
-/* the functions bound to SLEEF directly */
-#define SLEEF_exp_f(FAM, W) SLEEF(FAM, exp, f, W)
-#define SLEEF_expm1_f(FAM, W) SLEEF(FAM, expm1, f, W)
-#define SLEEF_expm1_d(FAM, W) SLEEF(FAM, expm1, d, W)
-#define SLEEF_log_f(FAM, W) SLEEF(FAM, log, f, W)
-#define SLEEF_log_d(FAM, W) SLEEF(FAM, log, d, W)
-#define SLEEF_sin_f(FAM, W) SLEEF(FAM, sin, f, W)
-#define SLEEF_sin_d(FAM, W) SLEEF(FAM, sin, d, W)
-#define SLEEF_cos_f(FAM, W) SLEEF(FAM, cos, f, W)
-#define SLEEF_cos_d(FAM, W) SLEEF(FAM, cos, d, W)
-#define SLEEF_tan_f(FAM, W) SLEEF(FAM, tan, f, W)
-#define SLEEF_tan_d(FAM, W) SLEEF(FAM, tan, d, W)
-#define SLEEF_tanh_f(FAM, W) SLEEF(FAM, tanh, f, W)
-#define SLEEF_tanh_d(FAM, W) SLEEF(FAM, tanh, d, W)
-#define SLEEF_erf_d(FAM, W) SLEEF(FAM, erf, d, W)
-#define SLEEF_asin_f(FAM, W) SLEEF(FAM, asin, f, W)
-#define SLEEF_asin_d(FAM, W) SLEEF(FAM, asin, d, W)
-#define SLEEF_acos_f(FAM, W) SLEEF(FAM, acos, f, W)
-#define SLEEF_acos_d(FAM, W) SLEEF(FAM, acos, d, W)
-#define SLEEF_atan_f(FAM, W) SLEEF(FAM, atan, f, W)
-#define SLEEF_atan_d(FAM, W) SLEEF(FAM, atan, d, W)
-#define SLEEF_atanh_f(FAM, W) SLEEF(FAM, atanh, f, W)
-#define SLEEF_atanh_d(FAM, W) SLEEF(FAM, atanh, d, W)
-#define SLEEF_pow_f(FAM, W) SLEEF(FAM, pow, f, W)
-#define SLEEF_pow_d(FAM, W) SLEEF(FAM, pow, d, W)
+/* the functions bound to SLEEF directly: the address of FAM's at width W */
+#define SLEEF_exp_f(FAM, W) SYM(SLEEF(FAM, exp, f, W))
+#define SLEEF_expm1_f(FAM, W) SYM(SLEEF(FAM, expm1, f, W))
+#define SLEEF_expm1_d(FAM, W) SYM(SLEEF(FAM, expm1, d, W))
+#define SLEEF_log_f(FAM, W) SYM(SLEEF(FAM, log, f, W))
+#define SLEEF_log_d(FAM, W) SYM(SLEEF(FAM, log, d, W))
+#define SLEEF_sin_f(FAM, W) SYM(SLEEF(FAM, sin, f, W))
+#define SLEEF_sin_d(FAM, W) SYM(SLEEF(FAM, sin, d, W))
+#define SLEEF_cos_f(FAM, W) SYM(SLEEF(FAM, cos, f, W))
+#define SLEEF_cos_d(FAM, W) SYM(SLEEF(FAM, cos, d, W))
+#define SLEEF_tan_f(FAM, W) SYM(SLEEF(FAM, tan, f, W))
+#define SLEEF_tan_d(FAM, W) SYM(SLEEF(FAM, tan, d, W))
+#define SLEEF_tanh_f(FAM, W) SYM(SLEEF(FAM, tanh, f, W))
+#define SLEEF_tanh_d(FAM, W) SYM(SLEEF(FAM, tanh, d, W))
+#define SLEEF_erf_d(FAM, W) SYM(SLEEF(FAM, erf, d, W))
+#define SLEEF_asin_f(FAM, W) SYM(SLEEF(FAM, asin, f, W))
+#define SLEEF_asin_d(FAM, W) SYM(SLEEF(FAM, asin, d, W))
+#define SLEEF_acos_f(FAM, W) SYM(SLEEF(FAM, acos, f, W))
+#define SLEEF_acos_d(FAM, W) SYM(SLEEF(FAM, acos, d, W))
+#define SLEEF_atan_f(FAM, W) SYM(SLEEF(FAM, atan, f, W))
+#define SLEEF_atan_d(FAM, W) SYM(SLEEF(FAM, atan, d, W))
+#define SLEEF_atanh_f(FAM, W) SYM(SLEEF(FAM, atanh, f, W))
+#define SLEEF_atanh_d(FAM, W) SYM(SLEEF(FAM, atanh, d, W))
+#define SLEEF_pow_f(FAM, W) SYM(SLEEF(FAM, pow, f, W))
+#define SLEEF_pow_d(FAM, W) SYM(SLEEF(FAM, pow, d, W))
 
 /* ---- the wrapped functions ---- */
 
@@ -155,8 +175,10 @@ static float fix_acosh_f(float x) { return (float)acoshl(x); }
 #define FIX_acosh_f(FAM, x) fix_acosh_f(x)
 #define FIX_exp_d(FAM, x) fix_exp_d(x)
 #define FIX_erf_f(FAM, x) fix_erf_f(x)
-#define FIX_log1p_f(FAM, x) SLEEF(FAM, log, f, 1)(x)
-#define FIX_log1p_d(FAM, x) SLEEF(FAM, log, d, 1)(x)
+/* log1p's fix calls SLEEF's scalar log, through pointers set with the rest */
+static tl_vmath_fn log_f1_finz, log_f1_cinz, log_d1_finz, log_d1_cinz;
+#define FIX_log1p_f(FAM, x) ((float (*)(float))log_f1_##FAM)(x)
+#define FIX_log1p_d(FAM, x) ((double (*)(double))log_d1_##FAM)(x)
 
 /* whether any lane of a comparison's result is set */
 #define ANY_128(m) _mm_movemask_ps((__m128)(m))
@@ -170,11 +192,16 @@ static float fix_acosh_f(float x) { return (float)acoshl(x); }
 #define V_d_256 __m256d
 #define V_d_512 __m512d
 
-/* FAM's wrapper of F in dtype T at vector width W, compiled for TARGET */
+#define S_f float
+#define S_d double
+
+/* FAM's wrapper of F in dtype T at vector width W, compiled for TARGET,
+ * over SLEEF's function in the pointer sp_FAM_F_TW */
 #define WRAP_VEC(FAM, F, T, W, TARGET)                                             \
+    static tl_vmath_fn sp_##FAM##_##F##_##T##W;                                    \
     __attribute__((target(TARGET))) static V_##T##_##W wrap_##FAM##_##F##_##T##W(V_##T##_##W x) \
     {                                                                              \
-        V_##T##_##W y = SLEEF(FAM, F, T, W)(x);                                    \
+        V_##T##_##W y = ((V_##T##_##W(*)(V_##T##_##W))sp_##FAM##_##F##_##T##W)(x);  \
         __typeof__(x < x) m = EDGE_##F##_##T(x, y);                                \
         if (__builtin_expect(ANY_##W(m) != 0, 0))                                  \
             for (int i = 0; i < LANES_##T##_##W; i++)                              \
@@ -182,77 +209,147 @@ static float fix_acosh_f(float x) { return (float)acoshl(x); }
                     y[i] = FIX_##F##_##T(FAM, x[i]);                               \
         return y;                                                                  \
     }
-#define WRAP_FAMILY(FAM, F, T, S)                                                  \
-    static S wrap_##FAM##_##F##_##T##1(S x)                                        \
+/* ...at every width, and the function that sets its pointers */
+#define WRAP_FAMILY(FAM, F, T)                                                     \
+    static tl_vmath_fn sp_##FAM##_##F##_##T##1;                                    \
+    static S_##T wrap_##FAM##_##F##_##T##1(S_##T x)                                \
     {                                                                              \
-        S y = SLEEF(FAM, F, T, 1)(x);                                              \
+        S_##T y = ((S_##T(*)(S_##T))sp_##FAM##_##F##_##T##1)(x);                   \
         return EDGE_##F##_##T(x, y) ? FIX_##F##_##T(FAM, x) : y;                   \
     }                                                                              \
     WRAP_VEC(FAM, F, T, 128, "sse2")                                               \
     WRAP_VEC(FAM, F, T, 256, "avx")                                                \
-    WRAP_VEC(FAM, F, T, 512, "avx512f")
-#define WRAP(F, T, S) WRAP_FAMILY(finz, F, T, S) WRAP_FAMILY(cinz, F, T, S)
-WRAP(exp, d, double)
-WRAP(log1p, f, float)
-WRAP(log1p, d, double)
-WRAP(erf, f, float)
-WRAP(sinh, f, float)
-WRAP(sinh, d, double)
-WRAP(cosh, f, float)
-WRAP(cosh, d, double)
-WRAP(asinh, f, float)
-WRAP(asinh, d, double)
-WRAP(acosh, f, float)
-WRAP(acosh, d, double)
-#define WRAPPED_exp_d(FAM, W) wrap_##FAM##_exp_d##W
-#define WRAPPED_log1p_f(FAM, W) wrap_##FAM##_log1p_f##W
-#define WRAPPED_log1p_d(FAM, W) wrap_##FAM##_log1p_d##W
-#define WRAPPED_erf_f(FAM, W) wrap_##FAM##_erf_f##W
-#define WRAPPED_sinh_f(FAM, W) wrap_##FAM##_sinh_f##W
-#define WRAPPED_sinh_d(FAM, W) wrap_##FAM##_sinh_d##W
-#define WRAPPED_cosh_f(FAM, W) wrap_##FAM##_cosh_f##W
-#define WRAPPED_cosh_d(FAM, W) wrap_##FAM##_cosh_d##W
-#define WRAPPED_asinh_f(FAM, W) wrap_##FAM##_asinh_f##W
-#define WRAPPED_asinh_d(FAM, W) wrap_##FAM##_asinh_d##W
-#define WRAPPED_acosh_f(FAM, W) wrap_##FAM##_acosh_f##W
-#define WRAPPED_acosh_d(FAM, W) wrap_##FAM##_acosh_d##W
+    WRAP_VEC(FAM, F, T, 512, "avx512f")                                            \
+    static void bind_##FAM##_##F##_##T(void)                                       \
+    {                                                                              \
+        sp_##FAM##_##F##_##T##1 = SYM(SLEEF(FAM, F, T, 1));                        \
+        sp_##FAM##_##F##_##T##128 = SYM(SLEEF(FAM, F, T, 128));                    \
+        sp_##FAM##_##F##_##T##256 = SYM(SLEEF(FAM, F, T, 256));                    \
+        sp_##FAM##_##F##_##T##512 = SYM(SLEEF(FAM, F, T, 512));                    \
+    }
+#define WRAP(F, T) WRAP_FAMILY(finz, F, T) WRAP_FAMILY(cinz, F, T)
+#define WRAPPED(X) X(exp, d) X(log1p, f) X(log1p, d) X(erf, f) X(sinh, f) X(sinh, d) X(cosh, f) \
+    X(cosh, d) X(asinh, f) X(asinh, d) X(acosh, f) X(acosh, d)
+WRAPPED(WRAP)
+/* the wrappers' addresses, as the entries take them */
+#define WRAPPED_exp_d(FAM, W) (tl_vmath_fn) wrap_##FAM##_exp_d##W
+#define WRAPPED_log1p_f(FAM, W) (tl_vmath_fn) wrap_##FAM##_log1p_f##W
+#define WRAPPED_log1p_d(FAM, W) (tl_vmath_fn) wrap_##FAM##_log1p_d##W
+#define WRAPPED_erf_f(FAM, W) (tl_vmath_fn) wrap_##FAM##_erf_f##W
+#define WRAPPED_sinh_f(FAM, W) (tl_vmath_fn) wrap_##FAM##_sinh_f##W
+#define WRAPPED_sinh_d(FAM, W) (tl_vmath_fn) wrap_##FAM##_sinh_d##W
+#define WRAPPED_cosh_f(FAM, W) (tl_vmath_fn) wrap_##FAM##_cosh_f##W
+#define WRAPPED_cosh_d(FAM, W) (tl_vmath_fn) wrap_##FAM##_cosh_d##W
+#define WRAPPED_asinh_f(FAM, W) (tl_vmath_fn) wrap_##FAM##_asinh_f##W
+#define WRAPPED_asinh_d(FAM, W) (tl_vmath_fn) wrap_##FAM##_asinh_d##W
+#define WRAPPED_acosh_f(FAM, W) (tl_vmath_fn) wrap_##FAM##_acosh_f##W
+#define WRAPPED_acosh_d(FAM, W) (tl_vmath_fn) wrap_##FAM##_acosh_d##W
 
 /* ---- every entry point ---- */
-#define BIND_F(F, IMPL) BIND_TYPE(F, f, v, 4, 8, 16, IMPL)
-#define BIND_D(F, IMPL) BIND_TYPE(F, , v, 2, 4, 8, IMPL)
-BIND_F(exp, SLEEF_exp_f)
-BIND_D(exp, WRAPPED_exp_d)
-BIND_F(expm1, SLEEF_expm1_f)
-BIND_D(expm1, SLEEF_expm1_d)
-BIND_F(log, SLEEF_log_f)
-BIND_D(log, SLEEF_log_d)
-BIND_F(log1p, WRAPPED_log1p_f)
-BIND_D(log1p, WRAPPED_log1p_d)
-BIND_F(sin, SLEEF_sin_f)
-BIND_D(sin, SLEEF_sin_d)
-BIND_F(cos, SLEEF_cos_f)
-BIND_D(cos, SLEEF_cos_d)
-BIND_F(tan, SLEEF_tan_f)
-BIND_D(tan, SLEEF_tan_d)
-BIND_F(tanh, SLEEF_tanh_f)
-BIND_D(tanh, SLEEF_tanh_d)
-BIND_F(erf, WRAPPED_erf_f)
-BIND_D(erf, SLEEF_erf_d)
-BIND_F(sinh, WRAPPED_sinh_f)
-BIND_D(sinh, WRAPPED_sinh_d)
-BIND_F(cosh, WRAPPED_cosh_f)
-BIND_D(cosh, WRAPPED_cosh_d)
-BIND_F(asin, SLEEF_asin_f)
-BIND_D(asin, SLEEF_asin_d)
-BIND_F(acos, SLEEF_acos_f)
-BIND_D(acos, SLEEF_acos_d)
-BIND_F(atan, SLEEF_atan_f)
-BIND_D(atan, SLEEF_atan_d)
-BIND_F(asinh, WRAPPED_asinh_f)
-BIND_D(asinh, WRAPPED_asinh_d)
-BIND_F(acosh, WRAPPED_acosh_f)
-BIND_D(acosh, WRAPPED_acosh_d)
-BIND_F(atanh, SLEEF_atanh_f)
-BIND_D(atanh, SLEEF_atanh_d)
-BIND_TYPE(pow, f, vv, 4, 8, 16, SLEEF_pow_f)
-BIND_TYPE(pow, , vv, 2, 4, 8, SLEEF_pow_d)
+
+/* The seven entry points of F in float (T f, TY f) or double (T empty,
+ * TY d), each M(NAME, TARGET, type, ARGS, finz's address, cinz's): width
+ * classes 1 (scalar), 128, 256 (both the AVX and the AVX2 name) and 512;
+ * ARGS is v (unary) or vv (binary). */
+#define TGT_1
+#define TGT_b __attribute__((target("sse2")))
+#define TGT_c __attribute__((target("avx")))
+#define TGT_d __attribute__((target("avx2")))
+#define TGT_e __attribute__((target("avx512f")))
+#define ENTRIES(M, F, T, TY, ARGS, N128, N256, N512, IMPL)                                              \
+    M(tl_##F##T, TGT_1, S_##TY, ARGS, IMPL(finz, 1), IMPL(cinz, 1))                                    \
+    M(_ZGVbN##N128##ARGS##_tl_##F##T, TGT_b, V_##TY##_128, ARGS, IMPL(finz, 128), IMPL(cinz, 128))     \
+    M(_ZGVcN##N256##ARGS##_tl_##F##T, TGT_c, V_##TY##_256, ARGS, IMPL(finz, 256), IMPL(cinz, 256))     \
+    M(_ZGVdN##N256##ARGS##_tl_##F##T, TGT_d, V_##TY##_256, ARGS, IMPL(finz, 256), IMPL(cinz, 256))     \
+    M(_ZGVeN##N512##ARGS##_tl_##F##T, TGT_e, V_##TY##_512, ARGS, IMPL(finz, 512), IMPL(cinz, 512))
+#define ENTRIES_F(M, F, IMPL) ENTRIES(M, F, f, f, v, 4, 8, 16, IMPL)
+#define ENTRIES_D(M, F, IMPL) ENTRIES(M, F, , d, v, 2, 4, 8, IMPL)
+#define EVERY_ENTRY(M)                                                             \
+    ENTRIES_F(M, exp, SLEEF_exp_f)                                                 \
+    ENTRIES_D(M, exp, WRAPPED_exp_d)                                               \
+    ENTRIES_F(M, expm1, SLEEF_expm1_f)                                             \
+    ENTRIES_D(M, expm1, SLEEF_expm1_d)                                             \
+    ENTRIES_F(M, log, SLEEF_log_f)                                                 \
+    ENTRIES_D(M, log, SLEEF_log_d)                                                 \
+    ENTRIES_F(M, log1p, WRAPPED_log1p_f)                                           \
+    ENTRIES_D(M, log1p, WRAPPED_log1p_d)                                           \
+    ENTRIES_F(M, sin, SLEEF_sin_f)                                                 \
+    ENTRIES_D(M, sin, SLEEF_sin_d)                                                 \
+    ENTRIES_F(M, cos, SLEEF_cos_f)                                                 \
+    ENTRIES_D(M, cos, SLEEF_cos_d)                                                 \
+    ENTRIES_F(M, tan, SLEEF_tan_f)                                                 \
+    ENTRIES_D(M, tan, SLEEF_tan_d)                                                 \
+    ENTRIES_F(M, tanh, SLEEF_tanh_f)                                               \
+    ENTRIES_D(M, tanh, SLEEF_tanh_d)                                               \
+    ENTRIES_F(M, erf, WRAPPED_erf_f)                                               \
+    ENTRIES_D(M, erf, SLEEF_erf_d)                                                 \
+    ENTRIES_F(M, sinh, WRAPPED_sinh_f)                                             \
+    ENTRIES_D(M, sinh, WRAPPED_sinh_d)                                             \
+    ENTRIES_F(M, cosh, WRAPPED_cosh_f)                                             \
+    ENTRIES_D(M, cosh, WRAPPED_cosh_d)                                             \
+    ENTRIES_F(M, asin, SLEEF_asin_f)                                               \
+    ENTRIES_D(M, asin, SLEEF_asin_d)                                               \
+    ENTRIES_F(M, acos, SLEEF_acos_f)                                               \
+    ENTRIES_D(M, acos, SLEEF_acos_d)                                               \
+    ENTRIES_F(M, atan, SLEEF_atan_f)                                               \
+    ENTRIES_D(M, atan, SLEEF_atan_d)                                               \
+    ENTRIES_F(M, asinh, WRAPPED_asinh_f)                                           \
+    ENTRIES_D(M, asinh, WRAPPED_asinh_d)                                           \
+    ENTRIES_F(M, acosh, WRAPPED_acosh_f)                                           \
+    ENTRIES_D(M, acosh, WRAPPED_acosh_d)                                           \
+    ENTRIES_F(M, atanh, SLEEF_atanh_f)                                             \
+    ENTRIES_D(M, atanh, SLEEF_atanh_d)                                             \
+    ENTRIES(M, pow, f, f, vv, 4, 8, 16, SLEEF_pow_f)                               \
+    ENTRIES(M, pow, , d, vv, 2, 4, 8, SLEEF_pow_d)
+
+#define PARAMS_v(TY) (TY a)
+#define PARAMS_vv(TY) (TY a, TY b)
+#define CALL_v (a)
+#define CALL_vv (a, b)
+
+static tl_vmath_fn bound(_Atomic(tl_vmath_fn) *p);
+
+/* NAME: a jump through its pointer, bound at the first call of any */
+#define ENTRY(NAME, TARGET, TY, ARGS, FINZ, CINZ)                                  \
+    static _Atomic(tl_vmath_fn) to_##NAME;                                         \
+    TY NAME PARAMS_##ARGS(TY);                                                     \
+    TARGET TY NAME PARAMS_##ARGS(TY)                                               \
+    {                                                                              \
+        tl_vmath_fn f = atomic_load_explicit(&to_##NAME, memory_order_acquire);    \
+        if (__builtin_expect(!f, 0))                                               \
+            f = bound(&to_##NAME);                                                 \
+        return ((TY(*) PARAMS_##ARGS(TY))f) CALL_##ARGS;                           \
+    }
+EVERY_ENTRY(ENTRY)
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* SLEEF loaded, the wrappers' pointers set, then every entry's published */
+static void load(void)
+{
+    if (!(sleef = dlopen(TL_SLEEF_LIB, RTLD_NOW | RTLD_LOCAL)))
+        unusable(dlerror());
+    bool fma = fma_family();
+    if (fma) {
+        log_f1_finz = SYM(SLEEF(finz, log, f, 1));
+        log_d1_finz = SYM(SLEEF(finz, log, d, 1));
+    } else {
+        log_f1_cinz = SYM(SLEEF(cinz, log, f, 1));
+        log_d1_cinz = SYM(SLEEF(cinz, log, d, 1));
+    }
+#define BIND_WRAPPED(F, T)                                                         \
+    if (fma)                                                                       \
+        bind_finz_##F##_##T();                                                     \
+    else                                                                           \
+        bind_cinz_##F##_##T();
+    WRAPPED(BIND_WRAPPED)
+#define PUBLISH(NAME, TARGET, TY, ARGS, FINZ, CINZ)                                \
+    atomic_store_explicit(&to_##NAME, fma ? FINZ : CINZ, memory_order_release);
+    EVERY_ENTRY(PUBLISH)
+}
+
+static tl_vmath_fn bound(_Atomic(tl_vmath_fn) *p)
+{
+    pthread_once(&once, load);
+    return atomic_load_explicit(p, memory_order_acquire);
+}
