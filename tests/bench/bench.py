@@ -515,12 +515,18 @@ def bench(tl, tmp, reps, only=None):
     if only and only not in ("tiny", "matmul", "load"):
         return
     tiny_cmd = tl_cmd(tl, "grad", os.path.join(ROOT, "examples", "poly.json"), "x=2")
-    tiny = [] if only and only != "tiny" else [run_measured(tiny_cmd, tl_env) for _ in range(21)]
+    # alternating with a process that does nothing (/bin/true): the floor of any process on this machine today
+    # (a VM's spawn, exec and exit: 2 to 3 ms on the Zen 5 VM from one hour to the next)
+    tiny, floor = [], []
+    for _ in range(0 if only and only != "tiny" else 21):
+        tiny.append(run_measured(tiny_cmd, tl_env))
+        floor.append(run_measured(["/bin/true"], tl_env))
     imp = torch_time("import", tmp, 1, tl_env) if torch_ok and tiny else None
     if tiny:
-        print("%-38s %10.2f %10s %8s %7s %9.1f %9s   (target <= 3 ms, <= 8 MiB)" %
+        print("%-38s %10.2f %10s %8s %7s %9.1f %9s   (target <= 3 ms, <= 8 MiB; /bin/true in the same runs: %.2f ms)" %
               ("tiny graph, whole process", median([r[0] for r in tiny]) * 1e3, "-", "-", "",
-               max(peak_rss(tiny_cmd, tl_env) for _ in range(3)), "%.1f" % imp["rss"] if imp else "-"))
+               max(peak_rss(tiny_cmd, tl_env) for _ in range(3)), "%.1f" % imp["rss"] if imp else "-",
+               median([r[0] for r in floor]) * 1e3))
     if torch_ok and tiny:
         t0 = time.perf_counter()
         subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True)
@@ -757,7 +763,11 @@ def matmul(tl, tmp, g, reps, tl_env, envs):
     core's speed from two threads.  tl's figure is its first product in a fresh process (run time of -v, which
     includes loading OpenBLAS and the first touch of its buffers and of the output); NumPy's is the median of
     products after a warm-up, at each kernel family (OPENBLAS_CORETYPE unset and set to each), the best counting.
-    "later" is tl's product in steady state: 4 products in one run, less 1, over 3."""
+    "later" is tl's product in steady state, the median time of the 2nd to 4th of 4 products in one run (the nodes'
+    own times, --report): "later" with each product summed and dropped before the next, as NumPy's loop drops
+    each (its output goes into memory the process already has, as NumPy's does); "kept" with all four kept as
+    outputs, each into memory the process takes fresh (where fresh memory is dear, as on a VM whose freed pages
+    go back to the host, that is most of the difference)."""
     n = str(os.cpu_count())
     print("\nmatrix product 1024^3 (forward of a @ a; backward of sum(a @ a): g @ a^T and a^T @ g), GFLOP/s; "
           "medians of %d rounds;\ntl with no OpenBLAS variable set (kernels: %s); NumPy at its best of OPENBLAS_CORETYPE "
@@ -771,16 +781,25 @@ def matmul(tl, tmp, g, reps, tl_env, envs):
         line = [l for l in p.stderr.splitlines() if "run " in l][0]
         return float(line.split("backward " if grad else "run ")[1].split(" ms")[0])
 
+    def tl_later_ms(graph, f, th):
+        rep = tmp + "/later.json"
+        subprocess.run([tl, "run", g(graph), "a=" + tmp + "/" + f, "--report", rep, "-o", tmp + "/c.npz"],
+                       capture_output=True, text=True, env=dict(tl_env, TL_NUM_THREADS=th), check=True)
+        with open(rep) as fh:
+            ms_ = [nd["ms"] for nd in json.load(fh)["nodes"] if nd["op"] == "matmul"]
+        return median(ms_[1:])
+
     by_kernels = {}
     for dt, f, grad in [("f32", "a32.npy", False), ("f64", "a64.npy", False), ("f64 backward", "a64.npy", True)]:
-        ms, later = {"1": [], n: []}, {"1": [], n: []}
+        ms, later, kept = {"1": [], n: []}, {"1": [], n: []}, {"1": [], n: []}
         np_s, np_core = {label: [] for label, _ in envs}, {}
         for r in range(reps):
             for th in (["1", n] if r % 2 == 0 else [n, "1"]):
                 ms[th].append(tl_ms("matmul_any.json", f, th, grad))
             if not grad:
                 for th in ("1", n):
-                    later[th].append((tl_ms("matmul4.json", f, th, False) - ms[th][-1]) / 3)
+                    later[th].append(tl_later_ms("matmul4_dropped.json", f, th))
+                    kept[th].append(tl_later_ms("matmul4.json", f, th))
             for label, env in (envs if r % 2 == 0 else envs[::-1]):
                 sec, np_core[label] = numpy_product(tmp + "/" + f, grad, env)
                 np_s[label].append(sec)
@@ -797,8 +816,11 @@ def matmul(tl, tmp, g, reps, tl_env, envs):
         tail = ""
         if not grad:
             lg = {th: flop / (median(v) / 1e3) / 1e9 for th, v in later.items()}
-            tail = "; later: 1 thread %6.1f, %s threads %6.1f (x%.2f; %s)" % (
-                lg["1"], n, lg[n], lg[n] / lg["1"], of_best(lg[n], np_best))
+            kg = {th: flop / (median(v) / 1e3) / 1e9 for th, v in kept.items()}
+            tail = ("; later: 1 thread %6.1f, %s threads %6.1f (x%.2f; %s); kept (fresh memory each): "
+                    "1 thread %6.1f, %s threads %6.1f (%.0f%%)") % (
+                lg["1"], n, lg[n], lg[n] / lg["1"], of_best(lg[n], np_best), kg["1"], n, kg[n],
+                100 * kg[n] / np_best)
         print("  %-13s tl 1 thread %6.1f, %s threads %6.1f (x%.2f); NumPy's best %6.1f (%s, Core: %s; %.1f in "
               "the search); tl/NumPy first %s%s" % (dt + ":", res["1"], n, res[n], res[n] / res["1"], np_best,
                                                     best, np_core[best], npg[best], of_best(res[n], np_best), tail))
