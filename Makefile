@@ -39,7 +39,9 @@ CPPFLAGS += $(if $(BLAS_LIB),-DTL_BLAS_LIB='"$(BLAS_LIB)"')
 BLAS_STATIC := $(wildcard $(BLAS_DIR)/libopenblas.a)
 # It is linked from a copy of the archive without OpenBLAS's constructor
 # and destructor (gotoblas_init, gotoblas_quit: the .init_array and
-# .fini_array of its memory.o, the only ones it has), and started by
+# .fini_array of its memory.o, the only ones 0.3.21 has; any other
+# member's are kept, and only an archive without a memory.o loses all
+# of them), and started by
 # backends/cpu/blas.c at the first product instead: a run with no product,
 # and `tl --version`, no longer pays for its start at every start
 # (processor detection, its tables, its fork handler: 0.45 ms and 23 page
@@ -129,7 +131,14 @@ ifneq ($(BLAS_LAZY),)
 $(BLAS_LAZY): $(BLAS_STATIC)
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@ (OpenBLAS, started at the first product)"
-	@objcopy --remove-section=.init_array --remove-section=.fini_array $< $@.tmp && mv $@.tmp $@
+	@rm -rf $@.d && mkdir -p $@.d && cp $< $@.tmp && \
+	  if (cd $@.d && ar x $(abspath $<) memory.o && \
+	      objcopy --remove-section=.init_array --remove-section=.fini_array memory.o) 2>/dev/null; then \
+	    ar r $@.tmp $@.d/memory.o; \
+	  else \
+	    echo "  (no memory.o in $<: every constructor of the archive left out)"; \
+	    objcopy --remove-section=.init_array --remove-section=.fini_array $< $@.tmp; \
+	  fi && rm -rf $@.d && mv $@.tmp $@
 endif
 
 build/gen/onnx.pb-c.c build/gen/onnx.pb-c.h &: $(ONNX_PROTO)
