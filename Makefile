@@ -131,10 +131,10 @@ ifneq ($(BLAS_LAZY),)
 $(BLAS_LAZY): $(BLAS_STATIC)
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@ (OpenBLAS, started at the first product)"
-	@rm -rf $@.d && mkdir -p $@.d && cp $< $@.tmp && \
+	@rm -rf $@.d && mkdir -p $@.d && \
 	  if (cd $@.d && ar x $(abspath $<) memory.o && \
 	      objcopy --remove-section=.init_array --remove-section=.fini_array memory.o) 2>/dev/null; then \
-	    ar r $@.tmp $@.d/memory.o; \
+	    cp $< $@.tmp && ar r $@.tmp $@.d/memory.o; \
 	  else \
 	    echo "  (no memory.o in $<: every constructor of the archive left out)"; \
 	    objcopy --remove-section=.init_array --remove-section=.fini_array $< $@.tmp; \

@@ -805,7 +805,8 @@ def matmul(tl, tmp, g, reps, tl_env, envs):
                 np_s[label].append(sec)
         # the backward pass is two products: g @ a^T and a^T @ g (transposed operands, as gemm flags)
         flop = 2 * 1024 ** 3 * (2 if grad else 1)
-        res = {th: flop / (median(v) / 1e3) / 1e9 for th, v in ms.items()}
+        gflops = lambda by_th: {th: flop / (median(v) / 1e3) / 1e9 for th, v in by_th.items()}
+        res = gflops(ms)
         npg = {label: flop / median(v) / 1e9 for label, v in np_s.items()}
         best = max(npg, key=npg.get)
         # the search chooses the family; its figure is timed again (retime), after tl's first product each
@@ -815,8 +816,7 @@ def matmul(tl, tmp, g, reps, tl_env, envs):
         by_kernels[dt] = (npg, np_core)
         tail = ""
         if not grad:
-            lg = {th: flop / (median(v) / 1e3) / 1e9 for th, v in later.items()}
-            kg = {th: flop / (median(v) / 1e3) / 1e9 for th, v in kept.items()}
+            lg, kg = gflops(later), gflops(kept)
             tail = ("; later: 1 thread %6.1f, %s threads %6.1f (x%.2f; %s); kept (fresh memory each): "
                     "1 thread %6.1f, %s threads %6.1f (%.0f%%)") % (
                 lg["1"], n, lg[n], lg[n] / lg["1"], of_best(lg[n], np_best), kg["1"], n, kg[n],
