@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""Whole models as users export them: torchvision's classifiers and
+segmenters and a small GPT-like transformer, each exported by
+torch.onnx.export (opset 17, eval mode, random weights from seed 0) at a
+small input size, then `tl grad MODEL.onnx` against PyTorch's autograd of
+the same module.  Not part of make check (it needs PyTorch and torchvision
+and about two minutes); a survey for maintainers after a change to the
+ONNX translation or to a layer op.
+
+    /usr/bin/python3 tests/gen/torchvision_survey.py [--tl ./tl] [MODEL...]
+
+Errors are relative to the largest magnitude of the float64 reference
+(PyTorch's module in float64, the same weights).  A model passes when tl's
+f32 output and input gradient are within 1e-4 of it, or within ten times
+PyTorch's own f32 error.  Where one does not, the model's weights and
+input are widened to f64 in the ONNX file and tl runs again: if that agrees
+with the reference (to the f32 rounding of the weights the exporter folded,
+1e-5), the f32 difference is rounding where the function has a kink or
+cancels (a relu input of 4e-15 whose f32 sign differs: mnasnet0_5 at 64x64
+is such a case), and the line says so.  The GPT-like transformer is checked
+with --params, every weight's gradient under its PyTorch name (its weights
+perturbed first: the exporter merges initializers of equal values).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+import torch
+import torchvision
+
+warnings.filterwarnings("ignore")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CLASSIFIERS = [("mobilenet_v2", 64), ("mobilenet_v3_small", 64), ("squeezenet1_0", 64), ("shufflenet_v2_x0_5", 64),
+               ("mnasnet0_5", 64), ("efficientnet_b0", 64), ("efficientnet_v2_s", 64), ("regnet_x_400mf", 64),
+               ("convnext_tiny", 64), ("densenet121", 64), ("googlenet", 64), ("inception_v3", 96),
+               ("resnext50_32x4d", 64), ("wide_resnet50_2", 64), ("alexnet", 224), ("swin_t", 64),
+               ("maxvit_t", 224)]
+SEGMENTERS = [("lraspp_mobilenet_v3_large", 64), ("fcn_resnet50", 64)]
+
+
+class Out(torch.nn.Module):
+    """a segmentation model's "out" alone"""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x)["out"]
+
+
+class GPT(torch.nn.Module):
+    """two pre-norm encoder layers with a causal mask, tied embedding, cross-entropy of labels"""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 32)
+        self.pos = torch.nn.Parameter(torch.randn(16, 32) * 0.1)
+        self.blocks = torch.nn.ModuleList([torch.nn.TransformerEncoderLayer(
+            32, 4, 64, dropout=0.0, batch_first=True, norm_first=True, activation="gelu") for _ in range(2)])
+        self.ln = torch.nn.LayerNorm(32)
+
+    def forward(self, tok, labels):
+        t = tok.shape[1]
+        h = self.emb(tok) + self.pos[:t]
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        for b in self.blocks:
+            h = b(h, src_mask=mask)
+        logits = self.ln(h) @ self.emb.weight.t()
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, 100), labels.reshape(-1))
+
+
+def rel(a, ref):
+    return float(np.abs(a.astype(np.float64) - ref).max() / (np.abs(ref).max() + 1e-300))
+
+
+def tl_grad(tl, model, args, out):
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)  # tl with nothing set, as users run it
+    p = subprocess.run([tl, "grad", model] + args + ["-o", out], capture_output=True, text=True, env=env)
+    if p.returncode:
+        raise RuntimeError("tl exit %d: %s" % (p.returncode, p.stderr.strip().splitlines()[-1]))
+    return np.load(out)
+
+
+def widened(src, dst):
+    """the ONNX model with every f32 initializer, constant and value made f64"""
+    m = onnx.load(src)
+    for i, t in enumerate(m.graph.initializer):
+        a = numpy_helper.to_array(t)
+        if a.dtype == np.float32:
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(a.astype(np.float64), t.name))
+    for v in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.DOUBLE
+    for n in m.graph.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.FLOAT:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name))
+            if a.type == onnx.AttributeProto.INT and n.op_type == "Cast" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.DOUBLE
+    onnx.save(m, dst)
+
+
+def image_model(tl, tmp, name, size, seg):
+    torch.manual_seed(0)
+    m = (Out(getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, aux_loss=None))
+         if seg else getattr(torchvision.models, name)()).eval()
+    x = torch.randn(1, 3, size, size)
+    model = os.path.join(tmp, name + ".onnx")
+    torch.onnx.export(m, (x,), model, opset_version=17, input_names=["x"], output_names=["y"])
+    m.eval()  # the export restores the mode the wrapper had, and with it its children's
+    refs = {}
+    for dt in (torch.float32, torch.float64):
+        mm = m.to(dt)
+        xx = x.detach().to(dt).clone().requires_grad_()
+        y = mm(xx)
+        y.sum().backward()
+        refs[dt] = (y.detach().numpy(), xx.grad.numpy())
+        mm.zero_grad(set_to_none=True)
+    y64, g64 = refs[torch.float64]
+    np.save(os.path.join(tmp, "x.npy"), x.numpy())
+    got = tl_grad(tl, model, ["x=" + os.path.join(tmp, "x.npy")], os.path.join(tmp, "g.npz"))
+    e_tl = max(rel(got["y"], y64), rel(got["grad/x"], g64))
+    e_pt = max(rel(refs[torch.float32][0], y64), rel(refs[torch.float32][1], g64))
+    line = "%-28s %4d  tl %.1e  PyTorch f32 %.1e" % (name, size, e_tl, e_pt)
+    if e_tl <= max(1e-4, 10 * e_pt):
+        return True, line + "  ok"
+    wide = os.path.join(tmp, name + "_f64.onnx")
+    widened(model, wide)
+    np.save(os.path.join(tmp, "x64.npy"), x.numpy().astype(np.float64))
+    g = tl_grad(tl, wide, ["x=" + os.path.join(tmp, "x64.npy")], os.path.join(tmp, "g64.npz"))
+    e64 = max(rel(g["y"], y64), rel(g["grad/x"], g64))
+    if e64 <= 1e-5:
+        return True, line + "  ok: f32 rounding at a kink or cancellation (tl at f64: %.1e)" % e64
+    return False, line + "  MISMATCH (tl at f64: %.1e)" % e64
+
+
+def gpt(tl, tmp):
+    torch.manual_seed(0)
+    m = GPT().eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    tok, lab = torch.randint(0, 100, (2, 16)), torch.randint(0, 100, (2, 16))
+    model = os.path.join(tmp, "gpt.onnx")
+    torch.onnx.export(m, (tok, lab), model, opset_version=17, input_names=["tok", "labels"], output_names=["loss"],
+                      do_constant_folding=False)
+    m64 = GPT().eval()
+    m64.load_state_dict(m.state_dict())
+    m64 = m64.double()
+    loss = m64(tok, lab)
+    loss.backward()
+    np.save(os.path.join(tmp, "tok.npy"), tok.numpy())
+    np.save(os.path.join(tmp, "lab.npy"), lab.numpy())
+    got = tl_grad(tl, model, ["tok=" + os.path.join(tmp, "tok.npy"), "labels=" + os.path.join(tmp, "lab.npy"),
+                              "--params"], os.path.join(tmp, "g.npz"))
+    errs = [rel(got["loss"], loss.detach().numpy())]
+    missing = [n for n, _ in m64.named_parameters() if "grad/" + n not in got]
+    errs += [rel(got["grad/" + n], p.grad.numpy()) for n, p in m64.named_parameters() if "grad/" + n in got]
+    ok = not missing and max(errs) <= 1e-4
+    return ok, "%-28s %4s  tl %.1e over the loss and %d weights%s  %s" % (
+        "GPT-like, --params", "", max(errs), len(errs) - 1, " (missing: %s)" % ", ".join(missing) if missing else "",
+        "ok" if ok else "MISMATCH")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tl", default=os.path.join(ROOT, "tl"))
+    ap.add_argument("models", nargs="*")
+    a = ap.parse_args()
+    want = set(a.models)
+    torch.set_num_threads(1)
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="tl-survey.") as tmp:
+        jobs = [(n, s, False) for n, s in CLASSIFIERS] + [(n, s, True) for n, s in SEGMENTERS]
+        for name, size, seg in jobs:
+            if want and name not in want:
+                continue
+            try:
+                ok, line = image_model(a.tl, tmp, name, size, seg)
+            except Exception as e:  # an export PyTorch refuses, or tl's error line
+                ok, line = False, "%-28s %4d  %s" % (name, size, e)
+            bad += not ok
+            print(line, flush=True)
+        if not want or "gpt" in want:
+            ok, line = gpt(a.tl, tmp)
+            bad += not ok
+            print(line)
+    print("%d model(s) differ" % bad if bad else "every model agrees")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
