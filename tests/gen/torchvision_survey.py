@@ -9,6 +9,8 @@ ONNX translation or to a layer op.
 
     /usr/bin/python3 tests/gen/torchvision_survey.py [--tl ./tl] [MODEL...]
 
+(MODEL: a name below, NAME_train for a training-mode one, or gpt.)
+
 Errors are relative to the largest magnitude of the float64 reference
 (PyTorch's module in float64, the same weights).  A model passes when tl's
 f32 output and input gradient are within 1e-4 of it, or within ten times
@@ -20,6 +22,11 @@ cancels (a relu input of 4e-15 whose f32 sign differs: mnasnet0_5 at 64x64
 is such a case), and the line says so.  The GPT-like transformer is checked
 with --params, every weight's gradient under its PyTorch name (its weights
 perturbed first: the exporter merges initializers of equal values).
+Three classifiers are also exported in training mode (batch norm on the
+batch's statistics, dropout made p = 0 so that no mask is drawn) and
+checked with --params, each weight's gradient against the largest of all
+of them (a bias before a batch norm has a gradient of zero, which f32 and
+f64 meet only to rounding).
 """
 
 import argparse
@@ -44,6 +51,7 @@ CLASSIFIERS = [("mobilenet_v2", 64), ("mobilenet_v3_small", 64), ("squeezenet1_0
                ("resnext50_32x4d", 64), ("wide_resnet50_2", 64), ("alexnet", 224), ("swin_t", 64),
                ("maxvit_t", 224)]
 SEGMENTERS = [("lraspp_mobilenet_v3_large", 64), ("fcn_resnet50", 64)]
+TRAINING = [("resnet18", 64), ("mobilenet_v2", 64), ("densenet121", 64)]
 
 
 class Out(torch.nn.Module):
@@ -144,6 +152,52 @@ def image_model(tl, tmp, name, size, seg):
     return False, line + "  MISMATCH (tl at f64: %.1e)" % e64
 
 
+def training_model(tl, tmp, name, size):
+    def make(dt):
+        torch.manual_seed(0)
+        m = getattr(torchvision.models, name)().to(dt).train()
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Dropout):
+                mod.p = 0.0
+        return m
+    torch.manual_seed(1)
+    x = torch.randn(2, 3, size, size)
+    model = os.path.join(tmp, name + "_train.onnx")
+    torch.onnx.export(make(torch.float32), (x,), model, opset_version=17, input_names=["x"], output_names=["y"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    refs = {}
+    for dt in (torch.float32, torch.float64):
+        m = make(dt)
+        xx = x.detach().to(dt).clone().requires_grad_()
+        y = m(xx)
+        y.sum().backward()
+        refs[dt] = (y.detach().double().numpy(), xx.grad.double().numpy(),
+                    {n: p.grad.double().numpy() for n, p in m.named_parameters()})
+    y64, g64, p64 = refs[torch.float64]
+    np.save(os.path.join(tmp, "x.npy"), x.numpy())
+    got = tl_grad(tl, model, ["x=" + os.path.join(tmp, "x.npy"), "--params"], os.path.join(tmp, "g.npz"))
+    missing = [n for n in p64 if "grad/" + n not in got]
+    if missing:
+        return False, "%-28s %4d  training mode: no gradient for %s" % (name, size, ", ".join(missing[:3]))
+    scale = max(np.abs(v).max() for v in p64.values())
+
+    def errs(y, g, p):
+        return max(rel(y, y64), rel(g, g64), max(float(np.abs(p[n] - v).max()) / scale for n, v in p64.items()))
+    e_tl = errs(got["y"], got["grad/x"], {n: got["grad/" + n] for n in p64})
+    e_pt = errs(*refs[torch.float32])
+    line = "%-28s %4d  tl %.1e  PyTorch f32 %.1e" % (name + ", training", size, e_tl, e_pt)
+    if e_tl <= max(1e-4, 10 * e_pt):
+        return True, line + "  ok"
+    wide = os.path.join(tmp, name + "_train_f64.onnx")
+    widened(model, wide)
+    np.save(os.path.join(tmp, "x64.npy"), x.numpy().astype(np.float64))
+    g = tl_grad(tl, wide, ["x=" + os.path.join(tmp, "x64.npy"), "--params"], os.path.join(tmp, "g64.npz"))
+    e64 = errs(g["y"], g["grad/x"], {n: g["grad/" + n] for n in p64})
+    if e64 <= 1e-5:
+        return True, line + "  ok: f32 rounding at a kink or cancellation (tl at f64: %.1e)" % e64
+    return False, line + "  MISMATCH (tl at f64: %.1e)" % e64
+
+
 def gpt(tl, tmp):
     torch.manual_seed(0)
     m = GPT().eval()
@@ -189,6 +243,15 @@ def main():
                 ok, line = image_model(a.tl, tmp, name, size, seg)
             except Exception as e:  # an export PyTorch refuses, or tl's error line
                 ok, line = False, "%-28s %4d  %s" % (name, size, e)
+            bad += not ok
+            print(line, flush=True)
+        for name, size in TRAINING:
+            if want and name + "_train" not in want:
+                continue
+            try:
+                ok, line = training_model(a.tl, tmp, name, size)
+            except Exception as e:
+                ok, line = False, "%-28s %4d  %s" % (name + ", training", size, e)
             bad += not ok
             print(line, flush=True)
         if not want or "gpt" in want:
