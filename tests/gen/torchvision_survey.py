@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Whole models as users export them: torchvision's classifiers and
-segmenters and a small GPT-like transformer, each exported by
-torch.onnx.export (opset 17, eval mode, random weights from seed 0) at a
-small input size, then `tl grad MODEL.onnx` against PyTorch's autograd of
+"""Whole models as users export them: torchvision's classifiers,
+segmenters and video networks (3-d) and a small GPT-like transformer, each
+exported by torch.onnx.export (opset 17, eval mode, random weights from
+seed 0) at a small input size, then `tl grad MODEL.onnx` against PyTorch's autograd of
 the same module.  Not part of make check (it needs PyTorch and torchvision
 and about two minutes); a survey for maintainers after a change to the
 ONNX translation or to a layer op.
@@ -51,6 +51,7 @@ CLASSIFIERS = [("mobilenet_v2", 64), ("mobilenet_v3_small", 64), ("squeezenet1_0
                ("resnext50_32x4d", 64), ("wide_resnet50_2", 64), ("alexnet", 224), ("swin_t", 64),
                ("maxvit_t", 224)]
 SEGMENTERS = [("lraspp_mobilenet_v3_large", 64), ("fcn_resnet50", 64)]
+VIDEO = [("r3d_18", 32), ("mc3_18", 32), ("r2plus1d_18", 32)]  # 8 frames: 3-d convolutions and pools
 TRAINING = [("resnet18", 64), ("mobilenet_v2", 64), ("densenet121", 64)]
 
 
@@ -118,11 +119,14 @@ def widened(src, dst):
     onnx.save(m, dst)
 
 
-def image_model(tl, tmp, name, size, seg):
+def image_model(tl, tmp, name, size, kind):
     torch.manual_seed(0)
-    m = (Out(getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, aux_loss=None))
-         if seg else getattr(torchvision.models, name)()).eval()
-    x = torch.randn(1, 3, size, size)
+    if kind == "segmenter":
+        m = Out(torchvision.models.segmentation.__dict__[name](weights=None, weights_backbone=None, aux_loss=None))
+    else:
+        m = (torchvision.models.video if kind == "video" else torchvision.models).__dict__[name]()
+    m.eval()
+    x = torch.randn(1, 3, 8, size, size) if kind == "video" else torch.randn(1, 3, size, size)
     model = os.path.join(tmp, name + ".onnx")
     torch.onnx.export(m, (x,), model, opset_version=17, input_names=["x"], output_names=["y"])
     m.eval()  # the export restores the mode the wrapper had, and with it its children's
@@ -235,12 +239,13 @@ def main():
     torch.set_num_threads(1)
     bad = 0
     with tempfile.TemporaryDirectory(prefix="tl-survey.") as tmp:
-        jobs = [(n, s, False) for n, s in CLASSIFIERS] + [(n, s, True) for n, s in SEGMENTERS]
-        for name, size, seg in jobs:
+        jobs = ([(n, s, "classifier") for n, s in CLASSIFIERS] + [(n, s, "segmenter") for n, s in SEGMENTERS] +
+                [(n, s, "video") for n, s in VIDEO])
+        for name, size, kind in jobs:
             if want and name not in want:
                 continue
             try:
-                ok, line = image_model(a.tl, tmp, name, size, seg)
+                ok, line = image_model(a.tl, tmp, name, size, kind)
             except Exception as e:  # an export PyTorch refuses, or tl's error line
                 ok, line = False, "%-28s %4d  %s" % (name, size, e)
             bad += not ok
