@@ -2,10 +2,10 @@
 """Whole models as users export them: torchvision's classifiers,
 segmenters and video networks (3-d) and a small GPT-like transformer, each
 exported by torch.onnx.export (opset 17, eval mode, random weights from
-seed 0) at a small input size, then `tl grad MODEL.onnx` against PyTorch's autograd of
-the same module.  Not part of make check (it needs PyTorch and torchvision
-and about two minutes); a survey for maintainers after a change to the
-ONNX translation or to a layer op.
+seed 0) at a small input size, then `tl grad MODEL.onnx` against
+PyTorch's autograd of the same module.  Not part of make check (it needs
+PyTorch and torchvision and about two minutes); a survey for maintainers
+after a change to the ONNX translation or to a layer op.
 
     /usr/bin/python3 tests/gen/torchvision_survey.py [--tl ./tl] [MODEL...]
 
