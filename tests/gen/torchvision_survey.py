@@ -21,7 +21,9 @@ with the reference (to the f32 rounding of the weights the exporter folded,
 cancels (a relu input of 4e-15 whose f32 sign differs: mnasnet0_5 at 64x64
 is such a case), and the line says so.  The GPT-like transformer is checked
 with --params, every weight's gradient under its PyTorch name (its weights
-perturbed first: the exporter merges initializers of equal values).
+perturbed first: the exporter merges initializers of equal values), and
+`tl hvp` of its loss along a random direction in every weight against
+PyTorch's double backward.
 Three classifiers are also exported in training mode (batch norm on the
 batch's statistics, dropout made p = 0 so that no mask is drawn) and
 checked with --params, each weight's gradient against the largest of all
@@ -215,19 +217,40 @@ def gpt(tl, tmp):
     m64 = GPT().eval()
     m64.load_state_dict(m.state_dict())
     m64 = m64.double()
+    names, params = zip(*m64.named_parameters())
     loss = m64(tok, lab)
-    loss.backward()
+    grads = torch.autograd.grad(loss, params, create_graph=True)
+    # the Hessian of the loss in the weights times a random direction: PyTorch's double backward
+    rng = np.random.default_rng(3)
+    dirs = [torch.from_numpy(rng.standard_normal(p.shape).astype(np.float32)).double() for p in params]
+    hv = torch.autograd.grad(sum((g * v).sum() for g, v in zip(grads, dirs)), params)
     np.save(os.path.join(tmp, "tok.npy"), tok.numpy())
     np.save(os.path.join(tmp, "lab.npy"), lab.numpy())
-    got = tl_grad(tl, model, ["tok=" + os.path.join(tmp, "tok.npy"), "labels=" + os.path.join(tmp, "lab.npy"),
-                              "--params"], os.path.join(tmp, "g.npz"))
-    errs = [rel(got["loss"], loss.detach().numpy())]
-    missing = [n for n, _ in m64.named_parameters() if "grad/" + n not in got]
-    errs += [rel(got["grad/" + n], p.grad.numpy()) for n, p in m64.named_parameters() if "grad/" + n in got]
+    tan = os.path.join(tmp, "tangents.npz")
+    np.savez(tan, **{n: v.numpy().astype(np.float32) for n, v in zip(names, dirs)})
+    args = ["tok=" + os.path.join(tmp, "tok.npy"), "labels=" + os.path.join(tmp, "lab.npy"), "--params"]
+    got = tl_grad(tl, model, args, os.path.join(tmp, "g.npz"))
+    missing = [n for n in names if "grad/" + n not in got]
+    errs = [rel(got["loss"], loss.detach().numpy())] + [rel(got["grad/" + n], g.detach().numpy())
+                                                        for n, g in zip(names, grads) if "grad/" + n in got]
+    line = "%-28s %4s  tl %.1e over the loss and %d weights%s" % (
+        "GPT-like, --params", "", max(errs), len(errs) - 1, " (missing: %s)" % ", ".join(missing) if missing else "")
     ok = not missing and max(errs) <= 1e-4
-    return ok, "%-28s %4s  tl %.1e over the loss and %d weights%s  %s" % (
-        "GPT-like, --params", "", max(errs), len(errs) - 1, " (missing: %s)" % ", ".join(missing) if missing else "",
-        "ok" if ok else "MISMATCH")
+    if ok:  # tl hvp, a tangent for every weight, against the largest entry of the product
+        out = os.path.join(tmp, "h.npz")
+        env = dict(os.environ)
+        env.pop("OPENBLAS_CORETYPE", None)
+        p = subprocess.run([tl, "hvp", model] + args + ["-o", out] +
+                           [a for n in names for a in ("--tangent", "%s=%s:%s" % (n, tan, n))],
+                           capture_output=True, text=True, env=env)
+        if p.returncode:
+            return False, line + "; tl hvp exit %d: %s" % (p.returncode, p.stderr.strip().splitlines()[-1])
+        h = np.load(out)
+        scale = max(np.abs(v.numpy()).max() for v in hv)
+        e = max(float(np.abs(h["hvp/" + n] - v.numpy()).max()) for n, v in zip(names, hv)) / scale
+        ok = e <= 1e-4
+        line += "; hvp %.1e" % e
+    return ok, line + ("  ok" if ok else "  MISMATCH")
 
 
 def main():
