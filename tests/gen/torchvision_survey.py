@@ -24,6 +24,7 @@ with --params, every weight's gradient under its PyTorch name (its weights
 perturbed first: the exporter merges initializers of equal values), and
 `tl hvp` of its loss along a random direction in every weight against
 PyTorch's double backward.
+
 Three classifiers are also exported in training mode (batch norm on the
 batch's statistics, dropout made p = 0 so that no mask is drawn) and
 checked with --params, each weight's gradient against the largest of all
