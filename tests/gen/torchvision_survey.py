@@ -94,12 +94,13 @@ def rel(a, ref):
     return float(np.abs(a.astype(np.float64) - ref).max() / (np.abs(ref).max() + 1e-300))
 
 
-def tl_grad(tl, model, args, out):
+def tl_grad(tl, model, args, out, command="grad"):
+    """tl COMMAND MODEL ARGS -o OUT, its results; tl's error line raised"""
     env = dict(os.environ)
     env.pop("OPENBLAS_CORETYPE", None)  # tl with nothing set, as users run it
-    p = subprocess.run([tl, "grad", model] + args + ["-o", out], capture_output=True, text=True, env=env)
+    p = subprocess.run([tl, command, model] + args + ["-o", out], capture_output=True, text=True, env=env)
     if p.returncode:
-        raise RuntimeError("tl exit %d: %s" % (p.returncode, p.stderr.strip().splitlines()[-1]))
+        raise RuntimeError("tl %s exit %d: %s" % (command, p.returncode, p.stderr.strip().splitlines()[-1]))
     return np.load(out)
 
 
@@ -120,6 +121,21 @@ def widened(src, dst):
             if a.type == onnx.AttributeProto.INT and n.op_type == "Cast" and a.i == TensorProto.FLOAT:
                 a.i = TensorProto.DOUBLE
     onnx.save(m, dst)
+
+
+def verdict(tl, tmp, line, model, x, args, e_tl, e_pt, err):
+    """ok where tl's f32 error e_tl is within 1e-4 or ten times PyTorch's e_pt; else tl again on the model
+    widened to f64 (x the input, args the other arguments, err the error of a result file): ok there is f32
+    rounding at a kink"""
+    if e_tl <= max(1e-4, 10 * e_pt):
+        return True, line + "  ok"
+    wide = os.path.join(tmp, "f64.onnx")
+    widened(model, wide)
+    np.save(os.path.join(tmp, "x64.npy"), x.numpy().astype(np.float64))
+    e64 = err(tl_grad(tl, wide, ["x=" + os.path.join(tmp, "x64.npy")] + args, os.path.join(tmp, "g64.npz")))
+    if e64 <= 1e-5:
+        return True, line + "  ok: f32 rounding at a kink or cancellation (tl at f64: %.1e)" % e64
+    return False, line + "  MISMATCH (tl at f64: %.1e)" % e64
 
 
 def image_model(tl, tmp, name, size, kind):
@@ -144,19 +160,12 @@ def image_model(tl, tmp, name, size, kind):
     y64, g64 = refs[torch.float64]
     np.save(os.path.join(tmp, "x.npy"), x.numpy())
     got = tl_grad(tl, model, ["x=" + os.path.join(tmp, "x.npy")], os.path.join(tmp, "g.npz"))
-    e_tl = max(rel(got["y"], y64), rel(got["grad/x"], g64))
+    def err(r):
+        return max(rel(r["y"], y64), rel(r["grad/x"], g64))
+    e_tl = err(got)
     e_pt = max(rel(refs[torch.float32][0], y64), rel(refs[torch.float32][1], g64))
     line = "%-28s %4d  tl %.1e  PyTorch f32 %.1e" % (name, size, e_tl, e_pt)
-    if e_tl <= max(1e-4, 10 * e_pt):
-        return True, line + "  ok"
-    wide = os.path.join(tmp, name + "_f64.onnx")
-    widened(model, wide)
-    np.save(os.path.join(tmp, "x64.npy"), x.numpy().astype(np.float64))
-    g = tl_grad(tl, wide, ["x=" + os.path.join(tmp, "x64.npy")], os.path.join(tmp, "g64.npz"))
-    e64 = max(rel(g["y"], y64), rel(g["grad/x"], g64))
-    if e64 <= 1e-5:
-        return True, line + "  ok: f32 rounding at a kink or cancellation (tl at f64: %.1e)" % e64
-    return False, line + "  MISMATCH (tl at f64: %.1e)" % e64
+    return verdict(tl, tmp, line, model, x, [], e_tl, e_pt, err)
 
 
 def training_model(tl, tmp, name, size):
@@ -190,19 +199,13 @@ def training_model(tl, tmp, name, size):
 
     def errs(y, g, p):
         return max(rel(y, y64), rel(g, g64), max(float(np.abs(p[n] - v).max()) / scale for n, v in p64.items()))
-    e_tl = errs(got["y"], got["grad/x"], {n: got["grad/" + n] for n in p64})
+
+    def err(r):
+        return errs(r["y"], r["grad/x"], {n: r["grad/" + n] for n in p64})
+    e_tl = err(got)
     e_pt = errs(*refs[torch.float32])
     line = "%-28s %4d  tl %.1e  PyTorch f32 %.1e" % (name + ", training", size, e_tl, e_pt)
-    if e_tl <= max(1e-4, 10 * e_pt):
-        return True, line + "  ok"
-    wide = os.path.join(tmp, name + "_train_f64.onnx")
-    widened(model, wide)
-    np.save(os.path.join(tmp, "x64.npy"), x.numpy().astype(np.float64))
-    g = tl_grad(tl, wide, ["x=" + os.path.join(tmp, "x64.npy"), "--params"], os.path.join(tmp, "g64.npz"))
-    e64 = errs(g["y"], g["grad/x"], {n: g["grad/" + n] for n in p64})
-    if e64 <= 1e-5:
-        return True, line + "  ok: f32 rounding at a kink or cancellation (tl at f64: %.1e)" % e64
-    return False, line + "  MISMATCH (tl at f64: %.1e)" % e64
+    return verdict(tl, tmp, line, model, x, ["--params"], e_tl, e_pt, err)
 
 
 def gpt(tl, tmp):
@@ -238,15 +241,11 @@ def gpt(tl, tmp):
         "GPT-like, --params", "", max(errs), len(errs) - 1, " (missing: %s)" % ", ".join(missing) if missing else "")
     ok = not missing and max(errs) <= 1e-4
     if ok:  # tl hvp, a tangent for every weight, against the largest entry of the product
-        out = os.path.join(tmp, "h.npz")
-        env = dict(os.environ)
-        env.pop("OPENBLAS_CORETYPE", None)
-        p = subprocess.run([tl, "hvp", model] + args + ["-o", out] +
-                           [a for n in names for a in ("--tangent", "%s=%s:%s" % (n, tan, n))],
-                           capture_output=True, text=True, env=env)
-        if p.returncode:
-            return False, line + "; tl hvp exit %d: %s" % (p.returncode, p.stderr.strip().splitlines()[-1])
-        h = np.load(out)
+        tangents = [a for n in names for a in ("--tangent", "%s=%s:%s" % (n, tan, n))]
+        try:
+            h = tl_grad(tl, model, args + tangents, os.path.join(tmp, "h.npz"), command="hvp")
+        except RuntimeError as e:
+            return False, line + "; %s" % e
         scale = max(np.abs(v.numpy()).max() for v in hv)
         e = max(float(np.abs(h["hvp/" + n] - v.numpy()).max()) for n, v in zip(names, hv)) / scale
         ok = e <= 1e-4
