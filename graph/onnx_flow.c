@@ -446,6 +446,10 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
     if (c && !c->k)
         return ox_fail(t, "its condition is computed at run time; tl translates loops whose condition stays "
                           "true (a count known at load)");
+    if (m->k->numel != 1)
+        return ox_fail(t, "its trip count M holds %lld elements (one is needed)", (long long)m->k->numel);
+    if (c && c->k->numel != 1)
+        return ox_fail(t, "its condition holds %lld elements (one is needed)", (long long)c->k->numel);
     int64_t count = tl_tensor_get_int(m->k, 0);
     if (count < 0 || (c && !tl_tensor_get_int(c->k, 0)))
         count = 0;
@@ -489,6 +493,9 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
             ok = (bin[2 + i] = ox_iter_state(t, &it, in[2 + i])) != NULL;
     }
     ok = ok && subgraph(t, g, bin, 2 + nst, res, 1 + nst + nscan);
+    if (ok && res[0]->k && res[0]->k->numel != 1)
+        ok = ox_fail(t, "its body's condition output holds %lld elements (one is needed)",
+                     (long long)res[0]->k->numel);
     if (ok && !(res[0]->k && !res[0]->weight && tl_tensor_get_int(res[0]->k, 0)))
         ok = ox_fail(t, "its body's condition output is computed from data at run time (a while loop); tl "
                         "translates loops whose condition stays true, into a fixed-count iterate");
@@ -597,6 +604,9 @@ bool ox_scan(tx *t, val **in, int nin, val **out, int nout)
                 return ox_fail(t, "a batch of %lld: tl translates opset-8 Scan with a batch of 1 (opset 9 "
                                   "Scan has no batch axis)", in[i]->ndim ? (long long)in[i]->dims[0] : 0LL);
         if (in[0] && in[0]->k) {
+            if (in[0]->k->numel != 1)
+                return ox_fail(t, "sequence_lens holds %lld entries, for a batch of 1",
+                               (long long)in[0]->k->numel);
             for (int j = 0; j < M; j++)
                 if (in[first + N + j]->ndim < 2 || tl_tensor_get_int(in[0]->k, 0) != in[first + N + j]->dims[1])
                     return ox_fail(t, "sequence_lens shorter than the sequence are not translated");

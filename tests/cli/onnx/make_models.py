@@ -294,3 +294,26 @@ print("loop_slice: acc", np.array([0.5, -0.5], np.float32) + sum((w * w).sum(0) 
 bw = model([h.make_node("Where", ["c", "x", "y"], ["z"])],
            [h.make_tensor_value_info("c", T.BOOL, [2]), fv("x", [2]), fv("y", [2])], [fv("z", [2])])
 save(bw, "bool_where.onnx")
+
+# hostile loop counts and conditions (fuzz_onnx found an empty M read past
+# its data): a Loop body whose condition output is an empty constant, and
+# an opset-8 Scan whose sequence_lens is empty; each must hold one element
+lbody = h.make_graph(
+    [h.make_node("Constant", [], ["cond_out"], value=nh.from_array(np.zeros([0], bool))),
+     h.make_node("Add", ["acc_in", "acc_in"], ["acc_out"])],
+    "body",
+    [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+     h.make_tensor_value_info("acc_in", T.FLOAT, [2])],
+    [h.make_tensor_value_info("cond_out", T.BOOL, [0]), h.make_tensor_value_info("acc_out", T.FLOAT, [2])])
+lc = model([h.make_node("Loop", ["M", "", "y"], ["acc"], body=lbody)],
+           [h.make_tensor_value_info("M", T.INT64, []), h.make_tensor_value_info("y", T.FLOAT, [2])],
+           [h.make_tensor_value_info("acc", T.FLOAT, [2])])
+save(lc, "loop_cond_empty.onnx", check=False)
+sbody = h.make_graph([h.make_node("Add", ["s_in", "e"], ["s_out"])], "body",
+                     [h.make_tensor_value_info("s_in", T.FLOAT, [2]), h.make_tensor_value_info("e", T.FLOAT, [2])],
+                     [h.make_tensor_value_info("s_out", T.FLOAT, [2])])
+sc = model([h.make_node("Scan", ["lens", "s0", "xs"], ["s"], body=sbody, num_scan_inputs=1)],
+           [h.make_tensor_value_info("s0", T.FLOAT, [1, 2]), h.make_tensor_value_info("xs", T.FLOAT, [1, 3, 2])],
+           [h.make_tensor_value_info("s", T.FLOAT, [1, 2])], [nh.from_array(np.zeros([0], np.int32), "lens")],
+           opset=8)
+save(sc, "scan8_lens_empty.onnx", check=False)
