@@ -174,6 +174,17 @@ static bool runnable(const tl_graph *g)
         if (g->consts[i].kind == TL_CONST_DATA && g->consts[i].tensor &&
             g->consts[i].tensor->numel > FUZZ_MAX_ELEMS)
             return false;
+        /* a fill const: small, or beyond the allocator's 256 MiB so that the
+         * run fails at once (out of memory); one in between is made and
+         * computed on, correct but slow under the sanitizers (115 MB filled
+         * and multiplied ran past the fuzzer's 10 s) */
+        if (g->consts[i].kind == TL_CONST_FILL && !shape_small(g->consts[i].ndim, g->consts[i].shape)) {
+            double bytes = 4; /* f32 at the least */
+            for (int k = 0; k < g->consts[i].ndim; k++)
+                bytes *= (double)g->consts[i].shape[k];
+            if (bytes <= 256.0 * 1024 * 1024)
+                return false;
+        }
     }
     return block_small(&g->top, 1);
 }
