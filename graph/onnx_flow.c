@@ -427,6 +427,13 @@ void ox_iter_abort(tx *t, ox_iter *it)
  * for the absurd, refused as such) */
 #define LOOP_MAX ((int64_t)1 << 24)
 
+/* A value known at load that ONNX defines as one element (a Loop's M and
+ * conditions): true where it is; false, failed, otherwise. */
+static bool one_element(tx *t, const tl_tensor *k, const char *what)
+{
+    return k->numel == 1 || ox_fail(t, "its %s holds %lld elements (one is needed)", what, (long long)k->numel);
+}
+
 bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
 {
     const Onnx__GraphProto *g = graph_attr(t, "body");
@@ -446,10 +453,8 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
     if (c && !c->k)
         return ox_fail(t, "its condition is computed at run time; tl translates loops whose condition stays "
                           "true (a count known at load)");
-    if (m->k->numel != 1)
-        return ox_fail(t, "its trip count M holds %lld elements (one is needed)", (long long)m->k->numel);
-    if (c && c->k->numel != 1)
-        return ox_fail(t, "its condition holds %lld elements (one is needed)", (long long)c->k->numel);
+    if (!one_element(t, m->k, "trip count M") || (c && !one_element(t, c->k, "condition")))
+        return false;
     int64_t count = tl_tensor_get_int(m->k, 0);
     if (count < 0 || (c && !tl_tensor_get_int(c->k, 0)))
         count = 0;
@@ -493,9 +498,8 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
             ok = (bin[2 + i] = ox_iter_state(t, &it, in[2 + i])) != NULL;
     }
     ok = ok && subgraph(t, g, bin, 2 + nst, res, 1 + nst + nscan);
-    if (ok && res[0]->k && res[0]->k->numel != 1)
-        ok = ox_fail(t, "its body's condition output holds %lld elements (one is needed)",
-                     (long long)res[0]->k->numel);
+    if (ok && res[0]->k)
+        ok = one_element(t, res[0]->k, "body's condition output");
     if (ok && !(res[0]->k && !res[0]->weight && tl_tensor_get_int(res[0]->k, 0)))
         ok = ox_fail(t, "its body's condition output is computed from data at run time (a while loop); tl "
                         "translates loops whose condition stays true, into a fixed-count iterate");
