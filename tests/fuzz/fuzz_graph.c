@@ -32,10 +32,13 @@
  * allocations over 256 MiB return NULL so tl reports "out of memory"
  * instead of the sanitizer aborting; libFuzzer's -rss_limit_mb still
  * catches the rest. */
+#define FUZZ_ALLOC_MB 256
+#define STR_(x) #x
+#define STR(x) STR_(x)
 const char *__asan_default_options(void);
 const char *__asan_default_options(void)
 {
-    return "allocator_may_return_null=1:max_allocation_size_mb=256";
+    return "allocator_may_return_null=1:max_allocation_size_mb=" STR(FUZZ_ALLOC_MB);
 }
 
 #define FUZZ_MAX_STEPS 1000
@@ -182,7 +185,7 @@ static bool runnable(const tl_graph *g)
             double bytes = 4; /* f32 at the least */
             for (int k = 0; k < g->consts[i].ndim; k++)
                 bytes *= (double)g->consts[i].shape[k];
-            if (bytes <= 256.0 * 1024 * 1024)
+            if (bytes <= FUZZ_ALLOC_MB * 1024.0 * 1024)
                 return false;
         }
     }
