@@ -435,12 +435,17 @@ static bool known_entries(tx *t, const val *v, const char *what, int max)
     return true;
 }
 
+bool ox_one_element(tx *t, int64_t numel, const char *what)
+{
+    return numel == 1 || fail(t, "its %s holds %lld elements (one is needed)", what, (long long)numel);
+}
+
 /* A load-time value that must be one number (ONNX's scalars: a ratio, a
  * bound, a fill value): *out its element; false (failed) otherwise. */
 static bool one_number(tx *t, const val *v, const char *what, double *out)
 {
-    if (v->k->numel != 1)
-        return fail(t, "its %s must hold one element (it holds %lld)", what, (long long)v->k->numel);
+    if (!ox_one_element(t, v->k->numel, what))
+        return false;
     *out = tl_dtype_is_int(v->k->dtype) ? (double)kget(v->k, 0) : tl_tensor_get(v->k, 0);
     return true;
 }
@@ -2265,9 +2270,9 @@ static bool x_constant_of_shape(tx *t, val **in, int nin, val **out, int nout)
         tl_tensor *k = tl_onnx_tensor(t->m->f, a->t, &st);
         if (!k)
             return fail(t, "%s", st.msg);
-        if (k->numel != 1) {
+        if (!ox_one_element(t, k->numel, "value")) {
             tl_tensor_unref(k);
-            return fail(t, "its value must hold one element");
+            return false;
         }
         v = tl_tensor_get(k, 0);
         if (tl_dtype_is_int(k->dtype))

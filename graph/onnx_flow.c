@@ -230,8 +230,8 @@ bool ox_if(tx *t, val **in, int nin, val **out, int nout)
     int64_t n = 1;
     for (int d = 0; d < c->ndim; d++)
         n *= c->dims[d];
-    if (n != 1)
-        return ox_fail(t, "cond has %lld elements (one is needed)", (long long)n);
+    if (!ox_one_element(t, n, "cond"))
+        return false;
     if (c->k && !c->weight) /* known at load: the branch it selects, inline */
         return subgraph(t, tl_tensor_get_int(c->k, 0) ? th : el, NULL, 0, out, nout);
     if (c->ndim)
@@ -427,13 +427,6 @@ void ox_iter_abort(tx *t, ox_iter *it)
  * for the absurd, refused as such) */
 #define LOOP_MAX ((int64_t)1 << 24)
 
-/* A value known at load that ONNX defines as one element (a Loop's M and
- * conditions): true where it is; false, failed, otherwise. */
-static bool one_element(tx *t, const tl_tensor *k, const char *what)
-{
-    return k->numel == 1 || ox_fail(t, "its %s holds %lld elements (one is needed)", what, (long long)k->numel);
-}
-
 bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
 {
     const Onnx__GraphProto *g = graph_attr(t, "body");
@@ -453,7 +446,7 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
     if (c && !c->k)
         return ox_fail(t, "its condition is computed at run time; tl translates loops whose condition stays "
                           "true (a count known at load)");
-    if (!one_element(t, m->k, "trip count M") || (c && !one_element(t, c->k, "condition")))
+    if (!ox_one_element(t, m->k->numel, "trip count M") || (c && !ox_one_element(t, c->k->numel, "condition")))
         return false;
     int64_t count = tl_tensor_get_int(m->k, 0);
     if (count < 0 || (c && !tl_tensor_get_int(c->k, 0)))
@@ -499,7 +492,7 @@ bool ox_loop(tx *t, val **in, int nin, val **out, int nout)
     }
     ok = ok && subgraph(t, g, bin, 2 + nst, res, 1 + nst + nscan);
     if (ok && res[0]->k)
-        ok = one_element(t, res[0]->k, "body's condition output");
+        ok = ox_one_element(t, res[0]->k->numel, "body's condition output");
     if (ok && !(res[0]->k && !res[0]->weight && tl_tensor_get_int(res[0]->k, 0)))
         ok = ox_fail(t, "its body's condition output is computed from data at run time (a while loop); tl "
                         "translates loops whose condition stays true, into a fixed-count iterate");

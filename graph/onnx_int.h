@@ -65,6 +65,10 @@ typedef bool (*xlate)(tx *t, val **in, int nin, val **out, int nout);
 
 /* graph/onnx.c, for onnx_flow.c */
 bool ox_fail(tx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A value ONNX defines as one element (a Loop's M and conditions, If's
+ * cond, a load-time scalar: a ratio, a bound, a fill value): true where
+ * numel is 1; false, failed ("its WHAT holds N elements"), otherwise. */
+bool ox_one_element(tx *t, int64_t numel, const char *what);
 val *ox_lookup(tx *t, const char *name);
 bool ox_bind(tx *t, const char *name, val *v);
 void ox_unbind(tx *t, const char *name);

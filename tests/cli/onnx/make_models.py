@@ -317,3 +317,18 @@ sc = model([h.make_node("Scan", ["lens", "s0", "xs"], ["s"], body=sbody, num_sca
            [h.make_tensor_value_info("s", T.FLOAT, [1, 2])], [nh.from_array(np.zeros([0], np.int32), "lens")],
            opset=8)
 save(sc, "scan8_lens_empty.onnx", check=False)
+
+# one element where ONNX defines one: If's cond, a Clip bound given as an
+# initializer, ConstantOfShape's value; each of two elements is refused,
+# in the words of the Loop's checks above
+ifb = [h.make_graph([h.make_node(op, ["x"], ["y" + s])], "b" + s, [], [fv("y" + s, [2])])
+       for op, s in (("Identity", "t"), ("Neg", "e"))]
+ic = model([h.make_node("If", ["c"], ["y"], then_branch=ifb[0], else_branch=ifb[1])],
+           [h.make_tensor_value_info("c", T.BOOL, [2]), fv("x", [2])], [fv("y", [2])])
+save(ic, "if_cond_two.onnx", check=False)
+cc = model([h.make_node("Clip", ["x", "lo"], ["y"])], [fv("x", [3])], [fv("y", [3])],
+           [nh.from_array(np.array([0.0, 1.0], np.float32), "lo")])
+save(cc, "clip_min_two.onnx", check=False)
+cs = model([h.make_node("ConstantOfShape", ["s"], ["y"], value=nh.from_array(np.array([1.0, 2.0], np.float32)))],
+           [], [fv("y", [2])], [nh.from_array(np.array([2], np.int64), "s")])
+save(cs, "const_of_shape_two.onnx", check=False)
