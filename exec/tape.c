@@ -30,9 +30,18 @@ static void release(tl_entry *e)
 
 /* What an entry keeps of a tensor: the tensor when its backward rule
  * reads the values (or it is small), else only its shape, so the memory
- * of intermediates no rule needs goes at their last use. */
-static tl_tensor *keep(const tl_tape *tp, tl_tensor *t, bool read, tl_status *st)
+ * of intermediates no rule needs goes at their last use.  A host scalar
+ * whose value no rule reads shares one header of its dtype, the tape's:
+ * a header of its own would cost what the scalar does (a long recorded
+ * iterate keeps millions). */
+static tl_tensor *keep(tl_tape *tp, tl_tensor *t, bool read, tl_status *st)
 {
+    if (!read && t->ndim == 0 && !t->home && t->device.kind == TL_DEV_CPU && t->device.index == 0) {
+        tl_tensor **s = &tp->scalar_stub[t->dtype];
+        if (!*s && !(*s = tl_tensor_stub(t, st)))
+            return NULL;
+        return tl_tensor_ref(*s);
+    }
     if (read || (int64_t)tl_tensor_bytes(t) < tp->keep_below)
         return tl_tensor_ref(t);
     return tl_tensor_stub(t, st);
@@ -311,6 +320,8 @@ void tl_tape_free(tl_tape *t)
     for (int64_t c = 0; c < t->cap >> TL_TAPE_CHUNK_BITS && c < TAPE_SMALL_CHUNKS; c++)
         free(t->chunk[c]); /* the rest are in the arenas, owned */
     free(t->chunk);
+    for (int d = 0; d < TL_NDTYPES; d++)
+        tl_tensor_unref(t->scalar_stub[d]);
     tl_budget_credit(t->budget, t->cap * (int64_t)sizeof(tl_entry));
     tl_budget *b = t->budget;
     int64_t below = t->keep_below;

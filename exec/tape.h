@@ -54,6 +54,9 @@ typedef struct tl_tape {
     struct tl_tape_owned *owned; /* what entries' attributes point to, freed with the tape */
     char *arena;                 /* chunks past the first few: cut from blocks of huge pages */
     int arena_left;              /* chunks still to cut from it */
+    /* the one header without data that entries keep of every host scalar
+     * of a dtype whose value no rule reads (tape.c: keep) */
+    struct tl_tensor *scalar_stub[TL_NDTYPES];
 } tl_tape;
 
 /* Entry k (0 <= k < t->n); its address stays while the tape lives. */
