@@ -793,6 +793,19 @@ static tl_code tl_pullback_refused(const tl_result *r, tl_status *st)
     return tl_fail(st, TL_EINPUT, "cannot pull back: %s", why[r->rec]);
 }
 
+/* The gradient of each of n variables, all NULL; freed with free().  A
+ * long recording has millions: those arrays come in pages mapped at once
+ * (tl_huge_block), not one fault at a time as a backward pass reaches
+ * them, each of which traps into the host of a VM where that is dear. */
+static tl_tensor **gradient_slots(size_t n, tl_status *st)
+{
+    size_t bytes = n * sizeof(tl_tensor *);
+    tl_tensor **g = bytes >= ((size_t)2 << 20) ? tl_huge_block(bytes) : NULL;
+    if (g)
+        memset(g, 0, bytes);
+    return g ? g : tl_calloc(n, sizeof *g, "gradients", st);
+}
+
 tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor **grads,
                            tl_status *st)
 {
@@ -801,7 +814,7 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
     if (r->rec != REC_LIVE)
         return tl_pullback_refused(r, st);
     r->rec = REC_CONSUMED;
-    tl_tensor **g = tl_calloc((size_t)r->tape.nvars + 1, sizeof *g, "gradients", st);
+    tl_tensor **g = gradient_slots((size_t)r->tape.nvars + 1, st);
     if (!g) {
         tl_tape_free(&r->tape);
         return st->code;
@@ -900,7 +913,7 @@ tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, 
     r->rec = REC_RECORDED;
     r->seeds_only = vary_seeds;
     int nv = r->nvars0 = r->tape.nvars;
-    r->grad2 = tl_calloc((size_t)nv + 1, sizeof *r->grad2, "gradients", st);
+    r->grad2 = gradient_slots((size_t)nv + 1, st);
     r->gvar = tl_malloc((size_t)nv + 1, sizeof *r->gvar, "gradients", st);
     r->seed_var = tl_malloc((size_t)r->noutputs + 1, sizeof *r->seed_var, "seeds", st);
     if (!r->grad2 || !r->gvar || !r->seed_var)
@@ -977,7 +990,7 @@ tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_te
     }
     r->rec = REC_CONSUMED;
     int nv = r->tape.nvars;
-    tl_tensor **g = tl_calloc((size_t)nv + 1, sizeof *g, "gradients", st);
+    tl_tensor **g = gradient_slots((size_t)nv + 1, st);
     if (!g)
         return st->code;
     int64_t ops0 = r->cx.ops;

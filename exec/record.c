@@ -156,9 +156,9 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
         }
         tl_tensor *g = grads[e.out_var];
         int g_var = gvar[e.out_var];
-        grads[e.out_var] = NULL;
         if (!g)
             continue;
+        grads[e.out_var] = NULL;
         if (e.nin > 8 && (!(gin = tl_calloc((size_t)e.nin, sizeof *gin, "gradients", st)) ||
                           !(gv = tl_calloc((size_t)e.nin, sizeof *gv, "gradients", st)))) {
             tl_tensor_unref(g);

@@ -217,7 +217,8 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
             continue;
         }
         tl_tensor *g = grads[e->out_var];
-        grads[e->out_var] = NULL;
+        if (g) /* a page only read stays the shared zero page: no second fault to write it */
+            grads[e->out_var] = NULL;
         bool wanted = false; /* by some input (tl_tape_prune may have left none) */
         for (int i = 0; i < e->nin && !wanted; i++)
             wanted = e->in_var[i] >= 0;

@@ -35,3 +35,15 @@ np.save(p('labels_i64.npy'), np.array([2, 0, 1], dtype=np.int64))
 np.save(p('labels_be_i32.npy'), np.array([2, 0, 1], dtype='>i4'))
 np.save(p('labels_fortran_i64.npy'), np.asfortranarray(np.array([[0, 1, 2], [2, 1, 0]], dtype=np.int64)))
 np.savez(p('take_inputs.npz'), x=np.array([10., 20., 30., 40.]), idx=np.array([3, -1, 0, 3], dtype=np.int32))
+
+# recurrence_40k.json: s <- 0.999 s + 0.001 sin(s), 40000 steps from x = 0.5;
+# its value, gradient and second derivative (the hvp along 1) by the
+# chain rule's own recurrences, forward (tl's runs the tape backward
+# twice): d' = (0.999 + 0.001 cos s) d, h' = (0.999 + 0.001 cos s) h -
+# 0.001 sin(s) d^2.  A long recording: its gradient arrays pass 2 MiB.
+s, d, h = 0.5, 1.0, 0.0
+for _ in range(40000):
+    s, d, h = (0.999 * s + 0.001 * np.sin(s), (0.999 + 0.001 * np.cos(s)) * d,
+               (0.999 + 0.001 * np.cos(s)) * h - 0.001 * np.sin(s) * d * d)
+np.savez(p('recurrence_40k_expected.npz'), **{'y': np.float64(s), 'grad/x': np.float64(d),
+                                               'hvp/x': np.float64(h)})
