@@ -36,7 +36,7 @@ static void release(tl_entry *e)
  * iterate keeps millions). */
 static tl_tensor *keep(tl_tape *tp, tl_tensor *t, bool read, tl_status *st)
 {
-    if (!read && t->ndim == 0 && !t->home && t->device.kind == TL_DEV_CPU && t->device.index == 0) {
+    if (!read && t->ndim == 0 && tl_tensor_on_host(t)) { /* a host tensor's device is the CPU */
         tl_tensor **s = &tp->scalar_stub[t->dtype];
         if (!*s && !(*s = tl_tensor_stub(t, st)))
             return NULL;
