@@ -121,6 +121,15 @@ all: tl $(PLUGIN)
 deps:
 	@bash .ci/deps.sh
 
+# Before the first compile, the packages a build needs (.ci/deps.sh --check:
+# a fresh machine's plain `make` names what is missing and `make deps`,
+# rather than failing on a header); checked once, then remembered.
+build/prereq.ok: .ci/deps.sh
+	@CC='$(CC)' bash .ci/deps.sh --check
+	@mkdir -p build && touch $@
+
+$(OBJ) $(CLI_OBJ) $(SAN_OBJ): | build/prereq.ok
+
 build/blas.flags: FORCE
 	@mkdir -p build
 	@echo '$(BLAS_FLAGS)' | cmp -s - $@ || echo '$(BLAS_FLAGS)' > $@
@@ -141,7 +150,7 @@ $(BLAS_LAZY): $(BLAS_STATIC)
 	  fi && rm -rf $@.d && mv $@.tmp $@
 endif
 
-build/gen/onnx.pb-c.c build/gen/onnx.pb-c.h &: $(ONNX_PROTO)
+build/gen/onnx.pb-c.c build/gen/onnx.pb-c.h &: $(wildcard $(ONNX_PROTO)) | build/prereq.ok
 	@mkdir -p build/gen
 	@echo "  PROTOC  $<"
 	@protoc-c --proto_path=$(dir $<) --c_out=build/gen $<
