@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/ops.h"
 #include "cli.h"
 
 static const char usage_text[] =
@@ -104,6 +105,28 @@ static const struct {
     {"gradcheck", cmd_gradcheck},
 };
 
+static int ends_with(const char *s, const char *end)
+{
+    size_t n = strlen(s), k = strlen(end);
+    return n > k && !strcmp(s + n - k, end);
+}
+
+/* A mistyped command names the one meant; a graph (or -e) where the
+ * command goes says that the command comes first. */
+static int unknown_command(const char *sub)
+{
+    const char *names[sizeof commands / sizeof commands[0]];
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+        names[k] = commands[k].name;
+    const char *near = tl_nearest(sub, names, (int)(sizeof names / sizeof names[0]));
+    if (near)
+        return cli_usage("unknown command '%s' (did you mean \"%s\"?)", sub, near);
+    if (!strcmp(sub, "-e") || ends_with(sub, ".json") || ends_with(sub, ".tl") || ends_with(sub, ".onnx"))
+        return cli_usage("unknown command '%s': the command comes first, as in tl run %s ... or tl grad %s ...", sub,
+                         sub, sub);
+    return cli_usage("unknown command '%s' (run, grad, jvp, hvp, compare, show, check, dot, gradcheck, compile, diff, ops, devices)", sub);
+}
+
 static int help(void)
 {
     fputs(usage_text, stdout);
@@ -165,5 +188,5 @@ int main(int argc, char **argv)
         }
         return commands[k].run(argc - 1, argv + 1);
     }
-    return cli_usage("unknown command '%s' (run, grad, jvp, hvp, compare, show, check, dot, gradcheck, compile, diff, ops, devices)", sub);
+    return unknown_command(sub);
 }
