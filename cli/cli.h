@@ -62,6 +62,8 @@ static inline void cli_progress_note(cli_progress *p, const char *phase, const c
 /* Stops the thread; the line, if drawn, is cleared. */
 void cli_progress_end(cli_progress *p);
 
+/* Whether s ends with suffix (a file's extension: .npy, .onnx). */
+bool cli_ends_with(const char *s, const char *suffix);
 /* What a misspelt name most likely meant, for the end of an error
  * message: " (did you mean "fc2_bias"?)" when one of the n names is near
  * it (tl_nearest), else " (KIND a, b, c)" naming them (the first few when many), or

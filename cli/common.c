@@ -111,6 +111,12 @@ tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *
     return g;
 }
 
+bool cli_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
 const char *cli_name_hint(const char *name, const char *const *names, int n, const char *kind, char *buf,
                           size_t len)
 {

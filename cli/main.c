@@ -105,12 +105,6 @@ static const struct {
     {"gradcheck", cmd_gradcheck},
 };
 
-static int ends_with(const char *s, const char *end)
-{
-    size_t n = strlen(s), k = strlen(end);
-    return n > k && !strcmp(s + n - k, end);
-}
-
 /* A mistyped command names the one meant; a graph (or -e) where the
  * command goes says that the command comes first. */
 static int unknown_command(const char *sub)
@@ -121,7 +115,7 @@ static int unknown_command(const char *sub)
     const char *near = tl_nearest(sub, names, (int)(sizeof names / sizeof names[0]));
     if (near)
         return cli_usage("unknown command '%s' (did you mean \"%s\"?)", sub, near);
-    if (!strcmp(sub, "-e") || ends_with(sub, ".json") || ends_with(sub, ".tl") || ends_with(sub, ".onnx"))
+    if (!strcmp(sub, "-e") || cli_ends_with(sub, ".json") || cli_ends_with(sub, ".tl") || cli_ends_with(sub, ".onnx"))
         return cli_usage("unknown command '%s': the command comes first, as in tl run %s ... or tl grad %s ...", sub,
                          sub, sub);
     return cli_usage("unknown command '%s' (run, grad, jvp, hvp, compare, show, check, dot, gradcheck, compile, diff, ops, devices)", sub);

@@ -16,12 +16,6 @@
 #include "formats/results.h"
 #include "formats/text.h"
 
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
-}
-
 /* A target that is there and not a regular file (a FIFO, a device), or
  * a path under /dev (/dev/stdout may lead to a regular file), is written
  * into: it cannot be replaced, and its reader is waiting. */
@@ -189,13 +183,13 @@ static tl_code pick_kind(const cli_out *o, enum kind *kind, tl_status *st)
 {
     bool out = !o->path || !strcmp(o->path, "-");
     struct stat sb;
-    if (out || ((!ends_with(o->path, ".npy") && !ends_with(o->path, ".npz") && !ends_with(o->path, ".json")) &&
+    if (out || ((!cli_ends_with(o->path, ".npy") && !cli_ends_with(o->path, ".npz") && !cli_ends_with(o->path, ".json")) &&
                 !stat(o->path, &sb) && written_into(o->path, &sb))) {
         *kind = o->json ? AS_JSON : o->n == 1 ? AS_NPY : AS_NPZ;
         return TL_OK;
     }
-    *kind = ends_with(o->path, ".npy") ? AS_NPY : ends_with(o->path, ".json") ? AS_JSON : AS_NPZ;
-    if (*kind == AS_NPZ && !ends_with(o->path, ".npz"))
+    *kind = cli_ends_with(o->path, ".npy") ? AS_NPY : cli_ends_with(o->path, ".json") ? AS_JSON : AS_NPZ;
+    if (*kind == AS_NPZ && !cli_ends_with(o->path, ".npz"))
         return tl_fail(st, TL_EINPUT, "-o %s: the output must end in .npy, .npz or .json "
                        "(or be a device or FIFO)", o->path);
     if (*kind == AS_NPY && o->n != 1)

@@ -36,12 +36,6 @@ void cli_stdin_release(void)
     stdin_file = NULL;
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
-}
-
 static bool is_file(const char *path)
 {
     struct stat sb;
@@ -65,7 +59,7 @@ static size_t file_part(const char *spec, const char **key)
             return (size_t)(*key - 1 - spec);
         }
     }
-    if (ends_with(spec, ".npy") || ends_with(spec, ".npz") || ends_with(spec, ".json") || ends_with(spec, ".txt"))
+    if (cli_ends_with(spec, ".npy") || cli_ends_with(spec, ".npz") || cli_ends_with(spec, ".json") || cli_ends_with(spec, ".txt"))
         return strlen(spec);
     if (strchr("[+-0123456789", spec[0]))
         return 0; /* starts as a literal does ("./3.5" is the file) */
@@ -141,7 +135,7 @@ tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
         tl_result_file *f = cli_stdin_file(st);
         return f ? tensor_of(f, "standard input", spec + 2, st) : NULL;
     }
-    if (ends_with(spec, ".npy")) { /* read straight from the file (mapped when large) */
+    if (cli_ends_with(spec, ".npy")) { /* read straight from the file (mapped when large) */
         if (!(t = tl_npy_read_file(spec, st)))
             tl_wrap(st, "%s", spec);
         return t;
