@@ -49,11 +49,14 @@ if [ ${#inputs[@]} -eq 0 ]; then
     exit 2
 fi
 
+plural=s
+[ ${#inputs[@]} -ne 1 ] || plural=
+
 if [ "${1:-}" = --update ]; then
     for f in "${inputs[@]}"; do
-        $TL grad "$GRAPH" -i "$f" -o "${f%.npz}.golden.npz"
+        $TL grad "$GRAPH" -i "$f" $TL_FLAGS -o "${f%.npz}.golden.npz"
     done
-    echo "ci-regression: wrote ${#inputs[@]} golden files in $CASES"
+    echo "ci-regression: wrote ${#inputs[@]} golden file$plural in $CASES"
     exit 0
 fi
 
@@ -72,8 +75,8 @@ else
     printf '%s\0' "${inputs[@]}" | xargs -0 -P "$JOBS" -n 1 bash -c 'check_one "$0"'
 fi && status=0 || status=$?
 if [ $status -eq 0 ]; then
-    echo "ci-regression: ${#inputs[@]} cases match"
+    if [ ${#inputs[@]} -eq 1 ]; then echo "ci-regression: 1 case matches"; else echo "ci-regression: ${#inputs[@]} cases match"; fi
 else
-    echo "ci-regression: some of ${#inputs[@]} cases differ" >&2
+    echo "ci-regression: some of ${#inputs[@]} case$plural differ" >&2
     exit 1
 fi
