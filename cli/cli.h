@@ -22,6 +22,9 @@
 int cli_fail(const tl_status *st);
 /* A usage error: exit 2 with " (see tl --help)" appended. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A variable of the environment that makes no sense: exit 2, the manual's
+ * ENVIRONMENT named. */
+int cli_env_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints text with control characters escaped. */
 void cli_print_escaped(FILE *f, const char *text);
 /* Flushes standard output; a write error there is exit 3 with one line. */
@@ -196,6 +199,9 @@ typedef struct cli_run_args {
      * zeros of the shapes it declares (tl compile, tl diff); a dynamic dim
      * is then the error */
     struct tl_onnx_model *declared;
+    /* the ONNX model whose inputs the graph being bound names (set by
+     * cli_model_open; for a missing input's message, the type it declares) */
+    struct tl_onnx_model *model;
     tl_compare_opts cmp;
     int nbind, nseed, nnpz;
     const char **npz;  /* -i FILE.npz, in order ("-": standard input) */
@@ -218,12 +224,19 @@ int cli_model_translate(const cli_run_args *c, struct tl_onnx_model *m, tl_graph
  * for the rest the shapes the model declares (c->declared). */
 int cli_model_bind(cli_run_args *c, struct tl_onnx_model **m, tl_graph **sig, tl_tensor ***in, tl_status *st);
 void cli_model_close(struct tl_onnx_model *m);
+/* cli_input_hint for a name given to model m (or to a graph: m NULL),
+ * whose initializers are names too: one of them named exactly (a
+ * constant unless --params or --wrt makes it an input), or the input or
+ * initializer nearest to a name mistyped. */
+const char *cli_model_input_hint(const struct tl_onnx_model *m, const tl_graph *g, const char *name, char *buf,
+                                 size_t len);
 
 /* Each returns 0, or the exit code after printing the error. */
 int cli_parse_run_args(int argc, char **argv, cli_run_args *c);
 void cli_run_args_free(cli_run_args *c);
-/* TL_NUM_THREADS, when set, is a whole number from 1 to 1024. */
-int cli_threads_ok(void);
+/* TL_NUM_THREADS, when set, is a whole number from 1 to 1024; TL_CONV,
+ * blas or grid. */
+int cli_env_ok(void);
 /* in[k] for every input of g, from -i files and NAME=TENSOR. */
 int cli_bind_inputs(const cli_run_args *c, const tl_graph *g, tl_tensor **in, tl_status *st);
 /* wrt[k]: input k is differentiated (all without --wrt). */

@@ -257,7 +257,7 @@ static tl_graph *model_for(int argc, char **argv, const char *path, bool outside
         tl_type t;
         if (k < 0)
             ok = !tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the model%s", path, name,
-                          cli_input_hint(sig, name, hint, sizeof hint));
+                          cli_model_input_hint(m, sig, name, hint, sizeof hint));
         else if (in[k])
             continue; /* given twice: look's own pass says so */
         else if (parse_spec(&z, eq + 1, &t, st))

@@ -135,7 +135,9 @@ static char *index_text(const tl_gradcheck_input *e, int64_t i, char *buf, size_
     return tl_index_desc(&t, i, buf, len);
 }
 
-static void text_sites(const tl_gradcheck_input *e, const tl_gradcheck_site *s, int64_t n,
+/* Each site's node: its name, or for a node a program made (a name of
+ * its own, "_1_9") its place in the program's text (FILE:LINE:COL). */
+static void text_sites(const tl_graph *g, const tl_gradcheck_input *e, const tl_gradcheck_site *s, int64_t n,
                        const char *where)
 {
     char at[TL_MAXDIM * 24];
@@ -143,9 +145,18 @@ static void text_sites(const tl_gradcheck_input *e, const tl_gradcheck_site *s, 
         return;
     printf("  %lld on a %s:", (long long)n, where);
     for (int64_t i = 0; i < n && i < TL_GC_SITES; i++) {
-        printf("%s %s at \"", i ? "," : "", index_text(e, s[i].index, at, sizeof at));
-        cli_print_escaped(stdout, s[i].node->name);
-        printf("\" (%s)", tl_ops[s[i].node->op].name);
+        const tl_node *x = s[i].node;
+        const tl_srcpos *pos = g->slot_pos && x->nout && x->name[0] == '_' ? &g->slot_pos[x->out[0]] : NULL;
+        printf("%s %s at ", i ? "," : "", index_text(e, s[i].index, at, sizeof at));
+        if (pos && pos->line) {
+            cli_print_escaped(stdout, g->path);
+            printf(":%d:%d", pos->line, pos->col);
+        } else {
+            putchar('"');
+            cli_print_escaped(stdout, x->name);
+            putchar('"');
+        }
+        printf(" (%s)", tl_ops[x->op].name);
     }
     puts(n > TL_GC_SITES ? ", ..." : "");
 }
@@ -162,7 +173,7 @@ static void text_of(const tl_gradcheck_report *r, const tl_gradcheck_input *e)
     printf("%s)", index_text(o, e->worst_of_index, at, sizeof at));
 }
 
-static void text_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e, bool cast)
+static void text_input(const tl_graph *g, const tl_gradcheck_report *r, const tl_gradcheck_input *e, bool cast)
 {
     char d[96], at[TL_MAXDIM * 24], a[TL_FMT_LEN], b[TL_FMT_LEN];
     cli_print_escaped(stdout, e->name);
@@ -187,12 +198,12 @@ static void text_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e
         text_of(r, e);
         printf("\n");
     }
-    text_sites(e, e->kink, e->nkink, "kink");
-    text_sites(e, e->boundary, e->nboundary, "branch boundary");
+    text_sites(g, e, e->kink, e->nkink, "kink");
+    text_sites(g, e, e->boundary, e->nboundary, "branch boundary");
 }
 
 /* What --f64 did: cast[k] for each input cast up from f32; NULL: no --f64. */
-static void text_report(const tl_gradcheck_report *r, const bool *cast)
+static void text_report(const tl_graph *g, const tl_gradcheck_report *r, const bool *cast)
 {
     char a[TL_FMT_LEN], b[TL_FMT_LEN], c[TL_FMT_LEN];
     if (cast) {
@@ -202,7 +213,7 @@ static void text_report(const tl_gradcheck_report *r, const bool *cast)
         printf("gradcheck: an f64 copy of the recipe (--f64), %d input%s cast from f32\n", n, n == 1 ? "" : "s");
     }
     for (int k = 0; k < r->ninputs; k++)
-        text_input(r, &r->inputs[k], cast && cast[k]);
+        text_input(g, r, &r->inputs[k], cast && cast[k]);
     const char *what = r->order == 2 ? "gradcheck --order 2" : "gradcheck";
     if (r->mismatches)
         printf("%s: %lld of %lld MISMATCHED", what, (long long)r->mismatches, (long long)r->checked);
@@ -415,7 +426,7 @@ int cmd_gradcheck(int argc, char **argv)
     tl_status st = {0};
     int rc = parse(argc, argv, &c);
     if (!rc)
-        rc = cli_threads_ok();
+        rc = cli_env_ok();
     tl_graph_options go = {c.run.outside};
     if (!rc && !(s.g = tl_onnx_is_model(c.run.graph) ? cli_model_open(&c.run, &s.model, &st)
                                                      : cli_load_graph(c.run.graph, &go, &st)))
@@ -424,7 +435,7 @@ int cmd_gradcheck(int argc, char **argv)
         rc = check(&c, &s, &st);
     if (!rc) {
         const bool *cast = c.f64 ? s.cast : NULL;
-        c.run.json ? json_report(s.r, cast) : text_report(s.r, cast);
+        c.run.json ? json_report(s.r, cast) : text_report(s.g, s.r, cast);
         rc = cli_finish_stdout();
         rc = rc ? rc : s.r->mismatches ? TL_EDIFF : 0;
     }

@@ -13,7 +13,8 @@
 #include "cli.h"
 
 /* The input a --tangent names, or an exit code (through *rc). */
-static int tangent_input(const tl_graph *g, tl_tensor *const *in, const char *spec, tl_status *st, int *rc)
+static int tangent_input(const cli_run_args *c, const tl_graph *g, tl_tensor *const *in, const char *spec,
+                         tl_status *st, int *rc)
 {
     const char *eq = strchr(spec, '=');
     size_t n = (size_t)(eq - spec);
@@ -23,7 +24,7 @@ static int tangent_input(const tl_graph *g, tl_tensor *const *in, const char *sp
     char hint[400];
     if (k < 0)
         *rc = (tl_fail(st, TL_EINPUT, "--tangent %s: not an input of the graph%s", name,
-                       cli_input_hint(g, name, hint, sizeof hint)), cli_fail(st));
+                       cli_model_input_hint(c->model, g, name, hint, sizeof hint)), cli_fail(st));
     else if (tl_dtype_is_int(in[k]->dtype))
         *rc = (tl_fail(st, TL_EINPUT, "--tangent %s: input \"%s\" is an index tensor (%s), which has no "
                        "tangent", name, name, tl_dtype_name(in[k]->dtype)), cli_fail(st));
@@ -44,7 +45,7 @@ int cli_second_prepare(const cli_run_args *c, const tl_graph *g, tl_tensor *cons
     if (!s->tangent || !s->wrt || !s->d || !s->names)
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
     for (int i = 0; i < c->ntangent && !rc; i++) {
-        int k = tangent_input(g, in, c->tangent[i], st, &rc);
+        int k = tangent_input(c, g, in, c->tangent[i], st, &rc);
         if (rc)
             break;
         const tl_tensor *x = in[k];

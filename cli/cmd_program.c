@@ -246,6 +246,12 @@ static int compile(const args *a)
     return rc;
 }
 
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 /* tl compile MODEL.onnx [NAME=TENSOR...] -o FILE.json: the recipe for
  * those inputs (the declared shapes for the others), its weights in
  * FILE.npz beside it. */
@@ -258,19 +264,28 @@ static int compile_model(int argc, char **argv)
     tl_tensor **in = NULL, **ts = NULL;
     char **keys = NULL, *json = NULL, *npz = NULL;
     int nk = 0, rc = cli_parse_run_args(argc, argv, &c);
-    if (!rc && (!c.output || !strcmp(c.output, "-")))
-        rc = cli_usage("tl compile MODEL.onnx needs -o FILE.json (its weights go in an .npz beside it)");
+    if (!rc && !c.output)
+        rc = cli_usage("tl compile MODEL.onnx needs -o FILE.json (its weights go in FILE.npz beside it)");
+    /* two files, named alike in one folder: neither standard output nor
+     * a device can hold them */
+    else if (!rc && (!cli_ends_with(c.output, ".json") || strlen(base_name(c.output)) == 5 ||
+                     !strncmp(c.output, "/dev/", 5)))
+        rc = cli_usage("-o %s: tl compile MODEL.onnx writes FILE.json, and its weights in FILE.npz beside it: "
+                       "give -o FILE.json", c.output);
     if (rc)
         goto done;
     size_t n = strlen(c.output);
-    bool dot_json = n > 5 && !strcmp(c.output + n - 5, ".json");
-    if (!(npz = malloc(n + 5)))
+    if (!(npz = malloc(n)))
         goto oom;
-    snprintf(npz, n + 5, "%.*s.npz", (int)(dot_json ? n - 5 : n), c.output);
+    snprintf(npz, n, "%.*s.npz", (int)(n - 5), c.output);
+    /* both places checked before the work, as run does */
+    if (cli_check_path(c.output, &st) || cli_check_path(npz, &st)) {
+        rc = cli_fail(&st);
+        goto done;
+    }
     if ((rc = cli_model_bind(&c, &m, &sig, &in, &st)))
         goto done;
-    const char *base = strrchr(npz, '/') ? strrchr(npz, '/') + 1 : npz;
-    if (!(json = tl_onnx_compile(m, in, base, &nk, &keys, &ts, &st))) {
+    if (!(json = tl_onnx_compile(m, in, base_name(npz), &nk, &keys, &ts, &st))) {
         rc = cli_fail(&st);
         goto done;
     }

@@ -144,7 +144,8 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     if (c->second == 1 && (c->nseed || c->wrt || c->of))
         return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
     if (!c->grad && !c->second && (c->nseed || c->wrt || c->of || c->params))
-        return cli_usage("--seed, --wrt, --of and --params belong to tl grad");
+        return cli_usage("tl run differentiates nothing: --seed, --wrt, --of and --params belong to tl grad "
+                         "(and hvp, gradcheck)");
     if (c->second && !c->ntangent)
         return cli_usage("tl %s needs at least one --tangent NAME=TENSOR", c->second == 1 ? "jvp" : "hvp");
     bool tolerance = c->cmp.rtol_set || c->cmp.atol_set || c->cmp.use_ulp || c->cmp.equal_nan;
@@ -346,16 +347,28 @@ static int read_members(const tl_graph *g, const tl_result_file *z, const char *
     return rc;
 }
 
-/* Every input still without a tensor, named in one line. */
+/* Every input still without a tensor, named in one line, each with what
+ * the graph (or the ONNX model) declares of it. */
 static int missing_inputs(const cmd *c, const tl_graph *g, tl_tensor *const *in, tl_status *st)
 {
-    char names[600], keys[400];
+    char names[600] = "", keys[400], type[160], one[240];
     int n = 0, shown = 0;
     size_t k = 0;
-    for (int i = 0; i < g->ninputs; i++)
-        if (!in[i] && n++ < 8 && k + 80 < sizeof names)
-            k += (size_t)snprintf(names + k, sizeof names - k, "%s\"%.60s\"", k ? ", " : "", g->inputs[i].name),
-                shown++;
+    for (int i = 0; i < g->ninputs; i++) {
+        if (in[i] || n++ >= 8 || shown < n - 1) /* the first eight that fit, in order */
+            continue;
+        if (c->model)
+            tl_onnx_input_text(c->model, i, type, sizeof type);
+        else
+            tl_input_type_text(g, i, type, sizeof type);
+        size_t len = (size_t)snprintf(one, sizeof one, "%s\"%.60s\"%s%s%s", k ? ", " : "", g->inputs[i].name,
+                                      type[0] ? " (" : "", type, type[0] ? ")" : "");
+        if (k + len + 40 < sizeof names) { /* room for ", ... (N in all)" after */
+            memcpy(names + k, one, len + 1);
+            k += len;
+            shown++;
+        }
+    }
     if (!n)
         return 0;
     if (shown < n)
@@ -381,7 +394,7 @@ int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *
         char hint[400];
         if (k < 0)
             rc = (tl_fail(st, TL_EINPUT, "%s: \"%s\" is not an input of the graph%s", g->path, name,
-                          cli_input_hint(g, name, hint, sizeof hint)), cli_fail(st));
+                          cli_model_input_hint(c->model, g, name, hint, sizeof hint)), cli_fail(st));
         else if (explicit[k])
             rc = (tl_fail(st, TL_EINPUT, "input \"%s\" is supplied twice", name), cli_fail(st));
         else if (!(in[k] = cli_read_tensor(eq + 1, st)))
@@ -423,6 +436,7 @@ int cli_bind_inputs(const cmd *c, const tl_graph *g, tl_tensor **in, tl_status *
 
 typedef struct wrt_ctx {
     const tl_graph *g;
+    const struct tl_onnx_model *model; /* or NULL */
     tl_tensor *const *in;
     bool *wrt;
     tl_status *st;
@@ -435,7 +449,7 @@ static int wrt_one(const char *name, void *ctx)
     char hint[400];
     if (k < 0)
         return tl_fail(w->st, TL_EINPUT, "--wrt: \"%s\" is not an input of the graph%s", name,
-                       cli_input_hint(w->g, name, hint, sizeof hint)), cli_fail(w->st);
+                       cli_model_input_hint(w->model, w->g, name, hint, sizeof hint)), cli_fail(w->st);
     if (tl_dtype_is_int(w->in[k]->dtype))
         return tl_fail(w->st, TL_EINPUT, "--wrt: input \"%s\" is an index tensor (%s), which is never "
                        "differentiated", name, tl_dtype_name(w->in[k]->dtype)), cli_fail(w->st);
@@ -448,7 +462,7 @@ int cli_parse_wrt(const cmd *c, const tl_graph *g, tl_tensor *const *in, bool *w
 {
     for (int k = 0; k < g->ninputs; k++)
         wrt[k] = c->wrt == NULL;
-    wrt_ctx w = {g, in, wrt, st};
+    wrt_ctx w = {g, c->model, in, wrt, st};
     return c->wrt ? each_name("--wrt", c->wrt, st, wrt_one, &w) : 0;
 }
 
@@ -746,13 +760,15 @@ static void release(run_state *s)
     free(s->gnames);
 }
 
-int cli_threads_ok(void)
+int cli_env_ok(void)
 {
-    const char *t = getenv("TL_NUM_THREADS");
+    const char *t = getenv("TL_NUM_THREADS"), *conv = getenv("TL_CONV");
     char *end;
     long n = t ? strtol(t, &end, 10) : 1;
     if (t && (!*t || *end || n < 1 || n > 1024))
-        return cli_usage("TL_NUM_THREADS must be a whole number from 1 to 1024, not '%.40s'", t);
+        return cli_env_usage("TL_NUM_THREADS must be a whole number from 1 to 1024, not '%.40s'", t);
+    if (conv && strcmp(conv, "blas") && strcmp(conv, "grid"))
+        return cli_env_usage("TL_CONV must be blas or grid (or unset: tl's choice), not '%.40s'", conv);
     return 0;
 }
 
@@ -764,7 +780,7 @@ static int fuse_env(int64_t *min)
     char *end;
     long long n = t ? strtoll(t, &end, 10) : 0;
     if (t && (!*t || *end || n < 0))
-        return cli_usage("TL_FUSE must be 0 (no fused chains) or a number of elements, not '%.40s'", t);
+        return cli_env_usage("TL_FUSE must be 0 (no fused chains) or a number of elements, not '%.40s'", t);
     *min = !t ? 0 : n == 0 ? -1 : n;
     return 0;
 }
@@ -963,7 +979,7 @@ static int execute(cmd *c)
 {
     tl_status st = {0};
     const tl_backend *be;
-    int rc = cli_threads_ok();
+    int rc = cli_env_ok();
     if (rc || (rc = pick_backend(c, &be)))
         return rc;
     /* what can be checked before the graph is loaded: output paths and

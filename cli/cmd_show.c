@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "graph/onnx.h"
 #include "formats/text.h"
 
 typedef struct show {
@@ -207,7 +208,9 @@ int cmd_show(int argc, char **argv)
     tl_status st = {0};
     tl_result_set *file = NULL, one = {0};
     const tl_tensor *t = NULL;
-    if (whole_file(arg)) {
+    if (whole_file(arg) && tl_onnx_is_model(arg)) /* its weights are shown one at a time */
+        tl_fail(&st, TL_EINPUT, "%s: an ONNX model: tl show %s:NAME shows its initializer NAME", arg, arg);
+    else if (whole_file(arg)) {
         if (!(file = tl_result_set_read(arg, &st)))
             tl_wrap(&st, "%s", strcmp(arg, "-") ? arg : "standard input");
         sh.single = file && file->anonymous;

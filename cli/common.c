@@ -32,15 +32,30 @@ int cli_fail(const tl_status *st)
     return st->code ? (int)st->code : 3;
 }
 
-int cli_usage(const char *fmt, ...)
+static int usage_with(const char *where, const char *fmt, va_list ap)
 {
     tl_status st = {TL_EINPUT, ""};
+    vsnprintf(st.msg, sizeof st.msg - 40, fmt, ap);
+    strcat(st.msg, where);
+    return cli_fail(&st);
+}
+
+int cli_usage(const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(st.msg, sizeof st.msg - 20, fmt, ap);
+    int rc = usage_with(" (see tl --help)", fmt, ap);
     va_end(ap);
-    strcat(st.msg, " (see tl --help)");
-    return cli_fail(&st);
+    return rc;
+}
+
+int cli_env_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = usage_with(" (see ENVIRONMENT in man tl)", fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int cli_finish_stdout(void)
@@ -85,6 +100,15 @@ int cli_format_opt(int argc, char **argv, int *i, const char *arg, bool *json)
     return 0;
 }
 
+/* An .npy or .npz where the graph goes: a user's inputs, given in the
+ * wrong place. */
+static tl_graph *data_not_graph(const char *path, tl_status *st)
+{
+    tl_fail(st, TL_EINPUT, "%s: a tensor file, not a graph: the graph (.json, .tl, .onnx or -e TEXT) comes first, "
+            "the inputs after it (NAME=FILE or -i FILE)", path);
+    return NULL;
+}
+
 tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *st)
 {
     if (cli_is_program(arg))
@@ -95,6 +119,8 @@ tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *
     }
     if (cli_is_graph_file(arg))
         return tl_graph_load_with(arg, o, st);
+    if (cli_ends_with(arg, ".npy") || cli_ends_with(arg, ".npz"))
+        return data_not_graph(arg, st);
     /* standard input, or a file whose name does not say: its text does */
     bool in = !strcmp(arg, "-");
     const char *path = in ? "standard input" : arg;
@@ -103,6 +129,12 @@ tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *
     if (in ? tl_slurp_stream(stdin, &buf, &len, st) : tl_slurp_path(arg, &buf, &len, st)) {
         tl_wrap(st, "%s", path);
         return NULL;
+    }
+    if (!len || (len >= 6 && !memcmp(buf, "\x93NUMPY", 6)) || (len >= 4 && !memcmp(buf, "PK\x03\x04", 4))) {
+        free(buf);
+        if (len)
+            return data_not_graph(path, st);
+        return tl_fail(st, TL_EINPUT, "%s: empty: expected a graph (JSON), a program or an ONNX model", path), NULL;
     }
     const char *text = (const char *)buf;
     tl_graph *g = cli_text_is_program(text, len) ? cli_load_program_text(text, len, path, o, st)

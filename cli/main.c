@@ -29,7 +29,7 @@ static const char usage_text[] =
     "       tl compile MODEL.onnx [NAME=TENSOR]... [-i FILE] -o FILE.json\n"
     "       tl diff A B [NAME=TENSOR]... [-i FILE]   (the inputs of A or B that is an\n"
     "               ONNX model: they fix its shapes, as for tl compile)\n"
-    "       tl ops [OP] [--format text|json]\n"
+    "       tl ops [OP] [--onnx] [--format text|json]\n"
     "       tl devices\n"
     "\n"
     "GRAPH:  a .json graph, a .tl program, -e TEXT (a program given inline), or -\n"
@@ -53,10 +53,10 @@ static const char usage_text[] =
     "                          differ); with --rtol, --atol, --ulp, --equal-nan\n"
     "  -d, --device DEV        cpu (default), cuda[:N], gpu, auto\n"
     "      --strict-device     a fallback to the CPU is an error (exit 3)\n"
-    "      --seed [OUT=]TENSOR cotangent of an output (grad; default all ones; a\n"
-    "                          0-d seed fills the output's shape)\n"
-    "      --of OUT,...        differentiate only these outputs (grad)\n"
-    "      --wrt NAME,...      differentiate only these inputs (grad)\n"
+    "      --seed [OUT=]TENSOR cotangent of an output (grad, hvp, gradcheck; default\n"
+    "                          all ones; a 0-d seed fills the output's shape)\n"
+    "      --of OUT,...        differentiate only these outputs (grad, hvp)\n"
+    "      --wrt NAME,...      differentiate only these inputs (grad, hvp, gradcheck)\n"
     "      --params            an ONNX model's float initializers are differentiated\n"
     "                          inputs too (grad, jvp, hvp, gradcheck)\n"
     "      --tangent NAME=TENSOR  direction for input NAME (jvp, hvp; others: zeros)\n"
@@ -82,6 +82,8 @@ static const char usage_text[] =
     "                          time) instead of all\n"
     "      --f64               check an f64 copy of an f32 recipe, the inputs cast up\n"
     "\n"
+    "environment: TL_NUM_THREADS, TL_FUSE, TL_CONV, TL_BLAS_CHOOSE, OPENBLAS_CORETYPE,\n"
+    "             TL_CUDA_PLUGIN (see ENVIRONMENT in man tl)\n"
     "exit status: 0 ok, 1 a difference (compare, --expect, diff, gradcheck), 2 bad\n"
     "             usage or input, 3 runtime failure\n"
     "manual: man tl, man tl-graph, man tl-program\n";
@@ -165,7 +167,8 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if (argc < 2)
-        return cli_usage("no command given: tl run|grad|check|dot GRAPH ..., tl compare A B, tl show TENSOR, tl ops, tl devices");
+        return cli_usage("no command given: tl run|grad|jvp|hvp|gradcheck|check|dot|compile GRAPH ..., tl diff A B, "
+                         "tl compare A B, tl show TENSOR, tl ops, tl devices");
     const char *sub = argv[1];
     if (!strcmp(sub, "-h") || !strcmp(sub, "--help") || !strcmp(sub, "help"))
         return help();

@@ -40,6 +40,7 @@ tl_graph *cli_model_open(cli_run_args *c, struct tl_onnx_model **m, tl_status *s
     if (!*m)
         return NULL;
     tl_graph *g = tl_onnx_signature(*m, st);
+    c->model = *m;
     if (g && !(c->defaults = calloc((size_t)g->ninputs + 1, sizeof *c->defaults))) {
         tl_fail(st, TL_ERUNTIME, "out of memory");
         tl_graph_free(g);
@@ -73,3 +74,30 @@ int cli_model_bind(cli_run_args *c, struct tl_onnx_model **m, tl_graph **sig, tl
 }
 
 void cli_model_close(struct tl_onnx_model *m) { tl_onnx_free(m); }
+
+const char *cli_model_input_hint(const struct tl_onnx_model *m, const tl_graph *g, const char *name, char *buf,
+                                 size_t len)
+{
+    int ninit = m ? tl_onnx_initializer_count(m) : 0;
+    for (int i = 0; i < ninit; i++)
+        if (tl_onnx_initializer_name(m, i) && !strcmp(tl_onnx_initializer_name(m, i), name)) {
+            snprintf(buf, len, " (an initializer of the model, which is a constant unless --params, or "
+                               "--wrt %.60s, makes it an input)", name);
+            return buf;
+        }
+    const char **names = ninit ? malloc(sizeof *names * ((size_t)g->ninputs + (size_t)ninit)) : NULL;
+    if (!names)
+        return cli_input_hint(g, name, buf, len);
+    int n = 0;
+    for (int k = 0; k < g->ninputs; k++)
+        names[n++] = g->inputs[k].name;
+    for (int i = 0; i < ninit; i++)
+        if (tl_onnx_initializer_name(m, i))
+            names[n++] = tl_onnx_initializer_name(m, i);
+    const char *near = tl_nearest(name, names, n);
+    free(names);
+    if (!near)
+        return cli_input_hint(g, name, buf, len);
+    snprintf(buf, len, " (did you mean \"%.200s\"?)", near);
+    return buf;
+}

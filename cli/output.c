@@ -137,9 +137,15 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
     bool exists = !stat(path, &was);
     if (exists && written_into(path, &was)) {
         free(tmp);
-        FILE *f = fopen(path, "wb");
-        if (!f)
+        /* appended to, never truncated: /dev/stdout leads to the file the
+         * shell opened, which >> opened for appending (and > emptied) */
+        int afd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+        FILE *f = afd >= 0 ? fdopen(afd, "ab") : NULL;
+        if (!f) {
+            if (afd >= 0)
+                close(afd);
             return tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
+        }
         tl_code rc = write_closing(f, path, w, ctx, st);
         if (rc && !strstr(st->msg, path))
             tl_wrap(st, "%s", path);

@@ -148,8 +148,8 @@ static tl_code reshape(const tl_tensor *x, tl_attrs *a, tl_shape *out, tl_status
         known = x->numel;
     }
     if (known != x->numel)
-        return tl_fail(st, TL_EINPUT, "cannot reshape %s (%lld elements) to %lld elements",
-                       DESC(x), (long long)x->numel, (long long)known);
+        return tl_fail(st, TL_EINPUT, "cannot reshape %s (%lld element%s) to %lld element%s", DESC(x),
+                       (long long)x->numel, x->numel == 1 ? "" : "s", (long long)known, known == 1 ? "" : "s");
     return TL_OK;
 }
 

@@ -2583,6 +2583,22 @@ int tl_graph_input_index(const tl_graph *g, const char *name)
     return -1;
 }
 
+void tl_input_type_text(const tl_graph *g, int i, char *buf, size_t len)
+{
+    const tl_input *in = &g->inputs[i];
+    size_t k = (size_t)snprintf(buf, len, "%s", in->has_dtype ? tl_dtype_name(in->dtype) : "");
+    for (int d = 0; d < in->ndim && k < len; d++) {
+        const tl_dimspec *s = &in->dims[d];
+        const char *sep = d ? "," : "[";
+        if (s->kind == TL_DIM_FIXED)
+            k += (size_t)snprintf(buf + k, len - k, "%s%lld", sep, (long long)s->size);
+        else
+            k += (size_t)snprintf(buf + k, len - k, "%s%.40s", sep, s->kind == TL_DIM_VAR ? g->sizevars[s->var] : "_");
+    }
+    if (k < len)
+        snprintf(buf + k, len - k, "%s", in->ndim < 0 ? "" : in->ndim ? "]" : "[]");
+}
+
 int tl_graph_top_slot(const tl_graph *g, const char *name)
 {
     int s = g->names ? lookup(g, g->names, g->tcap, name) : -1;

@@ -193,6 +193,10 @@ const char *tl_attr_name(uint64_t bit);
  * for a run given its inputs (tl_run_opts.give_inputs), whose tensors
  * then go at their last use.  Those inputs have no default after. */
 void tl_graph_drop_default_data(tl_graph *g);
+/* "f32[n,3]": what the graph declares of input i, its dtype, its shape or
+ * both (a dim of any size: _), as tl check writes a type; "" where it
+ * declares neither. */
+void tl_input_type_text(const tl_graph *g, int i, char *buf, size_t len);
 /* Input i's default as a tensor (a new reference, tl_input.dflt), or NULL:
  * with st untouched when it has none, with the error (naming the input and
  * its file) when it cannot be read. */

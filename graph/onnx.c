@@ -218,6 +218,13 @@ tl_tensor *tl_onnx_initializer(const tl_onnx_model *m, const char *name, tl_stat
                                             : "no initializer \"%.200s\" (the model has none%s)", name, list), NULL;
 }
 
+int tl_onnx_initializer_count(const tl_onnx_model *m) { return m->ninit; }
+
+const char *tl_onnx_initializer_name(const tl_onnx_model *m, int i)
+{
+    return i >= 0 && i < m->ninit ? m->f->model->graph->initializer[i]->name : NULL;
+}
+
 tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i)
 {
     return i >= 0 && i < m->nin && m->in_init[i] >= 0 ? tl_tensor_ref(m->init[m->in_init[i]]) : NULL;
@@ -4340,7 +4347,8 @@ tl_graph *tl_onnx_signature(tl_onnx_model *m, tl_status *st)
 
 /* ---------- without a call site: the shapes the model declares ---------- */
 
-static tl_tensor *declared(const tl_onnx_model *m, int i, tl_status *st)
+/* The shape the model declares for signature input i, or NULL. */
+static const Onnx__TensorShapeProto *declared_shape(const tl_onnx_model *m, int i)
 {
     const Onnx__GraphProto *g = m->f->model->graph;
     const Onnx__ValueInfoProto *v = NULL;
@@ -4348,8 +4356,38 @@ static tl_tensor *declared(const tl_onnx_model *m, int i, tl_status *st)
         if (!strcmp(g->input[k]->name, m->in_name[i]))
             v = g->input[k];
     const Onnx__TypeProto *tp = v ? v->type : NULL;
-    const Onnx__TensorShapeProto *sh = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type
-                                           ? tp->tensor_type->shape : NULL;
+    return tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type ? tp->tensor_type->shape
+                                                                                          : NULL;
+}
+
+void tl_onnx_input_text(const tl_onnx_model *m, int i, char *buf, size_t len)
+{
+    const Onnx__TensorShapeProto *sh = declared_shape(m, i);
+    tl_dtype dt;
+    int ty = m->in_type[i];
+    buf[0] = '\0';
+    if (!ty && !sh)
+        return;
+    size_t k = (size_t)snprintf(buf, len, "%s", !ty                               ? ""
+                                                  : ty != TL_ONNX_BOOL && onnx_dtype(ty, TL_F32, &dt) ? tl_dtype_name(dt)
+                                                                                   : tl_onnx_type_name(ty));
+    for (size_t d = 0; sh && d < sh->n_dim && k < len; d++) {
+        const Onnx__TensorShapeProto__Dimension *x = sh->dim[d];
+        const char *sep = d ? "," : "[";
+        if (x->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            k += (size_t)snprintf(buf + k, len - k, "%s%lld", sep, (long long)x->dim_value);
+        else
+            k += (size_t)snprintf(buf + k, len - k, "%s%.40s", sep,
+                                  x->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && x->dim_param &&
+                                          x->dim_param[0] ? x->dim_param : "_");
+    }
+    if (k < len)
+        snprintf(buf + k, len - k, "%s", !sh ? "" : sh->n_dim ? "]" : "[]");
+}
+
+static tl_tensor *declared(const tl_onnx_model *m, int i, tl_status *st)
+{
+    const Onnx__TensorShapeProto *sh = declared_shape(m, i);
     if (!sh)
         return tl_fail(st, TL_EINPUT, "input \"%.200s\" declares no shape: give it (NAME=TENSOR) to fix the "
                        "shapes", m->in_name[i]), NULL;

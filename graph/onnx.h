@@ -45,6 +45,10 @@ tl_tensor *tl_onnx_initializer(const tl_onnx_model *m, const char *name, tl_stat
  * --params or --wrt) the other initializers made inputs.  A graph with
  * just these inputs (under the model's names), for binding tensors. */
 tl_graph *tl_onnx_signature(tl_onnx_model *m, tl_status *st);
+/* The model's initializers, by name (for hints at a name mistyped): how
+ * many, and the name of initializer i. */
+int tl_onnx_initializer_count(const tl_onnx_model *m);
+const char *tl_onnx_initializer_name(const tl_onnx_model *m, int i);
 /* The default of signature input i (a reference the caller drops), or
  * NULL when it has none and must be supplied. */
 tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i);
@@ -71,6 +75,10 @@ tl_graph *tl_onnx_translate_declared(tl_onnx_model *m, tl_tensor *const *given, 
 /* Input i as the model declares it: zeros of its fixed shape (a dynamic
  * dim is an error asking for the input). */
 tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st);
+/* "f32[batch,3,224,224]": the type the model declares for signature
+ * input i, as tl check writes a type (a dim without a size or name: _),
+ * for a message; "" where it declares none. */
+void tl_onnx_input_text(const tl_onnx_model *m, int i, char *buf, size_t len);
 
 /* The same recipe as graph-file JSON for `tl compile`: weights of more
  * than 16 elements as members of the .npz `npz_name` (beside the JSON),

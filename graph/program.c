@@ -1171,6 +1171,8 @@ static bool iterate_call(P *p, int name, val *v)
 {
     int at = p->i, toks[MAX_VALUES + 1], syms[MAX_VALUES + 1], np, nb, first;
     double count;
+    if (peek(p) == T_MINUS && peek_at(p, 1) == T_NUMBER)
+        return fail_at(p, at, "the count of iterate must be a non-negative integer (a number of steps)");
     if (peek(p) != T_NUMBER || !number(p, &count))
         return fail_at(p, at, "the count of iterate must be an integer literal (a fixed number of steps)");
     if (count != floor(count) || count < 0 || count > 9007199254740992.0)

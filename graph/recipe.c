@@ -993,22 +993,9 @@ static bool nodes_differ(cmp *m, int i)
 
 static void write_input(FILE *f, const tl_graph *g, int i)
 {
-    const tl_input *in = &g->inputs[i];
-    fprintf(f, "input %d \"%s\": %s", i + 1, in->name, in->has_dtype ? tl_dtype_name(in->dtype) : "");
-    if (in->ndim < 0) {
-        fputs(in->has_dtype ? "" : "any", f);
-        return;
-    }
-    fputc('[', f);
-    for (int d = 0; d < in->ndim; d++) {
-        const tl_dimspec *s = &in->dims[d];
-        fputs(d ? "," : "", f);
-        if (s->kind == TL_DIM_FIXED)
-            fprintf(f, "%lld", (long long)s->size);
-        else
-            fputs(s->kind == TL_DIM_VAR ? g->sizevars[s->var] : "_", f);
-    }
-    fputc(']', f);
+    char type[TL_MAXDIM * 48 + 16];
+    tl_input_type_text(g, i, type, sizeof type);
+    fprintf(f, "input %d \"%s\": %s", i + 1, g->inputs[i].name, type[0] ? type : "any");
 }
 
 static bool inputs_differ(const tl_input *x, const tl_input *y)

@@ -638,7 +638,7 @@ Test(control, errors)
     static const err_case errors[] = {
         {"iterate(n, x, s -> s)", "1:9", "integer literal"},
         {"iterate(2.5, x, s -> s)", "1:9", "non-negative integer"},
-        {"iterate(-1, x, s -> s)", "1:9", "integer literal"},
+        {"iterate(-1, x, s -> s)", "1:9", "non-negative integer"},
         {"iterate(2, x, (a, b, c) -> a)", "1:15", "3 parameters for 1 carried value"},
         {"(p, q) = iterate(2, (x, y), (u, v) -> u)", "1:39", "the body gives 1 value for 2 carried"},
         {"map(x, p -> p)", "1:5", "a lambda first"},
