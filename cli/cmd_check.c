@@ -381,7 +381,19 @@ static void unlook(looked *l)
 
 typedef struct printer {
     const looked *l;
+    int width; /* of the name column */
 } printer;
+
+/* The name column: as wide as the longest name (an ONNX model's run to
+ * "/layer1/layer1.0/conv1/Conv_output_0"), from 16 to 48 characters. */
+static int name_width(const tl_graph *g)
+{
+    size_t w = 16;
+    for (int s = 0; s < g->nslots; s++)
+        if (g->slot_name[s] && strlen(g->slot_name[s]) > w)
+            w = strlen(g->slot_name[s]);
+    return w > 48 ? 48 : (int)w;
+}
 
 static void print_node(void *ctx, const tl_node *n, int depth, const char *block, const tl_type *out)
 {
@@ -390,7 +402,8 @@ static void print_node(void *ctx, const tl_node *n, int depth, const char *block
         char ty[512], pad[64];
         type_text(&p->l->z, &out[k], ty, sizeof ty);
         snprintf(pad, sizeof pad, "%*s%s%s", 2 * depth, "", block, block[0] ? " " : "");
-        printf("  %s%-16s %-13s %s\n", pad, p->l->g->slot_name[n->out[k]], k ? "" : tl_ops[n->op].name, ty);
+        printf("  %s%-*s %-13s %s\n", pad, p->width, p->l->g->slot_name[n->out[k]], k ? "" : tl_ops[n->op].name,
+               ty);
     }
 }
 
@@ -410,12 +423,12 @@ int cmd_check(int argc, char **argv)
         unlook(&l);
         return cli_finish_stdout();
     }
-    printer p = {&l};
+    printer p = {&l, name_width(g)};
     printf("%s: inputs\n", g->path);
     for (int i = 0; i < g->ninputs; i++) {
         char ty[512];
         type_text(&l.z, &l.types[i], ty, sizeof ty);
-        printf("  %-16s %-13s %s\n", g->inputs[i].name, "input", ty);
+        printf("  %-*s %-13s %s\n", p.width, g->inputs[i].name, "input", ty);
     }
     printf("nodes\n");
     if (tl_check(g, l.types, print_node, &p, &st)) {
