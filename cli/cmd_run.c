@@ -144,8 +144,11 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     if (c->second == 1 && (c->nseed || c->wrt || c->of))
         return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
     if (!c->grad && !c->second && (c->nseed || c->wrt || c->of || c->params))
-        return cli_usage("tl run differentiates nothing: --seed, --wrt, --of and --params belong to tl grad "
+        return cli_usage("--seed, --wrt, --of and --params are for the commands that differentiate: tl grad "
                          "(and hvp, gradcheck)");
+    if (c->params && !tl_onnx_is_model(c->graph))
+        return cli_usage("--params is for ONNX models, whose initializers it makes inputs; %s has none (each of "
+                         "its inputs is differentiated, constants never)", c->graph);
     if (c->second && !c->ntangent)
         return cli_usage("tl %s needs at least one --tangent NAME=TENSOR", c->second == 1 ? "jvp" : "hvp");
     bool tolerance = c->cmp.rtol_set || c->cmp.atol_set || c->cmp.use_ulp || c->cmp.equal_nan;
