@@ -225,6 +225,9 @@ static int compile(const args *a)
     tl_graph_options go = {a->outside};
     source s;
     tl_srcpos pos;
+    if (a->output && strcmp(a->output, "-") && strncmp(a->output, "/dev/", 5) && !cli_ends_with(a->output, ".json"))
+        return cli_usage("-o %s: tl compile writes a JSON graph: give -o FILE.json (or -o - for standard output)",
+                         a->output);
     if (a->output && strcmp(a->output, "-") && cli_check_path(a->output, &st))
         return cli_fail(&st); /* before the work, as run does */
     if (read_source(a->graphs[0], &s, &st))
