@@ -436,6 +436,9 @@ static tl_code read_json(owned_set *o, const char *text, size_t len, tl_status *
     tl_code rc = TL_OK;
     if (!mark_numbers(doc, &R, &pos))
         rc = tl_fail(st, TL_ERUNTIME, "internal error: numbers of the JSON text not found");
+    else if (cJSON_IsObject(doc) && cJSON_GetObjectItemCaseSensitive(doc, "nodes"))
+        rc = tl_fail(st, TL_EINPUT, "a graph, not a result file: expected a .npy, an .npz, or tl's json or "
+                                    "text output"); /* its "outputs" names values; a result's holds them */
     else if (!any)
         rc = tl_fail(st, TL_EINPUT, "not tl's json result format: expected an object with "
                                     "\"outputs\" and \"grads\"");
