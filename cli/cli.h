@@ -102,6 +102,11 @@ tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *
  * of a .npy on stdin), '-:KEY' (a member of a result file on stdin); or a
  * literal with an optional dtype prefix. */
 tl_tensor *cli_read_tensor(const char *spec, tl_status *st);
+/* For a --seed or --tangent value (arg: OPT's whole value, "NAME=" and
+ * all; spec: its tensor part) that was an f64 literal where want is f32:
+ * " (1 is an f64 literal: write --seed loss=f32:1)"; else "". */
+const char *cli_f32_literal_hint(const char *opt, const char *arg, const char *spec, const tl_tensor *got,
+                                 tl_dtype want, char *buf, size_t len);
 /* The result file on standard input, read on first use and kept (the CLI
  * owns it until cli_stdin_release). */
 struct tl_result_file *cli_stdin_file(tl_status *st);

@@ -56,8 +56,11 @@ int cli_second_prepare(const cli_run_args *c, const tl_graph *g, tl_tensor *cons
         } else if (!(s->tangent[k] = cli_read_tensor(strchr(c->tangent[i], '=') + 1, st))) {
             rc = (tl_wrap(st, "--tangent %s", name), cli_fail(st));
         } else if (s->tangent[k]->dtype != x->dtype || !tl_same_shape(s->tangent[k], x)) {
-            tl_fail(st, TL_EINPUT, "--tangent %s: expected %s like the input, got %s", name,
-                    tl_tensor_desc(x, want, sizeof want), tl_tensor_desc(s->tangent[k], got, sizeof got));
+            char hint[200];
+            tl_fail(st, TL_EINPUT, "--tangent %s: expected %s like the input, got %s%s", name,
+                    tl_tensor_desc(x, want, sizeof want), tl_tensor_desc(s->tangent[k], got, sizeof got),
+                    cli_f32_literal_hint("--tangent", c->tangent[i], strchr(c->tangent[i], '=') + 1,
+                                         s->tangent[k], x->dtype, hint, sizeof hint));
             rc = cli_fail(st);
         }
     }

@@ -143,9 +143,11 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         return cli_usage("no graph file given");
     if (c->second == 1 && (c->nseed || c->wrt || c->of))
         return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
-    if (!c->grad && !c->second && (c->nseed || c->wrt || c->of || c->params))
-        return cli_usage("--seed, --wrt, --of and --params are for the commands that differentiate: tl grad "
-                         "(and hvp, gradcheck)");
+    if (!c->grad && !c->second && (c->nseed || c->wrt || c->of))
+        return cli_usage("--seed, --wrt and --of are for the commands that differentiate: tl grad, hvp and "
+                         "gradcheck");
+    if (!c->grad && !c->second && c->params)
+        return cli_usage("--params is for the commands that differentiate: tl grad, jvp, hvp and gradcheck");
     if (c->params && !tl_onnx_is_model(c->graph))
         return cli_usage("--params is for ONNX models, whose initializers it makes inputs; %s has none (each of "
                          "its inputs is differentiated, constants never)", c->graph);
@@ -547,6 +549,12 @@ int cli_read_seeds(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_statu
         if (!(seeds[k] = cli_read_tensor(s, st)) ||
             !(seeds[k] = broadcast_seed(seeds[k], tl_result_output(r, k), st)))
             return tl_wrap(st, "--seed %s", tl_result_output_name(r, k)), cli_fail(st);
+        const tl_tensor *y = tl_result_output(r, k);
+        char hint[200], want[96], got[96];
+        if (cli_f32_literal_hint("--seed", c->seed[i], s, seeds[k], y->dtype, hint, sizeof hint)[0])
+            return tl_fail(st, TL_EINPUT, "--seed %s: expected %s like the output, got %s%s",
+                           tl_result_output_name(r, k), tl_tensor_desc(y, want, sizeof want),
+                           tl_tensor_desc(seeds[k], got, sizeof got), hint), cli_fail(st);
     }
     return 0;
 }

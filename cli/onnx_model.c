@@ -81,8 +81,8 @@ const char *cli_model_input_hint(const struct tl_onnx_model *m, const tl_graph *
     int ninit = m ? tl_onnx_initializer_count(m) : 0;
     for (int i = 0; i < ninit; i++)
         if (tl_onnx_initializer_name(m, i) && !strcmp(tl_onnx_initializer_name(m, i), name)) {
-            snprintf(buf, len, " (an initializer of the model, which is a constant unless --params, or "
-                               "--wrt %.60s, makes it an input)", name);
+            snprintf(buf, len, " (an initializer of the model: a constant, which --params or --wrt %.60s makes "
+                               "an input of tl grad, jvp, hvp and gradcheck)", name);
             return buf;
         }
     const char **names = ninit ? malloc(sizeof *names * ((size_t)g->ninputs + (size_t)ninit)) : NULL;

@@ -72,8 +72,8 @@ static size_t file_part(const char *spec, const char **key)
         if (tl_dtype_parse(prefix, &dt))
             return 0;
     }
-    if (is_file(spec))
-        return strlen(spec);
+    if (is_file(spec) || (strchr(spec, '/') && !colon))
+        return strlen(spec); /* a path (data/x), even one not there: said so, not "not a number" */
     char path[4096];
     for (size_t n = strlen(spec); n-- > 1;) {
         if (spec[n] != ':' || n >= sizeof path)
@@ -171,4 +171,16 @@ tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
     t = tensor_of(f, path, key, st);
     tl_result_file_close(f);
     return t;
+}
+
+const char *cli_f32_literal_hint(const char *opt, const char *arg, const char *spec, const tl_tensor *got,
+                                 tl_dtype want, char *buf, size_t len)
+{
+    const char *key;
+    buf[0] = '\0';
+    if (want == TL_F32 && got->dtype == TL_F64 && strcmp(spec, "-") && strncmp(spec, "-:", 2) &&
+        !cli_ends_with(spec, ".npy") && !strstr(spec, ".onnx:") && !file_part(spec, &key) && !strchr(spec, ':'))
+        snprintf(buf, len, " (%.40s is an f64 literal: write %s %.*sf32:%.40s)", spec, opt, (int)(spec - arg), arg,
+                 spec);
+    return buf;
 }
