@@ -97,6 +97,19 @@ static tl_code read_source(const char *graph, source *s, tl_status *st)
     return TL_OK;
 }
 
+/* A file named .tl (s read from it) that holds a JSON graph: said so,
+ * where the program's parser would stumble over its first string. */
+static bool graph_in_program_file(const source *s, tl_status *st)
+{
+    size_t i = 0;
+    while (s->buf && i < s->len && strchr(" \t\r\n", s->text[i]))
+        i++;
+    if (!s->buf || i == s->len || s->text[i] != '{' || cli_text_is_program(s->text, s->len))
+        return false;
+    tl_fail(st, TL_EINPUT, "%s: a JSON graph, not a program: name it .json", s->path);
+    return true;
+}
+
 /* The program's line at pos and a caret under its column (a tab stays a
  * tab, so the caret lines up); a long line is shown around the column. */
 static void note_caret(const char *text, size_t len, tl_srcpos pos)
@@ -144,6 +157,10 @@ tl_graph *cli_load_program(const char *graph, const tl_graph_options *o, tl_stat
     source s;
     if (read_source(graph, &s, st))
         return NULL;
+    if (graph_in_program_file(&s, st)) {
+        free(s.buf);
+        return NULL;
+    }
     tl_graph *g = cli_load_program_text(s.text, s.len, s.path, o, st);
     free(s.buf);
     return g;
@@ -232,6 +249,10 @@ static int compile(const args *a)
         return cli_fail(&st); /* before the work, as run does */
     if (read_source(a->graphs[0], &s, &st))
         return cli_fail(&st);
+    if (cli_is_program(a->graphs[0]) && graph_in_program_file(&s, &st)) {
+        free(s.buf);
+        return cli_fail(&st);
+    }
     bool program = cli_is_program(a->graphs[0]) ||
                    (!cli_is_graph_file(a->graphs[0]) && cli_text_is_program(s.text, s.len));
     char *json = tl_program_compile(s.text, s.len, s.path, program, &go, &pos, &st);

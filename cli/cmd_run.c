@@ -616,8 +616,9 @@ static int only_one(const char *name, void *ctx)
             o->keep[i] = true;
             return 0;
         }
-    return tl_fail(o->st, TL_EINPUT, "--only: \"%s\" is not written by this run (outputs by name, "
-                   "gradients as grad/NAME)", name), cli_fail(o->st);
+    char hint[400];
+    return tl_fail(o->st, TL_EINPUT, "--only: \"%s\" is not written by this run%s", name,
+                   cli_name_hint(name, o->names, o->n, "it writes", hint, sizeof hint)), cli_fail(o->st);
 }
 
 /* --only: keeps the named tensors (in their order); *no shrinks to the

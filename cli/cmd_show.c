@@ -135,20 +135,30 @@ static tl_code show_json(const show *sh, const tl_tensor *t, tl_status *st)
 }
 
 /* A file of named tensors as json: tl's output format without the device
- * ("grad/NAME" under "grads"), so that tl compare reads it back. */
+ * ("grad/NAME" under "grads", "jvp/" and "hvp/" under "jvps" and "hvps",
+ * which are there only when the file holds some), so that tl compare
+ * reads it back. */
 static tl_code show_json_file(const show *sh, const tl_result_set *s, tl_status *st)
 {
+    static const char *const groups[][2] = {{"outputs", ""}, {"grads", "grad/"}, {"jvps", "jvp/"}, {"hvps", "hvp/"}};
     tl_code rc = TL_OK;
-    for (int grads = 0; grads < 2; grads++) {
-        fputs(grads ? "},\n \"grads\": {" : "{\"outputs\": {", stdout);
-        for (int i = 0, k = 0; i < s->n && !rc; i++) {
-            if (grads != !strncmp(s->names[i], "grad/", 5))
+    for (int g = 0; g < 4 && !rc; g++) {
+        int k = 0;
+        for (int i = 0; i < s->n && !rc; i++) {
+            int in = 0; /* the group whose prefix the name has ("" when none) */
+            for (int h = 1; h < 4 && !in; h++)
+                in = !strncmp(s->names[i], groups[h][1], strlen(groups[h][1])) ? h : 0;
+            if (in != g)
                 continue;
-            fputs(k++ ? ",\n  " : "\n  ", stdout);
-            tl_json_write_string(stdout, s->names[i] + 5 * grads);
+            if (!k++)
+                printf("%s\"%s\": {", g ? "},\n " : "{", groups[g][0]);
+            fputs(k > 1 ? ",\n  " : "\n  ", stdout);
+            tl_json_write_string(stdout, s->names[i] + strlen(groups[g][1]));
             fputs(": ", stdout);
             rc = show_json(sh, s->ts[i], st);
         }
+        if (!k && g < 2) /* outputs and grads, even when empty */
+            printf("%s\"%s\": {", g ? "},\n " : "{", groups[g][0]);
     }
     puts("}}");
     return rc;

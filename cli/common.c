@@ -136,6 +136,11 @@ tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *
             return data_not_graph(path, st);
         return tl_fail(st, TL_EINPUT, "%s: empty: expected a graph (JSON), a program or an ONNX model", path), NULL;
     }
+    if (buf[0] == 0x08) { /* a protobuf's first field, an ONNX model's ir_version; no text starts so */
+        free(buf);
+        return tl_fail(st, TL_EINPUT, "%s: binary, as an ONNX model is: tl reads a model from a file whose name "
+                       "ends in .onnx", path), NULL;
+    }
     const char *text = (const char *)buf;
     tl_graph *g = cli_text_is_program(text, len) ? cli_load_program_text(text, len, path, o, st)
                                                  : tl_graph_parse_with(text, len, path, o, st);

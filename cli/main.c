@@ -32,7 +32,7 @@ static const char usage_text[] =
     "       tl ops [OP] [--onnx] [--format text|json]\n"
     "       tl devices\n"
     "\n"
-    "GRAPH:  a .json graph, a .tl program, -e TEXT (a program given inline), or -\n"
+    "GRAPH:  a .json graph, a .tl program, -e TEXT (a program given inline), an .onnx model, or -\n"
     "        (a graph or program on stdin, told by its text)\n"
     "TENSOR: file.npy, FILE:KEY (a tensor of an .npz, json or text result:\n"
     "        res.json:grad/x), - (a .npy on stdin), -:KEY (a tensor of a result\n"
