@@ -135,8 +135,16 @@ static char *index_text(const tl_gradcheck_input *e, int64_t i, char *buf, size_
     return tl_index_desc(&t, i, buf, len);
 }
 
-/* Each site's node: its name, or for a node a program made (a name of
- * its own, "_1_9") its place in the program's text (FILE:LINE:COL). */
+/* For a node a program made (a name of its own, "_1_9"): its place in
+ * the program's text; NULL for any other. */
+static const tl_srcpos *site_pos(const tl_graph *g, const tl_node *x)
+{
+    const tl_srcpos *pos = g->slot_pos && x->nout && x->name[0] == '_' ? &g->slot_pos[x->out[0]] : NULL;
+    return pos && pos->line ? pos : NULL;
+}
+
+/* Each site's node: its name, or for a node a program made its place in
+ * the program's text (FILE:LINE:COL). */
 static void text_sites(const tl_graph *g, const tl_gradcheck_input *e, const tl_gradcheck_site *s, int64_t n,
                        const char *where)
 {
@@ -146,9 +154,9 @@ static void text_sites(const tl_graph *g, const tl_gradcheck_input *e, const tl_
     printf("  %lld on a %s:", (long long)n, where);
     for (int64_t i = 0; i < n && i < TL_GC_SITES; i++) {
         const tl_node *x = s[i].node;
-        const tl_srcpos *pos = g->slot_pos && x->nout && x->name[0] == '_' ? &g->slot_pos[x->out[0]] : NULL;
+        const tl_srcpos *pos = site_pos(g, x);
         printf("%s %s at ", i ? "," : "", index_text(e, s[i].index, at, sizeof at));
-        if (pos && pos->line) {
+        if (pos) {
             cli_print_escaped(stdout, g->path);
             printf(":%d:%d", pos->line, pos->col);
         } else {
@@ -235,14 +243,23 @@ static void json_num(double v)
     printf(isnan(v) || isinf(v) ? "\"%s\"" : "%s", buf);
 }
 
-static void json_sites(const tl_gradcheck_input *e, const char *key, const tl_gradcheck_site *s,
-                       int64_t n)
+/* Each site: its node's name and, for a node a program made, "at" its
+ * place in the text ("FILE:LINE:COL", as the text report names it). */
+static void json_sites(const tl_graph *g, const tl_gradcheck_input *e, const char *key,
+                       const tl_gradcheck_site *s, int64_t n)
 {
     char at[TL_MAXDIM * 24];
     printf(", \"%s\": [", key);
     for (int64_t i = 0; i < n && i < TL_GC_SITES; i++) {
+        const tl_srcpos *pos = site_pos(g, s[i].node);
         printf("%s{\"index\": %s, \"node\": ", i ? ", " : "", index_text(e, s[i].index, at, sizeof at));
         tl_json_write_string(stdout, s[i].node->name);
+        if (pos) {
+            char place[4096 + 32];
+            snprintf(place, sizeof place, "%s:%d:%d", g->path, pos->line, pos->col);
+            printf(", \"at\": ");
+            tl_json_write_string(stdout, place);
+        }
         printf(", \"op\": \"%s\", \"tape\": ", tl_ops[s[i].node->op].name);
         json_num(s[i].tape);
         printf(", \"fd\": ");
@@ -252,7 +269,7 @@ static void json_sites(const tl_gradcheck_input *e, const char *key, const tl_gr
     printf("]");
 }
 
-static void json_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e, bool cast)
+static void json_input(const tl_graph *g, const tl_gradcheck_report *r, const tl_gradcheck_input *e, bool cast)
 {
     char at[TL_MAXDIM * 24];
     printf("{\"name\": ");
@@ -286,12 +303,12 @@ static void json_input(const tl_gradcheck_report *r, const tl_gradcheck_input *e
         printf(", \"worst_of\": null");
     }
     printf(", \"kink\": %lld, \"boundary\": %lld", (long long)e->nkink, (long long)e->nboundary);
-    json_sites(e, "kink_elements", e->kink, e->nkink);
-    json_sites(e, "boundary_elements", e->boundary, e->nboundary);
+    json_sites(g, e, "kink_elements", e->kink, e->nkink);
+    json_sites(g, e, "boundary_elements", e->boundary, e->nboundary);
     printf("}");
 }
 
-static void json_report(const tl_gradcheck_report *r, const bool *cast)
+static void json_report(const tl_graph *g, const tl_gradcheck_report *r, const bool *cast)
 {
     printf("{\"passed\": %s, \"device\": \"cpu\", \"f64_copy\": %s, ", r->mismatches ? "false" : "true",
            cast ? "true" : "false");
@@ -308,7 +325,7 @@ static void json_report(const tl_gradcheck_report *r, const bool *cast)
            (long long)r->checked, (long long)r->mismatches, (long long)r->nkink, (long long)r->nboundary);
     for (int k = 0; k < r->ninputs; k++) {
         printf(k ? ", " : "");
-        json_input(r, &r->inputs[k], cast && cast[k]);
+        json_input(g, r, &r->inputs[k], cast && cast[k]);
     }
     printf("]}\n");
 }
@@ -435,7 +452,7 @@ int cmd_gradcheck(int argc, char **argv)
         rc = check(&c, &s, &st);
     if (!rc) {
         const bool *cast = c.f64 ? s.cast : NULL;
-        c.run.json ? json_report(s.r, cast) : text_report(s.g, s.r, cast);
+        c.run.json ? json_report(s.g, s.r, cast) : text_report(s.g, s.r, cast);
         rc = cli_finish_stdout();
         rc = rc ? rc : s.r->mismatches ? TL_EDIFF : 0;
     }

@@ -364,6 +364,9 @@ static tl_graph *diff_side(args *a, int k, tl_status *st, int *rc)
     tl_graph_options go = {a->outside};
     if (!tl_onnx_is_model(a->graphs[k])) {
         tl_graph *g = cli_load_graph(a->graphs[k], &go, st);
+        if (!g && !strncmp(a->graphs[k], INLINE_MARK, INLINE_LEN) && !strncmp(a->graphs[0], INLINE_MARK, INLINE_LEN) &&
+            !strncmp(a->graphs[1], INLINE_MARK, INLINE_LEN))
+            tl_wrap(st, "%s", k ? "B" : "A"); /* two -e: which one */
         *rc = g ? 0 : cli_fail(st);
         return g;
     }

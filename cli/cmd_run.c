@@ -130,6 +130,8 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
             if (usage)
                 return usage;
         } else if (a[0] == '-' && a[1]) {
+            if (cli_is_opt(a, NULL, "--tangent"))
+                return cli_usage("unknown option %s: tangents are for tl jvp and tl hvp", a);
             return cli_usage("unknown option %s", a);
         } else if (!c->graph) {
             c->graph = a;

@@ -1079,7 +1079,9 @@ static bool first_difference(cmp *m)
     }
     if (m->A->norder != m->B->norder) {
         m->at = n;
-        fprintf(m->A->norder > n ? b : a, "no such node (%d node%s in all)", n, n == 1 ? "" : "s");
+        int more = m->A->norder > n ? m->A->norder : m->B->norder;
+        fprintf(m->A->norder > n ? b : a, "no such node (%d node%s in all, where the other has %d)", n,
+                n == 1 ? "" : "s", more);
         return true;
     }
     for (int k = 0; k < ga->noutputs; k++) {
