@@ -25,6 +25,11 @@ typedef struct owned_set {
     char **names;
     tl_tensor **ts;
     int cap;
+    /* read for one key at a time (a tl_result_file): a tensor the text
+     * output elided is kept as a stand-in, its error here for when that
+     * key is asked for (NULL: none elided) */
+    bool keep_elided;
+    char **elided;
 } owned_set;
 
 static owned_set *set_new(tl_status *st)
@@ -50,8 +55,16 @@ static tl_code set_add(owned_set *o, const char *prefix, const char *name, tl_te
             return tl_fail(st, TL_ERUNTIME, "out of memory reading a result set");
         }
         o->ts = ts;
+        char **el = o->keep_elided ? realloc(o->elided, (size_t)cap * sizeof *el) : NULL;
+        if (o->keep_elided && !el) {
+            tl_tensor_unref(t);
+            return tl_fail(st, TL_ERUNTIME, "out of memory reading a result set");
+        }
+        o->elided = el;
         o->cap = cap;
     }
+    if (o->elided)
+        o->elided[o->pub.n] = NULL;
     size_t np = strlen(prefix), nn = strlen(name);
     char *full = tl_malloc(np + nn + 1, 1, "a tensor name", st);
     if (!full) {
@@ -75,7 +88,10 @@ void tl_result_set_free(tl_result_set *s)
     for (int i = 0; i < s->n; i++) {
         free(o->names[i]);
         tl_tensor_unref(o->ts[i]);
+        if (o->elided)
+            free(o->elided[i]);
     }
+    free(o->elided);
     free(o->names);
     free(o->ts);
     free(o);
@@ -503,6 +519,22 @@ static size_t line_end(const char *text, size_t len, size_t i)
     return nl ? (size_t)(nl - text) : len;
 }
 
+/* Whether the values (blen bytes at body) were cut short with "...". */
+static bool elided(const char *body, size_t blen)
+{
+    for (size_t i = 0; i + 2 < blen; i++)
+        if (!memcmp(body + i, "...", 3))
+            return true;
+    return false;
+}
+
+static tl_code elided_error(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st)
+{
+    char desc[TL_MAXDIM * 24];
+    tl_shape_desc(dt, ndim, shape, desc, sizeof desc);
+    return tl_fail(st, TL_EINPUT, "%s is elided (\"...\"); print it whole with --full", desc);
+}
+
 /* One tensor: its values (the lines body, blen bytes) as a literal of the
  * header's dtype, which must have the header's shape (an empty one may
  * print as "[]" whatever its shape). */
@@ -514,9 +546,8 @@ static tl_tensor *text_tensor(const char *body, size_t blen, tl_dtype dt, int nd
     if (tl_shape_numel(ndim, shape, &numel, st))
         return NULL;
     tl_shape_desc(dt, ndim, shape, desc, sizeof desc);
-    for (size_t i = 0; i + 2 < blen; i++)
-        if (!memcmp(body + i, "...", 3))
-            return tl_fail(st, TL_EINPUT, "%s is elided (\"...\"); print it whole with --full", desc), NULL;
+    if (elided(body, blen))
+        return elided_error(dt, ndim, shape, st), NULL;
     size_t n = strlen(tl_dtype_name(dt));
     char *lit = tl_malloc(n + 1 + blen + 1, 1, "a text tensor", st);
     if (!lit)
@@ -571,11 +602,21 @@ static tl_code read_text(owned_set *o, const char *text, size_t len, tl_status *
         memcpy(name, text + i, name_len);
         name[name_len] = '\0';
         tl_tensor *t = NULL;
+        bool cut = o->keep_elided && elided(text + b, j - b);
         if (memchr(text + i, '\0', name_len))
             tl_fail(st, TL_EINPUT, "a NUL byte in the name");
+        else if (cut) /* a stand-in; its error kept for when its key is asked for */
+            t = tl_tensor_new(dt, 0, NULL, st);
         else
             t = text_tensor(text + b, j - b, dt, ndim, shape, st);
         tl_code rc = !t || set_add(o, "", name, t, st) ? tl_wrap(st, "line %d: \"%.255s\"", first, name) : TL_OK;
+        if (!rc && cut) {
+            tl_status e = {0};
+            elided_error(dt, ndim, shape, &e);
+            tl_wrap(&e, "line %d: \"%.255s\"", first, name);
+            if (!(o->elided[o->pub.n - 1] = tl_strdup(e.msg, st)))
+                rc = st->code;
+        }
         free(name);
         if (rc)
             return rc;
@@ -639,7 +680,8 @@ static bool is_zip(const void *buf, size_t len)
     return len >= 4 && (!memcmp(buf, "PK\3\4", 4) || !memcmp(buf, "PK\5\6", 4));
 }
 
-tl_result_set *tl_result_set_read_mem(const void *buf, size_t len, const char *name, tl_status *st)
+/* keep_elided: for a tl_result_file, read for one key at a time */
+static tl_result_set *read_mem(const void *buf, size_t len, const char *name, bool keep_elided, tl_status *st)
 {
     const char *text = buf;
     size_t skip = 0;
@@ -648,6 +690,7 @@ tl_result_set *tl_result_set_read_mem(const void *buf, size_t len, const char *n
     owned_set *o = set_new(st);
     if (!o)
         return NULL;
+    o->keep_elided = keep_elided;
     tl_code rc;
     if (len >= 6 && !memcmp(buf, "\x93NUMPY", 6))
         rc = read_npy(o, buf, len, name, st);
@@ -667,6 +710,11 @@ tl_result_set *tl_result_set_read_mem(const void *buf, size_t len, const char *n
         return NULL;
     }
     return &o->pub;
+}
+
+tl_result_set *tl_result_set_read_mem(const void *buf, size_t len, const char *name, tl_status *st)
+{
+    return read_mem(buf, len, name, false, st);
 }
 
 tl_result_set *tl_result_set_read(const char *path, tl_status *st)
@@ -711,7 +759,7 @@ tl_result_file *tl_result_file_open_mem(const void *buf, size_t len, tl_status *
 {
     if (is_zip(buf, len))
         return file_of(tl_npz_open_mem(buf, len, st), NULL, st);
-    return file_of(NULL, tl_result_set_read_mem(buf, len, "", st), st);
+    return file_of(NULL, read_mem(buf, len, "", true, st), st);
 }
 
 tl_result_file *tl_result_file_open(const char *path, tl_status *st)
@@ -801,6 +849,9 @@ tl_tensor *tl_result_file_get(const tl_result_file *f, const char *key, tl_statu
     if (i < 0)
         return tl_fail(st, TL_EINPUT, "no key '%s' (%s%s)", key, f->s->n ? "the file has " : "the file is empty",
                        tl_result_file_keys(f, have, sizeof have)), NULL;
+    const owned_set *o = (const owned_set *)f->s;
+    if (o->elided && o->elided[i])
+        return tl_fail(st, TL_EINPUT, "%s", o->elided[i]), NULL;
     const tl_tensor *t = f->s->ts[i];
     tl_tensor *copy = tl_tensor_new(t->dtype, t->ndim, t->shape, st);
     if (copy)
