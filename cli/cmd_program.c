@@ -2,7 +2,9 @@
  * cli_load_graph hands to cli_load_program), and the two commands about
  * recipes: tl compile (the graph a program translates to, as JSON) and
  * tl diff (whether two programs or graphs are the same recipe). */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* realpath */
+#include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -236,6 +238,97 @@ static tl_code text_body(FILE *f, const void *ctx, tl_status *st)
     return TL_OK;
 }
 
+/* The folder of path ("." when it names none), resolved (NULL: not
+ * there; the caller frees it). */
+static char *real_folder(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+    return realpath(dir, NULL);
+}
+
+/* The path of file (absolute, resolved) from folder dir (the same): below
+ * it as "sub/f.npy", else through "..". */
+static void path_from(const char *dir, const char *file, char *buf, size_t len)
+{
+    size_t common = 0, n = strlen(dir);
+    if (!strcmp(dir, "/"))
+        n = 0;
+    if (!strncmp(file, dir, n) && file[n] == '/') {
+        snprintf(buf, len, "%s", file + n + 1);
+        return;
+    }
+    for (size_t i = 0; dir[i] && dir[i] == file[i]; i++)
+        if (dir[i] == '/')
+            common = i; /* the last separator both share */
+    size_t k = 0;
+    buf[0] = '\0';
+    for (const char *p = dir + common; *p && k + 4 < len; p++)
+        if (*p == '/')
+            k += (size_t)snprintf(buf + k, len - k, "../");
+    snprintf(buf + k, len - k, "%s", file + common + 1);
+}
+
+/* tl compile PROGRAM -o DIR/FILE.json where DIR is not the program's
+ * folder: the file constants, relative to the program's folder, are
+ * rewritten relative to DIR, so that the compiled graph reads the same
+ * files; one that would lie outside DIR needs --allow-outside-files.  The
+ * result is loaded (from DIR) and laid out anew: *json replaced.  The
+ * program's folder: that of its file (or a JSON graph's), else the
+ * current one (-e, -). */
+static tl_code move_file_consts(const args *a, char **json, tl_status *st)
+{
+    const char *src = strncmp(a->graphs[0], INLINE_MARK, INLINE_LEN) && strcmp(a->graphs[0], "-")
+                          ? a->graphs[0] : "./-";
+    char *from = real_folder(src), *to = real_folder(a->output), *text = NULL;
+    cJSON *doc = NULL;
+    bool moved = false;
+    tl_code rc = TL_OK;
+    if (!from || !to || !strcmp(from, to))
+        goto done; /* the same folder (or one not there, which writing reports) */
+    if (!(doc = cJSON_Parse(*json))) {
+        rc = tl_fail(st, TL_ERUNTIME, "out of memory");
+        goto done;
+    }
+    const cJSON *consts = cJSON_GetObjectItemCaseSensitive(doc, "consts");
+    for (cJSON *c = consts ? consts->child : NULL; c && !rc; c = c->next) {
+        cJSON *file = cJSON_GetObjectItemCaseSensitive(c, "file");
+        if (!cJSON_IsString(file) || file->valuestring[0] == '/')
+            continue;
+        char whole[PATH_MAX * 2], *real, rel[PATH_MAX * 2];
+        snprintf(whole, sizeof whole, "%s/%s", from, file->valuestring);
+        if (!(real = realpath(whole, NULL)))
+            continue; /* the loader found it; gone since: the next load says so */
+        path_from(to, real, rel, sizeof rel);
+        free(real);
+        if (!strncmp(rel, "../", 3) && !a->outside)
+            rc = tl_fail(st, TL_EINPUT, "-o %s: the program's file \"%s\" would be %s from the compiled graph's "
+                         "folder, outside it: compile into the program's folder (or one above it), or give "
+                         "--allow-outside-files, which running it needs too", a->output, file->valuestring, rel);
+        else if (strcmp(rel, file->valuestring) && cJSON_SetValuestring(file, rel))
+            moved = true;
+    }
+    if (!rc && moved) {
+        tl_graph_options go = {a->outside};
+        tl_srcpos pos;
+        char *again = (text = cJSON_PrintUnformatted(doc))
+                          ? tl_program_compile(text, strlen(text), a->output, false, &go, &pos, st) : NULL;
+        if (again) {
+            free(*json);
+            *json = again;
+        } else {
+            rc = text ? st->code : tl_fail(st, TL_ERUNTIME, "out of memory");
+        }
+    }
+done:
+    free(text);
+    cJSON_Delete(doc);
+    free(from);
+    free(to);
+    return rc;
+}
+
 static int compile(const args *a)
 {
     tl_status st = {0};
@@ -262,7 +355,9 @@ static int compile(const args *a)
     if (!json)
         return cli_fail(&st);
     int rc;
-    if (a->output && strcmp(a->output, "-"))
+    if (a->output && strcmp(a->output, "-") && strncmp(a->output, "/dev/", 5) && move_file_consts(a, &json, &st))
+        rc = cli_fail(&st);
+    else if (a->output && strcmp(a->output, "-"))
         rc = cli_write_atomic(a->output, text_body, json, &st) ? cli_fail(&st) : 0;
     else
         rc = (fputs(json, stdout), cli_finish_stdout());
