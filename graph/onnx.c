@@ -16,6 +16,7 @@
 #include "formats/onnx.h"
 #include "formats/text.h"
 #include "onnx_int.h"
+#include "program.h"
 
 /* ---------- the model ---------- */
 
@@ -4672,8 +4673,7 @@ char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_na
         (*tensors)[(*n)++] = t.patch[i];
         t.patch[i] = NULL;
     }
-    if (!exact_numbers(t.root) || !(text = cJSON_Print(t.root)))
-        tl_fail(st, TL_ERUNTIME, "out of memory");
+    text = tl_graph_layout(t.root, st); /* as tl compile lays out a graph file */
 done:
     if (!text && *keys) {
         for (int i = 0; i < *n; i++) {
