@@ -4116,26 +4116,28 @@ static bool add_input(tx *t, int i, const tl_tensor *x)
         v->k = tl_tensor_ref((tl_tensor *)x);
         v->weight = v->shadow = true;
     }
-    /* an input with a default keeps it, where the recipe is for its type
+    /* declared with the dtype and shape the recipe is for, so that another
+     * is the loader's error about the input, not one deep in a node; an
+     * input with a default keeps it, where the recipe is for its type
      * (and, for integers, which nodes may read at load, its values) */
     tl_tensor *d = tl_onnx_default(m, i);
     bool fits = d && d->dtype == x->dtype && d->ndim == x->ndim &&
                 !memcmp(d->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) &&
                 (!tl_dtype_is_int(x->dtype) || !memcmp(d->data, x->data, (size_t)x->numel * tl_dtype_size(x->dtype)));
-    if (!fits) {
+    cJSON *o = cJSON_CreateObject(), *dj = fits ? patch_json(t, v->tl, d) : NULL;
+    if (!fits)
         tl_tensor_unref(d);
-        cJSON_AddItemToArray(t->inputs, cJSON_CreateString(v->tl));
-    } else {
-        cJSON *o = cJSON_CreateObject(), *c = patch_json(t, v->tl, d);
-        if (!o || !c) {
-            cJSON_Delete(o);
-            cJSON_Delete(c);
-            return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
-        }
-        put_str(o, "name", v->tl);
-        cJSON_AddItemToObject(o, "default", c);
-        cJSON_AddItemToArray(t->inputs, o);
+    if (!o || (fits && !dj)) {
+        cJSON_Delete(o);
+        cJSON_Delete(dj);
+        return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
     }
+    put_str(o, "name", v->tl);
+    put_str(o, "dtype", tl_dtype_name(x->dtype));
+    put_ints(o, "shape", x->shape, x->ndim);
+    if (dj)
+        cJSON_AddItemToObject(o, "default", dj);
+    cJSON_AddItemToArray(t->inputs, o);
     /* a bool given as a float of the other width: bools live in the call's */
     if (decl == TL_ONNX_BOOL && !tl_dtype_is_int(x->dtype) && x->dtype != t->call) {
         cJSON *a = cJSON_CreateObject();
