@@ -4507,6 +4507,28 @@ bool ox_translate_node(tx *t, const Onnx__NodeProto *n, int index)
 
 tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st) { return declared(m, i, st); }
 
+tl_code tl_onnx_check_input(const tl_onnx_model *m, int i, const tl_tensor *x, tl_status *st)
+{
+    const Onnx__TensorShapeProto *sh = declared_shape(m, i);
+    if (!sh || !x || (m->in_init[i] >= 0 && x == m->init[m->in_init[i]]))
+        return TL_OK;
+    int bad = -1;
+    for (size_t d = 0; bad < 0 && d < sh->n_dim && (int)sh->n_dim == x->ndim; d++)
+        if (sh->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+            sh->dim[d]->dim_value > 0 && sh->dim[d]->dim_value != x->shape[d])
+            bad = (int)d;
+    if ((int)sh->n_dim == x->ndim && bad < 0)
+        return TL_OK;
+    char have[96], decl[160];
+    tl_shape_desc(x->dtype, x->ndim, x->shape, have, sizeof have);
+    tl_onnx_input_text(m, i, decl, sizeof decl);
+    if (bad < 0)
+        return tl_fail(st, TL_EINPUT, "input \"%.200s\": expected %zu dimensions, got %s (the model declares %s)",
+                       m->in_name[i], sh->n_dim, have, decl);
+    return tl_fail(st, TL_EINPUT, "input \"%.200s\": axis %d must have size %lld, got %s (the model declares %s)",
+                   m->in_name[i], bad, (long long)sh->dim[bad]->dim_value, have, decl);
+}
+
 /* ---------- tl compile: the recipe as graph-file JSON ---------- */
 
 /* A graph-file name for a model's name: other characters as '_', '_'

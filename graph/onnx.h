@@ -75,6 +75,16 @@ tl_graph *tl_onnx_translate_declared(tl_onnx_model *m, tl_tensor *const *given, 
 /* Input i as the model declares it: zeros of its fixed shape (a dynamic
  * dim is an error asking for the input). */
 tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st);
+/* Whether x fits the shape the model declares for signature input i, as
+ * the graph loader checks a graph file's declared inputs and ONNX Runtime
+ * a model's: the rank, where a shape is declared, and each size given as
+ * a number (dim_value; 0 or less, which some exporters write for a
+ * dynamic dim, stands for any size, as a named dim_param and a dim with
+ * neither do).  The model's own default of an input is not checked.
+ * Translating does not check it (it takes whatever tensors it is given);
+ * the command line does, before translating.  TL_EINPUT: "input "x":
+ * axis 0 must have size 3, got f32[1,2] (the model declares f32[3,2])". */
+tl_code tl_onnx_check_input(const tl_onnx_model *m, int i, const tl_tensor *x, tl_status *st);
 /* "f32[batch,3,224,224]": the type the model declares for signature
  * input i, as tl check writes a type (a dim without a size or name: _),
  * for a message; "" where it declares none. */
