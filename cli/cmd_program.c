@@ -3,6 +3,7 @@
  * recipes: tl compile (the graph a program translates to, as JSON) and
  * tl diff (whether two programs or graphs are the same recipe). */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -254,7 +255,9 @@ static const char *base_name(const char *path)
 
 /* tl compile MODEL.onnx [NAME=TENSOR...] -o FILE.json: the recipe for
  * those inputs (the declared shapes for the others), its weights in
- * FILE.npz beside it. */
+ * FILE.npz beside it; a FILE.npz there from an earlier compile is
+ * replaced, or removed once FILE.json is written when this recipe has
+ * every weight inline. */
 static int compile_model(int argc, char **argv)
 {
     cli_run_args c = {0};
@@ -295,6 +298,10 @@ static int compile_model(int argc, char **argv)
     else if (cli_write_atomic(c.output, text_body, json, &st)) {
         if (nk)
             remove(npz);
+        rc = cli_fail(&st);
+    } else if (!nk && unlink(npz) && errno != ENOENT) { /* an earlier compile's weights, now stale */
+        tl_fail(&st, TL_ERUNTIME, "%s: cannot remove it (%s, written, has all its weights inline): %s", npz,
+                c.output, strerror(errno));
         rc = cli_fail(&st);
     }
     goto done;
