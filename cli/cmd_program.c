@@ -300,8 +300,8 @@ static int compile_model(int argc, char **argv)
             remove(npz);
         rc = cli_fail(&st);
     } else if (!nk && unlink(npz) && errno != ENOENT) { /* an earlier compile's weights, now stale */
-        tl_fail(&st, TL_ERUNTIME, "%s: cannot remove it (%s, written, has all its weights inline): %s", npz,
-                c.output, strerror(errno));
+        tl_fail(&st, TL_ERUNTIME, "%s: cannot remove the weights an earlier compile left there (%s, "
+                "written, has every weight inline): %s", npz, c.output, strerror(errno));
         rc = cli_fail(&st);
     }
     goto done;

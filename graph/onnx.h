@@ -60,7 +60,9 @@ void tl_onnx_drop_inputs(tl_onnx_model *m);
 
 /* The recipe for these inputs (one tensor per signature input; their
  * dtypes, shapes and, where a node needs them at load, values fix the
- * translation). */
+ * translation, and the recipe's inputs declare those dtypes and shapes).
+ * Any shape is taken: tl_onnx_check_input holds one to the model's
+ * declaration. */
 tl_graph *tl_onnx_translate(tl_onnx_model *m, tl_tensor *const *in, tl_status *st);
 
 /* A model translated for the inputs it declares (their fixed shapes, zeros
@@ -90,7 +92,9 @@ tl_code tl_onnx_check_input(const tl_onnx_model *m, int i, const tl_tensor *x, t
  * for a message; "" where it declares none. */
 void tl_onnx_input_text(const tl_onnx_model *m, int i, char *buf, size_t len);
 
-/* The same recipe as graph-file JSON for `tl compile`: weights of more
+/* The same recipe as graph-file JSON for `tl compile`, in its layout
+ * (tl_graph_layout, program.h; each input declared with the dtype and
+ * shape of the tensor given for it): weights of more
  * than 16 elements as members of the .npz `npz_name` (beside the JSON),
  * given back in *keys / *tensors (*n of them; the caller frees the arrays
  * and unrefs the tensors); the model's names mapped to graph-file names,
