@@ -228,6 +228,12 @@ int cli_model_translate(const cli_run_args *c, struct tl_onnx_model *m, tl_graph
  * *sig, the caller frees both) bound from c's tensors, the defaults, and
  * for the rest the shapes the model declares (c->declared). */
 int cli_model_bind(cli_run_args *c, struct tl_onnx_model **m, tl_graph **sig, tl_tensor ***in, tl_status *st);
+/* The tensors bound (one per signature input, NULL where none is) against
+ * the shapes the model declares (tl_onnx_check_input): exit status 2 and
+ * one line naming the input, what was given and what the model declares,
+ * before anything is translated; cli_model_translate and cli_model_bind
+ * check. */
+int cli_model_check(const char *path, const struct tl_onnx_model *m, int n, tl_tensor *const *in, tl_status *st);
 void cli_model_close(struct tl_onnx_model *m);
 /* cli_input_hint for a name given to model m (or to a graph: m NULL),
  * whose initializers are names too: one of them named exactly (a

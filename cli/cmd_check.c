@@ -270,6 +270,9 @@ static tl_graph *model_for(int argc, char **argv, const char *path, bool outside
     }
     if (ok && from_files(argc, argv, sig, in, NULL, NULL, st))
         ok = false;
+    for (int i = 0; ok && i < sig->ninputs; i++) /* the types given against the model's */
+        if (tl_onnx_check_input(m, i, in[i], st))
+            ok = (tl_wrap(st, "%s", path), false);
     if (ok)
         g = tl_onnx_translate_declared(m, in, st);
     for (int i = 0; in && i < sig->ninputs; i++)

@@ -4,6 +4,7 @@
  * tl diff (whether two programs or graphs are the same recipe). */
 #define _DEFAULT_SOURCE /* realpath */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -373,7 +374,9 @@ static const char *base_name(const char *path)
 
 /* tl compile MODEL.onnx [NAME=TENSOR...] -o FILE.json: the recipe for
  * those inputs (the declared shapes for the others), its weights in
- * FILE.npz beside it. */
+ * FILE.npz beside it; a FILE.npz there from an earlier compile is
+ * replaced, or removed once FILE.json is written when this recipe has
+ * every weight inline. */
 static int compile_model(int argc, char **argv)
 {
     cli_run_args c = {0};
@@ -414,6 +417,10 @@ static int compile_model(int argc, char **argv)
     else if (cli_write_atomic(c.output, text_body, json, &st)) {
         if (nk)
             remove(npz);
+        rc = cli_fail(&st);
+    } else if (!nk && unlink(npz) && errno != ENOENT) { /* an earlier compile's weights, now stale */
+        tl_fail(&st, TL_ERUNTIME, "%s: cannot remove the weights an earlier compile left there (%s, "
+                "written, has every weight inline): %s", npz, c.output, strerror(errno));
         rc = cli_fail(&st);
     }
     goto done;

@@ -51,8 +51,19 @@ tl_graph *cli_model_open(cli_run_args *c, struct tl_onnx_model **m, tl_status *s
     return g;
 }
 
+int cli_model_check(const char *path, const struct tl_onnx_model *m, int n, tl_tensor *const *in, tl_status *st)
+{
+    for (int i = 0; i < n; i++)
+        if (tl_onnx_check_input(m, i, in[i], st))
+            return tl_wrap(st, "%s", path), cli_fail(st);
+    return 0;
+}
+
 int cli_model_translate(const cli_run_args *c, struct tl_onnx_model *m, tl_graph **g, tl_tensor **in, tl_status *st)
 {
+    int rc = cli_model_check(c->graph, m, (*g)->ninputs, in, st);
+    if (rc)
+        return rc;
     tl_graph *r = tl_onnx_translate(m, in, st);
     if (!r) {
         cli_literal_hint(c, in, *g, st); /* an f64 literal for an int64 input: its prefix */
@@ -70,7 +81,8 @@ int cli_model_bind(cli_run_args *c, struct tl_onnx_model **m, tl_graph **sig, tl
     if (!(*in = calloc((size_t)(*sig)->ninputs + 1, sizeof **in)))
         return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
     c->declared = *m;
-    return cli_bind_inputs(c, *sig, *in, st);
+    int rc = cli_bind_inputs(c, *sig, *in, st);
+    return rc ? rc : cli_model_check(c->graph, *m, (*sig)->ninputs, *in, st);
 }
 
 void cli_model_close(struct tl_onnx_model *m) { tl_onnx_free(m); }

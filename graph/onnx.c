@@ -16,6 +16,7 @@
 #include "formats/onnx.h"
 #include "formats/text.h"
 #include "onnx_int.h"
+#include "program.h"
 
 /* ---------- the model ---------- */
 
@@ -4115,26 +4116,28 @@ static bool add_input(tx *t, int i, const tl_tensor *x)
         v->k = tl_tensor_ref((tl_tensor *)x);
         v->weight = v->shadow = true;
     }
-    /* an input with a default keeps it, where the recipe is for its type
+    /* declared with the dtype and shape the recipe is for, so that another
+     * is the loader's error about the input, not one deep in a node; an
+     * input with a default keeps it, where the recipe is for its type
      * (and, for integers, which nodes may read at load, its values) */
     tl_tensor *d = tl_onnx_default(m, i);
     bool fits = d && d->dtype == x->dtype && d->ndim == x->ndim &&
                 !memcmp(d->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) &&
                 (!tl_dtype_is_int(x->dtype) || !memcmp(d->data, x->data, (size_t)x->numel * tl_dtype_size(x->dtype)));
-    if (!fits) {
+    cJSON *o = cJSON_CreateObject(), *dj = fits ? patch_json(t, v->tl, d) : NULL;
+    if (!fits)
         tl_tensor_unref(d);
-        cJSON_AddItemToArray(t->inputs, cJSON_CreateString(v->tl));
-    } else {
-        cJSON *o = cJSON_CreateObject(), *c = patch_json(t, v->tl, d);
-        if (!o || !c) {
-            cJSON_Delete(o);
-            cJSON_Delete(c);
-            return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
-        }
-        put_str(o, "name", v->tl);
-        cJSON_AddItemToObject(o, "default", c);
-        cJSON_AddItemToArray(t->inputs, o);
+    if (!o || (fits && !dj)) {
+        cJSON_Delete(o);
+        cJSON_Delete(dj);
+        return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
     }
+    put_str(o, "name", v->tl);
+    put_str(o, "dtype", tl_dtype_name(x->dtype));
+    put_ints(o, "shape", x->shape, x->ndim);
+    if (dj)
+        cJSON_AddItemToObject(o, "default", dj);
+    cJSON_AddItemToArray(t->inputs, o);
     /* a bool given as a float of the other width: bools live in the call's */
     if (decl == TL_ONNX_BOOL && !tl_dtype_is_int(x->dtype) && x->dtype != t->call) {
         cJSON *a = cJSON_CreateObject();
@@ -4504,6 +4507,28 @@ bool ox_translate_node(tx *t, const Onnx__NodeProto *n, int index)
 
 tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st) { return declared(m, i, st); }
 
+tl_code tl_onnx_check_input(const tl_onnx_model *m, int i, const tl_tensor *x, tl_status *st)
+{
+    const Onnx__TensorShapeProto *sh = declared_shape(m, i);
+    if (!sh || !x || (m->in_init[i] >= 0 && x == m->init[m->in_init[i]]))
+        return TL_OK;
+    int bad = -1;
+    for (size_t d = 0; bad < 0 && d < sh->n_dim && (int)sh->n_dim == x->ndim; d++)
+        if (sh->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+            sh->dim[d]->dim_value > 0 && sh->dim[d]->dim_value != x->shape[d])
+            bad = (int)d;
+    if ((int)sh->n_dim == x->ndim && bad < 0)
+        return TL_OK;
+    char have[96], decl[160];
+    tl_shape_desc(x->dtype, x->ndim, x->shape, have, sizeof have);
+    tl_onnx_input_text(m, i, decl, sizeof decl);
+    if (bad < 0)
+        return tl_fail(st, TL_EINPUT, "input \"%.200s\": expected %zu dimensions, got %s (the model declares %s)",
+                       m->in_name[i], sh->n_dim, have, decl);
+    return tl_fail(st, TL_EINPUT, "input \"%.200s\": axis %d must have size %lld, got %s (the model declares %s)",
+                   m->in_name[i], bad, (long long)sh->dim[bad]->dim_value, have, decl);
+}
+
 /* ---------- tl compile: the recipe as graph-file JSON ---------- */
 
 /* A graph-file name for a model's name: other characters as '_', '_'
@@ -4672,8 +4697,7 @@ char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_na
         (*tensors)[(*n)++] = t.patch[i];
         t.patch[i] = NULL;
     }
-    if (!exact_numbers(t.root) || !(text = cJSON_Print(t.root)))
-        tl_fail(st, TL_ERUNTIME, "out of memory");
+    text = tl_graph_layout(t.root, st); /* as tl compile lays out a graph file */
 done:
     if (!text && *keys) {
         for (int i = 0; i < *n; i++) {

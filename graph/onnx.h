@@ -60,7 +60,9 @@ void tl_onnx_drop_inputs(tl_onnx_model *m);
 
 /* The recipe for these inputs (one tensor per signature input; their
  * dtypes, shapes and, where a node needs them at load, values fix the
- * translation). */
+ * translation, and the recipe's inputs declare those dtypes and shapes).
+ * Any shape is taken: tl_onnx_check_input holds one to the model's
+ * declaration. */
 tl_graph *tl_onnx_translate(tl_onnx_model *m, tl_tensor *const *in, tl_status *st);
 
 /* A model translated for the inputs it declares (their fixed shapes, zeros
@@ -75,12 +77,24 @@ tl_graph *tl_onnx_translate_declared(tl_onnx_model *m, tl_tensor *const *given, 
 /* Input i as the model declares it: zeros of its fixed shape (a dynamic
  * dim is an error asking for the input). */
 tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st);
+/* Whether x fits the shape the model declares for signature input i, as
+ * the graph loader checks a graph file's declared inputs and ONNX Runtime
+ * a model's: the rank, where a shape is declared, and each size given as
+ * a number (dim_value; 0 or less, which some exporters write for a
+ * dynamic dim, stands for any size, as a named dim_param and a dim with
+ * neither do).  The model's own default of an input is not checked.
+ * Translating does not check it (it takes whatever tensors it is given);
+ * the command line does, before translating.  TL_EINPUT: "input "x":
+ * axis 0 must have size 3, got f32[1,2] (the model declares f32[3,2])". */
+tl_code tl_onnx_check_input(const tl_onnx_model *m, int i, const tl_tensor *x, tl_status *st);
 /* "f32[batch,3,224,224]": the type the model declares for signature
  * input i, as tl check writes a type (a dim without a size or name: _),
  * for a message; "" where it declares none. */
 void tl_onnx_input_text(const tl_onnx_model *m, int i, char *buf, size_t len);
 
-/* The same recipe as graph-file JSON for `tl compile`: weights of more
+/* The same recipe as graph-file JSON for `tl compile`, in its layout
+ * (tl_graph_layout, program.h; each input declared with the dtype and
+ * shape of the tensor given for it): weights of more
  * than 16 elements as members of the .npz `npz_name` (beside the JSON),
  * given back in *keys / *tensors (*n of them; the caller frees the arrays
  * and unrefs the tensors); the model's names mapped to graph-file names,

@@ -1942,6 +1942,8 @@ static void write_string(FILE *f, const char *s)
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         if (*c == '"' || *c == '\\')
             fprintf(f, "\\%c", *c);
+        else if (*c == '\n' || *c == '\t')
+            fputs(*c == '\n' ? "\\n" : "\\t", f);
         else if (*c < 0x20 || *c == 0x7f)
             fprintf(f, "\\u%04x", *c);
         else
@@ -2089,8 +2091,8 @@ static void write_graph(FILE *f, const cJSON *g)
     fputs("\n}\n", f);
 }
 
-/* The layout as a string (NULL: out of memory). */
-static char *graph_text(const cJSON *g, tl_status *st)
+/* The layout as a string (program.h). */
+char *tl_graph_layout(const cJSON *g, tl_status *st)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -2241,7 +2243,7 @@ static char *program_json(P *p, const char *text, size_t len, const char *path, 
 {
     *p = (P){.src = text, .n = len, .path = path, .st = st, .pos = pos};
     pos->line = pos->col = 0;
-    return translate(p) ? graph_text(p->root, st) : NULL;
+    return translate(p) ? tl_graph_layout(p->root, st) : NULL;
 }
 
 static tl_graph *load_json(P *p, const char *json, const tl_graph_options *o)
@@ -2284,7 +2286,7 @@ char *tl_program_compile(const char *text, size_t len, const char *path, bool is
         return NULL;
     tl_graph_free(g);
     cJSON *doc = cJSON_ParseWithLength(text, len);
-    char *json = doc ? graph_text(doc, st) : NULL;
+    char *json = doc ? tl_graph_layout(doc, st) : NULL;
     if (!doc)
         tl_fail(st, TL_ERUNTIME, "%s: out of memory reading the graph's JSON", path);
     cJSON_Delete(doc);

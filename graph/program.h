@@ -39,4 +39,11 @@ void tl_program_place(const tl_graph *g, tl_status *st, tl_srcpos *pos);
 char *tl_program_compile(const char *text, size_t len, const char *path, bool is_program,
                          const tl_graph_options *o, tl_srcpos *pos, tl_status *st);
 
+/* That layout for a graph file's JSON as parsed (a cJSON tree, not
+ * validated here): its keys version, doc, inputs, consts, nodes and
+ * outputs; the text is the caller's to free (NULL, st set: out of
+ * memory).  tl compile writes ONNX models' recipes with it too. */
+struct cJSON;
+char *tl_graph_layout(const struct cJSON *doc, tl_status *st);
+
 #endif
