@@ -828,9 +828,19 @@ static bool literal_entry(P *p, shape_acc *sa, int depth, tl_dtype dt, bool type
     double v;
     if (!number(p, &v))
         return p->st->code ? false : expected(p, "a number or '[' in a literal");
-    if (typed && tl_dtype_is_int(dt) &&
-        !(v == floor(v) && (dt == TL_I32 ? v >= -2147483648.0 && v <= 2147483647.0 : fabs(v) <= 9007199254740992.0)))
-        return fail_at(p, at, "%s literals hold integers in range, not %g", tl_dtype_name(dt), v);
+    /* the number as written: a double may have rounded it */
+    char text[64];
+    snprintf(text, sizeof text, "%s%.*s", p->i - at > 1 ? "-" : "", TEXT(p, p->i - 1));
+    const char *name = tl_dtype_name(dt);
+    if (typed && tl_dtype_is_int(dt) && v != floor(v))
+        return fail_at(p, at, "%s literals hold integers, not %s", name, text);
+    if (typed && dt == TL_I32 && !(v >= -2147483648.0 && v <= 2147483647.0))
+        return fail_at(p, at, "i32 literals hold integers from -2147483648 to 2147483647, not %s", text);
+    if (typed && dt == TL_I64 && !(fabs(v) < 9007199254740992.0))
+        return fail_at(p, at, "the i64 literal %s is not below 2^53 in magnitude, so not held exactly (read larger "
+                       "integers from a file)", text);
+    if (typed && dt == TL_F32 && isfinite(v) && isinf((float)v))
+        return fail_at(p, at, "number %s is too large for f32 (write inf)", text);
     push(p, into, isfinite(v) ? num_json(p, v) : special_json(p, v));
     return true;
 }
@@ -1175,8 +1185,11 @@ static bool iterate_call(P *p, int name, val *v)
         return fail_at(p, at, "the count of iterate must be a non-negative integer (a number of steps)");
     if (peek(p) != T_NUMBER || !number(p, &count))
         return fail_at(p, at, "the count of iterate must be an integer literal (a fixed number of steps)");
-    if (count != floor(count) || count < 0 || count > 9007199254740992.0)
-        return fail_at(p, at, "the count of iterate must be a non-negative integer, not %g", count);
+    if (count != floor(count))
+        return fail_at(p, at, "the count of iterate must be a non-negative integer, not %.*s", TEXT(p, at));
+    if (count >= 9007199254740992.0) /* beyond it, a double may have rounded what was written */
+        return fail_at(p, at, "the count of iterate, %.*s, is too large (at most 2^53 - 1 = 9007199254740991)",
+                       TEXT(p, at));
     val init;
     if (!expect(p, T_COMMA, "after the count of iterate") || !expr(p, &init))
         return false;
