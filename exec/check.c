@@ -109,6 +109,8 @@ static tl_code const_type(checker *c, const tl_const *k, tl_type *t)
         *t = (tl_type){0};
         rc = tl_npy_peek_file(k->path, &t->dtype, &t->ndim, t->dims, st);
     }
+    if (rc)
+        tl_const_file_kind(k->path, st);
     return rc ? tl_wrap(st, "const \"%s\": %s", k->name, k->path) : TL_OK;
 }
 

@@ -2177,6 +2177,10 @@ static void place_message(tl_status *st, const char *path, where_fn where, const
             innermost = q, inner = at;
     if (!innermost)
         return;
+    /* a constant's own fault (a file it cannot read, a number out of
+     * range): the node that happened to read it first is beside the point */
+    if (mention_at(innermost, &m) && !m.node)
+        rest = innermost;
     char out[sizeof st->msg];
     size_t k = (size_t)snprintf(out, sizeof out, "%s:%d:%d: ", path, inner.line, inner.col);
     for (const char *q = rest; *q && k + 1 < sizeof out;) {
