@@ -1315,13 +1315,14 @@ static bool nearest_visible(P *p, int tok, char *near, size_t len)
 }
 
 /* The symbol of the name at token tok: a visible binding, else (without
- * input statements) a new input; `where` says where it was looked for. */
-static bool resolve_name(P *p, int tok, const char *where, int *s)
+ * input statements, where `implicit` allows) a new input; `where` says
+ * where it was looked for. */
+static bool resolve_name(P *p, int tok, const char *where, bool implicit, int *s)
 {
     int k = lookup(p, p->src + p->t[tok].off, (int)p->t[tok].len);
     if (k >= 0)
         return *s = p->b[k].sym, true;
-    if (p->declared) {
+    if (p->declared || !implicit) {
         char near[MAX_NAME + 1];
         if (nearest_visible(p, tok, near, sizeof near))
             return fail_at(p, tok, "unknown name \"%.*s\" (did you mean \"%s\"?)", TEXT(p, tok), near);
@@ -1333,7 +1334,7 @@ static bool resolve_name(P *p, int tok, const char *where, int *s)
 static bool name_ref(P *p, val *v)
 {
     int tok = p->i++, s;
-    if (!resolve_name(p, tok, "before this point", &s))
+    if (!resolve_name(p, tok, "before this point", true, &s))
         return false;
     *v = (val){.kind = V_REF, .sym = s, .at = tok};
     return true;
@@ -1711,7 +1712,8 @@ static bool resolve_outputs(P *p, const val *last, bool trailing, int *outs, int
     *n = 0;
     for (int k = 0; k < p->noutputs; k++) {
         int tok = p->outputs[k], s;
-        if (!resolve_name(p, tok, "at the top level", &s) || !add_output(p, s, tok, outs, n))
+        /* an output names a value: a free name there is no input */
+        if (!resolve_name(p, tok, "at the top level", false, &s) || !add_output(p, s, tok, outs, n))
             return false;
     }
     if (p->noutputs)
@@ -2231,6 +2233,35 @@ void tl_program_place(const tl_graph *g, tl_status *st, tl_srcpos *pos)
     pos->line = pos->col = 0;
     if (g && g->slot_pos)
         place_message(st, g->path, slot_place, g, pos);
+}
+
+bool tl_program_missing_input(const tl_graph *g, tl_tensor *const *in, tl_status *st)
+{
+    int miss = -1;
+    for (int i = 0; i < g->ninputs; i++)
+        if (!in[i]) {
+            if (miss >= 0)
+                return false;
+            miss = i;
+        }
+    int slot = miss >= 0 ? g->inputs[miss].slot : -1;
+    if (slot < 0 || !g->slot_pos || !g->slot_pos[slot].line)
+        return false;
+    /* the names the program could have meant: given inputs and the
+     * values it names (generated ids start with "_") */
+    const char **names = malloc(sizeof *names * (size_t)(g->nslots + 1));
+    int n = 0;
+    for (int s = 0; names && s < g->nslots; s++) {
+        int k = g->slot_kind[s] == TL_SLOT_INPUT ? tl_graph_input_index(g, g->slot_name[s]) : -1;
+        if ((k >= 0 && in[k]) || (g->slot_kind[s] == TL_SLOT_NODE && g->slot_name[s][0] != '_'))
+            names[n++] = g->slot_name[s];
+    }
+    const char *near = names ? tl_nearest(g->inputs[miss].name, names, n) : NULL;
+    if (near)
+        tl_fail(st, TL_EINPUT, "%s:%d:%d: missing input \"%s\" (did you mean \"%s\"?)", g->path,
+                g->slot_pos[slot].line, g->slot_pos[slot].col, g->inputs[miss].name, near);
+    free(names);
+    return near != NULL;
 }
 
 /* What the graph keeps of the program: its text and where each slot's
