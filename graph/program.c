@@ -832,7 +832,7 @@ static bool literal_entry(P *p, shape_acc *sa, int depth, tl_dtype dt, bool type
     char text[64];
     snprintf(text, sizeof text, "%s%.*s", p->i - at > 1 ? "-" : "", TEXT(p, p->i - 1));
     const char *name = tl_dtype_name(dt);
-    if (typed && tl_dtype_is_int(dt) && v != floor(v))
+    if (typed && tl_dtype_is_int(dt) && (v != floor(v) || isinf(v)))
         return fail_at(p, at, "%s literals hold integers, not %s", name, text);
     if (typed && dt == TL_I32 && !(v >= -2147483648.0 && v <= 2147483647.0))
         return fail_at(p, at, "i32 literals hold integers from -2147483648 to 2147483647, not %s", text);
