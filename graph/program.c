@@ -1645,7 +1645,9 @@ static bool input_decl(P *p)
         const token *t = &p->t[p->i];
         char var[MAX_NAME + 1];
         snprintf(var, sizeof var, "%.*s", TEXT(p, p->i));
-        if (t->kind == T_NUMBER && t->num == floor(t->num) && t->num <= 9007199254740992.0)
+        if (t->kind == T_NUMBER && t->num == floor(t->num) && t->num >= 9007199254740992.0)
+            return fail_at(p, p->i, "the size %s is too large (at most 2^53 - 1 = 9007199254740991)", var);
+        if (t->kind == T_NUMBER && t->num == floor(t->num))
             push(p, shape, num_json(p, t->num));
         else if (t->kind == T_NAME && !strcmp(var, "_"))
             push(p, shape, note(p, cJSON_CreateNull()));
