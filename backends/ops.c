@@ -1,5 +1,6 @@
 #include "ops.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const tl_opinfo tl_ops[TL_OP_COUNT] = {
@@ -55,14 +56,30 @@ int tl_edit_distance(const char *a, const char *b)
     return d[n][m] > 9 ? 9 : d[n][m];
 }
 
+/* How many letters a and b do not share, counted with repeats: 0 for a
+ * swap (tahn, tanh), 1 for a letter dropped or doubled (sinn, sin), 2 for
+ * one letter in place of another (sinn, sign). */
+static int letters_apart(const char *a, const char *b)
+{
+    int count[256] = {0}, n = 0;
+    for (const unsigned char *p = (const unsigned char *)a; *p; p++)
+        count[*p]++;
+    for (const unsigned char *p = (const unsigned char *)b; *p; p++)
+        count[*p]--;
+    for (int c = 0; c < 256; c++)
+        n += abs(count[c]);
+    return n;
+}
+
 const char *tl_nearest(const char *name, const char *const *candidates, int n)
 {
     const char *best = NULL;
-    int bd = 3;
+    int bd = 3, bl = 0;
     for (int i = 0; i < n; i++) {
-        int d = tl_edit_distance(name, candidates[i]);
-        if (d < bd) {
+        int d = tl_edit_distance(name, candidates[i]), l = d <= bd ? letters_apart(name, candidates[i]) : 0;
+        if (d < bd || (d == bd && best && l < bl)) { /* a tie: the one of the same letters */
             bd = d;
+            bl = l;
             best = candidates[i];
         }
     }

@@ -106,7 +106,9 @@ tl_code tl_op_check_arity(tl_opcode op, int n, tl_status *st);
  * substitutions, swaps of neighbours), capped at 9. */
 int tl_edit_distance(const char *a, const char *b);
 /* The name among candidates[0..n-1] nearest to name (at most 2 edits, or
- * one a third of its length, and at most half its length), or NULL. */
+ * one a third of its length, and at most half its length), or NULL.  Of
+ * names as near, the one sharing most letters with name (a swap keeps
+ * them all, a dropped or doubled letter all but one), else the first. */
 const char *tl_nearest(const char *name, const char *const *candidates, int n);
 /* The op a mistyped op name most likely meant, or NULL. */
 const char *tl_op_suggest(const char *name);

@@ -13,6 +13,7 @@
 #include "backends/device.h"
 #include "cli.h"
 #include "graph/onnx.h"
+#include "graph/program.h"
 #include "formats/compare.h"
 #include "formats/results.h"
 #include "formats/text.h"
@@ -378,6 +379,8 @@ static int missing_inputs(const cmd *c, const tl_graph *g, tl_tensor *const *in,
     }
     if (!n)
         return 0;
+    if (!c->model && tl_program_missing_input(g, in, st)) /* a typo: where, and what was meant */
+        return cli_fail(st);
     if (shown < n)
         snprintf(names + k, sizeof names - k, ", ... (%d in all)", n);
     unused_keys(c, g, keys, sizeof keys);

@@ -156,9 +156,12 @@ tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
     size_t n = file_part(spec, &key);
     char path[4096];
     if (!n) {
-        if (!(t = tl_literal_parse(spec, st)))
-            tl_wrap(st, "'%.40s%s' (neither a tensor file, FILE or FILE:KEY, nor a literal)", spec,
-                    strlen(spec) > 40 ? "..." : "");
+        /* a number out of range: the literal's syntax held, it is one */
+        bool range = !(t = tl_literal_parse(spec, st)) &&
+                     (strstr(st->msg, " is too large for ") || strstr(st->msg, " is out of range for "));
+        if (!t)
+            tl_wrap(st, "'%.40s%s'%s", spec, strlen(spec) > 40 ? "..." : "",
+                    range ? "" : " (neither a tensor file, FILE or FILE:KEY, nor a literal)");
         return t;
     }
     if (n >= sizeof path)

@@ -10,6 +10,7 @@
 
 #include "formats/npy.h"
 #include "formats/npz.h"
+#include "formats/text.h"
 #include "shape.h"
 
 typedef struct checker {
@@ -42,6 +43,11 @@ tl_dtype tl_weak_dtype(tl_opcode op, int i, bool have_value, tl_dtype first_valu
 
 tl_code tl_weak_fits(double v, tl_dtype dt, tl_status *st)
 {
+    if (dt == TL_F32 && isfinite(v) && isinf((float)v)) { /* written inf stays inf */
+        char num[TL_FMT_LEN];
+        tl_fmt_f64(num, sizeof num, v);
+        return tl_fail(st, TL_EINPUT, "the number %s meets an f32 tensor and is too large for f32 (write inf)", num);
+    }
     if (!tl_dtype_is_int(dt) ||
         (v == floor(v) && fabs(v) < 9007199254740992.0 && (dt == TL_I64 || fabs(v) <= 2147483647.0)))
         return TL_OK;
@@ -103,6 +109,8 @@ static tl_code const_type(checker *c, const tl_const *k, tl_type *t)
         *t = (tl_type){0};
         rc = tl_npy_peek_file(k->path, &t->dtype, &t->ndim, t->dims, st);
     }
+    if (rc)
+        tl_const_file_kind(k->path, st);
     return rc ? tl_wrap(st, "const \"%s\": %s", k->name, k->path) : TL_OK;
 }
 

@@ -44,7 +44,7 @@ void tl_type_tensor(const tl_type *t, tl_tensor *f);
  * value arguments (have_value), else the element type of the call. */
 tl_dtype tl_weak_dtype(tl_opcode op, int i, bool have_value, tl_dtype first_value, tl_dtype call);
 /* TL_EINPUT unless the number v can become dtype dt (integers: integral,
- * in range, below 2^53 in magnitude). */
+ * in range, below 2^53 in magnitude; f32: a finite number stays finite). */
 tl_code tl_weak_fits(double v, tl_dtype dt, tl_status *st);
 
 /* The message for an if whose cond is not a scalar (%s: its type), the

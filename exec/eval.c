@@ -12,6 +12,7 @@
 #include "backends/cpu/blas.h"
 #include "backends/opdoc.h"
 #include "backends/philox.h"
+#include "formats/text.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -69,6 +70,15 @@ static tl_code load_const(tl_eval *ev, const tl_const *c, tl_value *v)
     } else if (c->typed || ev->call_dtype == TL_F64) {
         t = tl_tensor_ref(c->tensor);
     } else { /* untyped data takes the call's element type */
+        for (int64_t i = 0; ev->call_dtype == TL_F32 && i < c->tensor->numel; i++) {
+            double d = tl_tensor_get(c->tensor, i);
+            if (isfinite(d) && isinf((float)d)) { /* written inf stays inf */
+                char num[TL_FMT_LEN];
+                tl_fmt_f64(num, sizeof num, d);
+                return tl_fail(st, TL_EINPUT, "const \"%s\": data[%lld] is %s, too large for f32 (write \"inf\")",
+                               c->name, (long long)i, num);
+            }
+        }
         tl_tensor *in[1] = {c->tensor};
         tl_attrs a;
         tl_attrs_init(&a);

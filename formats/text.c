@@ -445,7 +445,7 @@ static tl_code parse_number(lit *L)
     if (end != start + k)
         return tl_fail(L->st, TL_EINPUT, "malformed number at column %zu", col(L));
     if (L->dt == TL_F32 ? isinf(f) : isinf(d))
-        return tl_fail(L->st, TL_EINPUT, "number %.*s at column %zu is too large for %s",
+        return tl_fail(L->st, TL_EINPUT, "number %.*s at column %zu is too large for %s (write inf)",
                        (int)(k > 40 ? 40 : k), start, col(L), tl_dtype_name(L->dt));
     L->pos += k;
     return push(L, L->dt == TL_F32 ? (const void *)&f : (const void *)&d);
@@ -675,6 +675,12 @@ static tl_code fill_value(filler *F, const cJSON *v, int depth)
                            num, F->t->dtype == TL_I32 ? " in the i32 range" : " below 2^53 in magnitude (read larger ones from a file)",
                            tl_dtype_name(F->t->dtype));
         }
+    }
+    if (F->t->dtype == TL_F32 && isfinite(d) && isinf((float)d)) { /* 1e999 (JSON's inf) stays allowed */
+        char where[TL_MAXDIM * 24], num[TL_FMT_LEN];
+        tl_fmt_f64(num, sizeof num, d);
+        return tl_fail(F->st, TL_EINPUT, "%s is %s, too large for f32 (write \"inf\")",
+                       data_path(F, depth, where, sizeof where), num);
     }
     tl_tensor_set(F->t, F->next++, d);
     return TL_OK;

@@ -3,19 +3,47 @@
  * every f32 in it made f64, so that finite differences say something.
  * Only ever done because a user asked for it: tl never changes precision
  * by itself. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graph.h"
 #include "formats/npy.h"
 #include "formats/npz.h"
 
+static bool ends_with(const char *s, const char *end)
+{
+    size_t n = strlen(s), k = strlen(end);
+    return n >= k && !strcmp(s + n - k, end);
+}
+
+tl_code tl_const_file_kind(const char *path, tl_status *st)
+{
+    unsigned char head[6] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) /* the reader said why */
+        return st->code;
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if (ends_with(path, ".npy") || ends_with(path, ".npz") || (n == 6 && !memcmp(head, "\x93NUMPY", 6)) ||
+        (n >= 2 && !memcmp(head, "PK", 2)))
+        return st->code;
+    return tl_fail(st, TL_EINPUT, "file constants (file() in a program) are .npy and .npz files only; this is "
+                   "neither, by its ending or by its first bytes");
+}
+
 static tl_tensor *read_file(const tl_const *c, tl_status *st)
 {
-    if (!c->key)
-        return tl_npy_read_file(c->path, st);
-    tl_npz *z = tl_npz_open(c->path, st);
-    tl_tensor *t = z ? tl_npz_get(z, c->key, st) : NULL;
-    tl_npz_close(z);
+    tl_tensor *t = NULL;
+    if (!c->key) {
+        t = tl_npy_read_file(c->path, st);
+    } else {
+        tl_npz *z = tl_npz_open(c->path, st);
+        t = z ? tl_npz_get(z, c->key, st) : NULL;
+        tl_npz_close(z);
+    }
+    if (!t)
+        tl_const_file_kind(c->path, st);
     return t;
 }
 

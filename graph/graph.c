@@ -1044,9 +1044,12 @@ static bool plain_checks(loader *L, tl_node *n, uint64_t seen)
     if (n->op == TL_OP_RESIZE && !n->attrs->nsize == !n->attrs->nscale)
         return tl_fail(L->st, TL_EINPUT, n->attrs->nsize ? "give \"size\" or \"scale\", not both"
                                                          : "missing attribute \"size\" or \"scale\""), false;
-    if (n->op == TL_OP_RANDOM_UNIFORM && !(n->attrs->low < n->attrs->high))
-        return tl_fail(L->st, TL_EINPUT, "\"low\" (%g) must be below \"high\" (%g)", n->attrs->low,
-                       n->attrs->high), false;
+    if (n->op == TL_OP_RANDOM_UNIFORM && !(n->attrs->low < n->attrs->high)) {
+        char lo[TL_FMT_LEN], hi[TL_FMT_LEN]; /* every digit: 1.0000001 and 1.0 differ */
+        tl_fmt_f64(lo, sizeof lo, n->attrs->low);
+        tl_fmt_f64(hi, sizeof hi, n->attrs->high);
+        return tl_fail(L->st, TL_EINPUT, "\"low\" (%s) must be below \"high\" (%s)", lo, hi), false;
+    }
     if (n->op == TL_OP_CLAMP && !n->attrs->has_min && !n->attrs->has_max)
         return tl_fail(L->st, TL_EINPUT, "clamp needs \"min\", \"max\" or both"), false;
     if (n->op == TL_OP_TAKE && (n->nargs == 2) == ((seen & A_INDICES) != 0))
@@ -1297,6 +1300,11 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c, tl_dtype untyped)
                                                : fabs(fv) < 9007199254740992.0)))
         return tl_fail(L->st, TL_EINPUT, "\"fill\" of an %s constant must be an integer in its range",
                        tl_dtype_name(dtype)), false;
+    if (fill && dtype == TL_F32 && isfinite(fv) && isinf((float)fv)) {
+        char num[TL_FMT_LEN];
+        tl_fmt_f64(num, sizeof num, fv);
+        return tl_fail(L->st, TL_EINPUT, "\"fill\" is %s, too large for f32 (write \"inf\")", num), false;
+    }
     int64_t numel;
     if (tl_shape_numel(nd, shape, &numel, L->st))
         return tl_wrap(L->st, "\"shape\""), false;

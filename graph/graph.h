@@ -204,6 +204,10 @@ tl_tensor *tl_input_default(const tl_graph *g, int i, tl_status *st);
 /* Reads a file constant's tensor (a new reference); errors name the
  * constant and its file (f64.c). */
 tl_tensor *tl_const_read_file(const tl_const *c, tl_status *st);
+/* After reading the file at path failed: st as it is, unless the file is
+ * no .npy or .npz by its ending nor by its first bytes; then TL_EINPUT
+ * saying what file constants read. */
+tl_code tl_const_file_kind(const char *path, tl_status *st);
 /* Makes g its own f64 copy (what tl gradcheck --f64 checks): every f32 of
  * the recipe becomes f64, the declared dtypes of inputs, typed and file
  * constants (read now, then cast) and the dtype of cast and random ops;

@@ -828,9 +828,19 @@ static bool literal_entry(P *p, shape_acc *sa, int depth, tl_dtype dt, bool type
     double v;
     if (!number(p, &v))
         return p->st->code ? false : expected(p, "a number or '[' in a literal");
-    if (typed && tl_dtype_is_int(dt) &&
-        !(v == floor(v) && (dt == TL_I32 ? v >= -2147483648.0 && v <= 2147483647.0 : fabs(v) <= 9007199254740992.0)))
-        return fail_at(p, at, "%s literals hold integers in range, not %g", tl_dtype_name(dt), v);
+    /* the number as written: a double may have rounded it */
+    char text[64];
+    snprintf(text, sizeof text, "%s%.*s", p->i - at > 1 ? "-" : "", TEXT(p, p->i - 1));
+    const char *name = tl_dtype_name(dt);
+    if (typed && tl_dtype_is_int(dt) && (v != floor(v) || isinf(v)))
+        return fail_at(p, at, "%s literals hold integers, not %s", name, text);
+    if (typed && dt == TL_I32 && !(v >= -2147483648.0 && v <= 2147483647.0))
+        return fail_at(p, at, "i32 literals hold integers from -2147483648 to 2147483647, not %s", text);
+    if (typed && dt == TL_I64 && !(fabs(v) < 9007199254740992.0))
+        return fail_at(p, at, "the i64 literal %s is not below 2^53 in magnitude, so not held exactly (read larger "
+                       "integers from a file)", text);
+    if (typed && dt == TL_F32 && isfinite(v) && isinf((float)v))
+        return fail_at(p, at, "number %s is too large for f32 (write inf)", text);
     push(p, into, isfinite(v) ? num_json(p, v) : special_json(p, v));
     return true;
 }
@@ -1175,8 +1185,11 @@ static bool iterate_call(P *p, int name, val *v)
         return fail_at(p, at, "the count of iterate must be a non-negative integer (a number of steps)");
     if (peek(p) != T_NUMBER || !number(p, &count))
         return fail_at(p, at, "the count of iterate must be an integer literal (a fixed number of steps)");
-    if (count != floor(count) || count < 0 || count > 9007199254740992.0)
-        return fail_at(p, at, "the count of iterate must be a non-negative integer, not %g", count);
+    if (count != floor(count))
+        return fail_at(p, at, "the count of iterate must be a non-negative integer, not %.*s", TEXT(p, at));
+    if (count >= 9007199254740992.0) /* beyond it, a double may have rounded what was written */
+        return fail_at(p, at, "the count of iterate, %.*s, is too large (at most 2^53 - 1 = 9007199254740991)",
+                       TEXT(p, at));
     val init;
     if (!expect(p, T_COMMA, "after the count of iterate") || !expr(p, &init))
         return false;
@@ -1302,13 +1315,14 @@ static bool nearest_visible(P *p, int tok, char *near, size_t len)
 }
 
 /* The symbol of the name at token tok: a visible binding, else (without
- * input statements) a new input; `where` says where it was looked for. */
-static bool resolve_name(P *p, int tok, const char *where, int *s)
+ * input statements, where `implicit` allows) a new input; `where` says
+ * where it was looked for. */
+static bool resolve_name(P *p, int tok, const char *where, bool implicit, int *s)
 {
     int k = lookup(p, p->src + p->t[tok].off, (int)p->t[tok].len);
     if (k >= 0)
         return *s = p->b[k].sym, true;
-    if (p->declared) {
+    if (p->declared || !implicit) {
         char near[MAX_NAME + 1];
         if (nearest_visible(p, tok, near, sizeof near))
             return fail_at(p, tok, "unknown name \"%.*s\" (did you mean \"%s\"?)", TEXT(p, tok), near);
@@ -1320,7 +1334,7 @@ static bool resolve_name(P *p, int tok, const char *where, int *s)
 static bool name_ref(P *p, val *v)
 {
     int tok = p->i++, s;
-    if (!resolve_name(p, tok, "before this point", &s))
+    if (!resolve_name(p, tok, "before this point", true, &s))
         return false;
     *v = (val){.kind = V_REF, .sym = s, .at = tok};
     return true;
@@ -1631,7 +1645,9 @@ static bool input_decl(P *p)
         const token *t = &p->t[p->i];
         char var[MAX_NAME + 1];
         snprintf(var, sizeof var, "%.*s", TEXT(p, p->i));
-        if (t->kind == T_NUMBER && t->num == floor(t->num) && t->num <= 9007199254740992.0)
+        if (t->kind == T_NUMBER && t->num == floor(t->num) && t->num >= 9007199254740992.0)
+            return fail_at(p, p->i, "the size %s is too large (at most 2^53 - 1 = 9007199254740991)", var);
+        if (t->kind == T_NUMBER && t->num == floor(t->num))
             push(p, shape, num_json(p, t->num));
         else if (t->kind == T_NAME && !strcmp(var, "_"))
             push(p, shape, note(p, cJSON_CreateNull()));
@@ -1698,7 +1714,8 @@ static bool resolve_outputs(P *p, const val *last, bool trailing, int *outs, int
     *n = 0;
     for (int k = 0; k < p->noutputs; k++) {
         int tok = p->outputs[k], s;
-        if (!resolve_name(p, tok, "at the top level", &s) || !add_output(p, s, tok, outs, n))
+        /* an output names a value: a free name there is no input */
+        if (!resolve_name(p, tok, "at the top level", false, &s) || !add_output(p, s, tok, outs, n))
             return false;
     }
     if (p->noutputs)
@@ -2166,6 +2183,10 @@ static void place_message(tl_status *st, const char *path, where_fn where, const
             innermost = q, inner = at;
     if (!innermost)
         return;
+    /* a constant's own fault (a file it cannot read, a number out of
+     * range): the node that happened to read it first is beside the point */
+    if (mention_at(innermost, &m) && !m.node)
+        rest = innermost;
     char out[sizeof st->msg];
     size_t k = (size_t)snprintf(out, sizeof out, "%s:%d:%d: ", path, inner.line, inner.col);
     for (const char *q = rest; *q && k + 1 < sizeof out;) {
@@ -2216,6 +2237,35 @@ void tl_program_place(const tl_graph *g, tl_status *st, tl_srcpos *pos)
     pos->line = pos->col = 0;
     if (g && g->slot_pos)
         place_message(st, g->path, slot_place, g, pos);
+}
+
+bool tl_program_missing_input(const tl_graph *g, tl_tensor *const *in, tl_status *st)
+{
+    int miss = -1;
+    for (int i = 0; i < g->ninputs; i++)
+        if (!in[i]) {
+            if (miss >= 0)
+                return false;
+            miss = i;
+        }
+    int slot = miss >= 0 ? g->inputs[miss].slot : -1;
+    if (slot < 0 || !g->slot_pos || !g->slot_pos[slot].line)
+        return false;
+    /* the names the program could have meant: given inputs and the
+     * values it names (generated ids start with "_") */
+    const char **names = malloc(sizeof *names * (size_t)(g->nslots + 1));
+    int n = 0;
+    for (int s = 0; names && s < g->nslots; s++) {
+        int k = g->slot_kind[s] == TL_SLOT_INPUT ? tl_graph_input_index(g, g->slot_name[s]) : -1;
+        if ((k >= 0 && in[k]) || (g->slot_kind[s] == TL_SLOT_NODE && g->slot_name[s][0] != '_'))
+            names[n++] = g->slot_name[s];
+    }
+    const char *near = names ? tl_nearest(g->inputs[miss].name, names, n) : NULL;
+    if (near)
+        tl_fail(st, TL_EINPUT, "%s:%d:%d: missing input \"%s\" (did you mean \"%s\"?)", g->path,
+                g->slot_pos[slot].line, g->slot_pos[slot].col, g->inputs[miss].name, near);
+    free(names);
+    return near != NULL;
 }
 
 /* What the graph keeps of the program: its text and where each slot's

@@ -29,6 +29,12 @@ tl_graph *tl_program_load(const char *text, size_t len, const char *path, const 
  * that names none stays as it is, *pos 0:0. */
 void tl_program_place(const tl_graph *g, tl_status *st, tl_srcpos *pos);
 
+/* When a program's one input without a tensor (in[i] NULL) looks like a
+ * typo of a name the program has (a given input, a named value): the
+ * error "P:LINE:COL: missing input "xx" (did you mean "x"?)" at its first
+ * use, and true; else false, st untouched. */
+bool tl_program_missing_input(const tl_graph *g, tl_tensor *const *in, tl_status *st);
+
 /* The JSON text of a graph in the layout `tl compile` writes: version,
  * inputs, consts, then the nodes one per line (a block's nodes each on a
  * line of their own, indented under the node that owns the block), then
