@@ -119,6 +119,8 @@ static void note_caret(const char *text, size_t len, tl_srcpos pos)
 {
     enum { BEFORE = 60, WIDTH = 120 };
     const char *p = text, *end = text + len;
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))
+        p += 3; /* a byte order mark, which the lexer skips too */
     for (int line = 1; line < pos.line && p < end; p++)
         line += *p == '\n';
     int skip = pos.col - 1 > BEFORE + 20 ? pos.col - 1 - BEFORE : 0, col = 0;

@@ -465,7 +465,7 @@ static bool ints_of(tx *t, const val *v, const char *what, int64_t *out, int *n,
     for (int64_t i = 0; i < v->k->numel; i++) {
         double d = tl_tensor_get(v->k, i);
         if (!tl_dtype_is_int(v->k->dtype) && !(d > -9.2e18 && d < 9.2e18)) /* no int64: NaN, inf, huge */
-            return fail(t, "its %s holds %g, not an integer", what, d);
+            return fail(t, "its %s holds %.17g, not an integer", what, d);
         out[i] = tl_dtype_is_int(v->k->dtype) ? kget(v->k, i) : (int64_t)d;
     }
     *n = (int)v->k->numel;
@@ -2314,7 +2314,7 @@ static bool x_range(tx *t, val **in, int nin, val **out, int nout)
         return fail(t, "a delta of 0");
     double c = ceil((e - s) / d);
     if (c > (double)((int64_t)1 << 32)) /* infinity too */
-        return fail(t, "%g elements", c);
+        return fail(t, "%.0f elements", c);
     int64_t n = c > 0 ? (int64_t)c : 0;
     if (is_int_type(oty)) {
         val *r = known_ints(t, 1, &n, NULL, oty);

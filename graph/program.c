@@ -406,6 +406,8 @@ static bool lex(P *p)
 {
     lexer L = {0, 1, 1, NULL, 0, 0};
     bool ok = true;
+    if (p->n >= 3 && !memcmp(p->src, "\xEF\xBB\xBF", 3))
+        L.i = 3; /* a byte order mark, as some editors save UTF-8: no column */
     while (ok && L.i < p->n) {
         char c = p->src[L.i];
         if (c == '\n')
