@@ -589,6 +589,8 @@ static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const
     case A_MAX:
         if (!get_num(v, bit == A_MIN ? &a->min : &a->max))
             want = "a number";
+        else if (isnan(bit == A_MIN ? a->min : a->max)) /* it would bound nothing: every comparison false */
+            want = "a number, not nan (leave it out for no bound)";
         *(bit == A_MIN ? &a->has_min : &a->has_max) = true;
         break;
     case A_DTYPE:
