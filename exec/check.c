@@ -43,7 +43,7 @@ tl_dtype tl_weak_dtype(tl_opcode op, int i, bool have_value, tl_dtype first_valu
 
 tl_code tl_weak_fits(double v, tl_dtype dt, tl_status *st)
 {
-    if (dt == TL_F32 && isfinite(v) && isinf((float)v)) { /* written inf stays inf */
+    if (dt == TL_F32 && tl_f32_overflows(v)) { /* written inf stays inf */
         char num[TL_FMT_LEN];
         tl_fmt_f64(num, sizeof num, v);
         return tl_fail(st, TL_EINPUT, "the number %s meets an f32 tensor and is too large for f32 (write inf)", num);

@@ -72,7 +72,7 @@ static tl_code load_const(tl_eval *ev, const tl_const *c, tl_value *v)
     } else { /* untyped data takes the call's element type */
         for (int64_t i = 0; ev->call_dtype == TL_F32 && i < c->tensor->numel; i++) {
             double d = tl_tensor_get(c->tensor, i);
-            if (isfinite(d) && isinf((float)d)) { /* written inf stays inf */
+            if (tl_f32_overflows(d)) { /* written inf stays inf */
                 char num[TL_FMT_LEN];
                 tl_fmt_f64(num, sizeof num, d);
                 return tl_fail(st, TL_EINPUT, "const \"%s\": data[%lld] is %s, too large for f32 (write \"inf\")",

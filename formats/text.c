@@ -93,6 +93,8 @@ static int fmt_value(char *buf, size_t len, double v, bool is_f32)
     return snprintf(buf, len, "%s", out);
 }
 
+bool tl_f32_overflows(double v) { return isfinite(v) && isinf((float)v); }
+
 int tl_fmt_f64(char *buf, size_t len, double v) { return fmt_value(buf, len, v, false); }
 
 int tl_fmt_sig(char *buf, size_t len, double v, int digits)
@@ -676,7 +678,7 @@ static tl_code fill_value(filler *F, const cJSON *v, int depth)
                            tl_dtype_name(F->t->dtype));
         }
     }
-    if (F->t->dtype == TL_F32 && isfinite(d) && isinf((float)d)) { /* 1e999 (JSON's inf) stays allowed */
+    if (F->t->dtype == TL_F32 && tl_f32_overflows(d)) { /* 1e999 (JSON's inf) stays allowed */
         char where[TL_MAXDIM * 24], num[TL_FMT_LEN];
         tl_fmt_f64(num, sizeof num, d);
         return tl_fail(F->st, TL_EINPUT, "%s is %s, too large for f32 (write \"inf\")",

@@ -35,6 +35,9 @@ struct cJSON;
  * when len > 0).  Returns the length of the full text, like snprintf; a
  * result >= len means it was cut short. */
 int tl_fmt_f64(char *buf, size_t len, double v);
+/* Whether v, finite, becomes an infinity as f32: a number too large for
+ * f32 (an error wherever one is written, as inf is written inf). */
+bool tl_f32_overflows(double v);
 int tl_fmt_f32(char *buf, size_t len, float v);
 /* v rounded to `digits` significant digits (1 to 17), laid out as above:
  * "0.0003081", "3.7e-07", "0.0", for figures people read (errors in

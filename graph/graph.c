@@ -1302,7 +1302,7 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c, tl_dtype untyped)
                                                : fabs(fv) < 9007199254740992.0)))
         return tl_fail(L->st, TL_EINPUT, "\"fill\" of an %s constant must be an integer in its range",
                        tl_dtype_name(dtype)), false;
-    if (fill && dtype == TL_F32 && isfinite(fv) && isinf((float)fv)) {
+    if (fill && dtype == TL_F32 && tl_f32_overflows(fv)) {
         char num[TL_FMT_LEN];
         tl_fmt_f64(num, sizeof num, fv);
         return tl_fail(L->st, TL_EINPUT, "\"fill\" is %s, too large for f32 (write \"inf\")", num), false;

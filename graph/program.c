@@ -841,7 +841,7 @@ static bool literal_entry(P *p, shape_acc *sa, int depth, tl_dtype dt, bool type
     if (typed && dt == TL_I64 && !(fabs(v) < 9007199254740992.0))
         return fail_at(p, at, "the i64 literal %s is not below 2^53 in magnitude, so not held exactly (read larger "
                        "integers from a file)", text);
-    if (typed && dt == TL_F32 && isfinite(v) && isinf((float)v))
+    if (typed && dt == TL_F32 && tl_f32_overflows(v))
         return fail_at(p, at, "number %s is too large for f32 (write inf)", text);
     push(p, into, isfinite(v) ? num_json(p, v) : special_json(p, v));
     return true;
