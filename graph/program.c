@@ -2177,9 +2177,17 @@ static void place_message(tl_status *st, const char *path, where_fn where, const
     tl_srcpos at, inner = {0, 0};
     const char *rest, *innermost = NULL;
     pos->line = pos->col = 0;
-    if (strncmp(st->msg, path, pl) || strncmp(st->msg + pl, ": ", 2))
+    /* the message may come wrapped ("input "x" at [0] plus the step: FILE:
+     * ..."): the place goes first, the wrapping after it */
+    const char *at_path = pl ? strstr(st->msg, path) : NULL;
+    for (; at_path; at_path = strstr(at_path + 1, path))
+        if ((at_path == st->msg || (at_path - st->msg >= 2 && !strncmp(at_path - 2, ": ", 2))) &&
+            !strncmp(at_path + pl, ": ", 2))
+            break;
+    if (!at_path)
         return;
-    rest = st->msg + pl + 2;
+    size_t wrapped = at_path == st->msg ? 0 : (size_t)(at_path - st->msg) - 2;
+    rest = at_path + pl + 2;
     for (const char *q = rest; *q; q++)
         if (mention_at(q, &m) && where(ctx, m.name, &at) && at.line)
             innermost = q, inner = at;
@@ -2190,7 +2198,9 @@ static void place_message(tl_status *st, const char *path, where_fn where, const
     if (mention_at(innermost, &m) && !m.node)
         rest = innermost;
     char out[sizeof st->msg];
-    size_t k = (size_t)snprintf(out, sizeof out, "%s:%d:%d: ", path, inner.line, inner.col);
+    size_t k = (size_t)snprintf(out, sizeof out, "%s:%d:%d: %.*s%s", path, inner.line, inner.col, (int)wrapped,
+                                st->msg, wrapped ? ": " : "");
+    k = k < sizeof out ? k : sizeof out - 1;
     for (const char *q = rest; *q && k + 1 < sizeof out;) {
         if (!mention_at(q, &m) || !where(ctx, m.name, &at) || !at.line) {
             out[k++] = *q++;

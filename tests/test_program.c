@@ -1043,6 +1043,10 @@ Test(errors, a_message_naming_no_node_stays_as_it_is)
     expect_placed(g, "p.tl: backward of node \"out\" (mul, inputs f64[2], f64[]): bad",
                   "p.tl:1:3: backward of mul (inputs f64[2], f64[]): bad", &pos);
     expect_placed(g, "p.tl: backward from node \"out\": bad", "p.tl:1:3: backward from the node: bad", &pos);
+    /* wrapped (a perturbed run of tl gradcheck): the place first, the wrapping after it */
+    expect_placed(g, "input \"x\" at [1] plus the step: p.tl: node \"out\" (mul): bad",
+                  "p.tl:1:3: input \"x\" at [1] plus the step: mul: bad", &pos);
+    expect_placed(g, "in xp.tl: node \"out\" (mul): bad", "in xp.tl: node \"out\" (mul): bad", &pos);
     tl_graph_free(g);
     /* a graph file has no text to point at */
     const char *json = "{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": [{\"id\": \"y\", \"op\": \"neg\", \"args\": [\"x\"]}], "
