@@ -22,6 +22,10 @@
 int cli_fail(const tl_status *st);
 /* A usage error: exit 2 with " (see tl --help)" appended. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The usage error for an option the command does not know: with the long
+ * option it most likely meant (known: the command's long options, without
+ * their "--"), or where the thread count is set. */
+int cli_unknown_option(const char *a, const char *const *known, int n);
 /* A variable of the environment that makes no sense: exit 2, the manual's
  * ENVIRONMENT named. */
 int cli_env_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

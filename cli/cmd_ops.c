@@ -181,7 +181,8 @@ int cmd_ops(int argc, char **argv)
             if (usage)
                 return usage;
         } else if (a[0] == '-' && a[1]) {
-            return cli_usage("unknown option %s", a);
+            static const char *const known[] = {"onnx", "format"};
+            return cli_unknown_option(a, known, 2);
         } else if (name) {
             return cli_usage("tl ops takes one op name, got '%s' too", a);
         } else {

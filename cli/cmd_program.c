@@ -212,8 +212,16 @@ static int parse(int argc, char **argv, args *a, bool output)
                 return cli_usage("%s needs a result file (.npz, json or text)", s);
         } else if (a->inputs && a->ngraphs && s[0] != '-' && strchr(s, '=')) {
             a->c.bind[a->c.nbind++] = s; /* after the first recipe, NAME=TENSOR */
-        } else if ((s[0] == '-' && s[1] && !e) || (e && i + 1 == argc)) {
-            return cli_usage(e ? "-e needs a program" : "unknown option %s", s);
+        } else if (e && i + 1 == argc) {
+            return cli_usage("-e needs a program");
+        } else if (s[0] == '-' && s[1] && !e) {
+            const char *known[3] = {"allow-outside-files"};
+            int n = 1;
+            if (output)
+                known[n++] = "output";
+            if (a->inputs)
+                known[n++] = "inputs";
+            return cli_unknown_option(s, known, n);
         } else if (a->ngraphs == a->want) {
             return cli_usage("tl %s takes %s, got '%s' too", argv[0], a->want == 1 ? "one program" : "two recipes",
                              e ? argv[i + 1] : s);

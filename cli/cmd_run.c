@@ -133,7 +133,22 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         } else if (a[0] == '-' && a[1]) {
             if (cli_is_opt(a, NULL, "--tangent"))
                 return cli_usage("unknown option %s: tangents are for tl jvp and tl hvp", a);
-            return cli_usage("unknown option %s", a);
+            static const char *const more[] = {"inputs", "seed", "format", "rtol", "atol", "ulp", "equal-nan",
+                                               "help", "version"};
+            static const char *const gradcheck[] = {"eps", "samples", "order", "f64"};
+            const char *known[48];
+            int n = 0;
+            for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+                known[n++] = valued[k].l + 2;
+            for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+                known[n++] = flags[k].l + 2;
+            for (size_t k = 0; k < sizeof more / sizeof more[0]; k++)
+                known[n++] = more[k];
+            if (c->second)
+                known[n++] = "tangent";
+            for (size_t k = 0; !strcmp(argv[0], "gradcheck") && k < sizeof gradcheck / sizeof gradcheck[0]; k++)
+                known[n++] = gradcheck[k];
+            return cli_unknown_option(a, known, n);
         } else if (!c->graph) {
             c->graph = a;
         } else if (strchr(a, '=')) {

@@ -205,9 +205,10 @@ int cmd_show(int argc, char **argv)
             int usage = cli_format_opt(argc, argv, &i, a, &sh.json);
             if (usage)
                 return usage;
-        } else if (a[0] == '-' && a[1] && !(a[1] == ':' || a[1] == '.' || (a[1] >= '0' && a[1] <= '9')))
-            return cli_usage("unknown option %s", a);
-        else if (arg)
+        } else if (a[0] == '-' && a[1] && !(a[1] == ':' || a[1] == '.' || (a[1] >= '0' && a[1] <= '9'))) {
+            static const char *const known[] = {"stats", "full", "format"};
+            return cli_unknown_option(a, known, 3);
+        } else if (arg)
             return cli_usage("show takes one tensor; '%s' is a second", a);
         else
             arg = a;

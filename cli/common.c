@@ -49,6 +49,29 @@ int cli_usage(const char *fmt, ...)
     return rc;
 }
 
+int cli_unknown_option(const char *a, const char *const *known, int n)
+{
+    static const char *const threads[] = {"threads", "thread", "num-threads", "nthreads", "jobs"};
+    size_t len = strcspn(a, "="); /* --name=value */
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), a);
+    bool dashes = !strncmp(name, "--", 2);
+    for (size_t k = 0; dashes && k < sizeof threads / sizeof threads[0]; k++)
+        if (!strcmp(name + 2, threads[k]))
+            return cli_usage("unknown option %s: the thread count is set in the environment, TL_NUM_THREADS=N", a);
+    if (!strncmp(name, "-j", 2) && (!name[2] || (name[2] >= '0' && name[2] <= '9')))
+        return cli_usage("unknown option %s: the thread count is set in the environment, TL_NUM_THREADS=N", a);
+    const char *near = dashes ? tl_nearest(name + 2, known, n) : NULL;
+    if (dashes && !near && strlen(name) >= 5) { /* else the start of one, and of one only */
+        int starts = 0;
+        for (int k = 0; k < n; k++)
+            if (!strncmp(known[k], name + 2, strlen(name + 2)) && starts++ == 0)
+                near = known[k];
+        near = starts == 1 ? near : NULL;
+    }
+    return near ? cli_usage("unknown option %s (did you mean --%s?)", a, near) : cli_usage("unknown option %s", a);
+}
+
 int cli_env_usage(const char *fmt, ...)
 {
     va_list ap;
