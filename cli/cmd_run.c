@@ -144,6 +144,8 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     }
     if (!c->graph)
         return cli_usage("no graph file given");
+    if (c->report && (!c->report[0] || !strcmp(c->report, "-")))
+        return cli_usage("--report takes a file name (FILE.json, or /dev/stderr), not '%s'", c->report);
     if (c->second == 1 && (c->nseed || c->wrt || c->of))
         return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
     if (!c->grad && !c->second && (c->nseed || c->wrt || c->of))
