@@ -161,6 +161,9 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     bool tolerance = c->cmp.rtol_set || c->cmp.atol_set || c->cmp.use_ulp || c->cmp.equal_nan;
     if (tolerance && !c->expect)
         return cli_usage("--rtol, --atol, --ulp and --equal-nan go with --expect FILE");
+    tl_status st = {0}; /* the tolerances before the run, not after it */
+    if (c->expect && tl_compare_check_opts(&c->cmp, &st))
+        return cli_fail(&st);
     return check_stdin(c);
 }
 
