@@ -90,8 +90,10 @@ nerr=$((nfail - ndiff))
 n=${#inputs[@]}
 if [ $status -eq 0 ] && [ "$nfail" -eq 0 ]; then
     if [ $n -eq 1 ]; then echo "ci-regression: 1 case matches"; else echo "ci-regression: $n cases match"; fi
-elif [ $nerr -gt 0 ] || [ "$nfail" -eq 0 ]; then
-    [ "$nfail" -gt 0 ] || nerr=$n
+elif [ "$nfail" -eq 0 ]; then
+    echo "ci-regression: the $n case$plural could not be run (see the error above)" >&2
+    exit 2
+elif [ $nerr -gt 0 ]; then
     diffs=
     [ "$ndiff" -eq 0 ] || diffs=", $ndiff differ$([ "$ndiff" -ne 1 ] || echo s)"
     echo "ci-regression: $nerr of $n case$plural could not be checked (see the error under each)$diffs" >&2
