@@ -148,9 +148,11 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         return cli_usage("--report takes a file name (FILE.json, or /dev/stderr), not '%s'", c->report);
     if (c->second == 1 && (c->nseed || c->wrt || c->of))
         return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
+    if (!c->grad && !c->second && c->of && !c->nseed && !c->wrt)
+        return cli_usage("--of is for the commands that differentiate outputs: tl grad and hvp");
     if (!c->grad && !c->second && (c->nseed || c->wrt || c->of))
-        return cli_usage("--seed, --wrt and --of are for the commands that differentiate: tl grad, hvp and "
-                         "gradcheck");
+        return cli_usage("--seed and --wrt are for the commands that differentiate: tl grad, hvp and "
+                         "gradcheck (--of: tl grad and hvp)");
     if (!c->grad && !c->second && c->params)
         return cli_usage("--params is for the commands that differentiate: tl grad, jvp, hvp and gradcheck");
     if (c->params && !tl_onnx_is_model(c->graph))
