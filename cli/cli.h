@@ -81,6 +81,9 @@ const char *cli_input_hint(const tl_graph *g, const char *name, char *buf, size_
 /* Whether arg is the option: the short form s, or the long form l alone
  * or as "l=value" (either may be NULL). */
 bool cli_is_opt(const char *arg, const char *s, const char *l);
+/* The usage error for an option cmd does not take: "-d is not an option
+ * of tl check" for one of tl's other commands, else "unknown option". */
+int cli_unknown_option(const char *cmd, const char *arg);
 /* The option's value: "--opt=value", or the next argument (advancing *i);
  * NULL when there is none. */
 const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const char *l);

@@ -299,7 +299,7 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
         else if (!strcmp(argv[i], "-e") && i + 1 < argc && !inlined && (!graph || strchr(graph, '=')))
             graph = inlined = cli_inline_graph(argv[++i]); /* a GRAPH read before was a binding */
         else if (argv[i][0] == '-' && argv[i][1])
-            return cli_usage("unknown option %s", argv[i]);
+            return cli_unknown_option(cmd, argv[i]);
         else if (!graph)
             graph = argv[i];
         else if (!strchr(argv[i], '='))

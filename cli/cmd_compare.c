@@ -71,7 +71,7 @@ int cmd_compare(int argc, char **argv)
             if (usage)
                 return usage;
         } else if (a[0] == '-' && a[1]) {
-            return cli_usage("unknown option %s", a);
+            return cli_unknown_option("compare", a);
         } else if (file[1]) {
             return cli_usage("compare takes two files, A and B; '%s' is a third", a);
         } else {

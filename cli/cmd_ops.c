@@ -181,7 +181,7 @@ int cmd_ops(int argc, char **argv)
             if (usage)
                 return usage;
         } else if (a[0] == '-' && a[1]) {
-            return cli_usage("unknown option %s", a);
+            return cli_unknown_option("ops", a);
         } else if (name) {
             return cli_usage("tl ops takes one op name, got '%s' too", a);
         } else {

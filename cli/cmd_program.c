@@ -213,7 +213,7 @@ static int parse(int argc, char **argv, args *a, bool output)
         } else if (a->inputs && a->ngraphs && s[0] != '-' && strchr(s, '=')) {
             a->c.bind[a->c.nbind++] = s; /* after the first recipe, NAME=TENSOR */
         } else if ((s[0] == '-' && s[1] && !e) || (e && i + 1 == argc)) {
-            return cli_usage(e ? "-e needs a program" : "unknown option %s", s);
+            return e ? cli_usage("-e needs a program") : cli_unknown_option(argv[0], s);
         } else if (a->ngraphs == a->want) {
             return cli_usage("tl %s takes %s, got '%s' too", argv[0], a->want == 1 ? "one program" : "two recipes",
                              e ? argv[i + 1] : s);

@@ -133,7 +133,7 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         } else if (a[0] == '-' && a[1]) {
             if (cli_is_opt(a, NULL, "--tangent"))
                 return cli_usage("unknown option %s: tangents are for tl jvp and tl hvp", a);
-            return cli_usage("unknown option %s", a);
+            return cli_unknown_option(argv[0], a);
         } else if (!c->graph) {
             c->graph = a;
         } else if (strchr(a, '=')) {

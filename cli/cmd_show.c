@@ -206,7 +206,7 @@ int cmd_show(int argc, char **argv)
             if (usage)
                 return usage;
         } else if (a[0] == '-' && a[1] && !(a[1] == ':' || a[1] == '.' || (a[1] >= '0' && a[1] <= '9')))
-            return cli_usage("unknown option %s", a);
+            return cli_unknown_option("show", a);
         else if (arg)
             return cli_usage("show takes one tensor; '%s' is a second", a);
         else

@@ -81,6 +81,22 @@ bool cli_is_opt(const char *arg, const char *s, const char *l)
     return (s && !strcmp(arg, s)) || (l && !strncmp(arg, l, n) && (arg[n] == '\0' || arg[n] == '='));
 }
 
+int cli_unknown_option(const char *cmd, const char *arg)
+{
+    /* every option of tl --help: one of another command is named as such */
+    static const char *const all[] = {
+        "-i", "--inputs", "-o", "--output", "--format", "--full", "--only", "--outputs", "--expect",
+        "-d", "--device", "--strict-device", "--seed", "--of", "--wrt", "--params", "--tangent",
+        "--check-finite", "--profile", "--report", "--allow-outside-files", "--max-memory", "-v",
+        "--verbose", "-q", "--quiet", "--eps", "--rtol", "--atol", "--ulp", "--equal-nan", "--order",
+        "--samples", "--f64", "--stats", "--onnx", "-e",
+    };
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        if (cli_is_opt(arg, all[k][1] == '-' ? NULL : all[k], all[k][1] == '-' ? all[k] : NULL))
+            return cli_usage("%.*s is not an option of tl %s", (int)strcspn(arg, "="), arg, cmd);
+    return cli_usage("unknown option %s", arg);
+}
+
 const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const char *l)
 {
     size_t n = l ? strlen(l) : 0;
