@@ -91,9 +91,17 @@ int cli_unknown_option(const char *cmd, const char *arg)
         "--verbose", "-q", "--quiet", "--eps", "--rtol", "--atol", "--ulp", "--equal-nan", "--order",
         "--samples", "--f64", "--stats", "--onnx", "-e",
     };
+    static const char *const flags[] = {
+        "--full", "--strict-device", "--params", "--check-finite", "--profile", "--allow-outside-files",
+        "--verbose", "--quiet", "--equal-nan", "--f64", "--stats", "--onnx",
+    };
+    size_t n = strcspn(arg, "=");
+    for (size_t k = 0; arg[n] && k < sizeof flags / sizeof flags[0]; k++)
+        if (cli_is_opt(arg, NULL, flags[k]))
+            return cli_usage("%s takes no value, got '%s'", flags[k], arg + n + 1);
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         if (cli_is_opt(arg, all[k][1] == '-' ? NULL : all[k], all[k][1] == '-' ? all[k] : NULL))
-            return cli_usage("%.*s is not an option of tl %s", (int)strcspn(arg, "="), arg, cmd);
+            return cli_usage("%.*s is not an option of tl %s", (int)n, arg, cmd);
     return cli_usage("unknown option %s", arg);
 }
 
