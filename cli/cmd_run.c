@@ -146,6 +146,9 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         return cli_usage("no graph file given");
     if (c->report && (!c->report[0] || !strcmp(c->report, "-")))
         return cli_usage("--report takes a file name (FILE.json, or /dev/stderr), not '%s'", c->report);
+    if (c->report && c->output && !strcmp(c->report, c->output) && strncmp(c->output, "/dev/", 5))
+        return cli_usage("-o and --report name the same file, %s: the report would take the results' place",
+                         c->output);
     if (c->second == 1 && (c->nseed || c->wrt || c->of))
         return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
     if (!c->grad && !c->second && c->of && !c->nseed && !c->wrt)
