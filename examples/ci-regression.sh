@@ -43,7 +43,7 @@ TL_FLAGS=${TL_FLAGS:-}
 export TL GRAPH TOL TL_FLAGS
 
 case ${1:-} in
-'' | --update) ;;
+'' | --update) [ $# -le 1 ] || { echo "ci-regression: unknown argument $2 (usage: bash ci-regression.sh [--update])" >&2; exit 2; } ;;
 *) echo "ci-regression: unknown argument $1 (usage: bash ci-regression.sh [--update])" >&2; exit 2 ;;
 esac
 
