@@ -151,6 +151,7 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
 typedef struct cli_times {
     double load, run, backward; /* milliseconds */
     double inputs, write;       /* reading the inputs, writing the results */
+    int expect;                 /* --expect: 1 compared only, 2 compared and written (-o) */
 } cli_times;
 
 /* -v: device, counts, fallbacks, branches, memory and times on stderr. */

@@ -1018,7 +1018,7 @@ static int execute(cmd *c)
         tl_device_close(be);
         return cli_fail(&st);
     }
-    cli_times t = {0};
+    cli_times t = {.expect = c->expect ? 1 + !!c->output : 0};
     double t0 = cli_now_ms();
     tl_graph_options go = {c->outside};
     run_state s = {0};
