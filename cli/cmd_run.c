@@ -149,6 +149,10 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     if (c->report && c->output && !strcmp(c->report, c->output) && strncmp(c->output, "/dev/", 5))
         return cli_usage("-o and --report name the same file, %s: the report would take the results' place",
                          c->output);
+    if (c->expect && c->output && !strcmp(c->expect, c->output) && strcmp(c->output, "-") &&
+        strncmp(c->output, "/dev/", 5))
+        return cli_usage("-o and --expect name the same file, %s: the results would replace the file they are "
+                         "checked against", c->output);
     if (c->second == 1 && (c->nseed || c->wrt || c->of))
         return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
     if (!c->grad && !c->second && c->of && !c->nseed && !c->wrt)
