@@ -315,6 +315,10 @@ uninstall:
 	  $(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(wildcard man/*.1))) \
 	  $(addprefix $(DESTDIR)$(PREFIX)/share/man/man5/,$(notdir $(wildcard man/*.5))) \
 	  $(addprefix $(DESTDIR)$(PREFIX)/share/man/man7/,$(notdir $(wildcard man/*.7)))
+	@# the folders install made, where nothing else is left in them
+	@for d in lib/pkgconfig share/man/man1 share/man/man5 share/man/man7 share/man \
+	  share/bash-completion/completions share/bash-completion share lib bin include; do \
+	  rmdir $(DESTDIR)$(PREFIX)/$$d 2>/dev/null || true; done
 
 # A stand-in CUDA plugin over the guarded test device, for the end-to-end
 # device cases (tests/cli/devices.txt): built from the library's sources as

@@ -22,10 +22,6 @@
 int cli_fail(const tl_status *st);
 /* A usage error: exit 2 with " (see tl --help)" appended. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The usage error for an option the command does not know: with the long
- * option it most likely meant (known: the command's long options, without
- * their "--"), or where the thread count is set. */
-int cli_unknown_option(const char *a, const char *const *known, int n);
 /* A variable of the environment that makes no sense: exit 2, the manual's
  * ENVIRONMENT named. */
 int cli_env_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -85,6 +81,12 @@ const char *cli_input_hint(const tl_graph *g, const char *name, char *buf, size_
 /* Whether arg is the option: the short form s, or the long form l alone
  * or as "l=value" (either may be NULL). */
 bool cli_is_opt(const char *arg, const char *s, const char *l);
+/* The usage error for an option cmd does not take: "--full takes no value"
+ * for a flag given one, "-d is not an option of tl check" for one of tl's
+ * other commands, else "unknown option" with the long option cmd has that
+ * was most likely meant (known: cmd's long options, without their "--"),
+ * or where the thread count is set. */
+int cli_unknown_option(const char *cmd, const char *arg, const char *const *known, int n);
 /* The option's value: "--opt=value", or the next argument (advancing *i);
  * NULL when there is none. */
 const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const char *l);
@@ -152,6 +154,7 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
 typedef struct cli_times {
     double load, run, backward; /* milliseconds */
     double inputs, write;       /* reading the inputs, writing the results */
+    int expect;                 /* --expect: 1 compared only, 2 compared and written (-o) */
 } cli_times;
 
 /* -v: device, counts, fallbacks, branches, memory and times on stderr. */

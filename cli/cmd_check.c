@@ -300,7 +300,7 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
             graph = inlined = cli_inline_graph(argv[++i]); /* a GRAPH read before was a binding */
         else if (argv[i][0] == '-' && argv[i][1]) {
             static const char *const known[] = {"inputs", "allow-outside-files"};
-            return cli_unknown_option(argv[i], known, 2);
+            return cli_unknown_option(cmd, argv[i], known, 2);
         }
         else if (!graph)
             graph = argv[i];

@@ -182,7 +182,7 @@ int cmd_ops(int argc, char **argv)
                 return usage;
         } else if (a[0] == '-' && a[1]) {
             static const char *const known[] = {"onnx", "format"};
-            return cli_unknown_option(a, known, 2);
+            return cli_unknown_option("ops", a, known, 2);
         } else if (name) {
             return cli_usage("tl ops takes one op name, got '%s' too", a);
         } else {
@@ -195,10 +195,18 @@ int cmd_ops(int argc, char **argv)
         return onnx_ops(json);
     tl_opcode one = TL_OP_COUNT;
     if (name && (one = tl_op_lookup(name)) == TL_OP_COUNT) {
-        const char *near = tl_op_suggest(name);
+        const char *near = tl_op_suggest(name), *n;
+        bool of_onnx = false; /* an ONNX op's name, such as Gemm: tl ops --onnx */
+        int lo, hi;
+        for (int i = 0; !of_onnx && (n = tl_onnx_op_name(i, &lo, &hi)); i++)
+            of_onnx = !strcmp(n, name);
         tl_status st = {0};
-        tl_fail(&st, TL_EINPUT, "no op \"%.64s\"%s%s%s", name, near ? " (did you mean \"" : " (tl ops lists them)",
-                near ? near : "", near ? "\"?)" : "");
+        if (of_onnx)
+            tl_fail(&st, TL_EINPUT, "no op \"%s\" (%s%s%s\"%s\" is an ONNX op, which tl translates: tl ops --onnx "
+                    "lists those)", name, near ? "did you mean \"" : "", near ? near : "", near ? "\"? " : "", name);
+        else
+            tl_fail(&st, TL_EINPUT, "no op \"%.64s\"%s%s%s", name,
+                    near ? " (did you mean \"" : " (tl ops lists them)", near ? near : "", near ? "\"?)" : "");
         return cli_fail(&st);
     }
     tl_status st = {0};

@@ -221,7 +221,7 @@ static int parse(int argc, char **argv, args *a, bool output)
                 known[n++] = "output";
             if (a->inputs)
                 known[n++] = "inputs";
-            return cli_unknown_option(s, known, n);
+            return cli_unknown_option(argv[0], s, known, n);
         } else if (a->ngraphs == a->want) {
             return cli_usage("tl %s takes %s, got '%s' too", argv[0], a->want == 1 ? "one program" : "two recipes",
                              e ? argv[i + 1] : s);

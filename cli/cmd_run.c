@@ -148,7 +148,7 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
                 known[n++] = "tangent";
             for (size_t k = 0; !strcmp(argv[0], "gradcheck") && k < sizeof gradcheck / sizeof gradcheck[0]; k++)
                 known[n++] = gradcheck[k];
-            return cli_unknown_option(a, known, n);
+            return cli_unknown_option(argv[0], a, known, n);
         } else if (!c->graph) {
             c->graph = a;
         } else if (strchr(a, '=')) {
@@ -159,11 +159,22 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     }
     if (!c->graph)
         return cli_usage("no graph file given");
+    if (c->report && (!c->report[0] || !strcmp(c->report, "-")))
+        return cli_usage("--report takes a file name (FILE.json, or /dev/stderr), not '%s'", c->report);
+    if (c->report && c->output && !strcmp(c->report, c->output) && strncmp(c->output, "/dev/", 5))
+        return cli_usage("-o and --report name the same file, %s: the report would take the results' place",
+                         c->output);
+    if (c->expect && c->output && !strcmp(c->expect, c->output) && strcmp(c->output, "-") &&
+        strncmp(c->output, "/dev/", 5))
+        return cli_usage("-o and --expect name the same file, %s: the results would replace the file they are "
+                         "checked against", c->output);
     if (c->second == 1 && (c->nseed || c->wrt || c->of))
         return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
+    if (!c->grad && !c->second && c->of && !c->nseed && !c->wrt)
+        return cli_usage("--of is for the commands that differentiate outputs: tl grad and hvp");
     if (!c->grad && !c->second && (c->nseed || c->wrt || c->of))
-        return cli_usage("--seed, --wrt and --of are for the commands that differentiate: tl grad, hvp and "
-                         "gradcheck");
+        return cli_usage("--seed and --wrt are for the commands that differentiate: tl grad, hvp and "
+                         "gradcheck (--of: tl grad and hvp)");
     if (!c->grad && !c->second && c->params)
         return cli_usage("--params is for the commands that differentiate: tl grad, jvp, hvp and gradcheck");
     if (c->params && !tl_onnx_is_model(c->graph))
@@ -174,6 +185,9 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     bool tolerance = c->cmp.rtol_set || c->cmp.atol_set || c->cmp.use_ulp || c->cmp.equal_nan;
     if (tolerance && !c->expect)
         return cli_usage("--rtol, --atol, --ulp and --equal-nan go with --expect FILE");
+    tl_status st = {0}; /* the tolerances before the run, not after it */
+    if (c->expect && tl_compare_check_opts(&c->cmp, &st))
+        return cli_fail(&st);
     return check_stdin(c);
 }
 
@@ -1023,7 +1037,7 @@ static int execute(cmd *c)
         tl_device_close(be);
         return cli_fail(&st);
     }
-    cli_times t = {0};
+    cli_times t = {.expect = c->expect ? 1 + !!c->output : 0};
     double t0 = cli_now_ms();
     tl_graph_options go = {c->outside};
     run_state s = {0};

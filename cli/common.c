@@ -49,29 +49,6 @@ int cli_usage(const char *fmt, ...)
     return rc;
 }
 
-int cli_unknown_option(const char *a, const char *const *known, int n)
-{
-    static const char *const threads[] = {"threads", "thread", "num-threads", "nthreads", "jobs"};
-    size_t len = strcspn(a, "="); /* --name=value */
-    char name[64];
-    snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), a);
-    bool dashes = !strncmp(name, "--", 2);
-    for (size_t k = 0; dashes && k < sizeof threads / sizeof threads[0]; k++)
-        if (!strcmp(name + 2, threads[k]))
-            return cli_usage("unknown option %s: the thread count is set in the environment, TL_NUM_THREADS=N", a);
-    if (!strncmp(name, "-j", 2) && (!name[2] || (name[2] >= '0' && name[2] <= '9')))
-        return cli_usage("unknown option %s: the thread count is set in the environment, TL_NUM_THREADS=N", a);
-    const char *near = dashes ? tl_nearest(name + 2, known, n) : NULL;
-    if (dashes && !near && strlen(name) >= 5) { /* else the start of one, and of one only */
-        int starts = 0;
-        for (int k = 0; k < n; k++)
-            if (!strncmp(known[k], name + 2, strlen(name + 2)) && starts++ == 0)
-                near = known[k];
-        near = starts == 1 ? near : NULL;
-    }
-    return near ? cli_usage("unknown option %s (did you mean --%s?)", a, near) : cli_usage("unknown option %s", a);
-}
-
 int cli_env_usage(const char *fmt, ...)
 {
     va_list ap;
@@ -102,6 +79,53 @@ bool cli_is_opt(const char *arg, const char *s, const char *l)
 {
     size_t n = l ? strlen(l) : 0;
     return (s && !strcmp(arg, s)) || (l && !strncmp(arg, l, n) && (arg[n] == '\0' || arg[n] == '='));
+}
+
+static int unknown_option(const char *a, const char *const *known, int n)
+{
+    static const char *const threads[] = {"threads", "thread", "num-threads", "nthreads", "jobs"};
+    size_t len = strcspn(a, "="); /* --name=value */
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), a);
+    bool dashes = !strncmp(name, "--", 2);
+    for (size_t k = 0; dashes && k < sizeof threads / sizeof threads[0]; k++)
+        if (!strcmp(name + 2, threads[k]))
+            return cli_usage("unknown option %s: the thread count is set in the environment, TL_NUM_THREADS=N", a);
+    if (!strncmp(name, "-j", 2) && (!name[2] || (name[2] >= '0' && name[2] <= '9')))
+        return cli_usage("unknown option %s: the thread count is set in the environment, TL_NUM_THREADS=N", a);
+    const char *near = dashes ? tl_nearest(name + 2, known, n) : NULL;
+    if (dashes && !near && strlen(name) >= 5) { /* else the start of one, and of one only */
+        int starts = 0;
+        for (int k = 0; k < n; k++)
+            if (!strncmp(known[k], name + 2, strlen(name + 2)) && starts++ == 0)
+                near = known[k];
+        near = starts == 1 ? near : NULL;
+    }
+    return near ? cli_usage("unknown option %s (did you mean --%s?)", a, near) : cli_usage("unknown option %s", a);
+}
+
+int cli_unknown_option(const char *cmd, const char *arg, const char *const *known, int n)
+{
+    /* every option of tl --help: one of another command is named as such */
+    static const char *const all[] = {
+        "-i", "--inputs", "-o", "--output", "--format", "--full", "--only", "--outputs", "--expect",
+        "-d", "--device", "--strict-device", "--seed", "--of", "--wrt", "--params", "--tangent",
+        "--check-finite", "--profile", "--report", "--allow-outside-files", "--max-memory", "-v",
+        "--verbose", "-q", "--quiet", "--eps", "--rtol", "--atol", "--ulp", "--equal-nan", "--order",
+        "--samples", "--f64", "--stats", "--onnx", "-e",
+    };
+    static const char *const flags[] = {
+        "--full", "--strict-device", "--params", "--check-finite", "--profile", "--allow-outside-files",
+        "--verbose", "--quiet", "--equal-nan", "--f64", "--stats", "--onnx",
+    };
+    size_t len = strcspn(arg, "=");
+    for (size_t k = 0; arg[len] && k < sizeof flags / sizeof flags[0]; k++)
+        if (cli_is_opt(arg, NULL, flags[k]))
+            return cli_usage("%s takes no value, got '%s'", flags[k], arg + len + 1);
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        if (cli_is_opt(arg, all[k][1] == '-' ? NULL : all[k], all[k][1] == '-' ? all[k] : NULL))
+            return cli_usage("%.*s is not an option of tl %s", (int)len, arg, cmd);
+    return unknown_option(arg, known, n);
 }
 
 const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const char *l)

@@ -34,13 +34,14 @@ _tl()
                   --only --outputs --profile --report --check-finite -v --verbose -q --quiet -e"
             [ "$cmd" = grad ] && opts="$opts --seed --wrt --of --params"
             [ "$cmd" = jvp ] && opts="$opts --tangent --params"
-            [ "$cmd" = hvp ] && opts="$opts --tangent --seed --wrt --params" ;;
+            [ "$cmd" = hvp ] && opts="$opts --tangent --seed --wrt --of --params" ;;
         compare) opts="--rtol --atol --ulp --equal-nan --format" ;;
         show) opts="--stats --full --format" ;;
-        check|dot) opts="--allow-outside-files -e" ;;
+        check|dot) opts="-i --inputs --allow-outside-files -e" ;;
         gradcheck) opts="-i --inputs --seed --wrt --params --eps --rtol --atol --samples --order --f64 --format
                          --allow-outside-files -q --quiet -e" ;;
-        compile) opts="-o -e" ;;
+        compile) opts="-o --output -i --inputs --allow-outside-files -e" ;;
+        diff) opts="-i --inputs --allow-outside-files -e" ;;
         ops)
             if [[ $cur != -* ]]; then
                 COMPREPLY=($(compgen -W "$(tl ops 2>/dev/null | cut -d' ' -f1)" -- "$cur"))

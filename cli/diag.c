@@ -39,7 +39,8 @@ void cli_print_verbose(const tl_result *r, bool grad, const cli_times *t)
         fprintf(stderr, ", backward %.3f ms (%lld ops)", t->backward, (long long)s->backward_ops);
     fprintf(stderr, "\n");
     /* the rest of the process's time, where large arrays go in and out */
-    fprintf(stderr, "tl: inputs read in %.3f ms, results written in %.3f ms\n", t->inputs, t->write);
+    fprintf(stderr, "tl: inputs read in %.3f ms, results %s in %.3f ms\n", t->inputs,
+            t->expect == 1 ? "compared" : t->expect == 2 ? "compared and written" : "written", t->write);
 }
 
 typedef struct row {

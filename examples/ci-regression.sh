@@ -14,7 +14,10 @@
 #   tl grad GRAPH -i CASES/NAME.npz --expect CASES/NAME.golden.npz $TOL
 #
 # which exits 0 when outputs and gradients match the golden file, 1 with a
-# report when they differ, 2 on bad input.  TOL, the tolerance, is
+# report when they differ, 2 on bad input (a missing golden file, say).  The
+# script exits 0 when every case matches, 1 when some differ, and 2 when a
+# case could not be checked (tl's error is printed under it) or on a bad
+# argument.  TOL, the tolerance, is
 # compare's rule (rtol 1e-5 for f32, 1e-7 for f64) plus --atol 1e-6: golden
 # files made on one machine are checked on others, whose BLAS kernels
 # round a product's f32 sums differently.  Against these golden files
@@ -38,6 +41,11 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 TOL=${TOL-"--atol 1e-6"} # set, even empty, it replaces this
 TL_FLAGS=${TL_FLAGS:-}
 export TL GRAPH TOL TL_FLAGS
+
+case ${1:-} in
+'' | --update) [ $# -le 1 ] || { echo "ci-regression: unknown argument $2 (usage: bash ci-regression.sh [--update])" >&2; exit 2; } ;;
+*) echo "ci-regression: unknown argument $1 (usage: bash ci-regression.sh [--update])" >&2; exit 2 ;;
+esac
 
 shopt -s nullglob
 inputs=()
@@ -69,14 +77,28 @@ check_one() {
 }
 export -f check_one
 
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 if command -v parallel >/dev/null 2>&1; then
     printf '%s\n' "${inputs[@]}" | parallel --will-cite -j "$JOBS" --keep-order check_one
 else
     printf '%s\0' "${inputs[@]}" | xargs -0 -P "$JOBS" -n 1 bash -c 'check_one "$0"'
-fi && status=0 || status=$?
-if [ $status -eq 0 ]; then
-    if [ ${#inputs[@]} -eq 1 ]; then echo "ci-regression: 1 case matches"; else echo "ci-regression: ${#inputs[@]} cases match"; fi
+fi | tee "$log" && status=0 || status=$?
+nfail=$(grep -c '^FAIL ' "$log" || true)
+ndiff=$(grep -c '^FAIL .*(exit 1)$' "$log" || true)
+nerr=$((nfail - ndiff))
+n=${#inputs[@]}
+if [ $status -eq 0 ] && [ "$nfail" -eq 0 ]; then
+    if [ $n -eq 1 ]; then echo "ci-regression: 1 case matches"; else echo "ci-regression: $n cases match"; fi
+elif [ "$nfail" -eq 0 ]; then
+    echo "ci-regression: the $n case$plural could not be run (see the error above)" >&2
+    exit 2
+elif [ $nerr -gt 0 ]; then
+    diffs=
+    [ "$ndiff" -eq 0 ] || diffs=", $ndiff differ$([ "$ndiff" -ne 1 ] || echo s)"
+    echo "ci-regression: $nerr of $n case$plural could not be checked (see the error under each)$diffs" >&2
+    exit 2
 else
-    echo "ci-regression: some of ${#inputs[@]} case$plural differ" >&2
+    echo "ci-regression: $ndiff of $n case$plural differ$([ "$ndiff" -ne 1 ] || echo s)" >&2
     exit 1
 fi
