@@ -88,10 +88,10 @@ static int unknown_option(const char *a, const char *const *known, int n)
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), a);
     bool dashes = !strncmp(name, "--", 2);
+    bool thread_count = !strncmp(name, "-j", 2) && (!name[2] || (name[2] >= '0' && name[2] <= '9'));
     for (size_t k = 0; dashes && k < sizeof threads / sizeof threads[0]; k++)
-        if (!strcmp(name + 2, threads[k]))
-            return cli_usage("unknown option %s: the thread count is set in the environment, TL_NUM_THREADS=N", a);
-    if (!strncmp(name, "-j", 2) && (!name[2] || (name[2] >= '0' && name[2] <= '9')))
+        thread_count |= !strcmp(name + 2, threads[k]);
+    if (thread_count)
         return cli_usage("unknown option %s: the thread count is set in the environment, TL_NUM_THREADS=N", a);
     const char *near = dashes ? tl_nearest(name + 2, known, n) : NULL;
     if (dashes && !near && strlen(name) >= 5) { /* else the start of one, and of one only */
