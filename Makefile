@@ -216,6 +216,8 @@ build/tests/%: tests/%.c $(wildcard tests/*.h) build/libtl-san.a
 	$(CC) $(WARN) -O1 -g $(SAN) $(CPPFLAGS) -o $@ $< build/libtl-san.a -lcriterion $(LDLIBS)
 # the regression suite includes the fuzz harnesses
 build/tests/test_fuzz_regressions: $(wildcard tests/fuzz/*.c tests/fuzz/*.h)
+# the end-to-end suite holds the commands to the option table
+build/tests/test_cli: cli/options.h
 
 build/cuda/%.o: %.cu
 	@mkdir -p $(dir $@)

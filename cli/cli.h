@@ -81,12 +81,19 @@ const char *cli_input_hint(const tl_graph *g, const char *name, char *buf, size_
 /* Whether arg is the option: the short form s, or the long form l alone
  * or as "l=value" (either may be NULL). */
 bool cli_is_opt(const char *arg, const char *s, const char *l);
-/* The usage error for an option cmd does not take: "--full takes no value"
- * for a flag given one, "-d is not an option of tl check" for one of tl's
- * other commands, else "unknown option" with the long option cmd has that
- * was most likely meant (known: cmd's long options, without their "--"),
- * or where the thread count is set. */
-int cli_unknown_option(const char *cmd, const char *arg, const char *const *known, int n);
+/* Checks cmd's arguments against the options of every command
+ * (cli/options.h) before cmd parses them: a usage error (exit 2) for an
+ * option of another command ("-d is not an option of tl check (it is one
+ * of tl run, grad, jvp and hvp)") or a flag given a value ("--full takes
+ * no value"); 0 otherwise.  Run by main for every command. */
+int cli_check_options(const char *cmd, int argc, char **argv);
+/* The usage error for an option no command has: "unknown option", with
+ * the long option of cmd that was most likely meant, or where the thread
+ * count is set. */
+int cli_unknown_option(const char *cmd, const char *arg);
+/* Whether arg is an option whose value is the next argument (-o, --seed;
+ * not --seed=S, nor a flag). */
+bool cli_value_follows(const char *arg);
 /* The option's value: "--opt=value", or the next argument (advancing *i);
  * NULL when there is none. */
 const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const char *l);

@@ -298,10 +298,8 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
             return cli_usage("%s takes a result file (.npz, json, text; - for stdin)", argv[i]);
         else if (!strcmp(argv[i], "-e") && i + 1 < argc && !inlined && (!graph || strchr(graph, '=')))
             graph = inlined = cli_inline_graph(argv[++i]); /* a GRAPH read before was a binding */
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            static const char *const known[] = {"inputs", "allow-outside-files"};
-            return cli_unknown_option(cmd, argv[i], known, 2);
-        }
+        else if (argv[i][0] == '-' && argv[i][1])
+            return cli_unknown_option(cmd, argv[i]);
         else if (!graph)
             graph = argv[i];
         else if (!strchr(argv[i], '='))

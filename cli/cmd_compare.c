@@ -71,8 +71,7 @@ int cmd_compare(int argc, char **argv)
             if (usage)
                 return usage;
         } else if (a[0] == '-' && a[1]) {
-            static const char *const known[] = {"rtol", "atol", "ulp", "equal-nan", "format"};
-            return cli_unknown_option("compare", a, known, 5);
+            return cli_unknown_option("compare", a);
         } else if (file[1]) {
             return cli_usage("compare takes two files, A and B; '%s' is a third", a);
         } else {

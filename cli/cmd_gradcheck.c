@@ -22,24 +22,6 @@ typedef struct gc_cmd {
     int nrest;
 } gc_cmd;
 
-/* Options of run and grad that gradcheck does not take. */
-static const char *const not_here[] = {
-    "-o", "--output", "--strict-device", "--max-memory", "--expect", "--only", "--of",
-    "--outputs", "--report", "--full", "--profile", "--check-finite", "-v", "--verbose",
-    "--ulp", "--equal-nan",
-};
-
-/* Options whose value follows as the next argument: kept together. */
-static const char *const valued[] = {"-e", "-i", "--inputs", "--seed", "--wrt", "--format"};
-
-static bool one_of(const char *a, const char *const *list, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        if (cli_is_opt(a, list[k][1] == '-' ? NULL : list[k], list[k][1] == '-' ? list[k] : NULL))
-            return true;
-    return false;
-}
-
 static int own_option(int argc, char **argv, int *i, gc_cmd *c)
 {
     const char *a = argv[*i], *v;
@@ -77,10 +59,6 @@ static int parse(int argc, char **argv, gc_cmd *c)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = -1;
-        if (cli_is_opt(a, "-d", "--device"))
-            return cli_usage("gradcheck runs on the CPU: it takes no %s", a);
-        if (one_of(a, not_here, sizeof not_here / sizeof not_here[0]))
-            return cli_usage("%s is not an option of gradcheck", a);
         if (!strcmp(a, "--f64"))
             rc = 0, c->f64 = true;
         else if (cli_is_opt(a, NULL, "--eps") || cli_is_opt(a, NULL, "--samples") || cli_is_opt(a, NULL, "--order"))
@@ -92,7 +70,7 @@ static int parse(int argc, char **argv, gc_cmd *c)
         if (rc == 0)
             continue;
         c->rest[c->nrest++] = argv[i];
-        if (one_of(a, valued, sizeof valued / sizeof valued[0]) && !strchr(a, '=') && i + 1 < argc)
+        if (cli_value_follows(a) && i + 1 < argc)
             c->rest[c->nrest++] = argv[++i];
     }
     tl_status st = {0};

@@ -181,8 +181,7 @@ int cmd_ops(int argc, char **argv)
             if (usage)
                 return usage;
         } else if (a[0] == '-' && a[1]) {
-            static const char *const known[] = {"onnx", "format"};
-            return cli_unknown_option("ops", a, known, 2);
+            return cli_unknown_option("ops", a);
         } else if (name) {
             return cli_usage("tl ops takes one op name, got '%s' too", a);
         } else {

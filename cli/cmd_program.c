@@ -214,14 +214,10 @@ static int parse(int argc, char **argv, args *a, bool output)
             a->c.bind[a->c.nbind++] = s; /* after the first recipe, NAME=TENSOR */
         } else if (e && i + 1 == argc) {
             return cli_usage("-e needs a program");
+        } else if (cli_is_opt(s, "-i", "--inputs")) {
+            return cli_usage("%s: a program has no shapes to fix (tl compile MODEL.onnx takes the inputs)", s);
         } else if (s[0] == '-' && s[1] && !e) {
-            const char *known[3] = {"allow-outside-files"};
-            int n = 1;
-            if (output)
-                known[n++] = "output";
-            if (a->inputs)
-                known[n++] = "inputs";
-            return cli_unknown_option(argv[0], s, known, n);
+            return cli_unknown_option(argv[0], s);
         } else if (a->ngraphs == a->want) {
             return cli_usage("tl %s takes %s, got '%s' too", argv[0], a->want == 1 ? "one program" : "two recipes",
                              e ? argv[i + 1] : s);

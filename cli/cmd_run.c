@@ -131,24 +131,7 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
             if (usage)
                 return usage;
         } else if (a[0] == '-' && a[1]) {
-            if (cli_is_opt(a, NULL, "--tangent"))
-                return cli_usage("unknown option %s: tangents are for tl jvp and tl hvp", a);
-            static const char *const more[] = {"inputs", "seed", "format", "rtol", "atol", "ulp", "equal-nan",
-                                               "help", "version"};
-            static const char *const gradcheck[] = {"eps", "samples", "order", "f64"};
-            const char *known[48];
-            int n = 0;
-            for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
-                known[n++] = valued[k].l + 2;
-            for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
-                known[n++] = flags[k].l + 2;
-            for (size_t k = 0; k < sizeof more / sizeof more[0]; k++)
-                known[n++] = more[k];
-            if (c->second)
-                known[n++] = "tangent";
-            for (size_t k = 0; !strcmp(argv[0], "gradcheck") && k < sizeof gradcheck / sizeof gradcheck[0]; k++)
-                known[n++] = gradcheck[k];
-            return cli_unknown_option(argv[0], a, known, n);
+            return cli_unknown_option(argv[0], a);
         } else if (!c->graph) {
             c->graph = a;
         } else if (strchr(a, '=')) {
@@ -168,15 +151,6 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         strncmp(c->output, "/dev/", 5))
         return cli_usage("-o and --expect name the same file, %s: the results would replace the file they are "
                          "checked against", c->output);
-    if (c->second == 1 && (c->nseed || c->wrt || c->of))
-        return cli_usage("--seed, --wrt and --of belong to tl grad and tl hvp (tl jvp takes tangents)");
-    if (!c->grad && !c->second && c->of && !c->nseed && !c->wrt)
-        return cli_usage("--of is for the commands that differentiate outputs: tl grad and hvp");
-    if (!c->grad && !c->second && (c->nseed || c->wrt || c->of))
-        return cli_usage("--seed and --wrt are for the commands that differentiate: tl grad, hvp and "
-                         "gradcheck (--of: tl grad and hvp)");
-    if (!c->grad && !c->second && c->params)
-        return cli_usage("--params is for the commands that differentiate: tl grad, jvp, hvp and gradcheck");
     if (c->params && !tl_onnx_is_model(c->graph))
         return cli_usage("--params is for ONNX models, whose initializers it makes inputs; %s has none (each of "
                          "its inputs is differentiated, constants never)", c->graph);

@@ -206,8 +206,7 @@ int cmd_show(int argc, char **argv)
             if (usage)
                 return usage;
         } else if (a[0] == '-' && a[1] && !(a[1] == ':' || a[1] == '.' || (a[1] >= '0' && a[1] <= '9'))) {
-            static const char *const known[] = {"stats", "full", "format"};
-            return cli_unknown_option("show", a, known, 3);
+            return cli_unknown_option("show", a);
         } else if (arg)
             return cli_usage("show takes one tensor; '%s' is a second", a);
         else

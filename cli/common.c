@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli/options.h"
 #include "graph/onnx.h"
 #include "formats/npy.h"
 
@@ -81,9 +82,72 @@ bool cli_is_opt(const char *arg, const char *s, const char *l)
     return (s && !strcmp(arg, s)) || (l && !strncmp(arg, l, n) && (arg[n] == '\0' || arg[n] == '='));
 }
 
-static int unknown_option(const char *a, const char *const *known, int n)
+/* The option of the table arg is (-o, --output, --output=F), or NULL. */
+static const cli_option *table_option(const char *arg)
+{
+    for (int k = 0; k < CLI_NOPTIONS; k++)
+        if (cli_is_opt(arg, cli_options[k].s, cli_options[k].l))
+            return &cli_options[k];
+    return NULL;
+}
+
+static int command_bit(const char *cmd)
+{
+    for (int k = 0; k < CLI_NCOMMANDS; k++)
+        if (!strcmp(cmd, cli_command_names[k]))
+            return 1 << k;
+    return 0;
+}
+
+/* "tl grad, hvp and gradcheck": the commands of bits */
+static void command_list(int bits, char *buf, size_t len)
+{
+    int n = 0, total = 0;
+    for (int k = 0; k < CLI_NCOMMANDS; k++)
+        total += !!(bits & 1 << k);
+    size_t at = (size_t)snprintf(buf, len, "tl");
+    for (int k = 0; k < CLI_NCOMMANDS && at < len; k++)
+        if (bits & 1 << k)
+            at += (size_t)snprintf(buf + at, len - at, "%s %s", !n++ ? "" : n == total ? " and" : ",",
+                                   cli_command_names[k]);
+}
+
+bool cli_value_follows(const char *arg)
+{
+    const cli_option *o = table_option(arg);
+    return o && o->value && !(o->l && !strncmp(arg, o->l, strlen(o->l)) && strchr(arg, '='));
+}
+
+int cli_check_options(const char *cmd, int argc, char **argv)
+{
+    int bit = command_bit(cmd);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const cli_option *o = table_option(a);
+        if (!o)
+            continue;
+        const char *name = o->l && !strncmp(a, "--", 2) ? o->l : o->s;
+        if (!(o->cmds & bit)) {
+            char others[160];
+            command_list(o->cmds, others, sizeof others);
+            return cli_usage("%s is not an option of tl %s (it is one of %s)", name, cmd, others);
+        }
+        const char *eq = o->l && !strncmp(a, o->l, strlen(o->l)) ? strchr(a, '=') : NULL;
+        if (eq && !o->value)
+            return cli_usage("%s takes no value, got '%s'", o->l, eq + 1);
+        i += cli_value_follows(a); /* its value, whatever it looks like */
+    }
+    return 0;
+}
+
+int cli_unknown_option(const char *cmd, const char *a)
 {
     static const char *const threads[] = {"threads", "thread", "num-threads", "nthreads", "jobs"};
+    const char *known[CLI_NOPTIONS];
+    int n = 0, bit = command_bit(cmd);
+    for (int k = 0; k < CLI_NOPTIONS; k++)
+        if (cli_options[k].l && cli_options[k].cmds & bit)
+            known[n++] = cli_options[k].l + 2;
     size_t len = strcspn(a, "="); /* --name=value */
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), a);
@@ -102,30 +166,6 @@ static int unknown_option(const char *a, const char *const *known, int n)
         near = starts == 1 ? near : NULL;
     }
     return near ? cli_usage("unknown option %s (did you mean --%s?)", a, near) : cli_usage("unknown option %s", a);
-}
-
-int cli_unknown_option(const char *cmd, const char *arg, const char *const *known, int n)
-{
-    /* every option of tl --help: one of another command is named as such */
-    static const char *const all[] = {
-        "-i", "--inputs", "-o", "--output", "--format", "--full", "--only", "--outputs", "--expect",
-        "-d", "--device", "--strict-device", "--seed", "--of", "--wrt", "--params", "--tangent",
-        "--check-finite", "--profile", "--report", "--allow-outside-files", "--max-memory", "-v",
-        "--verbose", "-q", "--quiet", "--eps", "--rtol", "--atol", "--ulp", "--equal-nan", "--order",
-        "--samples", "--f64", "--stats", "--onnx", "-e",
-    };
-    static const char *const flags[] = {
-        "--full", "--strict-device", "--params", "--check-finite", "--profile", "--allow-outside-files",
-        "--verbose", "--quiet", "--equal-nan", "--f64", "--stats", "--onnx",
-    };
-    size_t len = strcspn(arg, "=");
-    for (size_t k = 0; arg[len] && k < sizeof flags / sizeof flags[0]; k++)
-        if (cli_is_opt(arg, NULL, flags[k]))
-            return cli_usage("%s takes no value, got '%s'", flags[k], arg + len + 1);
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-        if (cli_is_opt(arg, all[k][1] == '-' ? NULL : all[k], all[k][1] == '-' ? all[k] : NULL))
-            return cli_usage("%.*s is not an option of tl %s", (int)len, arg, cmd);
-    return unknown_option(arg, known, n);
 }
 
 const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const char *l)

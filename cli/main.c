@@ -115,7 +115,11 @@ static int unknown_command(const char *sub)
     const char *names[sizeof commands / sizeof commands[0]];
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
         names[k] = commands[k].name;
-    const char *near = tl_nearest(sub, names, (int)(sizeof names / sizeof names[0]));
+    static const char *const global[] = {"help", "version"};
+    const char *near = !strncmp(sub, "--", 2) ? tl_nearest(sub + 2, global, 2) : NULL;
+    if (near) /* tl --verison */
+        return cli_usage("unknown option %s (did you mean --%s?)", sub, near);
+    near = tl_nearest(sub, names, (int)(sizeof names / sizeof names[0]));
     if (near)
         return cli_usage("unknown command '%s' (did you mean \"%s\"?)", sub, near);
     if (!strcmp(sub, "-e") || cli_ends_with(sub, ".json") || cli_ends_with(sub, ".tl") || cli_ends_with(sub, ".onnx"))
@@ -184,7 +188,8 @@ int main(int argc, char **argv)
             if (!strcmp(argv[i], "--version"))
                 return version();
         }
-        return commands[k].run(argc - 1, argv + 1);
+        int usage = cli_check_options(sub, argc - 1, argv + 1);
+        return usage ? usage : commands[k].run(argc - 1, argv + 1);
     }
     return unknown_command(sub);
 }

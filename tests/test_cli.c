@@ -63,6 +63,8 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 
+#include "cli/options.h"
+
 /* ---------- growing strings ---------- */
 
 typedef struct {
@@ -973,6 +975,124 @@ Test(cli, cases, .timeout = 0)
     free(jobs);
     cr_assert_eq(failed, 0, "%d of %d cases failed (each is reported above as FILE:LINE)", failed,
                  total);
+}
+
+/* ---------- the option table ---------- */
+
+/* Whether tok is an option of the table (cli/options.h). */
+static bool in_table(const char *tok)
+{
+    for (int k = 0; k < CLI_NOPTIONS; k++)
+        if ((cli_options[k].s && !strcmp(tok, cli_options[k].s)) ||
+            (cli_options[k].l && !strcmp(tok, cli_options[k].l)))
+            return true;
+    return false;
+}
+
+/* Whether the option tok is one of command c's. */
+static bool option_of(const char *tok, int c)
+{
+    for (int k = 0; k < CLI_NOPTIONS; k++)
+        if (((cli_options[k].s && !strcmp(tok, cli_options[k].s)) ||
+             (cli_options[k].l && !strcmp(tok, cli_options[k].l))) && cli_options[k].cmds & 1 << c)
+            return true;
+    return false;
+}
+
+/* The table against the commands: each takes every option the table
+ * gives it (its own parser knows it) and refuses each other one as
+ * another command's; and every option tl --help names is in the table. */
+Test(cli, options, .timeout = 0)
+{
+    const char *tl = getenv("TL");
+    if (!tl || !*tl)
+        tl = "./tl";
+    if (strpbrk(tl, " \t")) /* memcheck's TL: ~700 processes under valgrind; the plain run covers it */
+        cr_skip_test("TL=%s: the option table is checked with a plain tl", tl);
+    char *abs = strchr(tl, '/') ? realpath(tl, NULL) : strdup(tl); /* run from an empty folder */
+    cr_assert_not_null(abs, "TL=%s: %s", tl, strerror(errno));
+    char dir[] = "/tmp/tl-options-XXXXXX", err[64], cmd[512];
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    snprintf(err, sizeof err, "%s/err", dir);
+    buf fails = {0};
+    int checked = 0;
+    for (int c = 0; c < CLI_NCOMMANDS; c++)
+        for (int k = 0; k < CLI_NOPTIONS; k++)
+            for (int form = 0; form < 2; form++) {
+                const cli_option *o = &cli_options[k];
+                const char *opt = form ? o->l : o->s;
+                if (!opt)
+                    continue;
+                /* run where nothing is written: each option alone (-o 1 without a graph is refused before) */
+                snprintf(cmd, sizeof cmd, "cd %s && '%s' %s %s%s", dir, abs, cli_command_names[c], opt,
+                         o->value ? " 1" : "");
+                int rc = run_sh(cmd, NULL, err);
+                char *text = slurp(err, NULL);
+                cr_assert_not_null(text);
+                bool taken = o->cmds & 1 << c;
+                char refused[128];
+                snprintf(refused, sizeof refused, "%s is not an option of tl %s", opt, cli_command_names[c]);
+                bool ok = rc >= 0 && rc < 128 &&
+                          (taken ? !strstr(text, "unknown option") && !strstr(text, "is not an option of") &&
+                                       !strstr(text, "takes no value")
+                                 : rc == 2 && strstr(text, refused) != NULL);
+                if (!ok)
+                    buf_printf(&fails, "  tl %s %s%s (%s): exit %d, %s", cli_command_names[c], opt,
+                               o->value ? " 1" : "", taken ? "taken" : "refused", rc, text);
+                checked++;
+                free(text);
+            }
+    snprintf(cmd, sizeof cmd, "'%s' --help", abs);
+    cr_assert_eq(run_sh(cmd, err, NULL), 0, "tl --help");
+    char *help = slurp(err, NULL);
+    cr_assert_not_null(help);
+    int named = 0;
+    for (const char *p = help; *p; p++) {
+        if (*p != '-' || (p > help && !strchr(" [,(\n", p[-1])))
+            continue;
+        size_t n = 0; /* --name, or -x alone */
+        if (p[1] == '-' && isalpha((unsigned char)p[2]))
+            n = 2 + strspn(p + 2, "abcdefghijklmnopqrstuvwxyz0123456789-");
+        else if (isalpha((unsigned char)p[1]) && !isalnum((unsigned char)p[2]) && p[2] != '-')
+            n = 2;
+        if (!n)
+            continue;
+        char tok[64];
+        snprintf(tok, sizeof tok, "%.*s", (int)n, p);
+        named++;
+        if (!in_table(tok))
+            buf_printf(&fails, "  tl --help names %s, which cli/options.h lacks\n", tok);
+    }
+    free(help);
+    /* bash completion offers each command its options, those alone */
+    for (int c = 0; c < CLI_NCOMMANDS && access("cli/completion.bash", R_OK) == 0; c++) {
+        snprintf(cmd, sizeof cmd, "bash -c '. cli/completion.bash; COMP_WORDS=(tl %s -); COMP_CWORD=2; _tl; "
+                 "printf \"%%s\\n\" \"${COMPREPLY[@]}\"'", cli_command_names[c]);
+        cr_assert_eq(run_sh(cmd, err, NULL), 0, "%s", cmd);
+        char *offered = slurp(err, NULL);
+        cr_assert_not_null(offered);
+        for (char *tok = strtok(offered, "\n"); tok; tok = strtok(NULL, "\n"))
+            if (!in_table(tok) || !option_of(tok, c))
+                buf_printf(&fails, "  completion offers tl %s %s\n", cli_command_names[c], tok);
+        free(offered);
+        offered = slurp(err, NULL);
+        for (int k = 0; k < CLI_NOPTIONS; k++)
+            for (int form = 0; form < 2; form++) {
+                const char *opt = form ? cli_options[k].l : cli_options[k].s, *at = offered;
+                size_t n = opt ? strlen(opt) : 0;
+                while (opt && (at = strstr(at, opt)) && ((at > offered && at[-1] != '\n') || (at[n] && at[n] != '\n')))
+                    at += n;
+                if (opt && cli_options[k].cmds & 1 << c && strcmp(opt, "--version") && !at)
+                    buf_printf(&fails, "  completion lacks tl %s %s\n", cli_command_names[c], opt);
+            }
+        free(offered);
+    }
+    rm_rf(dir);
+    free(abs);
+    cr_log_info("%d option and command pairs, %d options named by tl --help", checked, named);
+    cr_assert_gt(named, 30, "tl --help names %d options", named);
+    cr_expect(!fails.s, "the option table and the commands differ:\n%s", fails.s);
+    free(fails.s);
 }
 
 /* ---------- the harness's own checks ---------- */
