@@ -165,7 +165,22 @@ int cli_unknown_option(const char *cmd, const char *a)
                 near = known[k];
         near = starts == 1 ? near : NULL;
     }
-    return near ? cli_usage("unknown option %s (did you mean --%s?)", a, near) : cli_usage("unknown option %s", a);
+    if (near)
+        return cli_usage("unknown option %s (did you mean --%s?)", a, near);
+    /* another command's, mistyped: tl ops --stat */
+    const char *every[CLI_NOPTIONS];
+    int m = 0;
+    for (int k = 0; k < CLI_NOPTIONS; k++)
+        if (cli_options[k].l)
+            every[m++] = cli_options[k].l + 2;
+    near = dashes ? tl_nearest(name + 2, every, m) : NULL;
+    const cli_option *o = near ? table_option(near - 2) : NULL;
+    if (o) {
+        char others[160];
+        command_list(o->cmds, others, sizeof others);
+        return cli_usage("unknown option %s (--%s is an option of %s)", a, near, others);
+    }
+    return cli_usage("unknown option %s", a);
 }
 
 const char *cli_opt_value(int argc, char **argv, int *i, const char *arg, const char *l)

@@ -12,9 +12,9 @@ void cli_print_verbose(const tl_result *r, bool grad, const cli_times *t)
     const tl_stats *s = tl_result_stats(r);
     const tl_devstats *d = &s->dev;
     fprintf(stderr, "tl: device %s\n", tl_result_device_name(r));
-    fprintf(stderr, "tl: %lld nodes evaluated, %lld ops, %lld recorded, %lld fallbacks\n",
+    fprintf(stderr, "tl: %lld nodes evaluated, %lld ops, %lld recorded, %lld fallback%s\n",
             (long long)s->nodes, (long long)s->ops, (long long)s->tape_entries,
-            (long long)s->fallbacks);
+            (long long)s->fallbacks, s->fallbacks == 1 ? "" : "s");
     if (s->chains)
         fprintf(stderr, "tl: %lld nodes in %lld fused elementwise chain%s\n", (long long)s->fused,
                 (long long)s->chains, s->chains == 1 ? "" : "s");
