@@ -589,8 +589,9 @@ static tl_code read_external(const tl_onnx_file *f, const Onnx__TensorProto *t, 
         rc = tl_fail(st, TL_EINPUT, "external data \"%.200s\": cannot open: %s", loc, strerror(errno));
     if (fp) {
         if (fseeko(fp, (off_t)off, SEEK_SET) || (want && fread(x->data, 1, want, fp) != want))
-            rc = tl_fail(st, TL_EINPUT, "external data \"%.200s\": shorter than offset %llu + %zu bytes", loc,
-                         (unsigned long long)off, want);
+            rc = ferror(fp) ? tl_fail(st, TL_EINPUT, "external data \"%.200s\": cannot read: %s", loc, strerror(errno))
+                            : tl_fail(st, TL_EINPUT, "external data \"%.200s\": shorter than offset %llu + %zu bytes",
+                                      loc, (unsigned long long)off, want);
         fclose(fp);
     }
     free(path);

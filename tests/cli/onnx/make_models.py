@@ -92,6 +92,18 @@ for k, v in (("location", "../../secret.bin"), ("offset", "0"), ("length", "48")
     e.key, e.value = k, v
 save(ext, "external_outside.onnx", check=False)
 
+# external data in a file that is not there (and, copied beside a folder of
+# that name, one that cannot be read)
+ext = onnx.ModelProto()
+ext.CopyFrom(mlp)
+w = ext.graph.initializer[0]
+w.ClearField("raw_data")
+w.data_location = T.EXTERNAL
+for k, v in (("location", "ext_missing.bin"), ("offset", "0"), ("length", "48")):
+    e = w.external_data.add()
+    e.key, e.value = k, v
+save(ext, "ext_missing.onnx", check=False)
+
 f16 = model([h.make_node("Add", ["x", "w"], ["y"])], [h.make_tensor_value_info("x", T.FLOAT16, [3])],
             [h.make_tensor_value_info("y", T.FLOAT16, [3])],
             [nh.from_array(np.array([1, 2, 3], np.float16), "w")])
