@@ -104,6 +104,11 @@ for k, v in (("location", "ext_missing.bin"), ("offset", "0"), ("length", "48"))
     e.key, e.value = k, v
 save(ext, "ext_missing.onnx", check=False)
 
+# names holding a quote and a backslash (tl dot escapes them)
+save(model([h.make_node("Relu", ["x"], ['a"b\\c'], name="r"), h.make_node("Neg", ['a"b\\c'], ["y"])],
+           [h.make_tensor_value_info("x", T.FLOAT, [3])], [h.make_tensor_value_info("y", T.FLOAT, [3])]),
+     "quote_names.onnx")
+
 f16 = model([h.make_node("Add", ["x", "w"], ["y"])], [h.make_tensor_value_info("x", T.FLOAT16, [3])],
             [h.make_tensor_value_info("y", T.FLOAT16, [3])],
             [nh.from_array(np.array([1, 2, 3], np.float16), "w")])
