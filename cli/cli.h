@@ -258,6 +258,10 @@ const char *cli_model_input_hint(const struct tl_onnx_model *m, const tl_graph *
 
 /* Each returns 0, or the exit code after printing the error. */
 int cli_parse_run_args(int argc, char **argv, cli_run_args *c);
+/* Standard input is read once: a usage error (exit 2) when c's graph,
+ * tensors and -i files take it for more than one of a graph, a .npy and
+ * a result file. */
+int cli_check_stdin(const cli_run_args *c);
 void cli_run_args_free(cli_run_args *c);
 /* TL_NUM_THREADS, when set, is a whole number from 1 to 1024; TL_CONV,
  * blas or grid. */

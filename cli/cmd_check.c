@@ -482,18 +482,33 @@ static void edge(dot *d, int s, const char *target, const char *label)
 
 static void dot_block(dot *d, const tl_block *b);
 
+/* A name inside a DOT string: '"' and '\' escaped, a line break as \n (an
+ * ONNX model's names may hold any of them); cut at the buffer's end. */
+static const char *dot_esc(const char *s, char *buf, size_t len)
+{
+    size_t k = 0;
+    for (; *s && k + 3 < len; s++) {
+        if (*s == '"' || *s == '\\' || *s == '\n')
+            buf[k++] = '\\';
+        buf[k++] = *s == '\n' ? 'n' : *s;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
 static void dot_node(dot *d, const tl_node *n)
 {
     const tl_graph *g = d->l->g;
-    char id[32], label[600];
+    char id[32], label[600], nm[512];
     snprintf(id, sizeof id, "s%d", n->out[0]);
-    size_t k = (size_t)snprintf(label, sizeof label, "%s\\n%s", g->slot_name[n->out[0]], tl_ops[n->op].name);
+    size_t k = (size_t)snprintf(label, sizeof label, "%s\\n%s", dot_esc(g->slot_name[n->out[0]], nm, sizeof nm),
+                                tl_ops[n->op].name);
     for (int i = 0; i < n->nargs && k + 40 < sizeof label; i++)
         if (n->args[i].slot < 0)
             k += (size_t)snprintf(label + k, sizeof label - k, "\\narg %d: %.17g", i + 1, n->args[i].num);
     printf("  %s [label=\"%s\"];\n", id, label);
     for (int i = 1; i < n->nout; i++) { /* further results of if / iterate */
-        printf("  s%d [label=\"%s\", shape=plain];\n", n->out[i], g->slot_name[n->out[i]]);
+        printf("  s%d [label=\"%s\", shape=plain];\n", n->out[i], dot_esc(g->slot_name[n->out[i]], nm, sizeof nm));
         fprintf(d->edges, "  %s -> s%d [style=dashed];\n", id, n->out[i]);
     }
     for (int i = 0; i < n->nargs; i++)
@@ -507,16 +522,16 @@ static void dot_node(dot *d, const tl_node *n)
         if (!blocks[j])
             continue;
         printf("  subgraph cluster_%d {\n  label=\"%s: %s\"; style=rounded;\n", d->cluster++,
-               g->slot_name[n->out[0]], names[j]);
+               dot_esc(g->slot_name[n->out[0]], nm, sizeof nm), names[j]);
         int np = n->op == TL_OP_ITERATE ? n->nargs : n->op == TL_OP_MAP ? n->nargs : 0;
         for (int i = 0; j == 2 && i < np; i++) { /* the block's parameters */
             int s = n->op == TL_OP_ITERATE ? n->flow->state[i] : n->flow->params[i];
-            printf("  s%d [label=\"%s\\n%s\", shape=ellipse, style=dashed];\n", s, g->slot_name[s],
+            printf("  s%d [label=\"%s\\n%s\", shape=ellipse, style=dashed];\n", s, dot_esc(g->slot_name[s], nm, sizeof nm),
                    n->op == TL_OP_ITERATE ? "state" : "param");
         }
         if (j == 2 && n->op == TL_OP_ITERATE && n->flow->index_slot >= 0)
             printf("  s%d [label=\"%s\\nstep index\", shape=ellipse, style=dashed];\n", n->flow->index_slot,
-                   g->slot_name[n->flow->index_slot]);
+                   dot_esc(g->slot_name[n->flow->index_slot], nm, sizeof nm));
         dot_block(d, blocks[j]);
         printf("  }\n");
         for (int r = 0; r < blocks[j]->nresult; r++)
@@ -555,14 +570,17 @@ int cmd_dot(int argc, char **argv)
     if (!rc) {
         printf("digraph tl {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
         printf("  edge [fontname=\"monospace\", fontsize=10];\n");
+        char nm[512];
         for (int i = 0; i < g->ninputs; i++)
-            printf("  s%d [label=\"%s\\ninput\", shape=ellipse];\n", g->inputs[i].slot, g->inputs[i].name);
+            printf("  s%d [label=\"%s\\ninput\", shape=ellipse];\n", g->inputs[i].slot,
+                   dot_esc(g->inputs[i].name, nm, sizeof nm));
         for (int i = 0; i < g->nconsts; i++)
-            printf("  s%d [label=\"%s\\nconst\", shape=note];\n", g->consts[i].slot, g->consts[i].name);
+            printf("  s%d [label=\"%s\\nconst\", shape=note];\n", g->consts[i].slot,
+                   dot_esc(g->consts[i].name, nm, sizeof nm));
         dot_block(&d, &g->top);
         for (int i = 0; i < g->noutputs; i++)
             printf("  out%d [label=\"output %s\", shape=plaintext];\n  s%d -> out%d;\n", i,
-                   g->slot_name[g->outputs[i]], g->outputs[i], i);
+                   dot_esc(g->slot_name[g->outputs[i]], nm, sizeof nm), g->outputs[i], i);
         fflush(d.edges);
         fputs(edges, stdout);
         printf("}\n");

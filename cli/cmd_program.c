@@ -510,7 +510,12 @@ static int diff(args *a)
     tl_recipe_diff d;
     if ((a->c.nbind || a->c.nnpz) && !tl_onnx_is_model(a->graphs[0]) && !tl_onnx_is_model(a->graphs[1]))
         return cli_usage("the inputs tl diff takes fix the shapes of an ONNX model, and neither A nor B is one");
-    int rc;
+    if (!strcmp(a->graphs[0], "-") && !strcmp(a->graphs[1], "-"))
+        return cli_usage("only one of A and B can be standard input");
+    a->c.graph = !strcmp(a->graphs[1], "-") ? "-" : a->graphs[0];
+    int rc = cli_check_stdin(&a->c);
+    if (rc)
+        return rc;
     tl_graph *g[2] = {diff_side(a, 0, &st, &rc), NULL};
     if (g[0])
         g[1] = diff_side(a, 1, &st, &rc);

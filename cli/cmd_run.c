@@ -27,7 +27,7 @@ static int stdin_kind(const char *v) { return !strcmp(v, "-") ? 1 : !strncmp(v, 
 /* Standard input is read once: the graph, one .npy, or one result file
  * (.npz, json, text) that any number of "-:KEY" and "-i -" take members
  * from. */
-static int check_stdin(const cmd *c)
+int cli_check_stdin(const cmd *c)
 {
     int graph = !strcmp(c->graph, "-"), npy = 0, npz = 0;
     for (int i = 0; i < c->nbind; i++) {
@@ -162,7 +162,7 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
     tl_status st = {0}; /* the tolerances before the run, not after it */
     if (c->expect && tl_compare_check_opts(&c->cmp, &st))
         return cli_fail(&st);
-    return check_stdin(c);
+    return cli_check_stdin(c);
 }
 
 void cli_run_args_free(cli_run_args *c)

@@ -1,10 +1,10 @@
 /* Running and differentiating a graph from C with libtl: the Result API.
  *
- *   make examples/embed            (or, after make install:
+ *   make examples                  (or, after make install:
  *   cc embed.c $(pkg-config --cflags --libs tl) -o embed)
  *   ./build/examples/embed examples/poly.json '[1,2,3]'
  *
- * Loads GRAPH, binds its one input to a literal (or a .npy file), runs it
+ * Loads GRAPH (a graph file or a .tl program), binds its one input to a literal (or a .npy file), runs it
  * with a recording, pulls back all-ones seeds, and prints every output
  * and the input's gradient. */
 #include <stdio.h>
@@ -21,7 +21,7 @@ static int fail(const tl_status *st)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: embed GRAPH.json TENSOR  (a literal such as '[1,2]' or a .npy file)\n");
+        fprintf(stderr, "usage: embed GRAPH TENSOR  (GRAPH: .json or .tl; TENSOR: a literal such as '[1,2]' or a .npy file)\n");
         return 2;
     }
     tl_status st = {0};

@@ -89,7 +89,10 @@ typedef struct tl_stats {
 
 typedef struct tl_result tl_result;
 
-/* inputs[i] binds g->inputs[i]; each is checked against its declaration. */
+/* inputs[i] binds g->inputs[i]; each is checked against its declaration.
+ * The inputs stay the caller's (the run takes references of its own,
+ * unless opts->give_inputs).  opts NULL: the defaults, a CPU run without a
+ * tape.  On an error *out is NULL. */
 tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *opts,
                tl_result **out, tl_status *st);
 
@@ -102,6 +105,8 @@ void tl_prepare(const tl_graph *g);
  * input (f64 when there is none); untyped constants and one_hot take it. */
 tl_dtype tl_call_dtype(const tl_graph *g, tl_tensor *const *inputs);
 
+/* The outputs, by index: values and names borrowed from r (valid until
+ * tl_result_free), host tensors wherever the run went. */
 int tl_result_noutputs(const tl_result *r);
 const tl_tensor *tl_result_output(const tl_result *r, int i);
 const char *tl_result_output_name(const tl_result *r, int i);

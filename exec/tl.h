@@ -1,17 +1,28 @@
-/* tl as a library: everything a C program needs to load a graph, bind
- * tensors, run it on the CPU or a device, pull back cotangents and read
- * and write tensors.  Installed as <tl/tl.h>... with `pkg-config --cflags
- * tl` on the include path, include it as "tl.h".
+/* tl as a library: everything a C program needs to load a graph, a
+ * program or an ONNX model, bind tensors, run it on the CPU or a device,
+ * pull back cotangents and read and write tensors.  Installed in
+ * PREFIX/include/tl; `pkg-config --cflags tl` puts that folder on the
+ * include path, so a program writes #include "tl.h" (examples/embed.c).
  *
  * The Result API (exec/exec.h): tl_run gives a tl_result holding the
  * output values and, when recording, the tape; tl_result_pullback (or
  * tl_result_backward, all-ones seeds) consumes the recording and returns
  * a gradient per input; tl_result_close releases an unused recording
  * (harmless twice); tl_result_free frees the result, before its graph.
- * Errors are tl_status values: a code (exec/../backends/status.h) and one
- * line of text. */
+ * Ownership: each tl_tensor pointer a function returns is one reference
+ * the caller drops with tl_tensor_unref; what a tl_result_* accessor
+ * returns is borrowed from the result.
+ * Errors are values: a function that can fail takes the caller's
+ * tl_status, returns NULL or a nonzero tl_code (backends/status.h:
+ * TL_EINPUT bad input, TL_ERUNTIME device, memory or I/O) and leaves one
+ * line of text in st->msg, starting with the file at fault.  Nothing in
+ * the library prints or exits. */
 #ifndef TL_TL_H
 #define TL_TL_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #include "backends/device.h"
 #include "exec/check.h"
@@ -20,5 +31,11 @@
 #include "formats/npy.h"
 #include "formats/npz.h"
 #include "formats/text.h"
+#include "graph/onnx.h"
+#include "graph/program.h"
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

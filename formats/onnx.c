@@ -363,8 +363,12 @@ static Onnx__ModelProto *unpack_model(const unsigned char *data, size_t len, int
     }
     if (!m)
         m = onnx__model_proto__unpack(&pb_allocator, len, data);
-    if (!m)
-        return tl_fail(st, TL_EINPUT, "not an ONNX model (the protobuf is malformed or truncated)"), NULL;
+    if (!m) /* what else a user may have named .onnx: a tensor file, a graph */
+        return tl_fail(st, TL_EINPUT, "not an ONNX model (%s)",
+                       len >= 4 && !memcmp(data, "PK\3\4", 4)    ? "an .npz archive, a tensor file"
+                       : len >= 6 && !memcmp(data, "\x93NUMPY", 6) ? "a .npy tensor file"
+                       : len && data[0] == '{'                     ? "text, as a JSON graph is"
+                                                                   : "the protobuf is malformed or truncated"), NULL;
     if (npre > 1)
         qsort(pre, npre, sizeof *pre, pre_cmp);
     *pre_out = pre;
@@ -585,8 +589,9 @@ static tl_code read_external(const tl_onnx_file *f, const Onnx__TensorProto *t, 
         rc = tl_fail(st, TL_EINPUT, "external data \"%.200s\": cannot open: %s", loc, strerror(errno));
     if (fp) {
         if (fseeko(fp, (off_t)off, SEEK_SET) || (want && fread(x->data, 1, want, fp) != want))
-            rc = tl_fail(st, TL_EINPUT, "external data \"%.200s\": shorter than offset %llu + %zu bytes", loc,
-                         (unsigned long long)off, want);
+            rc = ferror(fp) ? tl_fail(st, TL_EINPUT, "external data \"%.200s\": cannot read: %s", loc, strerror(errno))
+                            : tl_fail(st, TL_EINPUT, "external data \"%.200s\": shorter than offset %llu + %zu bytes",
+                                      loc, (unsigned long long)off, want);
         fclose(fp);
     }
     free(path);

@@ -700,6 +700,9 @@ static tl_result_set *read_mem(const void *buf, size_t len, const char *name, bo
         rc = read_json(o, text, len, st);
     else if (looks_like_text(text, len))
         rc = read_text(o, text, len, st);
+    else if (len && text[0] == 0x08) /* a protobuf's first field: an ONNX model's ir_version */
+        rc = tl_fail(st, TL_EINPUT, "an ONNX model, not a result file: expected a .npy, an .npz, or tl's json or "
+                                    "text output (MODEL.onnx:NAME is one of its initializers)");
     else
         rc = tl_fail(st, TL_EINPUT, "%s: expected a .npy, an .npz, or tl's json or text output",
                      len ? "not a result file" : "empty file");

@@ -21,6 +21,7 @@
 #include "formats/npy.h"
 #include "formats/text.h"
 #include "mapc.h"
+#include "program.h"
 
 typedef struct stream stream;
 
@@ -2455,8 +2456,29 @@ tl_graph *tl_graph_load(const char *path, tl_status *st)
  * holds only the part it is reading, not a copy of the whole text. */
 #define MAP_MIN ((off_t)1 << 20)
 
+/* A program (.tl), read whole and translated; an ONNX model, pointed at
+ * the functions that read one (it is translated for its inputs). */
+static tl_graph *load_other(const char *path, bool model, const tl_graph_options *o, tl_status *st)
+{
+    if (model)
+        return tl_fail(st, TL_EINPUT, "%s: an ONNX model: open it with tl_onnx_open and translate it for its "
+                       "inputs with tl_onnx_translate (graph/onnx.h)", path), NULL;
+    unsigned char *buf;
+    size_t len;
+    if (tl_slurp_path(path, &buf, &len, st))
+        return tl_wrap(st, "%s", path), NULL;
+    tl_srcpos pos;
+    tl_graph *g = tl_program_load((const char *)buf, len, path, o, &pos, st);
+    free(buf);
+    return g;
+}
+
 tl_graph *tl_graph_load_with(const char *path, const tl_graph_options *o, tl_status *st)
 {
+    size_t n = strlen(path);
+    bool model = n > 5 && !strcmp(path + n - 5, ".onnx");
+    if (model || (n > 3 && !strcmp(path + n - 3, ".tl")))
+        return load_other(path, model, o, st);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= MAP_MIN &&

@@ -149,7 +149,11 @@ typedef struct tl_graph_options {
 
 /* Loads and validates a graph file.  Errors: TL_EINPUT with a message
  * starting with the path ("g.json:3:7: ..." for JSON syntax, "g.json: node
- * "h" (matmul): ..." for meaning). */
+ * "h" (matmul): ..." for meaning).  A path ending in .tl is a program,
+ * loaded as tl_program_load loads its text (program.h; errors at
+ * "p.tl:LINE:COL: ...", and tl_program_place puts a run's errors there);
+ * one ending in .onnx is an error: a model is translated for its inputs
+ * (tl_onnx_open, tl_onnx_translate: onnx.h). */
 tl_graph *tl_graph_load(const char *path, tl_status *st);
 /* The same from text in memory; `path` names it in messages and anchors
  * relative file constants. */

@@ -4507,10 +4507,33 @@ bool ox_translate_node(tx *t, const Onnx__NodeProto *n, int index)
 
 tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st) { return declared(m, i, st); }
 
+/* x given for signature input i, an initializer that is no graph input:
+ * the stored shape, which every node reading it was made for. */
+static tl_code check_weight(const tl_onnx_model *m, int i, const tl_tensor *x, tl_status *st)
+{
+    const Onnx__TensorProto *p = m->f->model->graph->initializer[m->in_init[i]];
+    bool same = (int)p->n_dims == x->ndim;
+    for (size_t d = 0; same && d < p->n_dims; d++)
+        same = p->dims[d] == x->shape[d];
+    if (same || p->n_dims > TL_MAXDIM)
+        return TL_OK;
+    tl_dtype dt = x->dtype;
+    onnx_dtype(m->init_type[m->in_init[i]], TL_F32, &dt);
+    char have[96], want[96];
+    tl_shape_desc(x->dtype, x->ndim, x->shape, have, sizeof have);
+    tl_shape_desc(dt, (int)p->n_dims, p->dims, want, sizeof want);
+    return tl_fail(st, TL_EINPUT, "input \"%.200s\": the model's initializer is %s, got %s (a weight given a "
+                   "value keeps its shape)", m->in_name[i], want, have);
+}
+
 tl_code tl_onnx_check_input(const tl_onnx_model *m, int i, const tl_tensor *x, tl_status *st)
 {
     const Onnx__TensorShapeProto *sh = declared_shape(m, i);
-    if (!sh || !x || (m->in_init[i] >= 0 && x == m->init[m->in_init[i]]))
+    if (!x || (m->in_init[i] >= 0 && x == m->init[m->in_init[i]]))
+        return TL_OK;
+    if (!sh && m->in_init[i] >= 0) /* a weight made an input (--params, --wrt): the shape it is stored with */
+        return check_weight(m, i, x, st);
+    if (!sh)
         return TL_OK;
     int bad = -1;
     for (size_t d = 0; bad < 0 && d < sh->n_dim && (int)sh->n_dim == x->ndim; d++)

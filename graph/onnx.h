@@ -82,7 +82,9 @@ tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st);
  * a model's: the rank, where a shape is declared, and each size given as
  * a number (dim_value; 0 or less, which some exporters write for a
  * dynamic dim, stands for any size, as a named dim_param and a dim with
- * neither do).  The model's own default of an input is not checked.
+ * neither do); a weight made an input (params, wrt), that is no graph
+ * input, to the shape it is stored with.  The model's own default of an
+ * input is not checked.
  * Translating does not check it (it takes whatever tensors it is given);
  * the command line does, before translating.  TL_EINPUT: "input "x":
  * axis 0 must have size 3, got f32[1,2] (the model declares f32[3,2])". */

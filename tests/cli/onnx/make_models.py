@@ -82,15 +82,29 @@ m = model([h.make_node("Relu", ["b"], ["a"], name="first"), h.make_node("Neg", [
           [h.make_tensor_value_info("x", T.FLOAT, [3])], [h.make_tensor_value_info("b", T.FLOAT, [3])])
 save(m, "cycle.onnx", check=False)
 
-ext = onnx.ModelProto()
-ext.CopyFrom(mlp)
-w = ext.graph.initializer[0]
-w.ClearField("raw_data")
-w.data_location = T.EXTERNAL
-for k, v in (("location", "../../secret.bin"), ("offset", "0"), ("length", "48")):
-    e = w.external_data.add()
-    e.key, e.value = k, v
-save(ext, "external_outside.onnx", check=False)
+
+def external(location, name):
+    """the mlp with fc.weight in an external file at location"""
+    ext = onnx.ModelProto()
+    ext.CopyFrom(mlp)
+    w = ext.graph.initializer[0]
+    w.ClearField("raw_data")
+    w.data_location = T.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", "48")):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    save(ext, name, check=False)
+
+
+external("../../secret.bin", "external_outside.onnx")
+# external data in a file that is not there (and, copied beside a folder of
+# that name, one that cannot be read)
+external("ext_missing.bin", "ext_missing.onnx")
+
+# names holding a quote and a backslash (tl dot escapes them)
+save(model([h.make_node("Relu", ["x"], ['a"b\\c'], name="r"), h.make_node("Neg", ['a"b\\c'], ["y"])],
+           [h.make_tensor_value_info("x", T.FLOAT, [3])], [h.make_tensor_value_info("y", T.FLOAT, [3])]),
+     "quote_names.onnx")
 
 f16 = model([h.make_node("Add", ["x", "w"], ["y"])], [h.make_tensor_value_info("x", T.FLOAT16, [3])],
             [h.make_tensor_value_info("y", T.FLOAT16, [3])],
