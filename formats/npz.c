@@ -93,6 +93,13 @@ static tl_code find_eocd(const unsigned char *b, size_t len, size_t *pos, tl_sta
             *pos = p;
             return TL_OK;
         }
+    /* what it is instead, where its first byte says: an ONNX model's
+     * first field (ir_version), or JSON text */
+    if (b[0] == 0x08)
+        return tl_fail(st, TL_EINPUT, "not a zip archive (it reads as an ONNX model: named .onnx, its "
+                       "initializers are MODEL.onnx:NAME)");
+    if (b[0] == '{')
+        return tl_fail(st, TL_EINPUT, "not a zip archive (it reads as JSON text: a JSON result file is named .json)");
     return tl_fail(st, TL_EINPUT,
                    "not a zip archive (no end of central directory record; truncated?)");
 }

@@ -767,14 +767,15 @@ tl_result_file *tl_result_file_open_mem(const void *buf, size_t len, tl_status *
 
 tl_result_file *tl_result_file_open(const char *path, tl_status *st)
 {
-    /* a name ending in .npz says what the file is; a regular file shows its
-     * first bytes and is then opened as what it is (an .npz mapped, not
-     * copied); a FIFO is read once, whole */
+    /* a regular file shows its first bytes and is then opened as what it
+     * is, whatever its name (an .npz mapped, not copied; json, text or a
+     * .npy read whole, as tl compare reads them); anything else named .npz
+     * is taken for one, and a FIFO is read once, whole */
     size_t n = strlen(path);
     bool zip = n >= 4 && !strcmp(path + n - 4, ".npz");
     unsigned char head[4];
     struct stat sb;
-    int fd = zip ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0 && !fstat(fd, &sb) && S_ISREG(sb.st_mode))
         zip = read(fd, head, sizeof head) == (ssize_t)sizeof head && is_zip(head, sizeof head);
     if (fd >= 0)

@@ -860,6 +860,9 @@ Test(npz, not_a_zip)
     free(b);
     npz_open_fails("", 0, "not a zip archive (0 bytes, too short)");
     npz_open_fails("hello, this is not a zip archive", 32, "no end of central directory record");
+    /* what it is instead, where the first byte tells */
+    npz_open_fails("\x08\x07\x12\x07pytorch and a model's graph after it", 40, "it reads as an ONNX model");
+    npz_open_fails("{\"grad/x\": {\"dtype\": \"f64\", \"shape\": []}}", 41, "it reads as JSON text");
 }
 
 Test(npz, truncated)
