@@ -290,7 +290,10 @@ ci-regression: tl
 # completion, and libtl.a with its headers and a pkg-config file ----
 PREFIX  ?= /usr/local
 DESTDIR ?=
-INC_HEADERS := $(wildcard backends/*.h backends/ops.def exec/*.h formats/*.h graph/*.h)
+# the library's interface: tl.h, installed as include/tl/tl.h, and the
+# headers it includes, in their folders (the compiler lists them; the
+# internal ones stay out)
+INC_HEADERS = $(filter-out exec/tl.h,$(filter %.h %.def,$(shell $(CC) $(CPPFLAGS) -MM exec/tl.h)))
 install: tl build/libtl.a
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7 \
