@@ -297,12 +297,62 @@ static void openblas_alone(char *core, size_t len)
         snprintf(core, len, "%.*s", (int)(end - colon - 2), colon + 2);
 }
 
+/* tl devices --format json: the same as fields */
+static void devices_json(const tl_device_list *l, const cpu_blas_facts *b, const char *text, const char *alone)
+{
+    printf("{\"cpu\": {\"usable\": true},\n \"blas\": {\"usable\": %s", b->usable ? "true" : "false");
+    if (b->usable) {
+        printf(", \"library\": ");
+        tl_json_write_string(stdout, b->library);
+        printf(", \"how\": ");
+        tl_json_write_string(stdout, b->from);
+        printf(", \"kernels\": ");
+        tl_json_write_string(stdout, b->kernels);
+        printf(", \"choice\": ");
+        tl_json_write_string(stdout, b->choice);
+        printf(", \"openblas_alone\": ");
+        json_string_or_null(*alone ? alone : NULL);
+    } else {
+        printf(", \"why\": ");
+        tl_json_write_string(stdout, b->why);
+    }
+    printf(", \"text\": ");
+    tl_json_write_string(stdout, text);
+    printf("},\n \"cuda\": {\"usable\": %s, \"why\": ", l->count ? "true" : "false");
+    json_string_or_null(l->count ? NULL : l->why);
+    printf(", \"devices\": [");
+    for (int i = 0; i < l->count; i++) {
+        const tl_plugin_device *d = &l->dev[i];
+        printf("%s{\"name\": ", i ? ", " : "");
+        tl_json_write_string(stdout, l->name[i]);
+        printf(", \"model\": ");
+        tl_json_write_string(stdout, d->model);
+        printf(", \"memory_bytes\": %llu, \"free_bytes\": %llu, \"compute_capability\": \"%d.%d\"}",
+               (unsigned long long)d->memory, (unsigned long long)d->free, d->cc_major, d->cc_minor);
+    }
+    printf("]},\n \"plugin\": ");
+    json_string_or_null(l->plugin_found ? l->plugin_path : NULL);
+    printf("}\n");
+}
+
 int cmd_devices(int argc, char **argv)
 {
-    if (argc > 1)
-        return cli_usage("tl devices takes no arguments, got '%s'", argv[1]);
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_opt(argv[i], NULL, "--format")) {
+            int usage = cli_format_opt(argc, argv, &i, argv[i], &json);
+            if (usage)
+                return usage;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_unknown_option("devices", argv[i]);
+        } else {
+            return cli_usage("tl devices takes no arguments but --format, got '%s'", argv[i]);
+        }
+    }
     tl_device_list l;
     tl_device_probe(&l);
+    cpu_blas_facts facts;
+    cpu_blas_facts_get(&facts);
     char blas[640], alone[32] = "";
     cpu_blas_describe(blas, sizeof blas);
     const char *own = getenv("TL_BLAS_CHOOSE");
@@ -312,6 +362,10 @@ int cmd_devices(int argc, char **argv)
         size_t n = strlen(blas);
         snprintf(blas + n, sizeof blas - n, "; OpenBLAS alone would run %s",
                  strcasecmp(alone, cpu_blas_kernels_asked()) ? alone : "the same");
+    }
+    if (json) {
+        devices_json(&l, &facts, blas, alone);
+        return cli_finish_stdout();
     }
     printf("cpu      usable  host memory, every op in every dtype\n");
     printf("blas     ");

@@ -48,6 +48,7 @@ _tl()
                 return
             fi
             opts="--format --onnx" ;;
+        devices) opts="--format" ;;
         *) opts="" ;;
     esac
     if [[ $cur == -* ]]; then

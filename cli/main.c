@@ -30,7 +30,7 @@ static const char usage_text[] =
     "       tl diff A B [NAME=TENSOR]... [-i FILE]   (the inputs of A or B that is an\n"
     "               ONNX model: they fix its shapes, as for tl compile)\n"
     "       tl ops [OP] [--onnx] [--format text|json]\n"
-    "       tl devices\n"
+    "       tl devices [--format text|json]\n"
     "\n"
     "GRAPH:  a .json graph, a .tl program, -e TEXT (a program given inline), an .onnx model, or -\n"
     "        (a graph or program on stdin, told by its text)\n"

@@ -44,7 +44,7 @@ static const cli_option cli_options[] = {
     {"-e", NULL, 1, CLI_RECIPES},
     {"-i", "--inputs", 1, CLI_RECIPES},
     {"-o", "--output", 1, CLI_RUNS | CLI_COMPILE},
-    {NULL, "--format", 1, CLI_RUNS | CLI_GRADCHECK | CLI_COMPARE | CLI_SHOW | CLI_OPS},
+    {NULL, "--format", 1, CLI_RUNS | CLI_GRADCHECK | CLI_COMPARE | CLI_SHOW | CLI_OPS | CLI_DEVICES},
     {NULL, "--full", 0, CLI_RUNS | CLI_SHOW},
     {NULL, "--only", 1, CLI_RUNS},
     {NULL, "--outputs", 1, CLI_RUNS},

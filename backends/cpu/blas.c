@@ -157,25 +157,34 @@ const cpu_blas *cpu_blas_get(tl_status *st)
     return &blas;
 }
 
-void cpu_blas_describe(char *buf, size_t len)
+void cpu_blas_facts_get(cpu_blas_facts *f)
 {
     pthread_once(&once, load);
-    if (!blas.sgemm) {
-        snprintf(buf, len, "not usable: %s", why);
+    *f = (cpu_blas_facts){.usable = blas.sgemm != NULL, .why = why, .from = from};
+    if (!f->usable)
         return;
-    }
     /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64":
      * the name and version, then the kernels it runs (which may not be
      * those asked for: OpenBLAS takes a family it does not know for none) */
     const char *c = config ? config() : "OpenBLAS", *sp = strchr(c, ' ');
     sp = sp ? strchr(sp + 1, ' ') : NULL;
-    int n = sp ? (int)(sp - c) : (int)strlen(c);
-    const char *core = corename ? corename() : "unknown";
-    if (*asked && strcasecmp(asked, core))
-        snprintf(buf, len, "%.*s, %s: %s kernels, OpenBLAS's own choice: it does not run the %s kernels asked for",
-                 n, c, from, core, asked);
+    snprintf(f->library, sizeof f->library, "%.*s", sp ? (int)(sp - c) : (int)strlen(c), c);
+    f->kernels = corename ? corename() : "unknown";
+    f->choice = kernels;
+    if (*asked && strcasecmp(asked, f->kernels)) {
+        snprintf(f->other, sizeof f->other, "OpenBLAS's own choice: it does not run the %s kernels asked for", asked);
+        f->choice = f->other;
+    }
+}
+
+void cpu_blas_describe(char *buf, size_t len)
+{
+    cpu_blas_facts f;
+    cpu_blas_facts_get(&f);
+    if (!f.usable)
+        snprintf(buf, len, "not usable: %s", f.why);
     else
-        snprintf(buf, len, "%.*s, %s: %s kernels, %s", n, c, from, core, kernels);
+        snprintf(buf, len, "%s, %s: %s kernels, %s", f.library, f.from, f.kernels, f.choice);
 }
 
 const char *cpu_blas_kernels_asked(void) { return asked; }
