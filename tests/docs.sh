@@ -5,7 +5,8 @@
 # absolute); `./tl` in the commands is that binary.
 #
 # In an indented code block, a line `$ CMD` is a command, each `> MORE`
-# right after it continues it, and the lines after it up to the next blank
+# right after it continues it (as does the next line, after a line ending
+# in a backslash), and the lines after it up to the next blank
 # line or `$ ` are what it prints (stdout and stderr), the 4-space indent
 # taken off.  A command exits 0 unless its last line ends with the comment
 # `# exit status N`; where no output is shown, only the exit status is
@@ -42,6 +43,7 @@ approx=(
   '*examples/xent*'
   '*examples/cnn*'
   '*np.load("out.npz")*'
+  '*=h.npz:*'          # the MLP's hessian-vector product, in h.npz
 )
 # tl compare's maxima of |tl - PyTorch| are differences of nearly equal
 # numbers, which change at any magnitude with the last bit of a sum: only
@@ -150,6 +152,8 @@ for doc in "${docs[@]}"; do
       cmd=${l#'    $ '} cline=$n cont=1
     elif [ -n "$cmd" ] && [ $cont = 1 ] && [[ $l == '    > '* ]]; then
       cmd+=$'\n'${l#'    > '}
+    elif [ -n "$cmd" ] && [ $cont = 1 ] && [[ $cmd == *\\ ]] && [[ $l == '    '?* ]]; then
+      cmd+=$'\n'${l#'    '}
     elif [ -n "$cmd" ] && [[ $l == '    '?* ]]; then
       expected+=${l#'    '}$'\n' shown=1 cont=0
     else
