@@ -337,6 +337,7 @@ build/tests/fake-cuda.so: tests/fake_cuda.c tests/testdev.h $(LIB_SRC) $(PB_SRC)
 test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so build/examples/embed $(PLUGIN) \
       build/gpu/tl build/gpu/gpu_check
 	@set -e; for t in $(TESTS); do echo "== $$t"; TL=./tl $$t --jobs 2; done
+	@echo "== tests/docs.sh (the commands README.md and examples/README.md show)"; TL=./tl bash tests/docs.sh
 	@echo "== build/tests/test_cli with the sanitized tl (build/tl-san)"
 	@TL=build/tl-san build/tests/test_cli --jobs 2
 	@echo "== the GPU bundle's checker, its CPU control (tests/gpu/run.sh step 2)"
