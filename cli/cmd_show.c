@@ -205,7 +205,8 @@ int cmd_show(int argc, char **argv)
             int usage = cli_format_opt(argc, argv, &i, a, &sh.json);
             if (usage)
                 return usage;
-        } else if (a[0] == '-' && a[1] && !(a[1] == ':' || a[1] == '.' || (a[1] >= '0' && a[1] <= '9'))) {
+        } else if (a[0] == '-' && a[1] && !(a[1] == ':' || a[1] == '.' || (a[1] >= '0' && a[1] <= '9')) &&
+                   strcmp(a, "-inf")) { /* -inf: a literal */
             return cli_unknown_option("show", a);
         } else if (arg)
             return cli_usage("show takes one tensor; '%s' is a second", a);

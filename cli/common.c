@@ -130,7 +130,9 @@ int cli_check_options(const char *cmd, int argc, char **argv)
         if (!(o->cmds & bit)) {
             char others[160];
             command_list(o->cmds, others, sizeof others);
-            return cli_usage("%s is not an option of tl %s (it is one of %s)", name, cmd, others);
+            /* the one refusal with a reason of its own */
+            const char *why = bit == CLI_GRADCHECK && o->s && !strcmp(o->s, "-d") ? ", which runs on the CPU" : "";
+            return cli_usage("%s is not an option of tl %s%s (it is one of %s)", name, cmd, why, others);
         }
         const char *eq = o->l && !strncmp(a, o->l, strlen(o->l)) ? strchr(a, '=') : NULL;
         if (eq && !o->value)
