@@ -298,8 +298,10 @@ static void openblas_alone(char *core, size_t len)
 }
 
 /* tl devices --format json: the same as fields */
-static void devices_json(const tl_device_list *l, const cpu_blas_facts *b, const char *text, const char *alone)
+static void devices_json(const tl_device_list *l, const char *text, const char *alone)
 {
+    cpu_blas_facts facts, *b = &facts;
+    cpu_blas_facts_get(b);
     printf("{\"cpu\": {\"usable\": true},\n \"blas\": {\"usable\": %s", b->usable ? "true" : "false");
     if (b->usable) {
         printf(", \"library\": ");
@@ -351,8 +353,6 @@ int cmd_devices(int argc, char **argv)
     }
     tl_device_list l;
     tl_device_probe(&l);
-    cpu_blas_facts facts;
-    cpu_blas_facts_get(&facts);
     char blas[640], alone[32] = "";
     cpu_blas_describe(blas, sizeof blas);
     const char *own = getenv("TL_BLAS_CHOOSE");
@@ -364,7 +364,7 @@ int cmd_devices(int argc, char **argv)
                  strcasecmp(alone, cpu_blas_kernels_asked()) ? alone : "the same");
     }
     if (json) {
-        devices_json(&l, &facts, blas, alone);
+        devices_json(&l, blas, alone);
         return cli_finish_stdout();
     }
     printf("cpu      usable  host memory, every op in every dtype\n");

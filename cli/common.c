@@ -112,10 +112,16 @@ static void command_list(int bits, char *buf, size_t len)
                                    cli_command_names[k]);
 }
 
+/* The "=VALUE" of arg given as --long=VALUE, else NULL. */
+static const char *inline_value(const cli_option *o, const char *arg)
+{
+    return o->l && !strncmp(arg, o->l, strlen(o->l)) ? strchr(arg, '=') : NULL;
+}
+
 bool cli_value_follows(const char *arg)
 {
     const cli_option *o = table_option(arg);
-    return o && o->value && !(o->l && !strncmp(arg, o->l, strlen(o->l)) && strchr(arg, '='));
+    return o && o->value && !inline_value(o, arg);
 }
 
 int cli_check_options(const char *cmd, int argc, char **argv)
@@ -134,10 +140,10 @@ int cli_check_options(const char *cmd, int argc, char **argv)
             const char *why = bit == CLI_GRADCHECK && o->s && !strcmp(o->s, "-d") ? ", which runs on the CPU" : "";
             return cli_usage("%s is not an option of tl %s%s (it is one of %s)", name, cmd, why, others);
         }
-        const char *eq = o->l && !strncmp(a, o->l, strlen(o->l)) ? strchr(a, '=') : NULL;
+        const char *eq = inline_value(o, a);
         if (eq && !o->value)
             return cli_usage("%s takes no value, got '%s'", o->l, eq + 1);
-        i += cli_value_follows(a); /* its value, whatever it looks like */
+        i += o->value && !eq; /* its value, whatever it looks like */
     }
     return 0;
 }
@@ -145,11 +151,15 @@ int cli_check_options(const char *cmd, int argc, char **argv)
 int cli_unknown_option(const char *cmd, const char *a)
 {
     static const char *const threads[] = {"threads", "thread", "num-threads", "nthreads", "jobs"};
-    const char *known[CLI_NOPTIONS];
-    int n = 0, bit = command_bit(cmd);
+    /* the long names without their "--": the command's, and every one */
+    const char *known[CLI_NOPTIONS], *every[CLI_NOPTIONS];
+    int n = 0, m = 0, bit = command_bit(cmd);
     for (int k = 0; k < CLI_NOPTIONS; k++)
-        if (cli_options[k].l && cli_options[k].cmds & bit)
-            known[n++] = cli_options[k].l + 2;
+        if (cli_options[k].l) {
+            every[m++] = cli_options[k].l + 2;
+            if (cli_options[k].cmds & bit)
+                known[n++] = cli_options[k].l + 2;
+        }
     size_t len = strcspn(a, "="); /* --name=value */
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), a);
@@ -170,13 +180,10 @@ int cli_unknown_option(const char *cmd, const char *a)
     if (near)
         return cli_usage("unknown option %s (did you mean --%s?)", a, near);
     /* another command's, mistyped: tl ops --stat */
-    const char *every[CLI_NOPTIONS];
-    int m = 0;
-    for (int k = 0; k < CLI_NOPTIONS; k++)
-        if (cli_options[k].l)
-            every[m++] = cli_options[k].l + 2;
     near = dashes ? tl_nearest(name + 2, every, m) : NULL;
-    const cli_option *o = near ? table_option(near - 2) : NULL;
+    const cli_option *o = NULL;
+    for (int k = 0; near && k < CLI_NOPTIONS && !o; k++)
+        o = cli_options[k].l && !strcmp(cli_options[k].l + 2, near) ? &cli_options[k] : NULL;
     if (o) {
         char others[160];
         command_list(o->cmds, others, sizeof others);
