@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "graph/onnx.h"
 #include "formats/npy.h"
+#include "formats/sniff.h"
 
 void cli_print_escaped(FILE *f, const char *text)
 {
@@ -241,13 +242,14 @@ tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *
         tl_wrap(st, "%s", path);
         return NULL;
     }
-    if (!len || (len >= 6 && !memcmp(buf, "\x93NUMPY", 6)) || (len >= 4 && !memcmp(buf, "PK\x03\x04", 4))) {
+    tl_bytes_kind kind = tl_bytes_kind_of(buf, len);
+    if (kind == TL_BYTES_EMPTY || kind == TL_BYTES_NPY || kind == TL_BYTES_NPZ) {
         free(buf);
         if (len)
             return data_not_graph(path, st);
         return tl_fail(st, TL_EINPUT, "%s: empty: expected a graph (JSON), a program or an ONNX model", path), NULL;
     }
-    if (buf[0] == 0x08) { /* a protobuf's first field, an ONNX model's ir_version; no text starts so */
+    if (kind == TL_BYTES_ONNX) {
         free(buf);
         return tl_fail(st, TL_EINPUT, "%s: binary, as an ONNX model is: tl reads a model from a file whose name "
                        "ends in .onnx", path), NULL;

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "formats/npy.h"
 #include "formats/results.h"
+#include "formats/sniff.h"
 #include "formats/text.h"
 #include "graph/onnx.h"
 
@@ -114,7 +115,7 @@ static tl_tensor *stdin_tensor(tl_status *st)
     tl_tensor *t = NULL;
     if (tl_slurp_stream(stdin, &buf, &len, st))
         return tl_wrap(st, "standard input"), NULL;
-    if (len >= 6 && !memcmp(buf, "\x93NUMPY", 6)) {
+    if (tl_bytes_kind_of(buf, len) == TL_BYTES_NPY) {
         if (!(t = tl_npy_read_mem(buf, len, st)))
             tl_wrap(st, "standard input");
     } else if ((stdin_file = tl_result_file_open_mem(buf, len, st))) {

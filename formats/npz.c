@@ -17,6 +17,7 @@
 
 #include "backends/cpu/threads.h"
 #include "formats/npy.h"
+#include "formats/sniff.h"
 
 /* CRC-32 over a member: libdeflate's (carry-less multiplication where the
  * processor has it), 4-5x faster than zlib 1.2.13's: 64 MiB in 7.5 ms
@@ -82,8 +83,8 @@ static uint64_t rd64(const unsigned char *p) { return rd32(p) | (uint64_t)rd32(p
 
 static tl_code find_eocd(const unsigned char *b, size_t len, size_t *pos, tl_status *st)
 {
-    static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-    if (len >= 6 && !memcmp(b, npy_magic, 6))
+    tl_bytes_kind kind = tl_bytes_kind_of(b, len);
+    if (kind == TL_BYTES_NPY)
         return tl_fail(st, TL_EINPUT, "not a zip archive (this is a .npy file, not a .npz)");
     if (len < EOCD_LEN)
         return tl_fail(st, TL_EINPUT, "not a zip archive (%zu bytes, too short)", len);
@@ -93,12 +94,11 @@ static tl_code find_eocd(const unsigned char *b, size_t len, size_t *pos, tl_sta
             *pos = p;
             return TL_OK;
         }
-    /* what it is instead, where its first byte says: an ONNX model's
-     * first field (ir_version), or JSON text */
-    if (b[0] == 0x08)
+    /* what it is instead, where its first bytes say */
+    if (kind == TL_BYTES_ONNX)
         return tl_fail(st, TL_EINPUT, "not a zip archive (it reads as an ONNX model: named .onnx, its "
                        "initializers are MODEL.onnx:NAME)");
-    if (b[0] == '{')
+    if (kind == TL_BYTES_JSON)
         return tl_fail(st, TL_EINPUT, "not a zip archive (it reads as JSON text: a JSON result file is named .json)");
     return tl_fail(st, TL_EINPUT,
                    "not a zip archive (no end of central directory record; truncated?)");

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "npy.h"
+#include "sniff.h"
 
 const char *tl_onnx_type_name(int t)
 {
@@ -363,12 +364,14 @@ static Onnx__ModelProto *unpack_model(const unsigned char *data, size_t len, int
     }
     if (!m)
         m = onnx__model_proto__unpack(&pb_allocator, len, data);
-    if (!m) /* what else a user may have named .onnx: a tensor file, a graph */
+    if (!m) { /* what else a user may have named .onnx: a tensor file, a graph */
+        tl_bytes_kind kind = tl_bytes_kind_of(data, len);
         return tl_fail(st, TL_EINPUT, "not an ONNX model (%s)",
-                       len >= 4 && !memcmp(data, "PK\3\4", 4)    ? "an .npz archive, a tensor file"
-                       : len >= 6 && !memcmp(data, "\x93NUMPY", 6) ? "a .npy tensor file"
-                       : len && data[0] == '{'                     ? "text, as a JSON graph is"
-                                                                   : "the protobuf is malformed or truncated"), NULL;
+                       kind == TL_BYTES_NPZ    ? "an .npz archive, a tensor file"
+                       : kind == TL_BYTES_NPY  ? "a .npy tensor file"
+                       : kind == TL_BYTES_JSON ? "text, as a JSON graph is"
+                                               : "the protobuf is malformed or truncated"), NULL;
+    }
     if (npre > 1)
         qsort(pre, npre, sizeof *pre, pre_cmp);
     *pre_out = pre;

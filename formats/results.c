@@ -16,6 +16,7 @@
 
 #include "formats/npy.h"
 #include "formats/npz.h"
+#include "formats/sniff.h"
 #include "formats/text.h"
 
 /* A set read from a file: the public part first, so that a
@@ -672,37 +673,27 @@ void tl_json_write_string(FILE *f, const char *s)
 
 /* ---------- reading ---------- */
 
-/* An .npz by its first record's signature: a member's local header, or
- * the end record of an empty archive.  Two letters alone are not enough:
- * tl's text output of an output named "PKad/x" begins with them. */
-static bool is_zip(const void *buf, size_t len)
-{
-    return len >= 4 && (!memcmp(buf, "PK\3\4", 4) || !memcmp(buf, "PK\5\6", 4));
-}
-
 /* keep_elided: for a tl_result_file, read for one key at a time */
 static tl_result_set *read_mem(const void *buf, size_t len, const char *name, bool keep_elided, tl_status *st)
 {
     const char *text = buf;
-    size_t skip = 0;
-    while (skip < len && is_blank(text[skip]))
-        skip++;
+    tl_bytes_kind kind = tl_bytes_kind_of(buf, len);
     owned_set *o = set_new(st);
     if (!o)
         return NULL;
     o->keep_elided = keep_elided;
     tl_code rc;
-    if (len >= 6 && !memcmp(buf, "\x93NUMPY", 6))
+    if (kind == TL_BYTES_NPY)
         rc = read_npy(o, buf, len, name, st);
-    else if (is_zip(buf, len))
+    else if (kind == TL_BYTES_NPZ)
         rc = read_npz(o, buf, len, st);
-    else if (skip < len && text[skip] == '{')
+    else if (kind == TL_BYTES_JSON)
         rc = read_json(o, text, len, st);
-    else if (looks_like_text(text, len))
-        rc = read_text(o, text, len, st);
-    else if (len && text[0] == 0x08) /* a protobuf's first field: an ONNX model's ir_version */
+    else if (kind == TL_BYTES_ONNX)
         rc = tl_fail(st, TL_EINPUT, "an ONNX model, not a result file: expected a .npy, an .npz, or tl's json or "
                                     "text output (MODEL.onnx:NAME is one of its initializers)");
+    else if (looks_like_text(text, len))
+        rc = read_text(o, text, len, st);
     else
         rc = tl_fail(st, TL_EINPUT, "%s: expected a .npy, an .npz, or tl's json or text output",
                      len ? "not a result file" : "empty file");
@@ -760,7 +751,7 @@ static tl_result_file *file_of(tl_npz *z, tl_result_set *s, tl_status *st)
 
 tl_result_file *tl_result_file_open_mem(const void *buf, size_t len, tl_status *st)
 {
-    if (is_zip(buf, len))
+    if (tl_bytes_kind_of(buf, len) == TL_BYTES_NPZ)
         return file_of(tl_npz_open_mem(buf, len, st), NULL, st);
     return file_of(NULL, read_mem(buf, len, "", true, st), st);
 }
@@ -777,7 +768,7 @@ tl_result_file *tl_result_file_open(const char *path, tl_status *st)
     struct stat sb;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0 && !fstat(fd, &sb) && S_ISREG(sb.st_mode))
-        zip = read(fd, head, sizeof head) == (ssize_t)sizeof head && is_zip(head, sizeof head);
+        zip = read(fd, head, sizeof head) == (ssize_t)sizeof head && tl_bytes_kind_of(head, sizeof head) == TL_BYTES_NPZ;
     if (fd >= 0)
         close(fd);
     if (zip)

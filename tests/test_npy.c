@@ -16,6 +16,7 @@
 
 #include "formats/npy.h"
 #include "formats/npz.h"
+#include "formats/sniff.h"
 
 #ifndef TL_NPY_FIXDIR
 #define TL_NPY_FIXDIR "tests/fixtures/npy/"
@@ -863,6 +864,22 @@ Test(npz, not_a_zip)
     /* what it is instead, where the first byte tells */
     npz_open_fails("\x08\x07\x12\x07pytorch and a model's graph after it", 40, "it reads as an ONNX model");
     npz_open_fails("{\"grad/x\": {\"dtype\": \"f64\", \"shape\": []}}", 41, "it reads as JSON text");
+    npz_open_fails("\n  {\"grad/x\": {\"dtype\": \"f64\", \"shape\": []}}", 44, "it reads as JSON text");
+}
+
+/* what the first bytes say a file is: every reader asks the same question */
+Test(npz, bytes_kind)
+{
+    cr_assert_eq(tl_bytes_kind_of("", 0), TL_BYTES_EMPTY);
+    cr_assert_eq(tl_bytes_kind_of("\x93NUMPY\x01\x00", 8), TL_BYTES_NPY);
+    cr_assert_eq(tl_bytes_kind_of("\x93NUMP", 5), TL_BYTES_OTHER); /* the magic cut short */
+    cr_assert_eq(tl_bytes_kind_of("PK\3\4\x14\0", 6), TL_BYTES_NPZ);
+    cr_assert_eq(tl_bytes_kind_of("PK\5\6", 4), TL_BYTES_NPZ);   /* an empty archive's end record */
+    cr_assert_eq(tl_bytes_kind_of("PKad/x f32[]", 12), TL_BYTES_OTHER); /* tl's text output of "PKad/x" */
+    cr_assert_eq(tl_bytes_kind_of("\x08\x07\x12", 3), TL_BYTES_ONNX);
+    cr_assert_eq(tl_bytes_kind_of(" \t\r\n{}", 6), TL_BYTES_JSON);
+    cr_assert_eq(tl_bytes_kind_of("  ", 2), TL_BYTES_OTHER);
+    cr_assert_eq(tl_bytes_kind_of("x f32[] 1", 9), TL_BYTES_OTHER);
 }
 
 Test(npz, truncated)
