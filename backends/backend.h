@@ -16,6 +16,10 @@
 #include "status.h"
 #include "tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The interface's version: a plugin built against another one is refused. */
 #define TL_BACKEND_ABI 1
 
@@ -47,5 +51,9 @@ struct tl_backend {
 extern const tl_backend tl_cpu_backend;
 
 static inline bool tl_backend_is_device(const tl_backend *be) { return be && be->alloc; }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

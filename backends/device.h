@@ -9,6 +9,10 @@
 #include "backend.h"
 #include "plugin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TL_MAX_DEVICES 16
 
 /* What this build and machine offer (tl devices). */
@@ -32,5 +36,9 @@ void tl_device_probe(tl_device_list *l);
 const tl_backend *tl_device_open(const char *spec, tl_status *st);
 /* Closes a record tl_device_open returned (the CPU's: nothing). */
 void tl_device_close(const tl_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 
 #include "tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum tl_opkind {
     TL_KIND_BIN,
     TL_KIND_CMP,
@@ -181,5 +185,9 @@ typedef struct tl_attrs {
 void tl_attrs_init(tl_attrs *a);
 /* The same defaults as a record (graph nodes without attributes share it). */
 extern const tl_attrs tl_attrs_default;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,6 +8,10 @@
 
 #include "backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TL_PLUGIN_ENTRY "tl_cuda_plugin_v1"
 
 typedef struct tl_plugin_device {
@@ -29,5 +33,9 @@ typedef struct tl_plugin {
 } tl_plugin;
 
 typedef const tl_plugin *(*tl_plugin_entry)(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,6 +7,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum tl_code {
     TL_OK = 0,       /* success */
     TL_EDIFF = 1,    /* a comparison found a difference */
@@ -32,5 +36,9 @@ void tl_status_clear(tl_status *st);
 void *tl_malloc(size_t n, size_t size, const char *what, tl_status *st);
 void *tl_calloc(size_t n, size_t size, const char *what, tl_status *st);
 char *tl_strdup(const char *s, tl_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

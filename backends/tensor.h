@@ -13,6 +13,10 @@
 
 #include "status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TL_MAXDIM 16 /* NumPy allows 32; 16 keeps tensors and tape entries small */
 
 /* f32 and f64 are values; i32 and i64 are index tensors: data that shape
@@ -156,5 +160,9 @@ double tl_tensor_get(const tl_tensor *t, int64_t i);
 void tl_tensor_set(tl_tensor *t, int64_t i, double v);
 /* Element i of an index tensor, exactly. */
 int64_t tl_tensor_get_int(const tl_tensor *t, int64_t i);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,6 +11,10 @@
 
 #include "graph/graph.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A value's type: dtype and shape (weak: a plain number, no shape yet). */
 typedef struct tl_type {
     tl_dtype dtype;
@@ -52,5 +56,9 @@ tl_code tl_weak_fits(double v, tl_dtype dt, tl_status *st);
 #define TL_IF_COND_NOT_SCALAR                                                                  \
     "cond must be a scalar (shape []), got %s: an if takes one branch for the whole tensor; " \
     "to choose per element use where(cond, a, b), or map with an if in its body"
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -14,6 +14,10 @@
 #include "graph/graph.h"
 #include "op.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct tl_run_opts {
     bool record;           /* keep a tape for gradients */
     const bool *wrt;       /* per graph input: differentiate it; NULL = all */
@@ -153,5 +157,9 @@ tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_te
 /* Releases the recording; harmless when repeated or after a pullback. */
 void tl_result_close(tl_result *r);
 void tl_result_free(tl_result *r);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

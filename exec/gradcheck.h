@@ -17,6 +17,10 @@
 
 #include "exec.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TL_GRADCHECK_EPS 1e-6
 #define TL_GRADCHECK_RTOL 1e-3
 #define TL_GRADCHECK_ATOL 1e-5
@@ -115,5 +119,9 @@ tl_code tl_gradcheck_graph(const tl_graph *g, tl_tensor *const *inputs, tl_tenso
                            const tl_gradcheck_opts *o, tl_gradcheck_report **out, tl_status *st);
 
 void tl_gradcheck_free_report(tl_gradcheck_report *r); /* NULL ok */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -14,6 +14,10 @@
 
 #include "backends/backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One kind of fallback: an (op, dtype) the device lacks, and how often. */
 typedef struct tl_fallback {
     tl_opcode op;
@@ -94,5 +98,9 @@ tl_code tl_ctx_check_finite(tl_ctx *cx, tl_tensor *t, const char *what, tl_statu
 /* A 0-d constant of dtype dt in the context's memory, made once (new
  * reference). */
 tl_tensor *tl_ctx_scalar(tl_ctx *cx, tl_dtype dt, double v, tl_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

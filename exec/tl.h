@@ -20,10 +20,7 @@
 #ifndef TL_TL_H
 #define TL_TL_H
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
+/* Each header declares its part of the library extern "C" for C++. */
 #include "backends/device.h"
 #include "exec/check.h"
 #include "exec/exec.h"
@@ -33,9 +30,5 @@ extern "C" {
 #include "formats/text.h"
 #include "graph/onnx.h"
 #include "graph/program.h"
-
-#ifdef __cplusplus
-}
-#endif
 
 #endif

@@ -9,6 +9,10 @@
 
 #include "backends/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Parses a complete .npy file (versions 1.0, 2.0, 3.0; f32, f64, i32, i64, either
  * byte order, C or Fortran order) held in memory. */
 tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st);
@@ -57,5 +61,9 @@ tl_code tl_slurp_path(const char *path, unsigned char **buf, size_t *len, tl_sta
  * leading "/", never more ".." than folders before them): where file
  * constants and external data may point. */
 bool tl_path_inside_folder(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

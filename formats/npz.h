@@ -10,6 +10,10 @@
 
 #include "backends/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct tl_npz tl_npz; /* an opened archive; owns its buffer */
 
 /* Reads and indexes the whole archive: every offset and size in it is
@@ -38,5 +42,9 @@ tl_code tl_npz_write(FILE *f, int n, const char *const *keys, const tl_tensor *c
  * and the ZIP64 end records even for small archives (tests use it). */
 tl_code tl_npz_write_ex(FILE *f, int n, const char *const *keys, const tl_tensor *const *ts,
                         bool compress, bool force_zip64, tl_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -26,6 +26,10 @@
 #include "backends/status.h"
 #include "backends/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct cJSON;
 
 /* Enough for any value tl_fmt_* prints, with its terminating NUL. */
@@ -85,5 +89,9 @@ size_t tl_scan_number(const char *s, size_t n);
  * "nan", "inf", "-inf".  Errors (TL_EINPUT) name the element at fault,
  * e.g. "data[1] has 3 elements, expected 2". */
 tl_code tl_json_fill(tl_tensor *t, const struct cJSON *data, tl_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

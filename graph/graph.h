@@ -9,6 +9,10 @@
 
 #include "backends/ops.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct tl_arg {
     int slot;   /* -1: a weak scalar given as a JSON number */
     int num_id; /* numbers get ids 0..nnums-1, equal numbers (bit for bit) mostly
@@ -224,5 +228,9 @@ int tl_graph_input_index(const tl_graph *g, const char *name);
 /* The slot of a name of the top scope (an input, a constant or a node of
  * the top block), or -1. */
 int tl_graph_top_slot(const tl_graph *g, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,10 @@
 
 #include "graph.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct tl_onnx_model tl_onnx_model;
 
 typedef struct tl_onnx_options {
@@ -107,5 +111,9 @@ char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_na
 /* One line per ONNX op translated: "Name opsets A-B" (for tl ops --onnx);
  * i counts from 0, NULL past the end. */
 const char *tl_onnx_op_name(int i, int *lo, int *hi);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

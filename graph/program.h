@@ -14,6 +14,10 @@
 
 #include "graph.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Translates program text and loads the translation: the graph exactly as
  * tl_graph_parse_with loads the JSON that tl_program_compile returns.
  * path names the program in messages ("-e" for inline text) and anchors
@@ -51,5 +55,9 @@ char *tl_program_compile(const char *text, size_t len, const char *path, bool is
  * memory).  tl compile writes ONNX models' recipes with it too. */
 struct cJSON;
 char *tl_graph_layout(const struct cJSON *doc, tl_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
