@@ -233,6 +233,42 @@ typedef struct looked {
     sizes z;
 } looked;
 
+/* Whether signature input i, given nothing and with no default, is
+ * declared with a dim that has no size (a name such as N, or none): here,
+ * unlike tl run, its type fixes it, and the message says so with the
+ * declared type, each such dim made 1 ("input.1=f32[1,3]"). */
+static bool unsized_input(tl_onnx_model *m, int i, const char *name, const char *path, tl_status *st)
+{
+    tl_tensor *d = tl_onnx_default(m, i);
+    if (d) {
+        tl_tensor_unref(d);
+        return false;
+    }
+    char type[160], sized[200];
+    tl_onnx_input_text(m, i, type, sizeof type);
+    const char *open = strchr(type, '[');
+    if (!open || open[1] == ']')
+        return false; /* no shape, or a scalar: the translation says what it lacks */
+    size_t k = (size_t)(open - type);
+    if (k && strncmp(type, "f32[", 4) && strncmp(type, "f64[", 4) && strncmp(type, "i32[", 4) &&
+        strncmp(type, "i64[", 4))
+        return false; /* a type tl does not compute in: the translation says so */
+    k = (size_t)snprintf(sized, sizeof sized, "%.*s[", k ? (int)k : 3, k ? type : "f32");
+    bool unsized = false;
+    for (const char *p = open + 1; *p && k + 4 < sizeof sized;) {
+        size_t n = strcspn(p, ",]");
+        bool number = n > 0 && strspn(p, "0123456789") == n;
+        unsized |= !number;
+        k += (size_t)snprintf(sized + k, sizeof sized - k, "%.*s%c", number ? (int)n : 1, number ? p : "1",
+                              p[n] ? p[n] : ']');
+        p += n + (p[n] != '\0');
+    }
+    if (!unsized)
+        return false;
+    return tl_fail(st, TL_EINPUT, "%s: input \"%.200s\" is declared %s, with a dim of no size: give its sizes "
+                   "(such as %.200s=%s) or a tensor", path, name, type, name, sized) != TL_OK;
+}
+
 /* An ONNX model's shapes are fixed when it is translated: the model
  * translated for the types and tensors given (zeros of a type's shape),
  * its declared shapes and defaults for the rest. */
@@ -273,6 +309,9 @@ static tl_graph *model_for(int argc, char **argv, const char *path, bool outside
     for (int i = 0; ok && i < sig->ninputs; i++) /* the types given against the model's */
         if (tl_onnx_check_input(m, i, in[i], st))
             ok = (tl_wrap(st, "%s", path), false);
+    for (int i = 0; ok && i < sig->ninputs; i++)
+        if (!in[i])
+            ok = !unsized_input(m, i, sig->inputs[i].name, path, st);
     if (ok)
         g = tl_onnx_translate_declared(m, in, st);
     for (int i = 0; in && i < sig->ninputs; i++)
