@@ -249,11 +249,12 @@ static bool unsized_input(tl_onnx_model *m, int i, const char *name, const char 
     const char *open = strchr(type, '[');
     if (!open || open[1] == ']')
         return false; /* no shape, or a scalar: the translation says what it lacks */
-    size_t k = (size_t)(open - type);
-    if (k && strncmp(type, "f32[", 4) && strncmp(type, "f64[", 4) && strncmp(type, "i32[", 4) &&
-        strncmp(type, "i64[", 4))
+    char dtype[16] = "f32"; /* what the translation takes where the model declares no type */
+    tl_dtype dt;
+    if (open > type && (snprintf(dtype, sizeof dtype, "%.*s", (int)(open - type), type) >= (int)sizeof dtype ||
+                        !tl_dtype_parse(dtype, &dt)))
         return false; /* a type tl does not compute in: the translation says so */
-    k = (size_t)snprintf(sized, sizeof sized, "%.*s[", k ? (int)k : 3, k ? type : "f32");
+    size_t k = (size_t)snprintf(sized, sizeof sized, "%s[", dtype);
     bool unsized = false;
     for (const char *p = open + 1; *p && k + 4 < sizeof sized;) {
         size_t n = strcspn(p, ",]");
