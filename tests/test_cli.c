@@ -14,7 +14,12 @@
  *                  The harness then writes a small wrapper script
  *                  (exec WORDS "$@", the words split by the shell) and
  *                  exports TL as its path, so cases keep writing "$TL"
- *                  quoted, in tl lines and sh: lines alike.
+ *                  quoted, in tl lines and sh: lines alike.  TL_BARE is
+ *                  then the last word, the binary alone, for a skip-if
+ *                  that asks about the machine, not the binary (is a GPU
+ *                  usable here?): under valgrind, a tl that loads the CUDA
+ *                  plugin and cuBLAS takes 14 s to start.  Otherwise
+ *                  TL_BARE is TL.
  *   TL_CLI_CASES   the cases files instead of tests/cli/NAME.txt: one path or
  *                  several joined by ':', e.g.
  *                  TL_CLI_CASES=tests/cli/known_bugs.txt runs the known bugs
@@ -846,8 +851,18 @@ static void export_tl(const char *root)
         if (access(tl, X_OK))
             cr_assert_fail("TL=%s is not an executable (build it with `make tl`)", tl);
         setenv("TL", tl, 1);
+        setenv("TL_BARE", tl, 1);
         return;
     }
+    const char *last = tl + strlen(tl);
+    while (last > tl && (last[-1] == ' ' || last[-1] == '\t'))
+        last--;
+    const char *first = last;
+    while (first > tl && first[-1] != ' ' && first[-1] != '\t')
+        first--;
+    char bare[4096];
+    snprintf(bare, sizeof bare, "%.*s", (int)(last - first), first);
+    setenv("TL_BARE", bare, 1);
     char wrapper[4096];
     snprintf(wrapper, sizeof wrapper, "%s/tl", root);
     FILE *f = fopen(wrapper, "w");
