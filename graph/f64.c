@@ -10,6 +10,7 @@
 #include "graph.h"
 #include "formats/npy.h"
 #include "formats/npz.h"
+#include "formats/sniff.h"
 
 static bool ends_with(const char *s, const char *end)
 {
@@ -25,8 +26,8 @@ tl_code tl_const_file_kind(const char *path, tl_status *st)
         return st->code;
     size_t n = fread(head, 1, sizeof head, f);
     fclose(f);
-    if (ends_with(path, ".npy") || ends_with(path, ".npz") || (n == 6 && !memcmp(head, "\x93NUMPY", 6)) ||
-        (n >= 2 && !memcmp(head, "PK", 2)))
+    tl_bytes_kind kind = tl_bytes_kind_of(head, n);
+    if (ends_with(path, ".npy") || ends_with(path, ".npz") || kind == TL_BYTES_NPY || kind == TL_BYTES_NPZ)
         return st->code;
     return tl_fail(st, TL_EINPUT, "file constants (file() in a program) are .npy and .npz files only; this is "
                    "neither, by its ending or by its first bytes");
