@@ -335,10 +335,15 @@ build/tests/fake-cuda.so: tests/fake_cuda.c tests/testdev.h $(LIB_SRC) $(PB_SRC)
 	$(CC) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden $(CPPFLAGS) -o $@ tests/fake_cuda.c $(LIB_SRC) $(PB_SRC) $(LDLIBS)
 
 # Every test binary runs from the repository root (fixtures are relative);
-# the end-to-end tests drive ./tl itself.
+# the end-to-end tests drive ./tl itself.  The unit tests run two binaries
+# at a time (tests/units.sh), the longest first; the end-to-end cases then
+# keep both cores busy on their own.
+UNIT_FIRST := build/tests/test_onnx build/tests/test_hvp build/tests/test_vmath build/tests/test_loader
+UNITS := $(UNIT_FIRST) $(filter-out build/tests/test_cli $(UNIT_FIRST),$(TESTS))
 test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so build/examples/embed $(PLUGIN) \
       build/gpu/tl build/gpu/gpu_check
-	@set -e; for t in $(TESTS); do echo "== $$t"; TL=./tl $$t --jobs 2; done
+	@TL=./tl bash tests/units.sh $(UNITS)
+	@echo "== build/tests/test_cli"; TL=./tl build/tests/test_cli --jobs 2
 	@echo "== tests/docs.sh (the commands README.md and examples/README.md show)"; TL=./tl bash tests/docs.sh
 	@echo "== build/tests/test_cli with the sanitized tl (build/tl-san)"
 	@TL=build/tl-san build/tests/test_cli --jobs 2
