@@ -1056,7 +1056,10 @@ static int execute(cmd *c)
         cli_print_verbose(s.r, c->grad || c->second, &t);
     if (s.r && c->profile)
         cli_print_profile(s.r);
-    if (s.r && c->report && cli_write_report(c->report, s.g, s.r, &t, &st))
+    /* the report of a run whose results were written or compared (exit 0
+     * or 1): one that failed at writing them leaves no file, as tl(1) says
+     * of every output */
+    if (s.r && c->report && rc <= 1 && cli_write_report(c->report, s.g, s.r, &t, &st))
         rc = rc ? rc : cli_fail(&st);
     release(&s);
     tl_result_set_free(want);
