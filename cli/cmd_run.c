@@ -1058,9 +1058,10 @@ static int execute(cmd *c)
         cli_print_profile(s.r);
     /* the report of a run whose results were written or compared (exit 0
      * or 1): one that failed at writing them leaves no file, as tl(1) says
-     * of every output */
+     * of every output; a report that cannot be written is said and exits
+     * 3, even after a difference (exit 1) */
     if (s.r && c->report && rc <= 1 && cli_write_report(c->report, s.g, s.r, &t, &st))
-        rc = rc ? rc : cli_fail(&st);
+        rc = cli_fail(&st);
     release(&s);
     tl_result_set_free(want);
     tl_device_close(be);
