@@ -85,8 +85,8 @@ def tl_io_note(runs):
 
 
 def back_to_back(cmd, env, reps, tl_runs, tt):
-    """tl's whole process again, run after run with nothing between (a warm-up first), against its runs
-    between PyTorch's children above.  A VM whose balloon takes back the guest's free memory (free page
+    """tl's whole process again, run after run with nothing between (a warm-up first), for the rows whose
+    runs of tl alternate with PyTorch's children.  A VM whose balloon takes back the guest's free memory (free page
     reporting: free blocks of 2 MiB given back about 2 s after they were freed, as on the Zen 5 VM) makes
     each process that follows a pause of a second or more fault its fresh memory in from the host again:
     ResNet-18 0.20 s run after run, 0.31-0.39 s after a pause, the difference all system time.  Both
@@ -495,7 +495,11 @@ def bench(tl, tmp, reps, only=None):
                                                                  target, rss, tt["rss"]))
         else:
             print("%-38s %10.1f %10s %8s %6.1fx %9.1f %9s" % (title, wall * 1e3, "-", "-", target, rss, "-"))
-        print(back_to_back(cmd, tl_env, reps, tl_runs, tt))
+        if key in BLAS_ROWS and tt:  # tl's runs alternated with PyTorch's children: run after run as well
+            print(back_to_back(cmd, tl_env, reps, tl_runs, tt))
+        else:  # tl's runs one after another already
+            print("%-38s system time %.1f ms a run (tl's runs one after another)" % (
+                "", median([r[2] for r in tl_runs]) * 1e3))
         if key in NN_ROWS:
             comp = median([tl_compute_ms(r[3]) for r in tl_runs])
             print("%-38s tl's run and backward pass alone (-v): %.1f ms%s%s" % (
