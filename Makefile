@@ -338,7 +338,7 @@ build/tests/fake-cuda.so: tests/fake_cuda.c tests/testdev.h $(LIB_SRC) $(PB_SRC)
 # the end-to-end tests drive ./tl itself.  The unit tests run two binaries
 # at a time (tests/units.sh), the longest first; the end-to-end cases then
 # keep both cores busy on their own.
-UNIT_FIRST := build/tests/test_onnx build/tests/test_hvp build/tests/test_vmath build/tests/test_loader
+UNIT_FIRST := $(foreach t,test_onnx test_hvp test_vmath test_loader,$(filter build/tests/$(t),$(TESTS)))
 UNITS := $(UNIT_FIRST) $(filter-out build/tests/test_cli $(UNIT_FIRST),$(TESTS))
 test: tl build/tl-san $(TESTS) build/tests/fake-cuda.so build/examples/embed $(PLUGIN) \
       build/gpu/tl build/gpu/gpu_check
