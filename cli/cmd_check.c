@@ -425,6 +425,7 @@ static void unlook(looked *l)
 typedef struct printer {
     const looked *l;
     int width; /* of the name column */
+    FILE *out; /* the table, printed only once every node has its type */
 } printer;
 
 /* The name column: as wide as the longest name (an ONNX model's run to
@@ -445,8 +446,8 @@ static void print_node(void *ctx, const tl_node *n, int depth, const char *block
         char ty[512], pad[64];
         type_text(&p->l->z, &out[k], ty, sizeof ty);
         snprintf(pad, sizeof pad, "%*s%s%s", 2 * depth, "", block, block[0] ? " " : "");
-        printf("  %s%-*s %-13s %s\n", pad, p->width, p->l->g->slot_name[n->out[k]], k ? "" : tl_ops[n->op].name,
-               ty);
+        fprintf(p->out, "  %s%-*s %-13s %s\n", pad, p->width, p->l->g->slot_name[n->out[k]],
+                k ? "" : tl_ops[n->op].name, ty);
     }
 }
 
@@ -466,24 +467,34 @@ int cmd_check(int argc, char **argv)
         unlook(&l);
         return cli_finish_stdout();
     }
-    printer p = {&l, name_width(g)};
-    printf("%s: inputs\n", g->path);
+    /* A graph that fails the check prints its error alone: no table cut
+     * off at the failing node above it (the error names the node). */
+    char *table = NULL;
+    size_t tlen = 0;
+    printer p = {&l, name_width(g), open_memstream(&table, &tlen)};
+    if (!p.out)
+        return unlook(&l), tl_fail(&st, TL_ERUNTIME, "out of memory"), cli_fail(&st);
+    fprintf(p.out, "%s: inputs\n", g->path);
     for (int i = 0; i < g->ninputs; i++) {
         char ty[512];
         type_text(&l.z, &l.types[i], ty, sizeof ty);
-        printf("  %-*s %-13s %s\n", p.width, g->inputs[i].name, "input", ty);
+        fprintf(p.out, "  %-*s %-13s %s\n", p.width, g->inputs[i].name, "input", ty);
     }
-    printf("nodes\n");
+    fprintf(p.out, "nodes\n");
     if (tl_check(g, l.types, print_node, &p, &st)) {
-        fflush(stdout);
         rc = fail_named(g, &l.z, &st);
+    } else if (fflush(p.out) || ferror(p.out)) {
+        rc = (tl_fail(&st, TL_ERUNTIME, "out of memory"), cli_fail(&st));
     } else {
+        fwrite(table, 1, tlen, stdout);
         printf("outputs:");
         for (int i = 0; i < g->noutputs; i++)
             printf(" %s", g->slot_name[g->outputs[i]]);
         printf("\n%s: ok\n", g->path);
         rc = cli_finish_stdout();
     }
+    fclose(p.out);
+    free(table);
     unlook(&l);
     return rc;
 }

@@ -8,7 +8,8 @@
 #   GRAPH=g.json CASES=dir JOBS=8 bash examples/ci-regression.sh
 #
 # GRAPH, CASES and TL are paths from where the script is run; by default
-# this folder's xent.json and ci-cases/, and the repository's ./tl.  For
+# this folder's xent.json and ci-cases/, and the repository's ./tl (the tl
+# on PATH where the repository has none built).  For
 # each CASES/NAME.npz (the inputs) it runs
 #
 #   tl grad GRAPH -i CASES/NAME.npz --expect CASES/NAME.golden.npz $TOL
@@ -34,7 +35,11 @@
 #          tl grad GRAPH -i "$f" --expect "${f%.npz}.golden.npz" --atol 1e-6'
 set -euo pipefail
 here=$(dirname "$0")
-TL=${TL:-$here/../tl} # may be a command with arguments (valgrind ... tl)
+if [ -z "${TL:-}" ]; then # TL may be a command with arguments (valgrind ... tl)
+    if [ -x "$here/../tl" ]; then TL=$here/../tl
+    elif command -v tl >/dev/null 2>&1; then TL=tl
+    else echo "ci-regression: no tl: build it (make tl) or set TL" >&2; exit 2; fi
+fi
 GRAPH=${GRAPH:-$here/xent.json}
 CASES=${CASES:-$here/ci-cases}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
@@ -68,11 +73,17 @@ if [ "${1:-}" = --update ]; then
     exit 0
 fi
 
-# One case: prints its verdict; the exit status is tl's.
+# One case: prints its verdict, and under a failure what tl printed, in
+# one write (so that cases run side by side by xargs never mix their
+# lines); the exit status is tl's.
 check_one() {
     local f=$1 out rc=0
     out=$($TL grad "$GRAPH" -i "$f" --expect "${f%.npz}.golden.npz" $TOL $TL_FLAGS 2>&1) || rc=$?
-    if [ $rc -eq 0 ]; then echo "ok    $f"; else echo "FAIL  $f (exit $rc)"; echo "$out" | sed 's/^/      /'; fi
+    if [ $rc -eq 0 ]; then
+        printf 'ok    %s\n' "$f"
+    else
+        printf 'FAIL  %s (exit %s)\n%s\n' "$f" "$rc" "$(printf '%s\n' "$out" | sed 's/^/      /')"
+    fi
     return $rc
 }
 export -f check_one
