@@ -148,6 +148,10 @@ tl_code cli_check_output(const cli_out *o, tl_status *st);
 /* Whether a file can be written at path: not a folder, and a folder that
  * takes new files (a FIFO or device there: writable).  Creates nothing. */
 tl_code cli_check_path(const char *path, tl_status *st);
+/* Whether two output or result paths name one file: the same spelling, or
+ * another (./x, a link, a/../x) of the same regular file or folder entry.
+ * "-", paths under /dev/, devices and FIFOs are streams, never one file. */
+bool cli_same_file(const char *a, const char *b);
 
 /* Writes a file whole or not at all: w writes into a temporary file beside
  * path, which is renamed over path only when complete. */

@@ -144,13 +144,15 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         return cli_usage("no graph file given");
     if (c->report && (!c->report[0] || !strcmp(c->report, "-")))
         return cli_usage("--report takes a file name (FILE.json, or /dev/stderr), not '%s'", c->report);
-    if (c->report && c->output && !strcmp(c->report, c->output) && strncmp(c->output, "/dev/", 5))
-        return cli_usage("-o and --report name the same file, %s: the report would take the results' place",
-                         c->output);
-    if (c->expect && c->output && !strcmp(c->expect, c->output) && strcmp(c->output, "-") &&
-        strncmp(c->output, "/dev/", 5))
-        return cli_usage("-o and --expect name the same file, %s: the results would replace the file they are "
-                         "checked against", c->output);
+    if (c->report && c->output && cli_same_file(c->report, c->output))
+        return cli_usage("-o %s and --report %s name the same file: the report would take the results' place",
+                         c->output, c->report);
+    if (c->expect && c->output && cli_same_file(c->expect, c->output))
+        return cli_usage("-o %s and --expect %s name the same file: the results would replace the file they "
+                         "are checked against", c->output, c->expect);
+    if (c->expect && c->report && cli_same_file(c->expect, c->report))
+        return cli_usage("--report %s and --expect %s name the same file: the report would replace the file the "
+                         "results are checked against", c->report, c->expect);
     if (c->params && !tl_onnx_is_model(c->graph))
         return cli_usage("--params is for ONNX models, whose initializers it makes inputs; %s has none (each of "
                          "its inputs is differentiated, constants never)", c->graph);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* renameat2 */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +198,7 @@ static tl_code pick_kind(const cli_out *o, enum kind *kind, tl_status *st)
     *kind = cli_ends_with(o->path, ".npy") ? AS_NPY : cli_ends_with(o->path, ".json") ? AS_JSON : AS_NPZ;
     if (*kind == AS_NPZ && !cli_ends_with(o->path, ".npz"))
         return tl_fail(st, TL_EINPUT, "-o %s: the output must end in .npy, .npz or .json "
-                       "(or be a device or FIFO)", o->path);
+                       "(or be a device or FIFO; text goes to standard output, without -o)", o->path);
     if (*kind == AS_NPY && o->n != 1)
         return tl_fail(st, TL_EINPUT, "-o %s: a .npy file holds one tensor, this writes %d (use .npz)",
                        o->path, o->n);
@@ -230,6 +231,35 @@ tl_code cli_check_path(const char *path, tl_status *st)
     }
     free(probe);
     return rc;
+}
+
+/* path's folder resolved (links and "..": realpath) and its last part,
+ * into buf; false where the folder cannot be resolved. */
+static bool canonical_name(const char *path, char *buf, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX], real[PATH_MAX];
+    if (slash && snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path) >= (int)sizeof dir)
+        return false;
+    if (!realpath(slash ? dir : ".", real))
+        return false;
+    return snprintf(buf, len, "%s/%s", real, slash ? slash + 1 : path) < (int)len;
+}
+
+bool cli_same_file(const char *a, const char *b)
+{
+    if (!strcmp(a, "-") || !strcmp(b, "-") || !strncmp(a, "/dev/", 5) || !strncmp(b, "/dev/", 5))
+        return false; /* written into, appended to: see written_into */
+    struct stat sa, sb;
+    bool ea = !stat(a, &sa), eb = !stat(b, &sb);
+    if (ea && eb) /* a device or FIFO is a stream that two writers may share */
+        return S_ISREG(sa.st_mode) && S_ISREG(sb.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea != eb && (ea ? !S_ISREG(sa.st_mode) : !S_ISREG(sb.st_mode)))
+        return false;
+    char ca[2 * PATH_MAX], cb[2 * PATH_MAX];
+    if (!strcmp(a, b))
+        return true;
+    return canonical_name(a, ca, sizeof ca) && canonical_name(b, cb, sizeof cb) && !strcmp(ca, cb);
 }
 
 tl_code cli_check_output(const cli_out *o, tl_status *st)
