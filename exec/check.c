@@ -52,7 +52,10 @@ tl_code tl_weak_fits(double v, tl_dtype dt, tl_status *st)
         (v == floor(v) && fabs(v) < 9007199254740992.0 && (dt == TL_I64 || fabs(v) <= 2147483647.0)))
         return TL_OK;
     char num[32];
-    snprintf(num, sizeof num, "%.17g", v);
+    snprintf(num, sizeof num, v == floor(v) && fabs(v) < 1e19 ? "%.0f" : "%.17g", v);
+    if (v == floor(v) && dt == TL_I64 && fabs(v) <= 9223372036854775807.0)
+        return tl_fail(st, TL_EINPUT, "the number %s meets an i64 tensor, and integers written as numbers must be "
+                       "below 2^53 in magnitude to be exact (read larger ones from a .npy file)", num);
     return tl_fail(st, TL_EINPUT, "the number %s meets an %s tensor and is not an integer of that dtype",
                    num, tl_dtype_name(dt));
 }

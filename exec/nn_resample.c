@@ -69,10 +69,11 @@ static tl_code pad_value(const tl_tensor *x, const tl_attrs *a, tl_status *st)
 {
     if (a->mode != TL_PAD_CONSTANT || !tl_dtype_is_int(x->dtype))
         return TL_OK;
-    double lo = x->dtype == TL_I32 ? -2147483648.0 : -9223372036854775808.0;
-    if (a->value != floor(a->value) || !(a->value >= lo && a->value < -lo))
-        return tl_fail(st, TL_EINPUT, "\"value\" %.17g is not an integer of x's dtype (x %s)", a->value,
-                       DESC(x));
+    if (a->value != floor(a->value) ||
+        (x->dtype == TL_I32 ? !(a->value >= -2147483648.0 && a->value <= 2147483647.0)
+                            : !(fabs(a->value) < 9007199254740992.0))) /* 2^53 + 1 reads as 2^53 */
+        return tl_fail(st, TL_EINPUT, "\"value\" %.17g is not an integer of x's dtype%s (x %s)", a->value,
+                       x->dtype == TL_I64 ? " below 2^53 in magnitude" : "", DESC(x));
     return TL_OK;
 }
 

@@ -397,8 +397,20 @@ static bool get_int(const cJSON *v, int64_t *out)
     if (!cJSON_IsNumber(v))
         return false;
     double d = v->valuedouble;
-    if (d != floor(d) || fabs(d) > 9007199254740992.0)
+    if (d != floor(d) || !(fabs(d) < 9007199254740992.0)) /* 2^53 + 1 reads as 2^53 */
         return false;
+    *out = (int64_t)d;
+    return true;
+}
+
+/* A slice bound or step: any whole number, as Python takes 10**20 to mean
+ * "to the end", held clipped to 2^62 in magnitude (past every axis, so
+ * it slices the same; exactness beyond 2^53 does not matter). */
+static bool get_bound(const cJSON *v, int64_t *out)
+{
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || isinf(v->valuedouble))
+        return false;
+    double d = fmin(fmax(v->valuedouble, -0x1p62), 0x1p62);
     *out = (int64_t)d;
     return true;
 }
@@ -608,11 +620,11 @@ static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const
         if (cJSON_IsNull(v))
             break;
         *(bit == A_START ? &a->has_start : &a->has_stop) = true;
-        if (!get_int(v, bit == A_START ? &a->start : &a->stop))
+        if (!get_bound(v, bit == A_START ? &a->start : &a->stop))
             want = "an integer or null";
         break;
     case A_STEP:
-        if (!get_int(v, &a->step) || a->step <= 0)
+        if (!get_bound(v, &a->step) || a->step <= 0)
             want = "a positive integer";
         break;
     case A_KERNEL: want = get_spatial(v, 1, a->kernel, &a->nkernel); break;
@@ -679,7 +691,7 @@ static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const
     case A_SEED:
         a->has_seed = true;
         if (!get_int(v, &a->seed))
-            want = "an integer";
+            want = "an integer below 2^53 in magnitude";
         break;
     case A_PADS: {
         if (!cJSON_IsArray(v)) {
@@ -881,7 +893,7 @@ static bool flow_iterate(loader *L, const cJSON *obj, tl_node *n, tl_flow *f)
     if (!check_keys(L, obj, keys, 7, "an iterate node"))
         return false;
     if (!get_int(cJSON_GetObjectItemCaseSensitive(obj, "count"), &f->count) || f->count < 0)
-        return tl_fail(L->st, TL_EINPUT, "\"count\" must be a non-negative integer literal"), false;
+        return tl_fail(L->st, TL_EINPUT, "\"count\" must be an integer literal from 0 to 2^53 - 1"), false;
     if (!parse_args(L, cJSON_GetObjectItemCaseSensitive(obj, "init"), &n->args, &n->nargs, "init"))
         return false;
     int ns = name_list(L, state, params, MAX_IDS, "state");

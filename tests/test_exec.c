@@ -600,9 +600,9 @@ Test(flow, bad_graphs)
     } cases[] = {
         {IF_GRAPH("{\"id\":\"c\",\"op\":\"gt\",\"args\":[\"x\",0]}", "", "x"), "[1,2]",
          "node \"r\" (if): cond must be a scalar (shape []), got f64[2]"},
-        {ITER("-1"), "[1]", "\"count\" must be a non-negative integer literal"},
-        {ITER("2.5"), "[1]", "\"count\" must be a non-negative integer literal"},
-        {ITER("\"x\""), "[1]", "\"count\" must be a non-negative integer literal"},
+        {ITER("-1"), "[1]", "\"count\" must be an integer literal from 0 to 2^53 - 1"},
+        {ITER("2.5"), "[1]", "\"count\" must be an integer literal from 0 to 2^53 - 1"},
+        {ITER("\"x\""), "[1]", "\"count\" must be an integer literal from 0 to 2^53 - 1"},
         {"{\"version\":1,\"inputs\":[\"x\"],\"nodes\":[{\"id\":\"y\",\"op\":\"iterate\",\"count\":2,"
          "\"init\":[\"x\",\"x\"],\"state\":[\"s\"],\"body\":{\"nodes\":[],\"result\":[\"s\"]}}],\"outputs\":\"y\"}",
          "[1]", "1 ids, 2 init values and 1 states must agree"},
