@@ -6,8 +6,10 @@
  * prints it back by name ("n", "2*n", "n/2"). */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "exec/check.h"
@@ -118,12 +120,21 @@ static bool parse_spec(sizes *z, const char *text, tl_type *t, tl_status *st)
 {
     const char *br = strchr(text, '[');
     char dt[16];
+    struct stat sb;
+    if (!br && tl_dtype_parse(text, &t->dtype))
+        return tl_fail(st, TL_EINPUT, "'%s': a type is DTYPE[DIMS], such as %s[n,3] (%s[] for a number)", text,
+                       text, text), true;
     if (!br || (size_t)(br - text) >= sizeof dt)
         return false;
     snprintf(dt, sizeof dt, "%.*s", (int)(br - text), text);
     *t = (tl_type){0};
-    if (!tl_dtype_parse(dt, &t->dtype))
+    if (!tl_dtype_parse(dt, &t->dtype)) {
+        if (br > text && isalpha((unsigned char)text[0]) && strspn(text, "abcdefghijklmnopqrstuvwxyz0123456789") ==
+            (size_t)(br - text) && stat(text, &sb)) /* f16[2]: a type, of a dtype tl lacks */
+            return tl_fail(st, TL_EINPUT, "'%s': unknown dtype %s (tl's are f32, f64, i32 and i64)", text, dt), true;
         return false;
+    }
+    uint64_t numel = 1; /* of the sizes given as numbers (size variables are free), at most 2^60 */
     if (text[strlen(text) - 1] != ']')
         return tl_fail(st, TL_EINPUT, "'%s': a type is DTYPE[DIMS], such as f32[n,3]", text), true;
     for (const char *p = br + 1; *p != ']';) {
@@ -135,9 +146,13 @@ static bool parse_spec(sizes *z, const char *text, tl_type *t, tl_status *st)
         if (t->ndim == TL_MAXDIM)
             return tl_fail(st, TL_EINPUT, "'%s': more than %d dimensions", text, TL_MAXDIM), true;
         char *end;
+        errno = 0;
         long long v = strtoll(p, &end, 10);
-        if (n && isdigit((unsigned char)p[0]) && end == p + n && v >= 0)
-            t->dims[t->ndim++] = v;
+        bool number = n && isdigit((unsigned char)p[0]) && end == p + n && v >= 0;
+        if (number && (errno || (v && numel > (UINT64_C(1) << 60) / (uint64_t)v)))
+            return tl_fail(st, TL_EINPUT, "'%s': more than 2^60 elements", text), true;
+        if (number)
+            t->dims[t->ndim++] = v, numel *= (uint64_t)v;
         else if (n && strspn(p, "_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") >= n &&
                  !isdigit((unsigned char)p[0]) && (t->dims[t->ndim++] = var_of(z, p, n)) > 0)
             ;
