@@ -166,6 +166,8 @@ typedef struct cli_times {
     double load, run, backward; /* milliseconds */
     double inputs, write;       /* reading the inputs, writing the results */
     int expect;                 /* --expect: 1 compared only, 2 compared and written (-o) */
+    const char *requested;      /* the device asked for (-d; "cpu" without it) */
+    char device_why[1024];      /* why a GPU asked for was not used ("": it was, or none was asked for) */
 } cli_times;
 
 /* -v: device, counts, fallbacks, branches, memory and times on stderr. */

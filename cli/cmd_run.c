@@ -91,7 +91,15 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
             const char *v = cli_opt_value(argc, argv, &i, a, valued[k].l);
             if (!v)
                 return cli_usage("%s needs a value", a);
-            *(const char **)((char *)c + valued[k].off) = v;
+            const char **slot = (const char **)((char *)c + valued[k].off);
+            if (*slot) /* the first would be dropped without a word */
+                return cli_usage("%s given twice (%s, then %s)%s",
+                                 valued[k].s && !strcmp(a, valued[k].s) ? valued[k].s : valued[k].l, *slot, v,
+                                 valued[k].off == offsetof(cmd, wrt) || valued[k].off == offsetof(cmd, only) ||
+                                         valued[k].off == offsetof(cmd, of) || valued[k].off == offsetof(cmd, outputs)
+                                     ? ": it takes a list, NAME,NAME,..."
+                                     : "");
+            *slot = v;
             done = true;
         }
         for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !done; k++)
@@ -229,7 +237,7 @@ static int parse_max_memory(const cmd *c, int64_t *out)
 /* The device to run on: a GPU that cannot be used means the whole run on
  * the CPU, with one warning naming the reason (an error with
  * --strict-device); a bad device name is a usage error. */
-static int pick_backend(const cmd *c, const tl_backend **be)
+static int pick_backend(const cmd *c, const tl_backend **be, char *why, size_t len)
 {
     const char *d = c->device ? c->device : "cpu";
     tl_status st = {0};
@@ -239,6 +247,7 @@ static int pick_backend(const cmd *c, const tl_backend **be)
     if (st.code == TL_EINPUT)
         return cli_fail(&st);
     *be = &tl_cpu_backend;
+    snprintf(why, len, "%s", st.msg); /* for --report */
     if (c->strict) {
         tl_wrap(&st, "--device %s", d);
         size_t n = strlen(st.msg);
@@ -1001,8 +1010,9 @@ static int execute(cmd *c)
 {
     tl_status st = {0};
     const tl_backend *be;
+    cli_times t = {.expect = c->expect ? 1 + !!c->output : 0, .requested = c->device ? c->device : "cpu"};
     int rc = cli_env_ok();
-    if (rc || (rc = pick_backend(c, &be)))
+    if (rc || (rc = pick_backend(c, &be, t.device_why, sizeof t.device_why)))
         return rc;
     /* what can be checked before the graph is loaded: output paths and
      * formats, and the file to compare with */
@@ -1013,7 +1023,6 @@ static int execute(cmd *c)
         tl_device_close(be);
         return cli_fail(&st);
     }
-    cli_times t = {.expect = c->expect ? 1 + !!c->output : 0};
     double t0 = cli_now_ms();
     tl_graph_options go = {c->outside};
     run_state s = {0};

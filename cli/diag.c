@@ -132,7 +132,14 @@ static tl_code write_report(FILE *f, const void *ctx, tl_status *st)
     const char *dev = tl_result_backend(r)->name;
     fprintf(f, "{\n  \"graph\": ");
     tl_json_write_string(f, j->g->path);
-    fprintf(f, ",\n  \"device\": \"%s\",\n", tl_result_device_name(r));
+    fprintf(f, ",\n  \"device\": \"%s\",\n  \"requested_device\": ", tl_result_device_name(r));
+    tl_json_write_string(f, j->t->requested ? j->t->requested : "cpu");
+    fprintf(f, ",\n  \"device_fallback\": "); /* why the whole run left the GPU asked for */
+    if (j->t->device_why[0])
+        tl_json_write_string(f, j->t->device_why);
+    else
+        fputs("null", f);
+    fprintf(f, ",\n");
     fprintf(f, "  \"nodes_evaluated\": %lld,\n  \"ops\": %lld,\n  \"backward_ops\": %lld,\n",
             (long long)s->nodes, (long long)s->ops, (long long)s->backward_ops);
     fprintf(f, "  \"ops_on_device\": %lld,\n  \"ops_on_cpu\": %lld,\n  \"fallbacks\": %lld,\n",
