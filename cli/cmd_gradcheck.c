@@ -388,6 +388,15 @@ static int check(gc_cmd *c, gc_state *s, tl_status *st)
         return cli_fail_in(s->g, st);
     if ((c->f64 && (rc = cast_up(s->in, ni, s->cast, st))) || (rc = cli_parse_wrt(&c->run, s->g, s->in, s->wrt, st)))
         return rc;
+    int nfloat = 0; /* a check of nothing is no check: say so rather than pass */
+    for (int k = 0; k < ni; k++)
+        nfloat += s->wrt[k] && !tl_dtype_is_int(s->in[k]->dtype);
+    if (!nfloat && ni)
+        return tl_fail(st, TL_EINPUT, "nothing to check: input \"%s\" is an index tensor (%s), never "
+                       "differentiated%s", s->g->inputs[0].name, tl_dtype_name(s->in[0]->dtype),
+                       ni > 1 ? ", and so is every other input" : ""), cli_fail_in(s->g, st);
+    if (!ni)
+        return tl_fail(st, TL_EINPUT, "nothing to check: the graph has no inputs"), cli_fail_in(s->g, st);
     cli_progress p;
     bool tty = isatty(2) && !c->run.quiet;
     double t0 = cli_now_ms();

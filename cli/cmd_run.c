@@ -48,9 +48,11 @@ int cli_check_stdin(const cmd *c)
     }
     for (int i = 0; i < c->nnpz; i++)
         npz += !strcmp(c->npz[i], "-");
-    if (graph + npy + (npz > 0) > 1)
-        return cli_usage("standard input (-) is read once: it holds the graph, one .npy tensor, or one "
-                         "result file (.npz, json or text, for any number of -:KEY and -i -), not several of these");
+    int expect = c->expect && !strcmp(c->expect, "-"); /* the golden file, read whole */
+    if (graph + npy + (npz > 0) + expect > 1)
+        return cli_usage("standard input (-) is read once: it holds the graph, one .npy tensor, one "
+                         "result file (.npz, json or text, for any number of -:KEY and -i -) or the --expect "
+                         "file, not several of these");
     return 0;
 }
 
@@ -765,6 +767,7 @@ typedef struct run_state {
     char **gnames;
     tl_result *r;
     cli_second second; /* jvp and hvp */
+    char nograd[160];  /* why a grad writes no gradient ("": it writes some) */
 } run_state;
 
 static void release(run_state *s)
@@ -861,6 +864,14 @@ static int check_writes(const cmd *c, run_state *s, const outs_ctx *oc, tl_statu
     for (int k = 0; c->grad && k < g->ninputs; k++)
         if (s->wrt[k] && !tl_dtype_is_int(s->in[k]->dtype) && !(s->names[n++] = grad_name(s, k, st)))
             return cli_fail(st);
+    if (c->grad && c->second != 1 && n == no) { /* a grad with nothing to differentiate: said once it ran */
+        if (g->ninputs)
+            snprintf(s->nograd, sizeof s->nograd, "input \"%.64s\" is an index tensor (%s), never differentiated%s",
+                     g->inputs[0].name, tl_dtype_name(s->in[0]->dtype),
+                     g->ninputs > 1 ? ", and so is every other input" : "");
+        else
+            snprintf(s->nograd, sizeof s->nograd, "the graph has no inputs");
+    }
     /* jvp/OUT for each output written, hvp/NAME beside each grad/NAME */
     int nsec = !c->second ? 0 : c->second == 1 ? no : n - no;
     char **sec = nsec ? calloc((size_t)nsec, sizeof *sec) : NULL;
@@ -1063,6 +1074,8 @@ static int execute(cmd *c)
             rc = cli_fail(&st);
     }
     t.write = cli_now_ms() - t1;
+    if (rc <= 1 && s.nograd[0] && !c->quiet)
+        fprintf(stderr, "tl: warning: no gradient to write: %s\n", s.nograd);
     if (s.r && c->verbose)
         cli_print_verbose(s.r, c->grad || c->second, &t);
     if (s.r && c->profile)

@@ -243,6 +243,14 @@ tl_graph *cli_load_graph(const char *arg, const tl_graph_options *o, tl_status *
         return NULL;
     }
     tl_bytes_kind kind = tl_bytes_kind_of(buf, len);
+    size_t blank = 0;
+    while (blank < len && (buf[blank] == ' ' || buf[blank] == '\t' || buf[blank] == '\n' || buf[blank] == '\r'))
+        blank++;
+    if (len && blank == len) { /* echo '' | tl run - */
+        free(buf);
+        return tl_fail(st, TL_EINPUT, "%s: only blank lines: expected a graph (JSON), a program or an ONNX model",
+                       path), NULL;
+    }
     if (kind == TL_BYTES_EMPTY || kind == TL_BYTES_NPY || kind == TL_BYTES_NPZ) {
         free(buf);
         if (len)

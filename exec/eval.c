@@ -620,7 +620,7 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
     free(types);
     for (int i = 0; i < g->ninputs && !rc; i++) {
         int64_t bytes = inputs[i]->numel * (int64_t)tl_dtype_size(inputs[i]->dtype);
-        if (!(rc = tl_budget_charge(r->budget, bytes, "the inputs", st)))
+        if (!(rc = tl_budget_charge(r->budget, bytes, "reading the inputs", st)))
             r->input_bytes += bytes;
         bool want = o->record && (!o->wrt || o->wrt[i]) && !tl_dtype_is_int(inputs[i]->dtype);
         r->in_var[i] = want ? tl_tape_new_var(&r->tape) : -1;

@@ -1599,6 +1599,9 @@ static bool statements(P *p, bool top, val *last, bool *trailing)
             *last = v;
             *trailing = expression;
         }
+        if (!at_end(p, top) && peek(p) == T_LBRACK) /* x[0]: NumPy's indexing */
+            return fail_at(p, p->i, "expected a new line or ';' after the statement, found '[': there is no "
+                           "x[i] indexing (use take, gather or slice: tl ops take)");
         if (!at_end(p, top) && peek(p) != T_NEWLINE && peek(p) != T_SEMI)
             return expected(p, "a new line or ';' after the statement");
     }
