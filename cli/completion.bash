@@ -13,10 +13,14 @@ _tl()
     }
     local commands="run grad jvp hvp compare show check dot gradcheck compile diff ops devices"
     if [ "$cword" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "$commands help --help --version" -- "$cur"))
         return
     fi
     local cmd=${words[1]}
+    if [ "$cmd" = help ]; then
+        [ "$cword" -eq 2 ] && COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+        return
+    fi
     case $prev in
         -d|--device)
             COMPREPLY=($(compgen -W "cpu cuda cuda:0 gpu auto" -- "$cur")); return ;;

@@ -12,6 +12,8 @@
 #include "backends/ops.h"
 #include "cli.h"
 
+/* tl --help: every part; tl COMMAND --help: its usage lines and the parts
+ * that concern it (help_parts). */
 static const char usage_text[] =
     "usage: tl run  GRAPH [NAME=TENSOR]... [options]\n"
     "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
@@ -31,14 +33,18 @@ static const char usage_text[] =
     "               ONNX model: they fix its shapes, as for tl compile)\n"
     "       tl ops [OP] [--onnx] [--format text|json]\n"
     "       tl devices [--format text|json]\n"
-    "\n"
+    "\n";
+
+static const char graph_text[] =
     "GRAPH:  a .json graph, a .tl program, -e TEXT (a program given inline), an .onnx model, or -\n"
     "        (a graph or program on stdin, told by its text)\n"
     "TENSOR: file.npy, FILE:KEY (a tensor of an .npz, json or text result:\n"
     "        res.json:grad/x), - (a .npy on stdin), -:KEY (a tensor of a result\n"
     "        file on stdin), or a literal such as 3.5, '[[1,2],[3,4]]',\n"
     "        f32:[1,2,3], i64:[0,2,1] (default dtype f64)\n"
-    "\n"
+    "\n";
+
+static const char run_text[] =
     "run and grad options:\n"
     "  -i, --inputs FILE       supply every input whose name is a key of a result\n"
     "                          file (.npz, json, text; - for stdin);\n"
@@ -71,7 +77,9 @@ static const char usage_text[] =
     "  -q, --quiet             no warnings, no progress line\n"
     "  -h, --help              this text\n"
     "      --version           print the version\n"
-    "\n"
+    "\n";
+
+static const char gradcheck_text[] =
     "gradcheck options (besides -i, --seed, --wrt, --params, --allow-outside-files,\n"
     "--format, -q; on the CPU):\n"
     "      --eps E             step, relative to max(1, |x|) (default 1e-6)\n"
@@ -82,7 +90,29 @@ static const char usage_text[] =
     "      --samples N         check N elements of each input (the same ones each\n"
     "                          time) instead of all\n"
     "      --f64               check an f64 copy of an f32 recipe, the inputs cast up\n"
+    "\n";
+
+static const char other_text[] =
+    "compare options (and --expect's):\n"
+    "      --rtol R, --atol A  match when |a - b| <= atol + rtol * |b|, B the reference\n"
+    "                          (defaults: rtol 1e-7 for f64, 1e-5 for f32; atol 0)\n"
+    "      --ulp N             match within N units in the last place instead\n"
+    "      --equal-nan         NaN matches NaN\n"
+    "      --format text|json  the report's form\n"
     "\n"
+    "show options:\n"
+    "      --stats             dtype, shape, min, max, mean (and NaN and infinity\n"
+    "                          counts) instead of the values\n"
+    "      --full              every element (text elides the middle of long ones)\n"
+    "      --format text|json  the form printed\n"
+    "\n"
+    "ops options:\n"
+    "      OP                  one op in full: its value, gradient and attributes\n"
+    "      --onnx              the ONNX ops translated, with their opsets\n"
+    "      --format text|json  the form printed\n"
+    "\n";
+
+static const char footer_text[] =
     "environment: TL_NUM_THREADS, TL_FUSE, TL_CONV, TL_BLAS_CHOOSE, OPENBLAS_CORETYPE,\n"
     "             TL_CUDA_PLUGIN (see ENVIRONMENT in man tl)\n"
     "exit status: 0 ok, 1 a difference (compare, --expect, diff, gradcheck), 2 bad\n"
@@ -128,9 +158,62 @@ static int unknown_command(const char *sub)
     return cli_usage("unknown command '%s' (run, grad, jvp, hvp, compare, show, check, dot, gradcheck, compile, diff, ops, devices)", sub);
 }
 
-static int help(void)
+/* The usage lines of command cmd (with their continuation lines). */
+static void usage_of(const char *cmd)
 {
-    fputs(usage_text, stdout);
+    bool on = false, first = true;
+    for (const char *l = usage_text; *l;) {
+        const char *e = strchr(l, '\n');
+        int n = (int)(e - l);
+        const char *tl = n > 7 ? l + 7 : l; /* after "usage: " or its indent */
+        if (!strncmp(tl, "tl ", 3)) {
+            size_t k = strlen(cmd);
+            on = !strncmp(tl + 3, cmd, k) && tl[3 + k] == ' ';
+        } else if (n == 0)
+            on = false;
+        if (on) {
+            printf("%s%.*s\n", first ? "usage: " : "       ", n - 7, l + 7);
+            first = false;
+        }
+        l = e + 1;
+    }
+    putchar('\n');
+}
+
+/* tl --help: everything; tl COMMAND --help: that command's usage and the
+ * parts that concern it. */
+static int help(const char *cmd)
+{
+    if (!cmd) {
+        fputs(usage_text, stdout);
+        fputs(graph_text, stdout);
+        fputs(run_text, stdout);
+        fputs(gradcheck_text, stdout);
+        fputs(other_text, stdout);
+        fputs(footer_text, stdout);
+        return cli_finish_stdout();
+    }
+    usage_of(cmd);
+    bool runs = !strcmp(cmd, "run") || !strcmp(cmd, "grad") || !strcmp(cmd, "jvp") || !strcmp(cmd, "hvp");
+    bool gc = !strcmp(cmd, "gradcheck");
+    bool graphs = runs || gc || !strcmp(cmd, "check") || !strcmp(cmd, "dot") || !strcmp(cmd, "compile") ||
+                  !strcmp(cmd, "diff");
+    if (graphs)
+        fputs(graph_text, stdout);
+    if (runs || gc)
+        fputs(run_text, stdout);
+    if (gc)
+        fputs(gradcheck_text, stdout);
+    /* the parts of other_text, each up to its blank line */
+    static const char *const parts[][2] = {{"compare", "compare options"}, {"show", "show options"},
+                                           {"ops", "ops options"}};
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+        if (strcmp(cmd, parts[k][0]))
+            continue;
+        const char *p = strstr(other_text, parts[k][1]), *e = strstr(p, "\n\n");
+        printf("%.*s\n\n", (int)(e - p), p);
+    }
+    printf("every command: tl --help; %s", strstr(footer_text, "manual: "));
     return cli_finish_stdout();
 }
 
@@ -175,8 +258,16 @@ int main(int argc, char **argv)
         return cli_usage("no command given: tl run|grad|jvp|hvp|gradcheck|check|dot|compile GRAPH ..., tl diff A B, "
                          "tl compare A B, tl show TENSOR, tl ops, tl devices");
     const char *sub = argv[1];
-    if (!strcmp(sub, "-h") || !strcmp(sub, "--help") || !strcmp(sub, "help"))
-        return help();
+    if (!strcmp(sub, "-h") || !strcmp(sub, "--help"))
+        return help(NULL);
+    if (!strcmp(sub, "help") && (argc < 3 || !strcmp(argv[2], "-h") || !strcmp(argv[2], "--help")))
+        return help(NULL);
+    if (!strcmp(sub, "help")) { /* tl help grad */
+        for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+            if (!strcmp(argv[2], commands[k].name))
+                return help(argv[2]);
+        return unknown_command(argv[2]);
+    }
     if (!strcmp(sub, "--version"))
         return version();
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
@@ -184,7 +275,7 @@ int main(int argc, char **argv)
             continue;
         for (int i = 2; i < argc; i++) {
             if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-                return help();
+                return help(sub);
             if (!strcmp(argv[i], "--version"))
                 return version();
         }
