@@ -16,6 +16,16 @@ tl_code tl_fail(tl_status *st, tl_code code, const char *fmt, ...)
     return code;
 }
 
+tl_code tl_append(tl_status *st, const char *fmt, ...)
+{
+    size_t k = strlen(st->msg);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->msg + k, sizeof st->msg - k, fmt, ap);
+    va_end(ap);
+    return st->code;
+}
+
 tl_code tl_wrap(tl_status *st, const char *fmt, ...)
 {
     char prefix[512], old[sizeof st->msg];

@@ -29,6 +29,8 @@ tl_code tl_fail(tl_status *st, tl_code code, const char *fmt, ...)
 /* Prepends "CONTEXT: " to the message; returns the code unchanged. */
 tl_code tl_wrap(tl_status *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Appends to the message (cut at its end); returns the code unchanged. */
+tl_code tl_append(tl_status *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tl_status_clear(tl_status *st);
 
 /* malloc/calloc that report "out of memory allocating WHAT (N bytes)" with

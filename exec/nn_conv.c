@@ -18,6 +18,17 @@
 
 #define DESC(t) tl_tensor_desc((t), (char[96]){0}, 96)
 
+/* "[2, 2]": n integers, for messages. */
+static const char *ints_text(const int64_t *v, int n, char *buf, size_t len)
+{
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < n && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", (long long)v[i]);
+    if (k < len)
+        snprintf(buf + k, len - k, "]");
+    return buf;
+}
+
 /* Sizes past this are absurd (tl_shape_numel's limit): refused before any
  * arithmetic on them can overflow. */
 #define SIZE_LIMIT ((int64_t)1 << 60)
@@ -145,7 +156,16 @@ static tl_code shape_forward(tl_opcode op, int n, const tl_tensor *const *in, tl
         }
     }
     int64_t numel;
-    return tl_shape_numel(out->ndim, out->dims, &numel, st);
+    if (!tl_shape_numel(out->ndim, out->dims, &numel, st))
+        return TL_OK;
+    char o[160], p[320] = "[", s[160], dl[160];
+    for (int i = 0; i < d; i++)
+        snprintf(p + strlen(p), sizeof p - strlen(p), "%s[%lld, %lld]", i ? ", " : "", (long long)a->pad_lo[i],
+                 (long long)a->pad_hi[i]);
+    strcat(p, "]");
+    return tl_append(st, ": the result %s, from x %s with padding %s, stride %s and dilation %s",
+                     tl_shape_desc(out->dtype, out->ndim, out->dims, o, sizeof o), DESC(x), p,
+                     ints_text(a->stride, d, s, sizeof s), ints_text(a->dilation, d, dl, sizeof dl));
 }
 
 /* conv_grad_w(a, b): attrs are conv's, normalised, with shape = w's. */

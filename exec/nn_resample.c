@@ -5,6 +5,7 @@
  * `size` or from floor(size * scale)), and every size stays far below
  * what would overflow an int64. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "nn.h"
@@ -61,7 +62,15 @@ static tl_code pad_shape(const tl_tensor *x, int ndim, const int64_t *dims, cons
         if ((out->dims[d] = pad_axis(dims[d], a->pads[2 * d], a->pads[2 * d + 1], d, a->mode, x, st)) < 0)
             return st->code;
     int64_t numel;
-    return tl_shape_numel(out->ndim, out->dims, &numel, st);
+    if (!tl_shape_numel(out->ndim, out->dims, &numel, st))
+        return TL_OK;
+    char o[160], p[400] = "[";
+    for (int d = 0; d < ndim; d++)
+        snprintf(p + strlen(p), sizeof p - strlen(p), "%s[%lld, %lld]", d ? ", " : "", (long long)a->pads[2 * d],
+                 (long long)a->pads[2 * d + 1]);
+    strcat(p, "]");
+    return tl_append(st, ": the result %s, from x %s with pads %s",
+                     tl_shape_desc(out->dtype, out->ndim, out->dims, o, sizeof o), DESC(x), p);
 }
 
 /* pad's constant must be a value of an index tensor's dtype. */
@@ -136,7 +145,13 @@ tl_code tl_shape_resample(tl_opcode op, int n, const tl_tensor *const *in, tl_at
         out->dims[0] = x->shape[0];
         out->dims[1] = x->shape[1];
         memcpy(out->dims + 2, a->size, sizeof(int64_t) * (size_t)a->nsp);
-        return tl_shape_numel(out->ndim, out->dims, &numel, st);
+        if (tl_shape_numel(out->ndim, out->dims, &numel, st)) {
+            char o[160];
+            return tl_append(st, ": the result %s, from x %s and the %s given",
+                             tl_shape_desc(out->dtype, out->ndim, out->dims, o, sizeof o), DESC(x),
+                             a->nscale ? "scale" : "size");
+        }
+        return TL_OK;
     case TL_OP_RESIZE_GRAD: { /* g [N, C, *size] -> attrs.shape */
         bool ok = a->nshape == x->ndim && a->nsp == x->ndim - 2 && x->ndim >= 3 && a->shape[0] == x->shape[0] &&
                   a->shape[1] == x->shape[1];
