@@ -729,6 +729,16 @@ void cli_literal_hint(const cmd *c, tl_tensor *const *in, const tl_graph *g, tl_
         snprintf(name, sizeof name, "%.*s", (int)(nl < 299 ? nl : 299), c->bind[i]);
         snprintf(named, sizeof named, "input \"%s\"", name);
         int k = nl < 256 ? tl_graph_input_index(g, name) : -1;
+        const char *want_f = strstr(st->msg, "expected dtype ");
+        if (file && k >= 0 && in[k] && strstr(st->msg, named) && want_f && !strncmp(want_f + 15, "f", 1)) {
+            /* a file of another dtype: tl converts no input, so the file must */
+            bool f32 = !strncmp(want_f + 15, "f32", 3);
+            size_t m = strlen(st->msg);
+            snprintf(st->msg + m, sizeof st->msg - m, " (%s holds %s, and tl converts no input: save it as %s, "
+                     "as NumPy's astype(np.%s) would)", v, tl_dtype_name(in[k]->dtype), f32 ? "f32" : "f64",
+                     f32 ? "float32" : "float64");
+            return;
+        }
         if (file || strchr(v, ':') || k < 0 || !in[k])
             continue;
         snprintf(got, sizeof got, "got %s", tl_tensor_desc(in[k], desc, sizeof desc));
