@@ -310,11 +310,70 @@ static void pre_release(struct tl_onnx_pre *pre, size_t n)
     free(pre);
 }
 
+/* protobuf-c unpacks a message's submessages recursively, so a model that
+ * nests subgraphs thousands deep (an If in an If in ...: a few hundred
+ * bytes a level) would overflow the stack.  The nesting is measured first,
+ * on the wire, along the fields through which ONNX's messages can contain
+ * themselves: a graph's nodes, a node's attributes, an attribute's graphs
+ * and types, a type's element types. */
+enum pb_msg { M_NONE, M_MODEL, M_GRAPH, M_NODE, M_ATTR, M_FUNC, M_TRAIN, M_VALUE, M_TYPE, M_SEQ, M_MAP, M_OPT };
+
+static enum pb_msg sub_message(enum pb_msg m, uint64_t field)
+{
+    switch (m) {
+    case M_MODEL: return field == MODEL_GRAPH ? M_GRAPH : field == 25 ? M_FUNC : field == 20 ? M_TRAIN : M_NONE;
+    case M_TRAIN: return field == 1 || field == 2 ? M_GRAPH : M_NONE; /* initialization, algorithm */
+    case M_GRAPH: return field == 1 ? M_NODE : field >= 11 && field <= 13 ? M_VALUE : M_NONE;
+    case M_FUNC: return field == 7 ? M_NODE : M_NONE;
+    case M_NODE: return field == 5 ? M_ATTR : M_NONE;
+    case M_ATTR: return field == 6 || field == 11 ? M_GRAPH : field == 14 || field == 15 ? M_TYPE : M_NONE;
+    case M_VALUE: return field == 2 ? M_TYPE : M_NONE;
+    case M_TYPE: return field == 4 ? M_SEQ : field == 5 ? M_MAP : field == 9 ? M_OPT : M_NONE;
+    case M_SEQ:
+    case M_OPT: return field == 1 ? M_TYPE : M_NONE;
+    case M_MAP: return field == 2 ? M_TYPE : M_NONE;
+    default: return M_NONE;
+    }
+}
+
+#define MAX_GRAPH_DEPTH 64 /* subgraphs within subgraphs */
+#define MAX_TYPE_DEPTH 32  /* a sequence of a sequence of ... */
+
+/* Whether message m in [from, to) nests no deeper than the limits (its
+ * graphs and types deep already); a malformed message passes, for
+ * protobuf-c to refuse. */
+static bool nesting_ok(const unsigned char *p, size_t from, size_t to, enum pb_msg m, int graphs, int types,
+                       const char **what)
+{
+    size_t at = from, pay, paylen;
+    uint64_t field;
+    int wt;
+    while (at < to) {
+        if (!next_field(p, to, &at, &field, &wt, &pay, &paylen))
+            return true;
+        enum pb_msg s = wt == PB_LEN ? sub_message(m, field) : M_NONE;
+        if (s == M_NONE)
+            continue;
+        int g = graphs + (s == M_GRAPH), t = types + (s == M_TYPE);
+        if (g > MAX_GRAPH_DEPTH || t > MAX_TYPE_DEPTH) {
+            *what = g > MAX_GRAPH_DEPTH ? "subgraphs (the bodies of If, Loop and Scan)" : "types (sequences, maps)";
+            return false;
+        }
+        if (!nesting_ok(p, pay, pay + paylen, s, g, t, what))
+            return false;
+    }
+    return true;
+}
+
 /* The model's protobuf parsed, its large raw data read from fd (or, with
  * fd -1, copied from data). */
 static Onnx__ModelProto *unpack_model(const unsigned char *data, size_t len, int fd, struct tl_onnx_pre **pre_out,
                                       size_t *npre_out, tl_status *st)
 {
+    const char *deep = NULL;
+    if (!nesting_ok(data, 0, len, M_MODEL, -1, 0, &deep)) /* the main graph at 0 */
+        return tl_fail(st, TL_EINPUT, "the model nests %s more than %d deep: tl reads at most that", deep,
+                       strstr(deep, "graph") ? MAX_GRAPH_DEPTH : MAX_TYPE_DEPTH), NULL;
     stripper s = {.in = data, .cap = len + 20};
     bool stripped = len >= STRIP_MIN && (s.out = malloc(s.cap)) && strip_message(&s, 0, len, false) && s.nex;
     Onnx__ModelProto *m = stripped ? onnx__model_proto__unpack(&pb_allocator, s.n, s.out) : NULL;

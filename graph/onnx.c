@@ -341,15 +341,40 @@ static const Onnx__AttributeProto *attr(const tx *t, const char *name)
     return NULL;
 }
 
+/* Whether attribute a holds another type than type (its declared type, or
+ * for a model that declares none, a field of another type set).  Read as
+ * absent, such an attribute (Gemm's transA as a float, Softmax's axis as a
+ * string) would change the result without a word: it is noted in the
+ * translation and refused (translate_node). */
+static bool other_type(const tx *t, const Onnx__AttributeProto *a, Onnx__AttributeProto__AttributeType type,
+                       const char *want)
+{
+    bool other = a->has_type ? a->type != type
+                             : (type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT && a->has_f) ||
+                                   (type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT && a->has_i) ||
+                                   (type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING && a->has_s) ||
+                                   (type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS && a->n_ints) ||
+                                   a->t || a->g || a->n_floats || a->n_strings || a->n_tensors || a->n_graphs;
+    if (other && !t->bad_attr) {
+        ((tx *)t)->bad_attr = a->name;
+        ((tx *)t)->bad_want = want;
+    }
+    return other;
+}
+
 static int64_t attr_i(const tx *t, const char *name, int64_t def)
 {
     const Onnx__AttributeProto *a = attr(t, name);
+    if (a && other_type(t, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, "an integer (INT)"))
+        return def;
     return a && a->has_i ? a->i : def;
 }
 
 static double attr_f(const tx *t, const char *name, double def)
 {
     const Onnx__AttributeProto *a = attr(t, name);
+    if (a && other_type(t, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "a number (FLOAT)"))
+        return def;
     return a && a->has_f ? a->f : def;
 }
 
@@ -359,6 +384,8 @@ static int attr_ints(tx *t, const char *name, int64_t *out, int max)
     const Onnx__AttributeProto *a = attr(t, name);
     if (!a)
         return -1;
+    if (other_type(t, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, "a list of integers (INTS)"))
+        return fail(t, "attribute \"%s\" must be a list of integers (INTS)", name), -2;
     if ((int)a->n_ints > max || a->n_ints > (size_t)max)
         return fail(t, "attribute \"%s\" has %zu entries (at most %d)", name, a->n_ints, max), -2;
     memcpy(out, a->ints, a->n_ints * sizeof *out);
@@ -368,6 +395,8 @@ static int attr_ints(tx *t, const char *name, int64_t *out, int max)
 static const char *attr_s(const tx *t, const char *name, const char *def, char *buf, size_t len)
 {
     const Onnx__AttributeProto *a = attr(t, name);
+    if (a && other_type(t, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "a string (STRING)"))
+        return def;
     if (!a || !a->has_s)
         return def;
     snprintf(buf, len, "%.*s", (int)(a->s.len < len - 1 ? a->s.len : len - 1), (const char *)a->s.data);
@@ -835,6 +864,15 @@ static bool need(tx *t, val **in, int nin, int lo)
     return true;
 }
 
+/* No input past the first hi (an optional one left out, "", does not count). */
+static bool at_most(tx *t, val **in, int nin, int hi)
+{
+    for (int i = hi; i < nin; i++)
+        if (in[i])
+            return fail(t, "%d inputs, where it takes %d", nin, hi);
+    return true;
+}
+
 static bool not_int(tx *t, val *x)
 {
     if (is_int_type(x->oty) && x->oty != TL_ONNX_BOOL)
@@ -865,7 +903,7 @@ static const char *unary_tl(const char *op)
 static bool x_unary(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
-    if (!need(t, in, nin, 1))
+    if (!need(t, in, nin, 1) || !at_most(t, in, nin, 1))
         return false;
     const char *op = unary_tl(t->node->op_type);
     if (foldable(in[0]) && (!strcmp(op, "neg") || !strcmp(op, "abs") || !strcmp(op, "sign"))) {
@@ -907,7 +945,7 @@ static val *as_bool(tx *t, val *v)
 static bool x_binary(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
-    if (!need(t, in, nin, 2))
+    if (!need(t, in, nin, 2) || !at_most(t, in, nin, 2))
         return false;
     size_t i = 0;
     while (strcmp(binary_ops[i].onnx, t->node->op_type))
@@ -1079,7 +1117,8 @@ static bool x_dropout(tx *t, val **in, int nin, val **out, int nout)
 static bool x_act(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
-    if (!need(t, in, nin, 1) || !not_int(t, in[0]))
+    if (!need(t, in, nin, 1) || !at_most(t, in, nin, strcmp(t->node->op_type, "PRelu") ? 1 : 2) ||
+        !not_int(t, in[0]))
         return false;
     const char *op = t->node->op_type;
     val *x = in[0], *r = NULL;
@@ -2003,6 +2042,89 @@ static val *fold_take(tx *t, val *x, val *idx, int ax)
     return r;
 }
 
+/* NonZero and Compress, whose result's shape follows the values of their
+ * data: evaluated at load where those values are known there (constants,
+ * small inputs given, integers from shapes), else an error naming the node. */
+static bool load_values(tx *t, const val *v, const char *what)
+{
+    if (!v->k)
+        return fail(t, "its %s is computed at run time, and the shape of its result depends on its values: tl "
+                       "needs them at load (constants, or inputs of at most 16 elements given)", what);
+    return true;
+}
+
+static bool x_nonzero(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 1) || !at_most(t, in, nin, 1) || !load_values(t, in[0], "input"))
+        return false;
+    const val *x = in[0];
+    if (x->ndim < 1)
+        return fail(t, "a 0-d input (NonZero takes 1 dim or more)");
+    int64_t n = x->k->numel, nz = 0;
+    for (int64_t i = 0; i < n; i++)
+        nz += tl_tensor_get(x->k, i) != 0; /* NaN counts, as NumPy's nonzero counts it */
+    int64_t sh[2] = {x->ndim, nz};
+    val *r = known_ints(t, 2, sh, NULL, TL_ONNX_INT64);
+    if (!r)
+        return false;
+    int64_t *o = r->k->data;
+    for (int64_t i = 0, j = 0; i < n; i++) {
+        if (!(tl_tensor_get(x->k, i) != 0))
+            continue;
+        for (int64_t d = x->ndim - 1, rem = i; d >= 0; d--) { /* row d: the coordinates along axis d */
+            o[d * nz + j] = rem % x->dims[d];
+            rem /= x->dims[d];
+        }
+        j++;
+    }
+    return (out[0] = r) != NULL;
+}
+
+static val *fold_take(tx *t, val *x, val *idx, int ax);
+
+static bool x_compress(tx *t, val **in, int nin, val **out, int nout)
+{
+    (void)nout;
+    if (!need(t, in, nin, 2) || !at_most(t, in, nin, 2) || !load_values(t, in[1], "condition"))
+        return false;
+    val *x = in[0], *c = in[1];
+    if (c->ndim != 1)
+        return fail(t, "its condition has %d dims, where it takes 1", c->ndim);
+    int ax = 0;
+    if (!attr(t, "axis")) { /* the input flattened */
+        int64_t n = 1;
+        for (int d = 0; d < x->ndim; d++)
+            n *= x->dims[d];
+        if (!(x = reshape(t, x, 1, &n)))
+            return false;
+    } else {
+        bool ok;
+        ax = norm_axis(t, attr_i(t, "axis", 0), x->ndim, &ok);
+        if (!ok)
+            return false;
+    }
+    if (c->dims[0] > x->dims[ax])
+        return fail(t, "its condition has %lld entries for %lld along the axis", (long long)c->dims[0],
+                    (long long)x->dims[ax]);
+    int64_t nz = 0, *pos = tl_malloc((size_t)c->dims[0] + 1, sizeof *pos, "Compress's positions", t->st);
+    if (!pos)
+        return false;
+    for (int64_t i = 0; i < c->dims[0]; i++) /* entries past the condition are dropped */
+        if (tl_tensor_get(c->k, i) != 0)
+            pos[nz++] = i;
+    val *idx = known_ints(t, 1, &nz, pos, TL_ONNX_INT64);
+    free(pos);
+    if (!idx)
+        return false;
+    if (foldable(x))
+        return (out[0] = fold_take(t, x, idx, ax)) != NULL;
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    val *args[2] = {x, idx};
+    return (out[0] = typed(call(t, "take", 2, args, a), x->oty)) != NULL;
+}
+
 static bool x_gather(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
@@ -2440,17 +2562,22 @@ static bool x_pad(tx *t, val **in, int nin, val **out, int nout)
     int64_t p[2 * TL_MAXDIM], axes[TL_MAXDIM];
     int n, na = -1;
     double value = attr_f(t, "value", 0);
+    val *cv = NULL; /* a constant_value given at run time (an input's, or computed from one) */
     if (opset(t) < 11) {
         if ((n = attr_ints(t, opset(t) < 2 ? "paddings" : "pads", p, 2 * TL_MAXDIM)) < 0)
             return n == -2 ? false : fail(t, "pads are required");
     } else {
         if (!need(t, in, nin, 2) || !ints_of(t, in[1], "pads", p, &n, 2 * TL_MAXDIM))
             return false;
-        if (nin > 2 && in[2]) {
-            if (!in[2]->k)
-                return fail(t, "its constant_value is computed at run time; tl needs it at load");
-            if (!one_number(t, in[2], "constant_value", &value))
-                return false;
+        if (nin > 2 && in[2] && (!in[2]->k || in[2]->shadow)) {
+            int64_t n1 = 1;
+            for (int d = 0; d < in[2]->ndim; d++)
+                n1 *= in[2]->dims[d];
+            if (n1 != 1 || in[2]->ndim > 1)
+                return fail(t, "constant_value must hold one value, got %d dims", in[2]->ndim);
+            cv = in[2];
+        } else if (nin > 2 && in[2] && !one_number(t, in[2], "constant_value", &value)) {
+            return false;
         }
         if (nin > 3 && in[3] && !ints_of(t, in[3], "axes", axes, &na, TL_MAXDIM))
             return false;
@@ -2483,6 +2610,20 @@ static bool x_pad(tx *t, val **in, int nin, val **out, int nout)
         cJSON_AddItemToArray(pairs, ints_json(full + 2 * i, 2));
     cJSON_AddItemToObject(a, "pads", pairs);
     put_str(a, "mode", mode);
+    if (!strcmp(mode, "constant") && cv) {
+        /* a value known only at run time, differentiated like any input:
+         * pad(x, 0) + c * pad(zeros, 1), the second a mask of the pad cells */
+        cJSON *b = cJSON_Duplicate(a, true);
+        put_num(a, "value", 0);
+        put_num(b, "value", 1);
+        val *zeros = filled(t, x->dt, x->ndim, x->dims, 0);
+        val *mask = zeros ? call1(t, "pad", zeros, b) : (cJSON_Delete(b), NULL);
+        val *px = mask ? call1(t, "pad", x, a) : (cJSON_Delete(a), NULL);
+        int64_t none[1] = {0};
+        val *c = px && cv->ndim ? reshape(t, cv, 0, none) : cv;
+        val *cm = px && c ? call2(t, "mul", mask, c) : NULL;
+        return (out[0] = cm ? typed(call2(t, "add", px, cm), x->oty) : NULL) != NULL;
+    }
     if (!strcmp(mode, "constant"))
         put_num(a, "value", value);
     return (out[0] = typed(call1(t, "pad", x, a), x->oty)) != NULL;
@@ -3619,15 +3760,17 @@ typedef struct eterm {
     int n;
 } eterm;
 
-static bool eparse(tx *t, const char *s, size_t len, int ndim, int nell, eterm *e)
+/* A term's indices; its ne broadcast axes ("...") are the last ne of all
+ * nell, aligned to the right as NumPy's broadcasting aligns them. */
+static bool eparse(tx *t, const char *s, size_t len, int ndim, int nell, int ne, eterm *e)
 {
     e->n = 0;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '.') {
             if (i + 2 >= len + 0 || s[i + 1] != '.' || s[i + 2] != '.')
                 return fail(t, "a lone '.' in the equation");
-            for (int j = 0; j < nell && e->n < TL_MAXDIM; j++)
-                e->ix[e->n++] = (char)(1 + j); /* the broadcast axes */
+            for (int j = 0; j < ne && e->n < TL_MAXDIM; j++)
+                e->ix[e->n++] = (char)(1 + nell - ne + j); /* the broadcast axes */
             i += 2;
         } else if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) {
             if (e->n == TL_MAXDIM)
@@ -3793,20 +3936,22 @@ static bool x_einsum(tx *t, val **in, int nin, val **out, int nout)
     if (nt != nin)
         return fail(t, "the equation \"%s\" has %d terms for %d operands", eq, nt, nin);
     eterm e[MAXIO], o;
-    int nell = 0;
-    for (int i = 0; i < nin; i++) {
+    int nell = 0, ne[MAXIO];
+    size_t at[MAXIO], len[MAXIO];
+    for (int i = 0; i < nin; i++) { /* the broadcast axes of each term, and of all */
         const char *c = memchr(eq + st, ',', lhs - st);
-        size_t len = c ? (size_t)(c - eq) - st : lhs - st;
-        int ne = ells(eq + st, len, in[i]->ndim);
-        if (ne < 0)
+        at[i] = st;
+        len[i] = c ? (size_t)(c - eq) - st : lhs - st;
+        if ((ne[i] = ells(eq + st, len[i], in[i]->ndim)) < 0)
             return fail(t, "operand %d has %d dims, fewer than its term", i + 1, in[i]->ndim);
-        if (!eparse(t, eq + st, len, in[i]->ndim, ne, &e[i]))
-            return false;
-        nell = ne > nell ? ne : nell;
-        st += len + 1;
+        nell = ne[i] > nell ? ne[i] : nell;
+        st += len[i] + 1;
     }
+    for (int i = 0; i < nin; i++)
+        if (!eparse(t, eq + at[i], len[i], in[i]->ndim, nell, ne[i], &e[i]))
+            return false;
     if (arrow) {
-        if (!eparse(t, arrow + 2, strlen(arrow + 2), -1, nell, &o))
+        if (!eparse(t, arrow + 2, strlen(arrow + 2), -1, nell, nell, &o))
             return false;
     } else { /* implicit: the broadcast axes, then the indices seen once, sorted */
         o.n = 0;
@@ -3825,11 +3970,28 @@ static bool x_einsum(tx *t, val **in, int nin, val **out, int nout)
     for (int i = 0; i < nin; i++)
         for (int j = 0; j < e[i].n; j++) {
             int c = (unsigned char)e[i].ix[j];
-            if (size[c] && size[c] != in[i]->dims[j])
+            int64_t d = in[i]->dims[j];
+            bool bc = c < 32 && (size[c] == 1 || d == 1); /* a broadcast axis of size 1 takes the other size */
+            if (size[c] && size[c] != d && !bc)
                 return fail(t, "the index '%c' has sizes %lld and %lld", c < 32 ? '.' : c, (long long)size[c],
-                            (long long)in[i]->dims[j]);
-            size[c] = in[i]->dims[j];
+                            (long long)d);
+            if (!size[c] || size[c] == 1)
+                size[c] = d;
         }
+    for (int i = 0; i < nin; i++) { /* those of size 1 broadcast to it */
+        int64_t sh[TL_MAXDIM];
+        bool grow = false;
+        for (int j = 0; j < e[i].n; j++) {
+            sh[j] = size[(unsigned char)e[i].ix[j]];
+            grow = grow || sh[j] != in[i]->dims[j];
+        }
+        if (grow) {
+            cJSON *a = cJSON_CreateObject();
+            put_ints(a, "shape", sh, e[i].n);
+            if (!(in[i] = typed(call1(t, "broadcast_to", in[i], a), in[i]->oty)))
+                return false;
+        }
+    }
     for (int j = 0; j < o.n; j++)
         if (!size[(unsigned char)o.ix[j]])
             return fail(t, "the output index '%c' is in no operand", o.ix[j] < 32 ? '.' : o.ix[j]);
@@ -3908,7 +4070,7 @@ static const struct op_entry {
     {"Asinh", 9, 18, x_unary}, {"Atan", 7, 18, x_unary}, {"Atanh", 9, 18, x_unary},
     {"AveragePool", 1, 18, x_pool}, {"BatchNormalization", 1, 18, x_batchnorm}, {"Cast", 1, 18, x_cast},
     {"CastLike", 15, 18, x_castlike}, {"Ceil", 1, 18, x_unary}, {"Celu", 12, 18, x_act}, {"Clip", 1, 18, x_clip},
-    {"Concat", 4, 18, x_concat}, {"Constant", 1, 18, x_constant}, {"ConstantOfShape", 9, 18, x_constant_of_shape},
+    {"Compress", 9, 18, x_compress}, {"Concat", 4, 18, x_concat}, {"Constant", 1, 18, x_constant}, {"ConstantOfShape", 9, 18, x_constant_of_shape},
     {"Conv", 1, 18, x_conv}, {"ConvTranspose", 1, 18, x_conv}, {"Cos", 7, 18, x_unary}, {"Cosh", 9, 18, x_unary},
     {"CumSum", 11, 18, x_cumsum}, {"DepthToSpace", 1, 18, x_depth_space}, {"Div", 1, 18, x_binary},
     {"Dropout", 1, 18, x_dropout}, {"Elu", 1, 18, x_act}, {"Equal", 1, 18, x_binary}, {"Erf", 9, 18, x_unary},
@@ -3922,7 +4084,7 @@ static const struct op_entry {
     {"LSTM", 7, 18, ox_rnn}, {"Log", 1, 18, x_unary}, {"Loop", 1, 18, ox_loop}, {"LogSoftmax", 1, 18, x_softmax}, {"MatMul", 1, 18, x_matmul},
     {"Max", 1, 18, x_variadic}, {"MaxPool", 1, 18, x_pool}, {"Mean", 1, 18, x_variadic},
     {"Min", 1, 18, x_variadic}, {"Mod", 10, 18, x_mod}, {"Mul", 1, 18, x_binary}, {"Neg", 1, 18, x_unary},
-    {"Not", 1, 18, x_not}, {"Or", 1, 18, x_binary}, {"Pad", 2, 18, x_pad}, {"Pow", 1, 18, x_binary},
+    {"NonZero", 9, 18, x_nonzero}, {"Not", 1, 18, x_not}, {"Or", 1, 18, x_binary}, {"Pad", 2, 18, x_pad}, {"Pow", 1, 18, x_binary},
     {"PRelu", 1, 18, x_act}, {"RNN", 7, 18, ox_rnn}, {"Range", 11, 18, x_range}, {"Reciprocal", 1, 18, x_unary},
     {"ReduceL1", 1, 18, x_reduce}, {"ReduceL2", 1, 18, x_reduce}, {"ReduceLogSum", 1, 18, x_reduce},
     {"ReduceLogSumExp", 1, 18, x_reduce}, {"ReduceMax", 1, 18, x_reduce}, {"ReduceMean", 1, 18, x_reduce},
@@ -4061,9 +4223,19 @@ static bool translate_node(tx *t, const Onnx__NodeProto *n)
     for (int i = 0; i < nout; i++)
         if (n->output[i][0] && lookup(t, n->output[i]))
             return fail(t, "output \"%.200s\" is already defined (a name used twice)", n->output[i]);
+    for (size_t i = 0; i < n->n_attribute; i++) /* one value per name, as the checker wants */
+        for (size_t j = 0; j < i; j++)
+            if (n->attribute[i]->name && n->attribute[j]->name && !strcmp(n->attribute[i]->name, n->attribute[j]->name))
+                return fail(t, "attribute \"%.100s\" is given twice", n->attribute[i]->name);
     size_t before = t->nall;
+    const char *outer = t->bad_attr, *outer_want = t->bad_want; /* an If's, while its branches translate */
+    t->bad_attr = NULL;
     if (!e->fn(t, in, nin, out, nout))
         return false;
+    if (t->bad_attr)
+        return fail(t, "attribute \"%.100s\" must be %s", t->bad_attr, t->bad_want);
+    t->bad_attr = outer;
+    t->bad_want = outer_want;
     follow_step(op, in, nin, out[0]);
     for (int i = 0; i < nout; i++) {
         if (!n->output[i][0])

@@ -59,6 +59,9 @@ typedef struct tx {
     int node_index;
     bool compile; /* tl_onnx_compile: placeholders as npz members */
     const char *npz;
+    /* an attribute of the node being translated that holds another type
+     * than the op defines (transA as a float): refused once it is read */
+    const char *bad_attr, *bad_want;
 } tx;
 
 typedef bool (*xlate)(tx *t, val **in, int nin, val **out, int nout);

@@ -363,6 +363,8 @@ typedef struct wire {
 
 static void wput(wire *w, const void *p, size_t n)
 {
+    if (!n) /* an empty message */
+        return;
     if (w->n + n > w->cap) {
         w->cap = (w->n + n) * 2;
         w->b = realloc(w->b, w->cap);
@@ -501,4 +503,121 @@ Test(onnx, large_weights_read_apart)
     free(m.b);
     free(twice.b);
     free(redundant.b);
+}
+
+/* A string field on the wire. */
+static void wstr(wire *w, int field, const char *s)
+{
+    wvarint(w, (uint64_t)field << 3 | 2);
+    wvarint(w, strlen(s));
+    wput(w, s, strlen(s));
+}
+
+/* A graph of one If node whose then branch is graph g (taken) and whose
+ * else branch is a Neg: g nested one level deeper. */
+static wire if_around(wire *g)
+{
+    wire then_a = {0}, else_a = {0}, neg = {0}, eg = {0}, node = {0}, out = {0}, eout = {0};
+    wstr(&neg, 1, "x");
+    wstr(&neg, 2, "y");
+    wstr(&neg, 4, "Neg");
+    wfield(&eg, 1, &neg);
+    wstr(&eg, 2, "e");
+    wstr(&eout, 1, "y");
+    wfield(&eg, 12, &eout);
+    wstr(&then_a, 1, "then_branch");
+    wfield(&then_a, 6, g);
+    wvarint(&then_a, 20 << 3);
+    wvarint(&then_a, 5); /* GRAPH */
+    wstr(&else_a, 1, "else_branch");
+    wfield(&else_a, 6, &eg);
+    wvarint(&else_a, 20 << 3);
+    wvarint(&else_a, 5);
+    wstr(&node, 1, "c");
+    wstr(&node, 2, "y");
+    wstr(&node, 4, "If");
+    wfield(&node, 5, &then_a);
+    wfield(&node, 5, &else_a);
+    wire r = {0};
+    wfield(&r, 1, &node);
+    wstr(&r, 2, "g");
+    wstr(&out, 1, "y");
+    wfield(&r, 12, &out);
+    return r;
+}
+
+/* A model of If nodes nested depth deep, around a Relu, with inputs
+ * x (f32 [3]) and c (bool []). */
+static wire nested_model(int depth)
+{
+    wire g = {0}, relu = {0};
+    wstr(&relu, 1, "x");
+    wstr(&relu, 2, "y");
+    wstr(&relu, 4, "Relu");
+    wfield(&g, 1, &relu);
+    wstr(&g, 2, "g");
+    wire out = {0};
+    wstr(&out, 1, "y");
+    wfield(&g, 12, &out);
+    for (int i = 0; i < depth; i++) {
+        wire up = if_around(&g);
+        g = up;
+    }
+    const struct { const char *name; int type, dims; } ins[] = {{"x", 1, 3}, {"c", 9, -1}};
+    for (int i = 0; i < 2; i++) { /* ValueInfo{name, type{tensor_type{elem_type, shape}}} */
+        wire vi = {0}, ty = {0}, tt = {0}, shape = {0};
+        wvarint(&tt, 1 << 3);
+        wvarint(&tt, (uint64_t)ins[i].type);
+        if (ins[i].dims > 0) {
+            wire dim = {0};
+            wvarint(&dim, 1 << 3);
+            wvarint(&dim, (uint64_t)ins[i].dims);
+            wfield(&shape, 1, &dim);
+        }
+        wfield(&tt, 2, &shape);
+        wfield(&ty, 1, &tt);
+        wstr(&vi, 1, ins[i].name);
+        wfield(&vi, 2, &ty);
+        wfield(&g, 11, &vi);
+    }
+    wire m = {0}, opset = {0};
+    wvarint(&m, 1 << 3);
+    wvarint(&m, 8); /* ir_version */
+    wvarint(&opset, 2 << 3);
+    wvarint(&opset, 13);
+    wfield(&m, 8, &opset);
+    wfield(&m, 7, &g);
+    return m;
+}
+
+/* protobuf-c unpacks submessages recursively: a model nesting its
+ * subgraphs thousands deep (100 bytes a level) overflowed the stack.  It
+ * is refused with one error; 64 levels still load and run. */
+Test(onnx, nesting_refused_before_unpacking)
+{
+    tl_status st = {0};
+    wire deep = nested_model(3000);
+    tl_onnx_model *m = tl_onnx_open_mem(deep.b, deep.n, "deep.onnx", NULL, &st);
+    cr_expect(!m && st.code == TL_EINPUT && strstr(st.msg, "nests subgraphs") && strstr(st.msg, "more than 64 deep"),
+              "%s", st.msg);
+    tl_onnx_free(m);
+    free(deep.b);
+
+    st = (tl_status){0};
+    wire ok = nested_model(64);
+    m = tl_onnx_open_mem(ok.b, ok.n, "ok.onnx", NULL, &st);
+    cr_assert(m, "%s", st.msg);
+    tl_tensor *in[2] = {tl_tensor_new(TL_F32, 1, (const int64_t[]){3}, &st), NULL};
+    cr_assert(in[0], "%s", st.msg);
+    memcpy(in[0]->data, (const float[]){-1, 2, -3}, sizeof(float[3]));
+    in[1] = tl_tensor_new(TL_F32, 0, NULL, &st); /* the condition: bools live in the call's dtype */
+    cr_assert(in[1], "%s", st.msg);
+    ((float *)in[1]->data)[0] = 1;
+    tl_graph *g = tl_onnx_translate(m, in, &st);
+    cr_expect(g, "64 levels: %s", st.msg);
+    tl_graph_free(g);
+    tl_tensor_unref(in[0]);
+    tl_tensor_unref(in[1]);
+    tl_onnx_free(m);
+    free(ok.b);
 }

@@ -346,3 +346,41 @@ save(cc, "clip_min_two.onnx", check=False)
 cs = model([h.make_node("ConstantOfShape", ["s"], ["y"], value=nh.from_array(np.array([1.0, 2.0], np.float32)))],
            [], [fv("y", [2])], [nh.from_array(np.array([2], np.int64), "s")])
 save(cs, "const_of_shape_two.onnx", check=False)
+
+# ---- a session's audit (December 7) ----
+# Pad whose constant_value is an input: differentiated like any input (the
+# pad cells' cotangents), never folded at load
+pc = model([h.make_node("Pad", ["x", "pads", "c"], ["y"], mode="constant", name="pad")],
+           [h.make_tensor_value_info("x", T.DOUBLE, [2, 3]), h.make_tensor_value_info("c", T.DOUBLE, [])],
+           [h.make_tensor_value_info("y", T.DOUBLE, [2, 5])],
+           [nh.from_array(np.array([0, 1, 0, 1], np.int64), "pads")])
+save(pc, "pad_value_input.onnx")
+
+# attributes of the wrong type, twice, and an input too many: the checker
+# refuses each, and so does tl (read as absent, each changed the result)
+ab = [h.make_tensor_value_info("a", T.DOUBLE, [2, 2]), h.make_tensor_value_info("b", T.DOUBLE, [2, 2])]
+yo = [h.make_tensor_value_info("y", T.DOUBLE, [2, 2])]
+gf = model([h.make_node("Gemm", ["a", "b"], ["y"])], ab, yo)
+gf.graph.node[0].attribute.append(h.make_attribute("transA", 1.0))  # a FLOAT
+save(gf, "gemm_transa_float.onnx", check=False)
+gt = model([h.make_node("Gemm", ["a", "b"], ["y"], transA=1)], ab, yo)
+gt.graph.node[0].attribute.append(h.make_attribute("transA", 0))
+save(gt, "gemm_transa_twice.onnx", check=False)
+save(model([h.make_node("Relu", ["a", "b"], ["y"])], ab, yo), "relu_two_inputs.onnx", check=False)
+sa = model([h.make_node("Softmax", ["a"], ["y"])], ab[:1], yo)
+sa.graph.node[0].attribute.append(h.make_attribute("axis", "zero"))
+save(sa, "softmax_axis_string.onnx", check=False)
+
+# NonZero and Compress of constants: evaluated at load (the shape of the
+# result follows the values); Compress's data may come at run time
+c4 = nh.from_array(np.array([0.0, 2.0, 0.0, 1.0]), "c")
+save(model([h.make_node("NonZero", ["c"], ["y"])], [], [h.make_tensor_value_info("y", T.INT64, [1, 2])], [c4]),
+     "nonzero_const.onnx")
+save(model([h.make_node("Compress", ["x", "cond"], ["y"], axis=1)],
+           [h.make_tensor_value_info("x", T.DOUBLE, [2, 4])], [h.make_tensor_value_info("y", T.DOUBLE, [2, 3])],
+           [nh.from_array(np.array([True, False, True, True]), "cond")]), "compress_const.onnx")
+
+# Einsum's broadcast axes ("..."), aligned to the right, of size 1 against n
+save(model([h.make_node("Einsum", ["a", "b"], ["y"], equation="...i,...i->...")],
+           [h.make_tensor_value_info("a", T.DOUBLE, [2, 1, 3]), h.make_tensor_value_info("b", T.DOUBLE, [4, 3])],
+           [h.make_tensor_value_info("y", T.DOUBLE, [2, 4])]), "einsum_ellipsis_bcast.onnx")
