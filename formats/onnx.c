@@ -316,17 +316,23 @@ static void pre_release(struct tl_onnx_pre *pre, size_t n)
  * on the wire, along the fields through which ONNX's messages can contain
  * themselves: a graph's nodes, a node's attributes, an attribute's graphs
  * and types, a type's element types. */
-enum pb_msg { M_NONE, M_MODEL, M_GRAPH, M_NODE, M_ATTR, M_FUNC, M_TRAIN, M_VALUE, M_TYPE, M_SEQ, M_MAP, M_OPT };
+enum pb_msg { M_NONE, M_MODEL, M_GRAPH, M_NODE, M_ATTR, M_FUNC, M_TRAIN, M_VALUE, M_TYPE, M_SEQ, M_MAP, M_OPT,
+              M_TENSOR, M_ENTRY };
 
 static enum pb_msg sub_message(enum pb_msg m, uint64_t field)
 {
     switch (m) {
     case M_MODEL: return field == MODEL_GRAPH ? M_GRAPH : field == 25 ? M_FUNC : field == 20 ? M_TRAIN : M_NONE;
     case M_TRAIN: return field == 1 || field == 2 ? M_GRAPH : M_NONE; /* initialization, algorithm */
-    case M_GRAPH: return field == 1 ? M_NODE : field >= 11 && field <= 13 ? M_VALUE : M_NONE;
+    case M_GRAPH: return field == 1 ? M_NODE : field >= 11 && field <= 13 ? M_VALUE : field == 5 ? M_TENSOR : M_NONE;
     case M_FUNC: return field == 7 ? M_NODE : M_NONE;
     case M_NODE: return field == 5 ? M_ATTR : M_NONE;
-    case M_ATTR: return field == 6 || field == 11 ? M_GRAPH : field == 14 || field == 15 ? M_TYPE : M_NONE;
+    case M_ATTR:
+        return field == 6 || field == 11   ? M_GRAPH
+               : field == 14 || field == 15 ? M_TYPE
+               : field == 5 || field == 10  ? M_TENSOR
+                                            : M_NONE;
+    case M_TENSOR: return field == 13 ? M_ENTRY : M_NONE; /* external_data */
     case M_VALUE: return field == 2 ? M_TYPE : M_NONE;
     case M_TYPE: return field == 4 ? M_SEQ : field == 5 ? M_MAP : field == 9 ? M_OPT : M_NONE;
     case M_SEQ:
@@ -340,8 +346,8 @@ static enum pb_msg sub_message(enum pb_msg m, uint64_t field)
 #define MAX_TYPE_DEPTH 32  /* a sequence of a sequence of ... */
 
 /* Whether message m in [from, to) nests no deeper than the limits (its
- * graphs and types deep already); a malformed message passes, for
- * protobuf-c to refuse. */
+ * graphs and types deep already) and no external data entry of a tensor
+ * holds a NUL byte; a malformed message passes, for protobuf-c to refuse. */
 static bool nesting_ok(const unsigned char *p, size_t from, size_t to, enum pb_msg m, int graphs, int types,
                        const char **what)
 {
@@ -351,6 +357,11 @@ static bool nesting_ok(const unsigned char *p, size_t from, size_t to, enum pb_m
     while (at < to) {
         if (!next_field(p, to, &at, &field, &wt, &pay, &paylen))
             return true;
+        if (m == M_ENTRY && wt == PB_LEN && memchr(p + pay, 0, paylen)) {
+            /* protobuf-c's strings end at a NUL: "w.bin\0../x" would be read as "w.bin" */
+            *what = "a NUL byte";
+            return false;
+        }
         enum pb_msg s = wt == PB_LEN ? sub_message(m, field) : M_NONE;
         if (s == M_NONE)
             continue;
@@ -371,7 +382,9 @@ static Onnx__ModelProto *unpack_model(const unsigned char *data, size_t len, int
                                       size_t *npre_out, tl_status *st)
 {
     const char *deep = NULL;
-    if (!nesting_ok(data, 0, len, M_MODEL, -1, 0, &deep)) /* the main graph at 0 */
+    if (!nesting_ok(data, 0, len, M_MODEL, -1, 0, &deep) && strstr(deep, "NUL")) /* the main graph at 0 */
+        return tl_fail(st, TL_EINPUT, "a tensor's external data entry holds a NUL byte"), NULL;
+    if (deep)
         return tl_fail(st, TL_EINPUT, "the model nests %s more than %d deep: tl reads at most that", deep,
                        strstr(deep, "graph") ? MAX_GRAPH_DEPTH : MAX_TYPE_DEPTH), NULL;
     stripper s = {.in = data, .cap = len + 20};

@@ -100,6 +100,8 @@ external("../../secret.bin", "external_outside.onnx")
 # external data in a file that is not there (and, copied beside a folder of
 # that name, one that cannot be read)
 external("ext_missing.bin", "ext_missing.onnx")
+# a location with a NUL byte: read as its prefix ("mlp.onnx"), it named another file
+external("mlp.onnx\0../../x", "ext_nul.onnx")
 
 # names holding a quote and a backslash (tl dot escapes them)
 save(model([h.make_node("Relu", ["x"], ['a"b\\c'], name="r"), h.make_node("Neg", ['a"b\\c'], ["y"])],
