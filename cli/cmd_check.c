@@ -121,7 +121,7 @@ static bool parse_spec(sizes *z, const char *text, tl_type *t, tl_status *st)
     const char *br = strchr(text, '[');
     char dt[16];
     struct stat sb;
-    if (!br && tl_dtype_parse(text, &t->dtype))
+    if (!br && tl_dtype_parse(text, &t->dtype) && stat(text, &sb)) /* x=f32, not a file of that name */
         return tl_fail(st, TL_EINPUT, "'%s': a type is DTYPE[DIMS], such as %s[n,3] (%s[] for a number)", text,
                        text, text), true;
     if (!br || (size_t)(br - text) >= sizeof dt)

@@ -12,8 +12,8 @@
 #include "backends/ops.h"
 #include "cli.h"
 
-/* tl --help: every part; tl COMMAND --help: its usage lines and the parts
- * that concern it (help_parts). */
+/* tl --help: every part below; tl COMMAND --help: its usage lines and the
+ * parts that concern it (help). */
 static const char usage_text[] =
     "usage: tl run  GRAPH [NAME=TENSOR]... [options]\n"
     "       tl grad GRAPH [NAME=TENSOR]... [--seed [OUT=]TENSOR]... [--wrt NAME,...] [options]\n"
