@@ -183,6 +183,9 @@ tl_code cli_write_report(const char *path, const tl_graph *g, const tl_result *r
 /* Whether GRAPH is a program by its name: a .tl file, or what
  * cli_inline_graph made; a JSON graph by its name: a .json file. */
 bool cli_is_program(const char *graph);
+/* A warning for each top-level binding of a program that nothing reads and
+ * that is no output (written, and computed, for nothing). */
+void cli_warn_unused(const tl_graph *g);
 bool cli_is_graph_file(const char *graph);
 /* Whether a text whose name does not say is a program rather than a JSON
  * graph, by its first character past blanks: a JSON graph's "{" is followed by a key ('"') or '}', a program

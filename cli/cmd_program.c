@@ -32,6 +32,47 @@ bool cli_is_program(const char *graph)
     return !strncmp(graph, INLINE_MARK, INLINE_LEN) || (n > 3 && !strcmp(graph + n - 3, ".tl"));
 }
 
+/* Marks every slot a block reads: its nodes' arguments, an if's
+ * condition, and the blocks inside with their results. */
+static void mark_reads(const tl_block *b, bool *used)
+{
+    for (int i = 0; b && i < b->nnodes; i++) {
+        const tl_node *n = &b->nodes[i];
+        for (int k = 0; k < n->nargs; k++)
+            if (n->args[k].slot >= 0)
+                used[n->args[k].slot] = true;
+        if (n->flow->cond.slot >= 0)
+            used[n->flow->cond.slot] = true;
+        const tl_block *in[3] = {n->flow->then_b, n->flow->else_b, n->flow->body};
+        for (int j = 0; j < 3; j++) {
+            mark_reads(in[j], used);
+            for (int r = 0; in[j] && r < in[j]->nresult; r++)
+                used[in[j]->result[r]] = true;
+        }
+    }
+}
+
+void cli_warn_unused(const tl_graph *g)
+{
+    bool *used = calloc((size_t)g->nslots + 1, sizeof *used);
+    if (!used)
+        return;
+    mark_reads(&g->top, used);
+    for (int i = 0; i < g->noutputs; i++)
+        used[g->outputs[i]] = true;
+    for (int i = 0; i < g->top.nnodes; i++) {
+        const tl_node *n = &g->top.nodes[i];
+        bool any = false;
+        for (int k = 0; k < n->nout; k++)
+            any = any || used[n->out[k]];
+        const char *name = g->slot_name[n->out[0]];
+        if (!any && name[0] != '_') /* _3_9: a value the program made, never unread */
+            fprintf(stderr, "tl: warning: %s: \"%s\" is computed but never used (a program returns its last "
+                    "binding; `output %s, ...` returns more)\n", g->path, name, name);
+    }
+    free(used);
+}
+
 bool cli_is_graph_file(const char *graph)
 {
     size_t n = strlen(graph);

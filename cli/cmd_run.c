@@ -1053,6 +1053,8 @@ static int execute(cmd *c)
         return cli_fail(&st);
     }
     t.load = cli_now_ms() - t0;
+    if (cli_is_program(c->graph) && !c->quiet)
+        cli_warn_unused(s.g);
     if (be == &tl_cpu_backend)
         tl_prepare(s.g); /* OpenBLAS loads while the inputs are read */
     int ni = s.g->ninputs, no = s.g->noutputs, nmax = 2 * (ni + no) + s.g->nslots;
