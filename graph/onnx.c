@@ -1284,10 +1284,51 @@ static val *transpose2(tx *t, val *x)
     return call1(t, "transpose", x, a);
 }
 
+static val *axes_call(tx *t, const char *op, val *x, int n, const int64_t *axes, bool keep);
+static val *axis_call(tx *t, const char *op, val *x, int ax);
+
+/* MatMul of integers (tl's matmul takes floats): the products of every
+ * row and column broadcast out, [..., M, K, 1] * [..., 1, K, N], summed
+ * over K, exact and wrapping as ONNX's integers are.  It holds M*K*N
+ * elements at once, so it is for the small products integer models make. */
+static bool int_matmul(tx *t, val *a, val *b, val **out)
+{
+    if (a->ndim < 1 || b->ndim < 1)
+        return fail(t, "a 0-d operand");
+    int64_t m = a->ndim > 1 ? a->dims[a->ndim - 2] : 1, n = b->ndim > 1 ? b->dims[b->ndim - 1] : 1;
+    double na = 1, nb = 1; /* the broadcast products: at most numel(a) * N and numel(b) * M elements */
+    for (int d = 0; d < a->ndim; d++)
+        na *= (double)a->dims[d];
+    for (int d = 0; d < b->ndim; d++)
+        nb *= (double)b->dims[d];
+    if (na * (double)n > 0x1p26 || nb * (double)m > 0x1p26)
+        return fail(t, "an integer product of %s by %s: tl multiplies integers elementwise, every product at once "
+                       "(here over 2^26); cast the operands to float first",
+                    type_desc(a, (char[96]){0}, 96), type_desc(b, (char[96]){0}, 96));
+    val *a2 = a->ndim == 1 ? axis_call(t, "expand_dims", a, 0) : a; /* [K] -> [1, K] */
+    val *b2 = b->ndim == 1 ? axis_call(t, "expand_dims", b, 1) : b; /* [K] -> [K, 1] */
+    val *p = a2 && b2 ? call2(t, "mul", axis_call(t, "expand_dims", a2, -1), axis_call(t, "expand_dims", b2, -3))
+                      : NULL;
+    int64_t kax = -2;
+    val *r = p ? axes_call(t, "sum", p, 1, &kax, false) : NULL;
+    for (int s = 0; r && s < 2; s++) /* a 1-d operand's axis goes again: b's (last), then a's */
+        if (s == 0 ? b->ndim == 1 : a->ndim == 1) {
+            cJSON *q = cJSON_CreateObject();
+            int64_t ax = s == 0 ? -1 : (b->ndim == 1 ? -1 : -2);
+            put_ints(q, "axes", &ax, 1);
+            r = call1(t, "squeeze", r, q);
+        }
+    return (*out = r ? typed(r, a->oty) : NULL) != NULL;
+}
+
 static bool x_matmul(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
-    return need(t, in, nin, 2) && (out[0] = call2(t, "matmul", in[0], in[1])) != NULL;
+    if (!need(t, in, nin, 2) || !at_most(t, in, nin, 2))
+        return false;
+    if (is_int_type(in[0]->oty) && in[0]->oty != TL_ONNX_BOOL)
+        return int_matmul(t, in[0], in[1], &out[0]);
+    return (out[0] = call2(t, "matmul", in[0], in[1])) != NULL;
 }
 
 static bool x_gemm(tx *t, val **in, int nin, val **out, int nout)

@@ -386,3 +386,8 @@ save(model([h.make_node("Compress", ["x", "cond"], ["y"], axis=1)],
 save(model([h.make_node("Einsum", ["a", "b"], ["y"], equation="...i,...i->...")],
            [h.make_tensor_value_info("a", T.DOUBLE, [2, 1, 3]), h.make_tensor_value_info("b", T.DOUBLE, [4, 3])],
            [h.make_tensor_value_info("y", T.DOUBLE, [2, 4])]), "einsum_ellipsis_bcast.onnx")
+
+# MatMul of integers: exact and wrapping, batch axes broadcast, a 1-d operand
+save(model([h.make_node("MatMul", ["a", "b"], ["y"])],
+           [h.make_tensor_value_info("a", T.INT64, [2, 1, 2, 3]), h.make_tensor_value_info("b", T.INT64, [3])],
+           [h.make_tensor_value_info("y", T.INT64, [2, 1, 2])]), "matmul_int.onnx")
