@@ -308,16 +308,24 @@ static void rule(bw *b, const tl_entry *e, const tl_attrs *a, const bool *want, 
         if (want[1])
             gb = op2(b, TL_OP_MUL, op1(b, TL_OP_NEG, g), op2(b, TL_OP_DIV, y, w));
         break;
-    case TL_OP_POW:
-        if (want[0]) /* g * b * a^(b-1), 0 where b == 0 */
-            ga = op3(b, TL_OP_WHERE, op2(b, TL_OP_EQ, w, zero), zero,
+    case TL_OP_POW: {
+        /* recorded to be differentiated again, the masked places read a
+         * base of 1: the where sends them a cotangent of 0, and 0 times the
+         * infinite partial of a^(b-1) or log a at a = 0 would be NaN */
+        bool twice = tl_bw_twice(b);
+        if (want[0]) { /* g * b * a^(b-1), 0 where b == 0 */
+            tl_tensor *b0 = op2(b, TL_OP_EQ, w, zero), *base = twice ? op3(b, TL_OP_WHERE, b0, num(b, x, 1), x) : x;
+            ga = op3(b, TL_OP_WHERE, b0, zero,
                      op2(b, TL_OP_MUL, g,
-                         op2(b, TL_OP_MUL, w, op2(b, TL_OP_POW, x, op2(b, TL_OP_SUB, w, num(b, w, 1))))));
-        if (want[1]) /* g * a^b * log a, 0 where a == 0 and b >= 0 */
-            gb = op3(b, TL_OP_WHERE,
-                     op2(b, TL_OP_MUL, op2(b, TL_OP_EQ, x, zero), op2(b, TL_OP_GE, w, zero)), zero,
-                     op2(b, TL_OP_MUL, g, op2(b, TL_OP_MUL, y, op1(b, TL_OP_LOG, x))));
+                         op2(b, TL_OP_MUL, w, op2(b, TL_OP_POW, base, op2(b, TL_OP_SUB, w, num(b, w, 1))))));
+        }
+        if (want[1]) { /* g * a^b * log a, 0 where a == 0 and b >= 0 */
+            tl_tensor *a0 = op2(b, TL_OP_MUL, op2(b, TL_OP_EQ, x, zero), op2(b, TL_OP_GE, w, zero));
+            tl_tensor *base = twice ? op3(b, TL_OP_WHERE, a0, num(b, x, 1), x) : x;
+            gb = op3(b, TL_OP_WHERE, a0, zero, op2(b, TL_OP_MUL, g, op2(b, TL_OP_MUL, y, op1(b, TL_OP_LOG, base))));
+        }
         break;
+    }
     case TL_OP_MAXIMUM:
     case TL_OP_MINIMUM: { /* winner takes g, a tie gives each g/2 */
         tl_opcode lose_a = e->op == TL_OP_MAXIMUM ? TL_OP_LT : TL_OP_GT;

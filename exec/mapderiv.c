@@ -17,10 +17,48 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The registers whose tangent is 0 in every run of the body: those that
+ * never hold a value computed from the input differentiated (constants,
+ * the other inputs, loop counters and what only they make), found over
+ * every instruction whatever the jumps (a register any write makes from a
+ * nonzero tangent is not zero).  Their terms are left out of the tangents:
+ * 0 times an infinite or NaN partial (the exponent's log(base) in x ** 3
+ * at a negative x; 0.5 / sqrt(0)) would be NaN where the derivative is 0. */
+static bool *zero_tangents(const tl_mprog *p, int input, tl_status *st)
+{
+    bool *z = tl_malloc((size_t)p->nregs + 1, sizeof *z, "a map derivative", st);
+    if (!z)
+        return NULL;
+    for (int r = 0; r < p->nregs; r++)
+        z[r] = true;
+    z[p->in_reg[input]] = false;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int pc = 0; pc < p->nins; pc++) {
+            const tl_mins *in = &p->ins[pc];
+            bool from = false; /* written from a nonzero tangent */
+            switch (in->code) {
+            case TL_M_UN:
+            case TL_M_CLAMP:
+            case TL_M_MOV: from = !z[in->a]; break;
+            case TL_M_BIN: from = !z[in->a] || !z[in->b]; break;
+            case TL_M_WHERE: from = !z[in->b] || !z[in->c]; break; /* the condition has none */
+            default: break;
+            }
+            if (from && z[in->dst]) {
+                z[in->dst] = false;
+                changed = true;
+            }
+        }
+    }
+    return z;
+}
+
 /* The tangent of op(operands) at the instruction's result `out`:
  * sum over the operands j of rule_j(cotangent = tangent of j), as
- * registers of b; -1 when it is zero. */
-static int tangent_of(tl_pbuild *b, const tl_mins *ins, int nregs, int out, tl_status *st)
+ * registers of b, leaving out the operands whose tangent is always 0
+ * (zero[r]); -1 when it is zero. */
+static int tangent_of(tl_pbuild *b, const tl_mins *ins, int nregs, int out, const bool *zero, tl_status *st)
 {
     tl_opcode op = ins->code == TL_M_WHERE ? TL_OP_WHERE : ins->code == TL_M_CLAMP ? TL_OP_CLAMP : ins->op;
     int n = ins->code == TL_M_UN || ins->code == TL_M_CLAMP ? 1 : ins->code == TL_M_BIN ? 2 : 3;
@@ -37,6 +75,8 @@ static int tangent_of(tl_pbuild *b, const tl_mins *ins, int nregs, int out, tl_s
     int sum = -1;
     tl_code rc = TL_OK;
     for (int j = op == TL_OP_WHERE ? 1 : 0; j < n && !rc; j++) {
+        if (zero[reg[j]])
+            continue;
         tl_tensor *in[3] = {NULL}, *gin[3] = {NULL};
         int in_var[3] = {-1, -1, -1};
         for (int i = 0; i < n; i++)
@@ -68,8 +108,11 @@ static tl_mprog *derive(const tl_mprog *p, int input, bool times, tl_status *st)
 {
     tl_pbuild b = {0};
     int nr = p->nregs, *at = tl_malloc((size_t)p->nins + 1, sizeof *at, "a map derivative", st);
-    if (!at)
+    bool *fixed = at ? zero_tangents(p, input, st) : NULL;
+    if (!fixed) {
+        free(at);
         return NULL;
+    }
     b.p.nregs = 2 * nr; /* r's tangent: nr + r */
     b.p.ncounters = p->ncounters;
     for (int k = 0; k < p->nconst; k++) {
@@ -100,7 +143,7 @@ static tl_mprog *derive(const tl_mprog *p, int input, bool times, tl_status *st)
             int dst = ins.dst, tmp = tl_pb_reg(&b);
             ins.dst = tmp;
             tl_pb_emit(&b, ins);
-            int t = tangent_of(&b, &ins, nr, tmp, st);
+            int t = tangent_of(&b, &ins, nr, tmp, fixed, st);
             if (t == -2) {
                 rc = st->code;
                 break;
@@ -132,6 +175,7 @@ static tl_mprog *derive(const tl_mprog *p, int input, bool times, tl_status *st)
             in->imm = at[in->imm];
     }
     free(at);
+    free(fixed);
     b.p.result = nr + p->result;
     if (times) { /* g * the derivative, g one more input (after every jump's target) */
         int g = tl_pb_input(&b, NULL, -1), r = tl_pb_reg(&b);
