@@ -1187,6 +1187,22 @@ static bool parse_block(loader *L, const cJSON *obj, tl_block **out, int nparams
 static bool const_data(loader *L, const cJSON *v, tl_const *c, tl_dtype untyped);
 static bool const_file(loader *L, const cJSON *v, tl_const *c);
 
+/* Whether a number written for a tensor of dtype dt is one of its values:
+ * an integer in range (below 2^53 for i64: past it a double has rounded
+ * what was written), or for f32 not too large (inf written stays inf). */
+static bool number_fits(loader *L, double v, tl_dtype dt, const char *what)
+{
+    char num[TL_FMT_LEN];
+    tl_fmt_f64(num, sizeof num, v);
+    if (tl_dtype_is_int(dt) && !(v == floor(v) && (dt == TL_I32 ? v >= -2147483648.0 && v <= 2147483647.0
+                                                                : fabs(v) < 9007199254740992.0)))
+        return tl_fail(L->st, TL_EINPUT, "%s is %s: it must be an integer in %s's range%s", what, num,
+                       tl_dtype_name(dt), dt == TL_I64 ? " (below 2^53 in magnitude)" : ""), false;
+    if (dt == TL_F32 && tl_f32_overflows(v))
+        return tl_fail(L->st, TL_EINPUT, "%s is %s, too large for f32 (write \"inf\")", what, num), false;
+    return true;
+}
+
 /* An input's "default": a number (a scalar), a data or fill constant (of
  * its own dtype, else the input's, else f64) or a file constant. */
 static bool parse_default(loader *L, const cJSON *v, tl_input *in)
@@ -1201,7 +1217,7 @@ static bool parse_default(loader *L, const cJSON *v, tl_input *in)
     bool ok;
     if (get_num(v, &x)) {
         c->kind = TL_CONST_DATA;
-        ok = (c->tensor = tl_tensor_new(dt, 0, NULL, L->st)) != NULL;
+        ok = number_fits(L, x, dt, "the number") && (c->tensor = tl_tensor_new(dt, 0, NULL, L->st)) != NULL;
         if (ok)
             tl_tensor_set(c->tensor, 0, x);
     } else if (cJSON_IsObject(v) && cJSON_GetObjectItemCaseSensitive(v, "file")) {
@@ -1310,16 +1326,8 @@ static bool const_data(loader *L, const cJSON *v, tl_const *c, tl_dtype untyped)
         return tl_fail(L->st, TL_EINPUT, "give exactly one of \"data\" and \"fill\""), false;
     if (fill && !get_num(fill, &fv))
         return tl_fail(L->st, TL_EINPUT, "\"fill\" must be a number"), false;
-    if (fill && tl_dtype_is_int(dtype) &&
-        !(fv == floor(fv) && (dtype == TL_I32 ? fv >= -2147483648.0 && fv <= 2147483647.0
-                                               : fabs(fv) < 9007199254740992.0)))
-        return tl_fail(L->st, TL_EINPUT, "\"fill\" of an %s constant must be an integer in its range",
-                       tl_dtype_name(dtype)), false;
-    if (fill && dtype == TL_F32 && tl_f32_overflows(fv)) {
-        char num[TL_FMT_LEN];
-        tl_fmt_f64(num, sizeof num, fv);
-        return tl_fail(L->st, TL_EINPUT, "\"fill\" is %s, too large for f32 (write \"inf\")", num), false;
-    }
+    if (fill && !number_fits(L, fv, dtype, "\"fill\""))
+        return false;
     int64_t numel;
     if (tl_shape_numel(nd, shape, &numel, L->st))
         return tl_wrap(L->st, "\"shape\""), false;
