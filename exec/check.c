@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/mprog.h"
 #include "formats/npy.h"
 #include "formats/npz.h"
 #include "formats/text.h"
@@ -425,6 +426,16 @@ static tl_code check_map(checker *c, const tl_node *n, tl_type *out)
         if (n->op == TL_OP_BATCH_NORM && n->nout == 3) /* training: the batch mean and variance [C] */
             out[1] = out[2] = (tl_type){sh.dtype, 1, {sh.dims[1]}, false};
     }
+    /* the body's numbers meet f32 data as any call's do (each is its
+     * element's dtype there): one too large for f32 is an error, not inf */
+    const struct tl_mprog *p = n->flow->prog;
+    for (int k = 0; !rc && p && sh.dtype == TL_F32 && k < p->nconst; k++)
+        if (tl_f32_overflows(p->const_val[k])) {
+            char num[TL_FMT_LEN];
+            tl_fmt_f64(num, sizeof num, p->const_val[k]);
+            rc = tl_fail(c->st, TL_EINPUT, "the number %s in its body meets f32 data and is too large for f32 "
+                         "(write inf)", num);
+        }
     free(fk);
     return rc;
 }
