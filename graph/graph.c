@@ -418,9 +418,9 @@ static bool get_bound(const cJSON *v, int64_t *out)
 /* A number, or one of the strings "nan", "inf", "-inf". */
 static bool get_num(const cJSON *v, double *out)
 {
-    if (cJSON_IsNumber(v)) {
+    if (cJSON_IsNumber(v)) { /* 1e400 is no double: write "inf" for infinity */
         *out = v->valuedouble;
-        return true;
+        return isfinite(*out);
     }
     if (!cJSON_IsString(v))
         return false;
@@ -813,6 +813,10 @@ static bool parse_args(loader *L, const cJSON *v, tl_arg **args, int *nargs, con
             tl_fail(L->st, TL_EINPUT, "\"%s\" entry %d must be a name or a number", key, i);
             return false;
         }
+        if (cJSON_IsNumber(c) && !isfinite(c->valuedouble)) /* 1e400: no double; args hold finite numbers */
+            return tl_fail(L->st, TL_EINPUT, "\"%s\" entry %d is too large for a double (a number argument is "
+                           "finite: an infinity is a constant, {\"shape\": [], \"data\": [\"inf\"]})", key, i),
+                   false;
         if (!put_arg(L, &(*args)[i], cJSON_IsString(c) ? c->valuestring : NULL, c->valuedouble))
             return false;
     }
