@@ -270,8 +270,24 @@ static bool mark_numbers(cJSON *v, const json_reader *R, size_t *pos)
     return true;
 }
 
-/* The digits of number node v, NUL-terminated in buf.  cJSON reads at
- * most 63 characters of a number, so a longer one never gets here whole. */
+/* The digits of number node v, NUL-terminated: in buf where they fit,
+ * else whole in memory of their own, which the caller frees (NULL when
+ * there is none).  A number may run to any length (Python's Decimal
+ * writes 5e-324 with 750 digits): cut short, it would read as another. */
+static char *digits_whole(const json_reader *R, const cJSON *v, char buf[64])
+{
+    size_t from = (size_t)v->valueint, n = 0;
+    while (from + n < R->len && number_char(R->text[from + n]))
+        n++;
+    char *s = n < 64 ? buf : malloc(n + 1);
+    if (s) {
+        memcpy(s, R->text + from, n);
+        s[n] = '\0';
+    }
+    return s;
+}
+
+/* The digits of number node v for a message: its first 63 characters. */
 static const char *digits(const json_reader *R, const cJSON *v, char buf[64])
 {
     size_t k = 0;
@@ -303,18 +319,22 @@ static const char *int_value(const json_reader *R, const cJSON *v, tl_dtype dt, 
     char buf[64];
     if (!cJSON_IsNumber(v))
         return "not an integer";
-    const char *s = digits(R, v, buf);
-    if (strpbrk(s, ".eE"))
-        return "not an integer";
+    char *s = digits_whole(R, v, buf);
+    if (!s)
+        return "too long to hold (out of memory)";
+    const char *why = NULL;
     char *end;
     errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (*end)
-        return "not an integer";
-    if (errno == ERANGE || (dt == TL_I32 && (x < INT32_MIN || x > INT32_MAX)))
-        return dt == TL_I32 ? "out of range for i32" : "out of range for i64";
-    *out = x;
-    return NULL;
+    long long x = strpbrk(s, ".eE") ? 0 : strtoll(s, &end, 10);
+    if (strpbrk(s, ".eE") || *end)
+        why = "not an integer";
+    else if (errno == ERANGE || (dt == TL_I32 && (x < INT32_MIN || x > INT32_MAX)))
+        why = dt == TL_I32 ? "out of range for i32" : "out of range for i64";
+    else
+        *out = x;
+    if (s != buf)
+        free(s);
+    return why;
 }
 
 /* A float of dtype dt from v: its digits rounded once to dt, or the
@@ -332,13 +352,14 @@ static const char *float_value(const json_reader *R, const cJSON *v, tl_dtype dt
     if (!cJSON_IsNumber(v))
         return "not a number";
     char buf[64], *end;
-    const char *s = digits(R, v, buf);
+    char *s = digits_whole(R, v, buf); /* rounded once, from every digit written */
+    if (!s)
+        return "too long to hold (out of memory)";
     *out = dt == TL_F32 ? (double)strtof(s, &end) : strtod(s, &end);
-    if (*end)
-        return "not a number";
-    if (isinf(*out))
-        return dt == TL_F32 ? "out of range for f32" : "out of range for f64";
-    return NULL;
+    const char *why = *end ? "not a number" : isinf(*out) ? (dt == TL_F32 ? "out of range for f32" : "out of range for f64") : NULL;
+    if (s != buf)
+        free(s);
+    return why;
 }
 
 static tl_code read_element(const json_reader *R, const cJSON *v, tl_tensor *t, int64_t i)
