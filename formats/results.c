@@ -785,17 +785,31 @@ tl_result_file *tl_result_file_open(const char *path, tl_status *st)
      * is taken for one, and a FIFO is read once, whole */
     size_t n = strlen(path);
     bool zip = n >= 4 && !strcmp(path + n - 4, ".npz");
-    unsigned char head[4];
+    unsigned char head[4], *buf;
+    size_t len;
     struct stat sb;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && !fstat(fd, &sb) && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+        /* a FIFO or device: read from this one open (a second open of a
+         * FIFO whose writer has finished would wait for another for good) */
+        FILE *in = fdopen(fd, "rb");
+        tl_code rc = in ? tl_slurp_stream(in, &buf, &len, st) : tl_fail(st, TL_ERUNTIME, "cannot read: out of memory");
+        if (in)
+            fclose(in);
+        else
+            close(fd);
+        if (rc)
+            return tl_wrap(st, "%s", path), NULL;
+        tl_result_file *f = tl_result_file_open_mem(buf, len, st);
+        free(buf);
+        return f;
+    }
     if (fd >= 0 && !fstat(fd, &sb) && S_ISREG(sb.st_mode))
         zip = read(fd, head, sizeof head) == (ssize_t)sizeof head && tl_bytes_kind_of(head, sizeof head) == TL_BYTES_NPZ;
     if (fd >= 0)
         close(fd);
     if (zip)
         return file_of(tl_npz_open(path, st), NULL, st);
-    unsigned char *buf;
-    size_t len;
     if (tl_slurp_path(path, &buf, &len, st))
         return NULL;
     tl_result_file *f = tl_result_file_open_mem(buf, len, st);
