@@ -3,6 +3,7 @@
 #include "formats/results.h"
 
 #include <cjson/cJSON.h>
+#include "json_strict.h"
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -209,7 +210,14 @@ static bool cut_short(const char *s, size_t len)
 
 static cJSON *parse_json(const json_reader *R)
 {
-    const char *end = NULL;
+    const char *end = NULL, *why;
+    int line, col;
+    size_t bad = tl_json_hazard(R->text, R->len, &why); /* what cJSON lets through, as the graph reader refuses it */
+    if (bad < R->len) {
+        line_col(R->text, bad, &line, &col);
+        tl_fail(R->st, TL_EINPUT, "line %d, column %d: malformed JSON: %s", line, col, why);
+        return NULL;
+    }
     errno = 0; /* cJSON says only "failed": malloc's ENOMEM tells the two apart */
     cJSON *doc = cJSON_ParseWithLengthOpts(R->text, R->len, &end, false);
     if (!doc && errno == ENOMEM) {
@@ -220,10 +228,19 @@ static cJSON *parse_json(const json_reader *R)
     size_t rest = off; /* past the blanks: the end, or text after the object */
     while (rest < R->len && is_blank(R->text[rest]))
         rest++;
+    bool oom = false;
+    const cJSON *dup = doc && rest == R->len ? tl_json_duplicate(doc, 0, &oom) : NULL;
+    if (doc && rest == R->len && (dup || oom)) { /* JSON readers disagree about a key given twice */
+        if (oom)
+            tl_fail(R->st, TL_ERUNTIME, "out of memory checking keys");
+        else
+            tl_fail(R->st, TL_EINPUT, "duplicate key \"%.64s\"", dup->string);
+        cJSON_Delete(doc);
+        return NULL;
+    }
     if (doc && rest == R->len)
         return doc;
     bool early = !doc && (rest == R->len || cut_short(R->text, R->len));
-    int line, col;
     line_col(R->text, doc ? rest : early ? R->len : off, &line, &col);
     tl_fail(R->st, TL_EINPUT, "line %d, column %d: %s", line, col,
             doc ? "text after the result object" : early ? "malformed JSON (unexpected end of the text)"

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "formats/json_strict.h"
 #include "formats/npy.h"
 #include "formats/text.h"
 #include "mapc.h"
@@ -1568,42 +1569,6 @@ static bool utf8_ok(const unsigned char *s, size_t n, size_t *bad)
     return true;
 }
 
-/* cJSON's own limit (CJSON_NESTING_LIMIT), reported by name here */
-#define MAX_JSON_DEPTH 1000
-#define STR_(x) #x
-#define STR(x) STR_(x)
-
-/* What JSON forbids and cJSON lets through: a NUL byte anywhere, a raw
- * control character inside a string, and \u0000 (cJSON would cut the
- * string there, so "x\u0000y" would silently be "x").  Returns the offset
- * of the first, or len. */
-static size_t json_hazard(const char *text, size_t len, const char **why)
-{
-    bool in_string = false;
-    int depth = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)text[i];
-        if (c == 0)
-            return *why = "a NUL byte", i;
-        if (!in_string) {
-            in_string = c == '"';
-            depth += (c == '[' || c == '{') - (c == ']' || c == '}');
-            if (depth > MAX_JSON_DEPTH)
-                return *why = "nested more than " STR(MAX_JSON_DEPTH) " levels deep", i;
-            continue;
-        }
-        if (c < 0x20)
-            return *why = "a raw control character in a string (escape it)", i;
-        if (c == '"')
-            in_string = false;
-        else if (c == '\\' && i + 1 < len) {
-            if (text[i + 1] == 'u' && i + 5 < len && !memcmp(text + i + 2, "0000", 4))
-                return *why = "\\u0000 in a string", i;
-            i++; /* skip the escaped character */
-        }
-    }
-    return len;
-}
 
 /* ---- what a malformed document was missing: a strict JSON scanner run
  * after cJSON has refused the text, to name the first thing expected ---- */
@@ -1776,55 +1741,6 @@ static void line_col(const char *text, size_t off, int *line, int *col)
         } else
             (*col)++;
     }
-}
-
-static int by_key(const void *a, const void *b)
-{
-    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
-}
-
-/* A key of object v given twice, or NULL: sorted, so a huge object costs
- * n log n, not n^2.  *oom is set when the sort could not be done. */
-static const cJSON *duplicate_key(const cJSON *v, bool *oom)
-{
-    size_t n = 0, k = 0;
-    for (const cJSON *c = v->child; c; c = c->next)
-        n++;
-    if (n < 2)
-        return NULL;
-    if (n <= 8) { /* the same answer (the first duplicated key in sorted order) without sorting */
-        const cJSON *dup = NULL;
-        for (const cJSON *a = v->child; a; a = a->next)
-            for (const cJSON *b = a->next; b; b = b->next)
-                if (!strcmp(a->string, b->string) && (!dup || strcmp(a->string, dup->string) < 0))
-                    dup = b;
-        return dup;
-    }
-    const cJSON **keys = malloc(n * sizeof *keys);
-    if (!keys) {
-        *oom = true;
-        return NULL;
-    }
-    for (const cJSON *c = v->child; c; c = c->next)
-        keys[k++] = c;
-    qsort(keys, n, sizeof *keys, by_key);
-    const cJSON *dup = NULL;
-    for (k = 1; k < n && !dup; k++)
-        if (!strcmp(keys[k - 1]->string, keys[k]->string))
-            dup = keys[k];
-    free(keys);
-    return dup;
-}
-
-/* Duplicate keys are an error (JSON parsers disagree about them). */
-static const cJSON *find_duplicate(const cJSON *v, int depth, bool *oom)
-{
-    if (depth > MAX_JSON_DEPTH)
-        return NULL;
-    const cJSON *r = cJSON_IsObject(v) ? duplicate_key(v, oom) : NULL;
-    for (const cJSON *c = v->child; c && !r && !*oom; c = c->next)
-        r = find_duplicate(c, depth + 1, oom);
-    return r;
 }
 
 /* ---------- the top-level nodes, a node at a time ----------
@@ -2219,7 +2135,7 @@ static bool stream_nodes(loader *L, const cJSON *arr, tl_block *b)
         r = next_element(s, k + 1, next);
         if (r > 0)
             next_h = prefetch_id(L, next, &next_name);
-        bool oom = false, ok = r >= 0 && (!cur->obj || (!find_duplicate(cur->obj, 2, &oom) && !oom));
+        bool oom = false, ok = r >= 0 && (!cur->obj || (!tl_json_duplicate(cur->obj, 2, &oom) && !oom));
         if (ok) {
             b->nnodes = k + 1;
             L->known_name = name;
@@ -2251,7 +2167,7 @@ static bool parse_document(loader *L, const cJSON *doc)
     if (!cJSON_IsObject(doc))
         return tl_fail(L->st, TL_EINPUT, "a graph must be a JSON object"), false;
     bool oom = false;
-    const cJSON *dup = find_duplicate(doc, 0, &oom);
+    const cJSON *dup = tl_json_duplicate(doc, 0, &oom);
     if (oom)
         return tl_fail(L->st, TL_ERUNTIME, "out of memory checking keys"), false;
     if (dup)
@@ -2399,7 +2315,7 @@ static tl_graph *parse_dom(const char *text, size_t len, const char *path, const
         goto done;
     }
     const char *why;
-    if ((bad = json_hazard(text, len, &why)) < len) {
+    if ((bad = tl_json_hazard(text, len, &why)) < len) {
         line_col(text, bad, &line, &col);
         tl_fail(st, TL_EINPUT, "%s:%d:%d: malformed JSON: %s", path, line, col, why);
         goto done;
