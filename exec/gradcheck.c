@@ -92,6 +92,13 @@ static uint64_t extremes(const tl_attrs *a, const tl_tensor *x, const tl_tensor 
     return h;
 }
 
+/* The integer a floor, ceil, round or trunc gave, as bits to mix (NaN and
+ * the infinities as themselves). */
+static uint64_t step_of(double v)
+{
+    return isfinite(v) && fabs(v) < 0x1p62 ? (uint64_t)(int64_t)v : (uint64_t)(isnan(v) ? 5 : v > 0 ? 6 : 7);
+}
+
 /* The fingerprint of the kinks an op call decided; false for an op
  * without any. */
 static bool kink_print(const tl_node *n, tl_tensor *const *in, const tl_tensor *out, uint64_t *h)
@@ -108,6 +115,13 @@ static bool kink_print(const tl_node *n, tl_tensor *const *in, const tl_tensor *
     case TL_OP_CLAMP:
         for (int64_t e = 0; e < in[0]->numel; e++)
             z = mix(z, clamp_side(tl_tensor_get(in[0], e), a->has_min, a->min, a->has_max, a->max));
+        break;
+    case TL_OP_FLOOR: /* the integer they give: a step that changes it crosses a jump */
+    case TL_OP_CEIL:
+    case TL_OP_ROUND:
+    case TL_OP_TRUNC:
+        for (int64_t e = 0; e < out->numel; e++)
+            z = mix(z, step_of(tl_tensor_get(out, e)));
         break;
     case TL_OP_MAXIMUM:
     case TL_OP_MINIMUM:
@@ -139,11 +153,14 @@ static bool kink_print(const tl_node *n, tl_tensor *const *in, const tl_tensor *
 }
 
 /* The side of a kink a map instruction just executed decided, or 4 when
- * it has none. */
+ * it has none.  floor, ceil, round and trunc: their integer modulo 4 (a
+ * step of the checker moves it by one at most, so any change shows). */
 static uint64_t mins_side(const tl_mins *in, double a, double b, double dst)
 {
     switch (in->code) {
     case TL_M_UN:
+        if (in->op == TL_OP_FLOOR || in->op == TL_OP_CEIL || in->op == TL_OP_ROUND || in->op == TL_OP_TRUNC)
+            return step_of(dst) & 3;
         return in->op == TL_OP_RELU || in->op == TL_OP_ABS || in->op == TL_OP_SIGN ? side(a, 0) : 4;
     case TL_M_BIN:
         if (in->op == TL_OP_MAXIMUM || in->op == TL_OP_MINIMUM)
