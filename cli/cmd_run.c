@@ -119,7 +119,7 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
             c->npz[c->nnpz++] = v;
         } else if (c->second && cli_is_opt(a, NULL, "--tangent")) {
             const char *v = cli_opt_value(argc, argv, &i, a, "--tangent");
-            if (!v || !strchr(v, '='))
+            if (!v || !strchr(v, '=') || v[0] == '=')
                 return cli_usage("--tangent needs NAME=TENSOR");
             c->tangent[c->ntangent++] = v;
         } else if (cli_is_opt(a, NULL, "--seed")) {
