@@ -528,8 +528,15 @@ static tl_code npy_open(const char *path, npy_file *nf, tl_status *st)
     size_t first = cap < ((size_t)64 << 10) ? cap : (size_t)64 << 10;
     nf->got = fread(nf->head, 1, first, nf->f);
     if (nf->got == first && first < cap && nf->got >= 12) {
-        size_t hs = nf->head[6] == 1 ? 10 : 12;
-        if (hs + get_le(nf->head + 8, (int)hs - 8) > nf->got)
+        size_t hs = nf->head[6] == 1 ? 10 : 12, need = hs + get_le(nf->head + 8, (int)hs - 8);
+        if (need > cap && need <= (uint64_t)sb.st_size) { /* a header past the first MiB: read to its end */
+            unsigned char *more = realloc(nf->head, need);
+            if (!more)
+                return tl_fail(st, TL_ERUNTIME, "out of memory reading a .npy header of %zu bytes", need);
+            nf->head = more;
+            cap = need;
+        }
+        if (need > nf->got)
             nf->got += fread(nf->head + nf->got, 1, cap - nf->got, nf->f);
     }
     if (read_preamble(nf->head, nf->got, &hstart, &hlen, st) ||
