@@ -469,7 +469,7 @@ static tl_code read_group(const json_reader *R, owned_set *o, const cJSON *g, co
     return TL_OK;
 }
 
-static tl_code read_json(owned_set *o, const char *text, size_t len, tl_status *st)
+static tl_code read_json(owned_set *o, const char *text, size_t len, const char *name, tl_status *st)
 {
     json_reader R = {text, len, st};
     if (len > INT_MAX) /* offsets are kept in an int */
@@ -494,9 +494,14 @@ static tl_code read_json(owned_set *o, const char *text, size_t len, tl_status *
     else if (cJSON_IsObject(doc) && cJSON_GetObjectItemCaseSensitive(doc, "nodes"))
         rc = tl_fail(st, TL_EINPUT, "a graph, not a result file: expected a .npy, an .npz, or tl's json or "
                                     "text output"); /* its "outputs" names values; a result's holds them */
-    else if (!any)
+    else if (!any && cJSON_IsObject(doc) && cJSON_GetObjectItemCaseSensitive(doc, "dtype")) {
+        /* one tensor, as tl show --format json prints it: read as a .npy is */
+        tl_tensor *t = read_tensor(&R, doc);
+        o->pub.anonymous = true;
+        rc = t ? set_add(o, "", name, t, st) : st->code;
+    } else if (!any)
         rc = tl_fail(st, TL_EINPUT, "not tl's json result format: expected an object with "
-                                    "\"outputs\" and \"grads\"");
+                                    "\"outputs\" and \"grads\", or one tensor {\"dtype\", \"shape\", \"data\"}");
     for (int k = 0; k < NGROUPS && !rc; k++)
         if (group[k])
             rc = read_group(&R, o, group[k], groups[k][1]);
@@ -726,7 +731,7 @@ static tl_result_set *read_mem(const void *buf, size_t len, const char *name, bo
     else if (kind == TL_BYTES_NPZ)
         rc = read_npz(o, buf, len, st);
     else if (kind == TL_BYTES_JSON)
-        rc = read_json(o, text, len, st);
+        rc = read_json(o, text, len, name, st);
     else if (kind == TL_BYTES_ONNX)
         rc = tl_fail(st, TL_EINPUT, "an ONNX model, not a result file: expected a .npy, an .npz, or tl's json or "
                                     "text output (MODEL.onnx:NAME is one of its initializers)");
