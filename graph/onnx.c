@@ -2734,6 +2734,8 @@ static bool x_reduce(tx *t, val **in, int nin, val **out, int nout)
     return (out[0] = y) != NULL;
 }
 
+static val *cast_dt(tx *t, val *x, tl_dtype dt);
+
 static bool x_argmax(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
@@ -2743,11 +2745,17 @@ static bool x_argmax(tx *t, val **in, int nin, val **out, int nout)
     int ax = norm_axis(t, attr_i(t, "axis", 0), in[0]->ndim, &ok);
     if (!ok)
         return false;
+    val *x = in[0];
+    if (x->dt == TL_I64)
+        return fail(t, "an int64 input: tl's argmax takes floats, and int64 values past 2^53 have no exact float "
+                       "(cast the input to float first where they stay below)");
+    if (x->dt == TL_I32 && !(x = cast_dt(t, x, TL_F64))) /* int32 values are exact f64 values */
+        return false;
     cJSON *a = cJSON_CreateObject();
     put_num(a, "axis", ax);
     put_bool(a, "keepdims", attr_i(t, "keepdims", 1) != 0);
     put_bool(a, "select_last_index", attr_i(t, "select_last_index", 0) != 0);
-    return (out[0] = call1(t, !strcmp(t->node->op_type, "ArgMax") ? "argmax" : "argmin", in[0], a)) != NULL;
+    return (out[0] = call1(t, !strcmp(t->node->op_type, "ArgMax") ? "argmax" : "argmin", x, a)) != NULL;
 }
 
 static bool x_cumsum(tx *t, val **in, int nin, val **out, int nout)

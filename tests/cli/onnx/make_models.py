@@ -391,3 +391,11 @@ save(model([h.make_node("Einsum", ["a", "b"], ["y"], equation="...i,...i->...")]
 save(model([h.make_node("MatMul", ["a", "b"], ["y"])],
            [h.make_tensor_value_info("a", T.INT64, [2, 1, 2, 3]), h.make_tensor_value_info("b", T.INT64, [3])],
            [h.make_tensor_value_info("y", T.INT64, [2, 1, 2])]), "matmul_int.onnx")
+
+# ArgMax of int32 (read exactly as f64); of int64, an error
+save(model([h.make_node("ArgMax", ["a"], ["y"], axis=1, keepdims=0)],
+           [h.make_tensor_value_info("a", T.INT32, [2, 3])], [h.make_tensor_value_info("y", T.INT64, [2])]),
+     "argmax_i32.onnx")
+save(model([h.make_node("ArgMax", ["a"], ["y"], axis=1, keepdims=0)],
+           [h.make_tensor_value_info("a", T.INT64, [2, 3])], [h.make_tensor_value_info("y", T.INT64, [2])]),
+     "argmax_i64.onnx")
