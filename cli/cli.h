@@ -29,6 +29,9 @@ int cli_env_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_print_escaped(FILE *f, const char *text);
 /* Flushes standard output; a write error there is exit 3 with one line. */
 int cli_finish_stdout(void);
+/* Whether writing standard output failed because its reader has gone
+ * (tl ... | head): nothing is left to do, and that is no error. */
+bool cli_stdout_gone(void);
 double cli_now_ms(void);
 
 /* The progress line of long runs (progress.c): on a terminal, one line on

@@ -2,7 +2,6 @@
  * standard input) or every tensor of a result file (.npz, tl's json), as
  * text or json; --stats prints a summary instead of the values. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
@@ -233,7 +232,7 @@ int cmd_show(int argc, char **argv)
     }
     const tl_result_set *s = file ? file : t ? &one : NULL;
     int rc;
-    if (s && show_all(&sh, s, &st) && errno == EPIPE && ferror(stdout))
+    if (s && show_all(&sh, s, &st) && cli_stdout_gone())
         rc = 0; /* the reader has gone (tl show big.npy --full | head): nothing left to do */
     else if (!s || st.code)
         rc = cli_fail(&st);

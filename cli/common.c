@@ -60,11 +60,13 @@ int cli_env_usage(const char *fmt, ...)
     return rc;
 }
 
+bool cli_stdout_gone(void) { return ferror(stdout) && errno == EPIPE; }
+
 int cli_finish_stdout(void)
 {
     if (fflush(stdout) == 0 && !ferror(stdout))
         return 0;
-    if (errno == EPIPE) /* the reader has gone (tl ops | head): nothing left to do */
+    if (cli_stdout_gone()) /* the reader has gone (tl ops | head): nothing left to do */
         return 0;
     fprintf(stderr, "tl: error: writing standard output: %s\n", strerror(errno ? errno : EIO));
     return TL_ERUNTIME;

@@ -289,7 +289,7 @@ tl_code cli_write(const cli_out *o, tl_status *st)
     }
     if (!rc)
         rc = finish_stream(stdout, "standard output", st);
-    if (rc && errno == EPIPE && ferror(stdout)) /* the reader has gone: nothing left to do */
+    if (rc && cli_stdout_gone()) /* the reader has gone: nothing left to do */
         return TL_OK;
     if (rc && !strstr(st->msg, "standard output"))
         tl_wrap(st, "writing standard output");
