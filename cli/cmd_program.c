@@ -531,6 +531,8 @@ static tl_graph *diff_side(args *a, int k, tl_status *st, int *rc)
     int n = g ? g->ninputs : 0;
     if (!*rc)
         *rc = cli_model_translate(&c, m, &g, in, st);
+    if (!*rc) /* as tl compile writes it */
+        tl_graph_drop_fixed_inputs(g);
     for (int i = 0; in && i < n; i++)
         tl_tensor_unref(in[i]);
     free(in);

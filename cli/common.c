@@ -296,6 +296,15 @@ const char *cli_name_hint(const char *name, const char *const *names, int n, con
 
 const char *cli_input_hint(const tl_graph *g, const char *name, char *buf, size_t len)
 {
+    /* an input of the model that tl compile fixed (graph/onnx.c) */
+    const char *fixed = g->doc ? strstr(g->doc, "\nfixed by tl compile, no longer inputs") : NULL;
+    for (const char *p = fixed; p && (p = strstr(p + 1, "\n"));)
+        if (!strncmp(p + 1, name, strlen(name)) && !strncmp(p + 1 + strlen(name), " = ", 3)) {
+            int n = (int)strcspn(p + 1, "\n");
+            snprintf(buf, len, " (tl compile fixed it, %.*s%s: compile the model again for another value)",
+                     n < 160 ? n : 160, p + 1, n < 160 ? "" : "...");
+            return buf;
+        }
     const char **names = malloc(sizeof *names * ((size_t)g->ninputs + 1));
     if (!names)
         return buf[0] = '\0', buf;

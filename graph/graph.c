@@ -2485,6 +2485,17 @@ void tl_graph_drop_default_data(tl_graph *g)
         }
 }
 
+void tl_graph_drop_fixed_inputs(tl_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->ninputs; i++)
+        if (g->inputs[i].fixed)
+            default_free(g->inputs[i].dflt);
+        else
+            g->inputs[n++] = g->inputs[i];
+    g->ninputs = n;
+}
+
 void tl_graph_free(tl_graph *g)
 {
     if (!g)

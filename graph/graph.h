@@ -87,6 +87,10 @@ typedef struct tl_input {
      * fill or file constant, typed: its own dtype, else the input's, else
      * f64); NULL: the input must be given.  Owned by the graph. */
     struct tl_const *dflt;
+    /* an ONNX model's input whose value the translation took at load (a
+     * TopK's k, a Reshape's shape) and that the recipe never reads: a
+     * recipe made for that value alone (tl compile leaves it out) */
+    bool fixed;
 } tl_input;
 
 typedef enum tl_const_kind {
@@ -172,6 +176,9 @@ tl_graph *tl_graph_parse_with(const char *text, size_t len, const char *path,
  * take this path where that fails, so for tests that compare the two. */
 tl_graph *tl_graph_parse_dom(const char *text, size_t len, const char *path,
                              const tl_graph_options *o, tl_status *st);
+/* Removes the inputs marked fixed (an ONNX model's, tl_input.fixed): the
+ * graph as tl compile writes it, for comparing with one. */
+void tl_graph_drop_fixed_inputs(tl_graph *g);
 /* How many loads in this process went the whole-document way (those that
  * failed, and texts the fast path does not take).  Not thread-safe: for
  * tests that a large graph takes the fast path. */

@@ -4190,6 +4190,7 @@ static const struct op_entry *find_op(const char *name, int ver)
 static void tx_free(tx *t)
 {
     cJSON_Delete(t->root);
+    free(t->fixed);
     for (size_t i = 0; i < t->nall; i++) {
         tl_tensor_unref(t->all[i]->k);
         free(t->all[i]->own);
@@ -4373,6 +4374,79 @@ static bool add_input(tx *t, int i, const tl_tensor *x)
     return bind(t, m->in_name[i], v);
 }
 
+/* Whether any string of j (a node's arguments, a body's, the outputs) is s. */
+static bool named_in(const cJSON *j, const char *s)
+{
+    if (cJSON_IsString(j))
+        return !strcmp(j->valuestring, s);
+    for (const cJSON *c = j ? j->child : NULL; c; c = c->next)
+        if (named_in(c, s))
+            return true;
+    return false;
+}
+
+/* The inputs whose values the translation took at load (a TopK's k, a
+ * Reshape's shape) and that the recipe then never reads: a compiled graph
+ * that kept them would take another value and silently ignore it. */
+static bool find_fixed(tx *t)
+{
+    const cJSON *outs = cJSON_GetObjectItemCaseSensitive(t->root, "outputs");
+    if (!(t->fixed = tl_calloc((size_t)t->m->nin + 1, sizeof *t->fixed, "inputs", t->st)))
+        return false;
+    for (size_t a = 0; a < t->nall; a++) {
+        const val *v = t->all[a];
+        if (v->tl[0] == 'i' && v->k && !named_in(t->nodes, v->tl) && !named_in(outs, v->tl))
+            t->fixed[strtol(v->tl + 1, NULL, 10)] = true;
+    }
+    return true;
+}
+
+/* tl compile leaves the fixed inputs out, their values in its doc, so that
+ * giving one is an error ("not an input", with that value: common.c) */
+static bool drop_fixed_inputs(tx *t, char **by_i, char **doc, size_t *doclen, size_t *used)
+{
+    cJSON *ins = cJSON_GetObjectItemCaseSensitive(t->root, "inputs");
+    bool first = true;
+    for (size_t a = 0; a < t->nall; a++) {
+        const val *v = t->all[a];
+        long i = v->tl[0] == 'i' ? strtol(v->tl + 1, NULL, 10) : -1;
+        const char *nm = i >= 0 && t->fixed[i] ? by_i[i] : NULL;
+        if (!nm)
+            continue;
+        for (cJSON *c = ins ? ins->child : NULL; c; c = c->next) {
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(c, "name");
+            if (cJSON_IsString(n) && !strcmp(n->valuestring, nm)) {
+                cJSON_Delete(cJSON_DetachItemViaPointer(ins, c));
+                break;
+            }
+        }
+        /* its values: at most 64 integers or 16 floats */
+        size_t need = strlen(nm) + 64 * 26 + 256;
+        if (*used + need >= *doclen) {
+            char *d = realloc(*doc, *doclen = 2 * (*used + need));
+            if (!d)
+                return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+            *doc = d;
+        }
+        if (first)
+            *used += (size_t)snprintf(*doc + *used, *doclen - *used,
+                                      "\nfixed by tl compile, no longer inputs (the recipe's shapes and "
+                                      "attributes were computed from these values; another value needs "
+                                      "another tl compile):");
+        first = false;
+        *used += (size_t)snprintf(*doc + *used, *doclen - *used, "\n%s = %s", nm, v->k->ndim ? "[" : "");
+        for (int64_t e = 0; e < v->k->numel; e++)
+            *used += tl_dtype_is_int(v->k->dtype)
+                         ? (size_t)snprintf(*doc + *used, *doclen - *used, "%s%lld", e ? ", " : "",
+                                            (long long)tl_tensor_get_int(v->k, e))
+                         : (size_t)snprintf(*doc + *used, *doclen - *used, "%s%.17g", e ? ", " : "",
+                                            tl_tensor_get(v->k, e));
+        if (v->k->ndim)
+            *used += (size_t)snprintf(*doc + *used, *doclen - *used, "]");
+    }
+    return true;
+}
+
 /* The JSON of the recipe for these inputs. */
 static bool build(tx *t, tl_tensor *const *in)
 {
@@ -4442,7 +4516,7 @@ static bool build(tx *t, tl_tensor *const *in)
                 return tl_fail(t->st, TL_EINPUT, "graph output \"%.200s\" is listed twice", name), false;
         cJSON_AddItemToArray(outs, cJSON_CreateString(nm));
     }
-    return true;
+    return find_fixed(t);
 }
 
 /* cJSON prints a number with 15 significant digits wherever its own check,
@@ -4492,6 +4566,8 @@ static tl_graph *finish(tx *t, tl_status *st)
         g = NULL;
         goto done;
     }
+    for (int i = 0; i < g->ninputs && i < t->m->nin; i++)
+        g->inputs[i].fixed = t->fixed[i];
     for (size_t i = 0; i < t->nall; i++) {
         val *v = t->all[i];
         int s = v->tl[0] && v->user ? tl_graph_top_slot(g, v->tl) : -1;
@@ -4924,6 +5000,8 @@ char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_na
         goto done;
     renamer r = {by_t, by_i, t.ntl, m->nin};
     rename_json(&r, t.root);
+    if (!drop_fixed_inputs(&t, by_i, &doc, &doclen, &used))
+        goto done;
     cJSON_AddStringToObject(t.root, "doc", doc);
     /* the npz members: the constants of more than 16 elements */
     int nk = 0;

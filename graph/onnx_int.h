@@ -58,6 +58,9 @@ typedef struct tx {
     const Onnx__NodeProto *node;
     int node_index;
     bool compile; /* tl_onnx_compile: placeholders as npz members */
+    /* per input of the model: its value was taken at load and the recipe
+     * never reads it (build: find_fixed) */
+    bool *fixed;
     const char *npz;
     /* an attribute of the node being translated that holds another type
      * than the op defines (transA as a float): refused once it is read */

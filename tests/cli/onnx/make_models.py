@@ -399,3 +399,11 @@ save(model([h.make_node("ArgMax", ["a"], ["y"], axis=1, keepdims=0)],
 save(model([h.make_node("ArgMax", ["a"], ["y"], axis=1, keepdims=0)],
            [h.make_tensor_value_info("a", T.INT64, [2, 3])], [h.make_tensor_value_info("y", T.INT64, [2])]),
      "argmax_i64.onnx")
+
+# Inputs a node needs at load (TopK's k, Reshape's shape): tl compile takes
+# their values then, and leaves them out of the compiled graph's inputs
+save(model([h.make_node("TopK", ["x", "k"], ["v", "i"], axis=0), h.make_node("Reshape", ["x", "s"], ["r"])],
+           [h.make_tensor_value_info("x", T.FLOAT, [6]), h.make_tensor_value_info("k", T.INT64, [1]),
+            h.make_tensor_value_info("s", T.INT64, [2])],
+           [h.make_tensor_value_info("v", T.FLOAT, ["K"]), h.make_tensor_value_info("i", T.INT64, ["K"]),
+            h.make_tensor_value_info("r", T.FLOAT, ["A", "B"])]), "fixed_inputs.onnx")
