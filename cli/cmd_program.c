@@ -454,10 +454,15 @@ static int compile_model(int argc, char **argv)
     }
     if ((rc = cli_model_bind(&c, &m, &sig, &in, &st)))
         goto done;
-    if (!(json = tl_onnx_compile(m, in, base_name(npz), &nk, &keys, &ts, &st))) {
+    char *pinned = NULL;
+    if (!(json = tl_onnx_compile(m, in, base_name(npz), &nk, &keys, &ts, &pinned, &st))) {
         rc = cli_fail(&st);
         goto done;
     }
+    if (pinned) /* still inputs: another value would run a recipe made for these */
+        fprintf(stderr, "tl: warning: %s: the compiled recipe holds only for the values given for %s "
+                "(they also fixed shapes at load): give it no others\n", c.graph, pinned);
+    free(pinned);
     cli_out o = {.path = npz, .n = nk, .names = (const char **)keys, .ts = (const tl_tensor **)ts, .noutputs = nk};
     if (nk && cli_write(&o, &st))
         rc = cli_fail(&st);

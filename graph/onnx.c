@@ -4950,8 +4950,72 @@ static void rename_json(const renamer *r, cJSON *j)
     }
 }
 
+/* The recipe's computation as text (nodes, constants, outputs: not the
+ * inputs, whose defaults follow the values given). */
+static char *recipe_text(const cJSON *root)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return NULL;
+    const char *keys[] = {"consts", "nodes", "outputs"};
+    for (int i = 0; i < 3; i++) {
+        cJSON *c = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(root, keys[i]), true);
+        if (c)
+            cJSON_AddItemToObject(r, keys[i], c);
+    }
+    char *text = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    return text;
+}
+
+/* The inputs the recipe reads whose values also shaped it at load (a
+ * shape input also added to data): translated again with other values,
+ * the recipe differs, so the compiled graph holds for these values only.
+ * A note naming them for tl compile's warning, or NULL. */
+static char *pinned_note(tl_onnx_model *m, tl_tensor *const *in, const tx *t)
+{
+    char *base = recipe_text(t->root), *note = NULL;
+    size_t used = 0, cap = 0;
+    tl_tensor **in2 = base ? calloc((size_t)m->nin + 1, sizeof *in2) : NULL;
+    for (int i = 0; in2 && i < m->nin; i++) {
+        const val *v = NULL;
+        char nm[24];
+        snprintf(nm, sizeof nm, "i%d", i);
+        for (size_t a = 0; a < t->nall && !v; a++)
+            v = !strcmp(t->all[a]->tl, nm) ? t->all[a] : NULL;
+        if (!v || !v->k || t->fixed[i])
+            continue;
+        tl_status st = {0};
+        tl_tensor *p = tl_tensor_new(in[i]->dtype, in[i]->ndim, in[i]->shape, &st);
+        if (!p)
+            break;
+        for (int64_t e = 0; e < p->numel; e++)
+            tl_tensor_set(p, e, tl_dtype_is_int(p->dtype) ? (double)(tl_tensor_get_int(in[i], e) + 1)
+                                                          : 2 * tl_tensor_get(in[i], e) + 1);
+        memcpy(in2, in, sizeof *in2 * (size_t)m->nin);
+        in2[i] = p;
+        /* a model of its own: a translation takes over its constants' data */
+        tl_onnx_options o = {m->params, m->wrt, m->f->allow_outside};
+        tl_onnx_model *m2 = tl_onnx_open(m->path, &o, &st);
+        tx t2 = {.m = m2, .st = &st, .compile = true, .npz = t->npz};
+        char *other = m2 && m2->nin == m->nin && build(&t2, in2) ? recipe_text(t2.root) : NULL;
+        bool same = !m2 || m2->nin != m->nin || (other && !strcmp(other, base));
+        free(other);
+        tx_free(&t2);
+        tl_onnx_free(m2);
+        tl_tensor_unref(p);
+        size_t need = strlen(m->in_name[i]) + 8;
+        if (same || (used + need >= cap && !(note = realloc(note, cap = 2 * (used + need) + 64))))
+            continue;
+        used += (size_t)snprintf(note + used, cap - used, "%s\"%s\"", used ? ", " : "", m->in_name[i]);
+    }
+    free(in2);
+    free(base);
+    return note;
+}
+
 char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_name, int *n, char ***keys,
-                      tl_tensor ***tensors, tl_status *st)
+                      tl_tensor ***tensors, char **pinned, tl_status *st)
 {
     tx t = {.m = m, .st = st, .compile = true, .npz = npz_name};
     char *text = NULL, **by_t = NULL, **by_i = NULL, *doc = NULL;
@@ -4963,6 +5027,7 @@ char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_na
         tl_wrap(st, "%s", m->path);
         goto done;
     }
+    *pinned = pinned_note(m, in, &t);
     ns.cap = 64;
     while (ns.cap < 2 * (t.nall + 1))
         ns.cap *= 2;

@@ -104,9 +104,13 @@ void tl_onnx_input_text(const tl_onnx_model *m, int i, char *buf, size_t len);
  * than 16 elements as members of the .npz `npz_name` (beside the JSON),
  * given back in *keys / *tensors (*n of them; the caller frees the arrays
  * and unrefs the tensors); the model's names mapped to graph-file names,
- * the mapping in "doc".  The text is the caller's to free. */
+ * the mapping in "doc".  The inputs whose values the translation took at
+ * load and that the recipe never reads are left out (their values in
+ * "doc"); those that it also reads, for which the recipe holds with the
+ * values given only, are named in *pinned ("\"s\", \"t\"", the caller's to
+ * free; NULL: none).  The text is the caller's to free. */
 char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_name, int *n, char ***keys,
-                      tl_tensor ***tensors, tl_status *st);
+                      tl_tensor ***tensors, char **pinned, tl_status *st);
 
 /* One line per ONNX op translated: "Name opsets A-B" (for tl ops --onnx);
  * i counts from 0, NULL past the end. */

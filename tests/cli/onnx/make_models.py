@@ -407,3 +407,9 @@ save(model([h.make_node("TopK", ["x", "k"], ["v", "i"], axis=0), h.make_node("Re
             h.make_tensor_value_info("s", T.INT64, [2])],
            [h.make_tensor_value_info("v", T.FLOAT, ["K"]), h.make_tensor_value_info("i", T.INT64, ["K"]),
             h.make_tensor_value_info("r", T.FLOAT, ["A", "B"])]), "fixed_inputs.onnx")
+# a shape input the recipe also reads (added to data): compiled, it stays an
+# input that holds for the values given only, and tl compile warns
+save(model([h.make_node("Reshape", ["x", "s"], ["r"]), h.make_node("Cast", ["s"], ["sf"], to=T.FLOAT),
+            h.make_node("ReduceSum", ["sf"], ["t"], keepdims=0), h.make_node("Add", ["r", "t"], ["y"])],
+           [h.make_tensor_value_info("x", T.FLOAT, [6]), h.make_tensor_value_info("s", T.INT64, [2])],
+           [h.make_tensor_value_info("y", T.FLOAT, ["A", "B"])]), "pinned_input.onnx")
