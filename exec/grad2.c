@@ -57,11 +57,32 @@ static void conv_grad_w_rule(bw *b, const tl_entry *e, const tl_attrs *a, const 
     c.nout_pad = 0;
     memset(c.out_pad, 0, sizeof c.out_pad);
     if (want[0]) {
+        /* conv(p, gw) is longer than q where q is a transposed convolution's
+         * input and its output padding reached a stride (the rule for q
+         * below cuts it): q's cotangent is that output's, zeros past q */
+        tl_tensor *qf = q;
+        for (int i = 0; qf && i < c.nsp; i++) {
+            int64_t n = (p->shape[2 + i] + c.pad_lo[i] + c.pad_hi[i] - c.dilation[i] * (c.kernel[i] - 1) - 1) /
+                            c.stride[i] + 1;
+            if (n <= qf->shape[2 + i])
+                continue;
+            tl_attrs s;
+            tl_attrs_init(&s);
+            s.axis = 2 + i;
+            s.has_start = s.has_stop = true;
+            s.start = 0;
+            s.stop = qf->shape[2 + i];
+            s.nshape = qf->ndim;
+            memcpy(s.shape, qf->shape, sizeof(int64_t) * (size_t)qf->ndim);
+            s.shape[2 + i] = n;
+            qf = bw_call(b, TL_OP_SLICE_GRAD, 1, &qf, &s);
+        }
         tl_tensor *in[2] = {p, gw};
         tl_entry conv = {.op = TL_OP_CONV, .nin = 2, .in = in};
         bool w[2] = {true, false};
         tl_tensor *r[2] = {NULL, NULL};
-        tl_rule_conv(b, &conv, &c, w, q, r);
+        if (qf)
+            tl_rule_conv(b, &conv, &c, w, qf, r);
         out[0] = r[0];
     }
     if (want[1]) {
