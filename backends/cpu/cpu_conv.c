@@ -275,11 +275,14 @@ static bool fast_usable(void)
 }
 
 /* The geometries the AVX-512 kernels take: one or two spatial axes (the
- * first of three of size 1), f32 or f64, something to compute. */
+ * first of three of size 1, and its one window on that one element, not
+ * in padding before it: a 3-d conv's depth window of padding alone was
+ * taken for the input's, until tests/cli/nn_conv.txt's case), f32 or f64,
+ * something to compute. */
 static bool fast_takes(const geom *G, tl_dtype dt)
 {
     return fast_usable() && (dt == TL_F32 || dt == TL_F64) && G->is[0] == 1 && G->os[0] == 1 && G->k[0] == 1 &&
-           G->ca >= 1 && G->cb >= 1 && G->os[1] >= 1 && G->os[2] >= 1;
+           G->lo[0] == 0 && G->ca >= 1 && G->cb >= 1 && G->os[1] >= 1 && G->os[2] >= 1;
 }
 
 /* About this many output positions per item of the AVX-512 path, and at

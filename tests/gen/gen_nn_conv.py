@@ -95,6 +95,9 @@ def main():
         # 3-d
         case("conv_3d_basic", dt, [1, 2, 4, 4, 3], [2, 2, 2, 3, 2], True, stride=[1, 2, 1], padding=1)
         case("conv_3d_depthwise", dt, [1, 2, 3, 4, 4], [2, 1, 3, 3, 3], False, groups=2, padding=1)
+        # its one depth window in the padding before the input: the bias alone
+        case("conv_3d_depth_in_padding", dt, [1, 2, 1, 4, 3], [3, 2, 1, 3, 2], True, stride=[3, 1, 1],
+             padding=[[1, 0], [1, 1], [0, 1]])
         # conv_transpose
         case("conv_transpose_1d", dt, [2, 3, 4], [3, 2, 3], True, stride=2, padding=1, output_padding=1)
         case("conv_transpose_2d", dt, [1, 2, 3, 4], [2, 3, 3, 3], True, stride=2, padding=1, output_padding=[1, 0])
