@@ -606,8 +606,8 @@ static int seed_only_of(const cmd *c, const tl_result *r, tl_tensor **seeds, tl_
     of_ctx o = {r, of, st};
     int rc = of ? each_name("--of", c->of, st, of_one, &o) : (tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st));
     for (int k = 0; k < no && !rc; k++) {
-        if (of[k])
-            continue;
+        if (of[k] || (!seeds[k] && tl_dtype_is_int(tl_result_output(r, k)->dtype)))
+            continue; /* an index output has no gradient to leave out (a zero seed for it was an error) */
         if (seeds[k])
             rc = (tl_fail(st, TL_EINPUT, "--seed %s: that output is left out by --of", tl_result_output_name(r, k)),
                   cli_fail(st));

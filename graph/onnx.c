@@ -692,7 +692,7 @@ static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attr
     tl_attrs at;
     tl_shape sh;
     tl_status st = {0};
-    if (tl_graph_call_attrs(node, &at, &st) || (!strcmp(op, "one_hot") && (at.dtype = t->call, 0)) ||
+    if (tl_graph_call_attrs(node, &at, &st) || (!strcmp(op, "one_hot") && (at.dtype = t->load_call, 0)) ||
         tl_shape_infer(tl_op_lookup(op), nargs, ptr, &at, &sh, &st)) {
         cJSON_Delete(node);
         return fail(t, "%s: %s", op, st.msg), NULL;
@@ -1358,6 +1358,8 @@ static bool x_gemm(tx *t, val **in, int nin, val **out, int nout)
 
 /* ---------- layers ---------- */
 
+static bool spatial_attr(tx *t, const char *name, int d, int64_t def, int64_t *out);
+
 /* Spatial padding pairs from pads / auto_pad, for x with d spatial axes,
  * kernel k (dilated), strides s. */
 static bool spatial_pads(tx *t, const val *x, int d, const int64_t *k, const int64_t *s, const int64_t *dil,
@@ -1383,10 +1385,16 @@ static bool spatial_pads(tx *t, const val *x, int d, const int64_t *k, const int
         return true;
     if (strcmp(ap, "SAME_UPPER") && strcmp(ap, "SAME_LOWER"))
         return fail(t, "auto_pad \"%s\" is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", ap);
+    /* a transposed convolution's output is in * stride: its output padding
+     * is part of the total padding (it was added on top, until
+     * tests/cli/onnx.txt's case) */
+    int64_t opad[TL_MAXSP];
+    if (transposed && !spatial_attr(t, "output_padding", d, 0, opad))
+        return false;
     for (int i = 0; i < d; i++) {
         int64_t in = x->dims[2 + i], ke = (k[i] - 1) * dil[i] + 1, total;
         if (transposed) {
-            total = s[i] * (in - 1) + ke - in * s[i];
+            total = s[i] * (in - 1) + opad[i] + ke - in * s[i];
             if (total < 0)
                 total = 0;
         } else {
@@ -1588,6 +1596,22 @@ static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
         return cJSON_Delete(ca), false;
     if (count && !(out[0] = call2(t, "div", out[0], call1(t, "avg_pool", count, ca))))
         return false;
+    /* padded first, a last window of ceil mode may start in the padding
+     * after the input: it is dropped, as the pool ops drop it (PyTorch,
+     * and ONNX from opset 19); it was kept, -DBL_MAX or NaN, until
+     * tests/cli/onnx.txt's case */
+    for (int i = 0; wide && attr_i(t, "ceil_mode", 0) && i < d; i++) {
+        /* x: the input padded on both sides */
+        int64_t n = in[0]->dims[2 + i], ke = (k[i] - 1) * dil[i] + 1, o = (x->dims[2 + i] - ke + s[i] - 1) / s[i] + 1;
+        if (o > 1 && (o - 1) * s[i] >= n + lo0[i])
+            o--;
+        if (out[0]->dims[2 + i] > o) {
+            cJSON *c = cJSON_CreateObject();
+            put_num(c, "axis", 2 + i), put_num(c, "start", 0), put_num(c, "stop", (double)o);
+            if (!(out[0] = call1(t, "slice", out[0], c)))
+                return false;
+        }
+    }
     if (nout > 1 && max && !(out[1] = pool_indices(t, in[0], out[0], k, s, dil, lo0, attr_i(t, "storage_order", 0))))
         return false;
     return true;
@@ -1777,10 +1801,14 @@ static bool x_size(tx *t, val **in, int nin, val **out, int nout)
     return (out[0] = known_ints(t, 0, NULL, &n, TL_ONNX_INT64)) != NULL;
 }
 
-/* A known tensor in a new shape (same data). */
+/* A known tensor in a new shape (same data; an int32 initializer's k is
+ * int32: read as int64 it was other numbers, and past its end, until
+ * tests/cli/onnx.txt's case). */
 static val *known_reshape(tx *t, val *x, int nd, const int64_t *shape)
 {
-    val *r = known_ints(t, nd, shape, x->k->data, x->oty);
+    val *r = known_ints(t, nd, shape, NULL, x->oty);
+    for (int64_t i = 0; r && i < r->k->numel; i++)
+        ((int64_t *)r->k->data)[i] = kget(x->k, i);
     return r;
 }
 
@@ -2193,9 +2221,20 @@ static bool x_gather_elements(tx *t, val **in, int nin, val **out, int nout)
     int ax = norm_axis(t, attr_i(t, "axis", 0), in[0]->ndim, &ok);
     if (!ok)
         return false;
+    /* indices smaller than the data on another axis read its first
+     * elements there (as ONNX Runtime and torch.gather do; refused, until
+     * tests/cli/onnx.txt's case): the data cut to them */
+    val *args[2] = {in[0], in[1]};
+    for (int d = 0; d < args[0]->ndim && args[0]->ndim == in[1]->ndim; d++)
+        if (d != ax && in[1]->dims[d] < args[0]->dims[d]) {
+            cJSON *c = cJSON_CreateObject();
+            put_num(c, "axis", d), put_num(c, "start", 0), put_num(c, "stop", (double)in[1]->dims[d]);
+            if (!(args[0] = typed(call1(t, "slice", args[0], c), in[0]->oty)))
+                return false;
+        }
     cJSON *a = cJSON_CreateObject();
     put_num(a, "axis", ax);
-    return (out[0] = typed(call(t, "gather", 2, in, a), in[0]->oty)) != NULL;
+    return (out[0] = typed(call(t, "gather", 2, args, a), in[0]->oty)) != NULL;
 }
 
 /* One axis of a Slice with step != 0: Python's clamping, as ONNX defines. */
@@ -2510,7 +2549,7 @@ static bool cast_to(tx *t, val *x, int to, val **out)
     if (!onnx_dtype(to, t->call, &dt))
         return fail(t, "a cast to %s, which tl does not compute in", tl_onnx_type_name(to));
     if (foldable(x) && is_int_type(to)) {
-        val *r = known_ints(t, x->ndim, x->dims, x->k->data, to);
+        val *r = known_ints(t, x->ndim, x->dims, NULL, to);
         for (int64_t i = 0; r && i < r->k->numel; i++) {
             int64_t v = kget(x->k, i);
             ((int64_t *)r->k->data)[i] = to == TL_ONNX_BOOL ? v != 0 : to == TL_ONNX_INT32 ? (int32_t)v : v;
@@ -3618,7 +3657,8 @@ static bool x_onehot(tx *t, val **in, int nin, val **out, int nout)
     val *h = valid ? call1(t, "one_hot", call2(t, "mul", i, valid), o) : (cJSON_Delete(o), NULL);
     cJSON *e = cJSON_CreateObject();
     put_num(e, "axis", -1);
-    val *vm = valid ? call1(t, "expand_dims", cast_dt(t, valid, t->call), e) : (cJSON_Delete(e), NULL);
+    /* in one_hot's dtype (f64 where the model's only inputs are integers) */
+    val *vm = valid && h ? call1(t, "expand_dims", cast_dt(t, valid, h->dt), e) : (cJSON_Delete(e), NULL);
     h = h && vm ? call2(t, "mul", h, vm) : NULL;
     if (!h || vals->ndim != 1 || vals->dims[0] != 2)
         return h ? fail(t, "values must be [off, on]") : false;
@@ -4459,6 +4499,10 @@ static bool build(tx *t, tl_tensor *const *in)
         for (int i = 0; i < m->nin && !found; i++)
             if (!tl_dtype_is_int(in[i]->dtype) && (pass || m->in_type[i] != TL_ONNX_BOOL))
                 t->call = in[i]->dtype, found = 1;
+    t->load_call = TL_F64;
+    for (int i = m->nin - 1; i >= 0; i--)
+        if (!tl_dtype_is_int(in[i]->dtype))
+            t->load_call = in[i]->dtype;
     if (m->opset < 6 || m->opset > 18)
         return tl_fail(t->st, TL_EINPUT, "opset %d of ai.onnx: tl translates opsets 6 to 18 (tl ops --onnx "
                        "lists the ops)", m->opset), false;

@@ -42,6 +42,7 @@ typedef struct tx {
     tl_onnx_model *m;
     tl_status *st;
     tl_dtype call; /* the element type of the call: bools live in it */
+    tl_dtype load_call; /* the loader's (exec/check.c): the first float input's, else f64; one_hot's */
     cJSON *root, *inputs, *consts, *nodes; /* nodes: of the block being written */
     int ntl;
     /* ONNX name -> value */

@@ -413,3 +413,42 @@ save(model([h.make_node("Reshape", ["x", "s"], ["r"]), h.make_node("Cast", ["s"]
             h.make_node("ReduceSum", ["sf"], ["t"], keepdims=0), h.make_node("Add", ["r", "t"], ["y"])],
            [h.make_tensor_value_info("x", T.FLOAT, [6]), h.make_tensor_value_info("s", T.INT64, [2])],
            [h.make_tensor_value_info("y", T.FLOAT, ["A", "B"])]), "pinned_input.onnx")
+
+# int32 constants through Reshape, Flatten, Squeeze, Unsqueeze and a Cast,
+# folded at load: read as int64, they were other numbers
+X32 = np.array([[1, -2, 3], [4, 5, -6]], np.int32)
+save(model([h.make_node("Reshape", ["c", "s"], ["r"]), h.make_node("Flatten", ["c"], ["f"], axis=0),
+            h.make_node("Unsqueeze", ["c", "ax"], ["u"]), h.make_node("Squeeze", ["u", "ax"], ["q"]),
+            h.make_node("Cast", ["c"], ["w"], to=T.INT64)],
+           [], [h.make_tensor_value_info("r", T.INT32, [3, 2]), h.make_tensor_value_info("f", T.INT32, [1, 6]),
+                h.make_tensor_value_info("q", T.INT32, [2, 3]), h.make_tensor_value_info("w", T.INT64, [2, 3])],
+           [nh.from_array(X32, "c"), nh.from_array(np.array([3, 2], np.int64), "s"),
+            nh.from_array(np.array([0], np.int64), "ax")]), "int32_consts.onnx")
+
+# OneHot in a model whose only input is integer (token ids): one_hot is in
+# the recipe's f64 there, and its mask was cast to f32 ("operands differ")
+save(model([h.make_node("OneHot", ["i", "d", "v"], ["y"])], [h.make_tensor_value_info("i", T.INT64, [2])],
+           [h.make_tensor_value_info("y", T.FLOAT, [2, 3])],
+           [nh.from_array(np.array(3, np.int64), "d"), nh.from_array(np.array([0, 1], np.float32), "v")], opset=11),
+     "onehot_ids.onnx")
+
+# ConvTranspose with auto_pad SAME and output_padding: the output is
+# in * stride, the output padding part of the total padding
+for ap in ("SAME_UPPER", "SAME_LOWER"):
+    save(model([h.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2], auto_pad=ap, output_padding=[1])],
+               [h.make_tensor_value_info("x", T.DOUBLE, [1, 1, 4]), h.make_tensor_value_info("w", T.DOUBLE, [1, 1, 2])],
+               [h.make_tensor_value_info("y", T.DOUBLE, [1, 1, 8])], opset=11), "convt_%s.onnx" % ap.lower())
+
+# pools with pads past half the kernel and ceil_mode: a last window that
+# starts in the padding after the input is dropped (PyTorch; ONNX from 19)
+save(model([h.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3], strides=[2], pads=[2, 2], ceil_mode=1),
+            h.make_node("AveragePool", ["x"], ["a"], kernel_shape=[3], strides=[2], pads=[2, 2], ceil_mode=1),
+            h.make_node("AveragePool", ["x"], ["c"], kernel_shape=[3], strides=[2], pads=[2, 2], ceil_mode=1,
+                        count_include_pad=1)],
+           [h.make_tensor_value_info("x", T.DOUBLE, [1, 1, 4])],
+           [h.make_tensor_value_info(n, T.DOUBLE, [1, 1, 3]) for n in "mac"]), "pool_wide_ceil.onnx")
+
+# GatherElements with indices smaller than the data on another axis
+save(model([h.make_node("GatherElements", ["x", "i"], ["y"], axis=1)], [h.make_tensor_value_info("x", T.DOUBLE, [3, 3])],
+           [h.make_tensor_value_info("y", T.DOUBLE, [2, 1])], [nh.from_array(np.array([[2], [0]], np.int64), "i")]),
+     "gather_elements_small.onnx")
