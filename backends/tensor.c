@@ -125,7 +125,7 @@ void tl_budget_unref(tl_budget *b)
         free(b);
 }
 
-static const char *human(int64_t bytes, char *buf, size_t len)
+const char *tl_bytes_text(int64_t bytes, char *buf, size_t len)
 {
     const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     double v = (double)bytes;
@@ -147,8 +147,8 @@ tl_code tl_budget_charge(tl_budget *b, int64_t bytes, const char *what, tl_statu
             what = "a tensor";
         char need[32], used[32], lim[32];
         return tl_fail(st, TL_ERUNTIME, "memory limit: %s needs %s with %s in use (--max-memory %s)",
-                       what, human(bytes, need, sizeof need), human(b->live, used, sizeof used),
-                       human(b->limit, lim, sizeof lim));
+                       what, tl_bytes_text(bytes, need, sizeof need), tl_bytes_text(b->live, used, sizeof used),
+                       tl_bytes_text(b->limit, lim, sizeof lim));
     }
     b->live += bytes;
     if (b->live > b->peak)

@@ -42,6 +42,8 @@ typedef struct tl_budget {
     int64_t live, peak;
 } tl_budget;
 
+/* "7.3 TiB": bytes for a message, in powers of 1024. */
+const char *tl_bytes_text(int64_t bytes, char *buf, size_t len);
 tl_budget *tl_budget_new(int64_t limit, tl_status *st);
 void tl_budget_unref(tl_budget *b);
 /* Charges bytes for `what`; TL_ERUNTIME "memory limit ..." when the limit

@@ -189,6 +189,9 @@ bool cli_is_program(const char *graph);
 /* A warning for each top-level binding of a program that nothing reads and
  * that is no output (written, and computed, for nothing). */
 void cli_warn_unused(const tl_graph *g);
+/* 3/4 of physical memory, or of the cgroup's limit when that is lower:
+ * the default --max-memory, and what one file read may take (main). */
+int64_t cli_default_max_memory(void);
 bool cli_is_graph_file(const char *graph);
 /* Whether a text whose name does not say is a program rather than a JSON
  * graph, by its first character past blanks: a JSON graph's "{" is followed by a key ('"') or '}', a program

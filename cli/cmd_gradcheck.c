@@ -397,6 +397,12 @@ static int check(gc_cmd *c, gc_state *s, tl_status *st)
                        ni > 1 ? ", and so is every other input" : ""), cli_fail_in(s->g, st);
     if (!ni)
         return tl_fail(st, TL_EINPUT, "nothing to check: the graph has no inputs"), cli_fail_in(s->g, st);
+    int64_t elems = 0; /* and float inputs with no elements (f64[0,3]) are nothing either */
+    for (int k = 0; k < ni; k++)
+        elems += s->wrt[k] && !tl_dtype_is_int(s->in[k]->dtype) ? s->in[k]->numel : 0;
+    if (!elems)
+        return tl_fail(st, TL_EINPUT, "nothing to check: the inputs differentiated have no elements"),
+               cli_fail_in(s->g, st);
     cli_progress p;
     bool tty = isatty(2) && !c->run.quiet;
     double t0 = cli_now_ms();

@@ -2,6 +2,7 @@
  * for grad), pull back the seeds, and write the results, or compare them
  * with --expect. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "backends/cpu/threads.h"
 #include "backends/device.h"
 #include "cli.h"
+#include "formats/npy.h"
 #include "graph/onnx.h"
 #include "graph/program.h"
 #include "formats/compare.h"
@@ -192,7 +194,7 @@ void cli_run_args_free(cli_run_args *c)
 /* ---------- memory ---------- */
 
 /* 3/4 of physical memory, or of the cgroup's limit when that is lower. */
-static int64_t default_max_memory(void)
+int64_t cli_default_max_memory(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
     int64_t mem = pages > 0 && size > 0 ? (int64_t)pages * size : (int64_t)8 << 30;
@@ -209,12 +211,18 @@ static int64_t default_max_memory(void)
 static int parse_max_memory(const cmd *c, int64_t *out)
 {
     if (!c->max_memory) {
-        *out = default_max_memory();
+        *out = cli_default_max_memory();
         return 0;
     }
     char *end;
     errno = 0;
-    double v = strtod(c->max_memory, &end);
+    /* a decimal number (strtod would take 0x100, inf, nan) */
+    const char *m = c->max_memory;
+    double v = isdigit((unsigned char)m[0]) || (m[0] == '.' && isdigit((unsigned char)m[1])) ? strtod(m, &end) : -1;
+    if (v < 0)
+        end = (char *)m;
+    else if (strpbrk(m, "xXpP"))
+        v = -1;
     int shift = 0;
     switch (*end) {
     case 'K': case 'k': shift = 10; end++; break;
@@ -231,6 +239,7 @@ static int parse_max_memory(const cmd *c, int64_t *out)
         return cli_usage("--max-memory takes a size such as 512M, 8G or 0 (no limit), not '%s'",
                            c->max_memory);
     *out = (int64_t)v;
+    tl_read_limit_set(*out, true); /* what the inputs read may take, too */
     return 0;
 }
 
@@ -809,7 +818,7 @@ int cli_env_ok(void)
     const char *t = getenv("TL_NUM_THREADS"), *conv = getenv("TL_CONV");
     char *end;
     long n = t ? strtol(t, &end, 10) : 1;
-    if (t && (!*t || *end || n < 1 || n > 1024))
+    if (t && (!isdigit((unsigned char)*t) || *end || n < 1 || n > 1024)) /* digits only: not ' 2', '+2' */
         return cli_env_usage("TL_NUM_THREADS must be a whole number from 1 to 1024, not '%.40s'", t);
     if (conv && strcmp(conv, "blas") && strcmp(conv, "grid"))
         return cli_env_usage("TL_CONV must be blas or grid (or unset: tl's choice), not '%.40s'", conv);

@@ -127,9 +127,20 @@ bool cli_value_follows(const char *arg)
     return o && o->value && !inline_value(o, arg);
 }
 
+/* Options that may come more than once: each adds one more. */
+static bool repeats(const cli_option *o)
+{
+    static const char *const many[] = {"-e", "--inputs", "--seed", "--tangent"};
+    for (size_t k = 0; k < sizeof many / sizeof many[0]; k++)
+        if ((o->s && !strcmp(o->s, many[k])) || (o->l && !strcmp(o->l, many[k])))
+            return true;
+    return false;
+}
+
 int cli_check_options(const char *cmd, int argc, char **argv)
 {
     int bit = command_bit(cmd);
+    const char *first[CLI_NOPTIONS] = {0}; /* each valued option's value, once given */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const cli_option *o = table_option(a);
@@ -146,6 +157,15 @@ int cli_check_options(const char *cmd, int argc, char **argv)
         const char *eq = inline_value(o, a);
         if (eq && !o->value)
             return cli_usage("%s takes no value, got '%s'", o->l, eq + 1);
+        const char *v = eq ? eq + 1 : o->value && i + 1 < argc ? argv[i + 1] : NULL;
+        int k = (int)(o - cli_options);
+        bool list = o->l && (!strcmp(o->l, "--wrt") || !strcmp(o->l, "--only") || !strcmp(o->l, "--of") ||
+                             !strcmp(o->l, "--outputs"));
+        if (v && !repeats(o) && first[k]) /* the first would be dropped without a word */
+            return cli_usage("%s given twice (%s, then %s)%s", name, first[k], v,
+                             list ? ": it takes a list, NAME,NAME,..." : "");
+        if (v)
+            first[k] = v;
         i += o->value && !eq; /* its value, whatever it looks like */
     }
     return 0;

@@ -11,6 +11,7 @@
 
 #include "backends/ops.h"
 #include "cli.h"
+#include "formats/npy.h"
 
 /* tl --help: every part below; tl COMMAND --help: its usage lines and the
  * parts that concern it (help). */
@@ -244,6 +245,8 @@ static void on_fatal(int sig)
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN); /* a closed pipe is an I/O error (exit 3), not a kill */
+    signal(SIGXFSZ, SIG_IGN); /* a file past ulimit -f: the write's error (EFBIG), the temporary removed */
+    tl_read_limit_set(cli_default_max_memory(), false); /* /dev/zero given for a file: refused, not read until OOM */
     struct sigaction sa = {.sa_handler = on_fatal};
     sigemptyset(&sa.sa_mask);
     int fatal[] = {SIGINT, SIGTERM, SIGHUP, SIGBUS};

@@ -32,6 +32,51 @@ static void swap_bytes(unsigned char *p, int64_t n, size_t sz)
 
 /* ---- reading whole files ---- */
 
+static _Atomic int64_t read_limit;
+static _Atomic bool read_limit_given;
+
+void tl_read_limit_set(int64_t bytes, bool given)
+{
+    read_limit = bytes > 0 ? bytes : 0;
+    read_limit_given = given;
+}
+
+tl_code tl_read_fits(uint64_t bytes, const char *what, tl_status *st)
+{
+    int64_t lim = read_limit;
+    if (!lim || bytes <= (uint64_t)lim)
+        return TL_OK;
+    char need[48] = "more than ", have[32];
+    if (bytes != UINT64_MAX) /* UINT64_MAX: a stream that goes on past the limit */
+        tl_bytes_text((int64_t)bytes, need, sizeof need);
+    else
+        tl_bytes_text(lim, need + 10, sizeof need - 10);
+    tl_bytes_text(lim, have, sizeof have);
+    return read_limit_given
+               ? tl_fail(st, TL_ERUNTIME, "memory limit: %s needs %s (--max-memory %s)", what, need, have)
+               : tl_fail(st, TL_ERUNTIME, "memory limit: %s needs %s, more than the %s tl allows by default (3/4 "
+                         "of this machine's memory; --max-memory sets another)", what, need, have);
+}
+
+tl_tensor *tl_read_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st)
+{
+    int64_t n;
+    if (tl_shape_numel(ndim, shape, &n, st))
+        return NULL;
+    if ((uint64_t)n > UINT64_MAX / 8 || tl_read_fits((uint64_t)n * tl_dtype_size(dt), "a tensor read", st))
+        return NULL;
+    return tl_tensor_new(dt, ndim, shape, st);
+}
+
+/* Binary data no reader here takes: not .npy, not a zip archive, a NUL in
+ * its first bytes (text formats have none). */
+static bool foreign_binary(const unsigned char *b, size_t n)
+{
+    if ((n >= 6 && !memcmp(b, "\x93NUMPY", 6)) || (n >= 2 && b[0] == 'P' && b[1] == 'K'))
+        return false;
+    return memchr(b, 0, n < 4096 ? n : 4096) != NULL;
+}
+
 static size_t first_capacity(FILE *f)
 {
     struct stat sb;
@@ -44,6 +89,11 @@ static size_t first_capacity(FILE *f)
 static tl_code grow(unsigned char **buf, size_t *cap, tl_status *st)
 {
     size_t want = *cap > SIZE_MAX / 2 ? SIZE_MAX : *cap * 2;
+    int64_t lim = read_limit;
+    if (lim && want > (uint64_t)lim + 1)
+        want = (size_t)lim + 1; /* one byte past the limit: more is refused */
+    if (want <= *cap)
+        return tl_read_fits(UINT64_MAX, "reading a file", st);
     unsigned char *p = want > *cap ? realloc(*buf, want) : NULL;
     if (!p)
         return tl_fail(st, TL_ERUNTIME, "out of memory reading a file (%zu bytes)", want);
@@ -55,10 +105,12 @@ static tl_code grow(unsigned char **buf, size_t *cap, tl_status *st)
 tl_code tl_slurp_stream(FILE *f, unsigned char **out, size_t *len, tl_status *st)
 {
     size_t cap = first_capacity(f), n = 0;
+    if (tl_read_fits(cap - 1, "reading a file", st))
+        return st->code;
     unsigned char *buf = tl_malloc(cap, 1, "a file buffer", st);
     if (!buf)
         return st->code;
-    for (;;) {
+    for (bool first = true;; first = false) {
         if (n == cap && grow(&buf, &cap, st)) {
             free(buf);
             return st->code;
@@ -69,6 +121,13 @@ tl_code tl_slurp_stream(FILE *f, unsigned char **out, size_t *len, tl_status *st
             int e = errno;
             free(buf);
             return tl_fail(st, TL_EINPUT, "read error: %s", e ? strerror(e) : "unknown");
+        }
+        /* a stream that goes on (a regular file came whole in the first
+         * read, for its reader to say what it is) */
+        if (first && got && !feof(f) && foreign_binary(buf, n)) {
+            free(buf);
+            return tl_fail(st, TL_EINPUT, "binary data that is no .npy and no .npz (a NUL byte among its first "
+                           "ones): not a file tl reads");
         }
         if (got == 0 || feof(f))
             break;
@@ -448,7 +507,7 @@ tl_tensor *tl_npy_read_mem(const void *buf, size_t len, tl_status *st)
     bool swap;
     if (read_header_mem(b, len, &h, &dt, &swap, &at, st))
         return NULL;
-    tl_tensor *t = tl_tensor_new(dt, h.ndim, h.shape, st);
+    tl_tensor *t = tl_read_tensor_new(dt, h.ndim, h.shape, st);
     if (!t)
         return NULL;
     const unsigned char *data = b + at;
@@ -474,7 +533,7 @@ tl_tensor *tl_npy_read_at(const void *buf, size_t len, int fd, uint64_t off, siz
     if (read_header_mem(buf, len, &h, &dt, &swap, &at, &quiet) || h.fortran || swap)
         return NULL;
     *data_at = at;
-    tl_tensor *t = tl_tensor_new(dt, h.ndim, h.shape, st);
+    tl_tensor *t = tl_read_tensor_new(dt, h.ndim, h.shape, st);
     size_t bytes = len - *data_at, done = 0;
     if (t && progress)
         progress(ctx, t, 0);
@@ -620,6 +679,8 @@ tl_tensor *tl_npy_read_file(const char *path, tl_status *st)
         struct stat sb;
         size_t bytes = (size_t)numel * tl_dtype_size(nf.dt);
         void *m = MAP_FAILED;
+        if (tl_read_fits(bytes, "a tensor read", st)) /* before its pages are read in */
+            goto done;
         /* data at an offset of a whole number of elements (NumPy pads its
          * headers to 64 bytes; other writers may not): else read, as data
          * out of alignment is no array of its type */
@@ -631,7 +692,7 @@ tl_tensor *tl_npy_read_file(const char *path, tl_status *st)
             goto done;
         }
     }
-    if (!(t = tl_tensor_new(nf.dt, nf.h.ndim, nf.h.shape, st)))
+    if (!(t = tl_read_tensor_new(nf.dt, nf.h.ndim, nf.h.shape, st)))
         goto done;
     size_t sz = tl_dtype_size(nf.dt), bytes = (size_t)t->numel * sz;
     void *dst = t->data;

@@ -52,8 +52,25 @@ tl_code tl_npy_preamble(const tl_tensor *t, unsigned char *pre, size_t *len, boo
  * is TL_ERUNTIME. */
 tl_code tl_npy_write(FILE *f, const tl_tensor *t, tl_status *st);
 
+/* The most memory one thing read may take (a file read whole, an
+ * archive member inflated, a tensor a file declares), checked before it
+ * is allocated: a file that declares 10 GB, or a stream that never ends,
+ * is refused (TL_ERUNTIME, "memory limit: ...") rather than read into
+ * memory until the machine runs out.  `given`: the limit is the user's
+ * (--max-memory), not the default (a share of the machine's memory: the
+ * message says which).  0: no limit. */
+void tl_read_limit_set(int64_t bytes, bool given);
+/* TL_OK where `bytes` for `what` fit the limit. */
+tl_code tl_read_fits(uint64_t bytes, const char *what, tl_status *st);
+/* tl_tensor_new for a tensor a file declares, within the limit. */
+tl_tensor *tl_read_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_status *st);
+
 /* Reads all of f, or of the file at path, into a malloc'd buffer (*buf is
- * never NULL on success, even for an empty file).  Errors are TL_EINPUT. */
+ * never NULL on success, even for an empty file), within the read limit.
+ * A stream (not a regular file) of binary data that is neither .npy
+ * (\x93NUMPY) nor a zip archive (PK) is refused at its first bytes (a NUL
+ * among them), so that /dev/zero or /dev/urandom given for a file fails at
+ * once.  Errors are TL_EINPUT. */
 tl_code tl_slurp_stream(FILE *f, unsigned char **buf, size_t *len, tl_status *st);
 tl_code tl_slurp_path(const char *path, unsigned char **buf, size_t *len, tl_status *st);
 

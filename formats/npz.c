@@ -479,6 +479,8 @@ static unsigned char *inflate_member(const unsigned char *src, const npz_member 
                 m->usize, m->csize);
         return NULL;
     }
+    if (tl_read_fits(m->usize, "inflating the member", st))
+        return NULL;
     unsigned char *out = tl_malloc((size_t)m->usize, 1, "an inflated member", st);
     if (!out)
         return NULL;

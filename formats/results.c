@@ -444,7 +444,7 @@ static tl_tensor *read_tensor(const json_reader *R, const cJSON *v)
     if (count != numel)
         return tl_fail(R->st, TL_EINPUT, "\"data\" has %lld value%s, expected the %lld of %s", (long long)count,
                        count == 1 ? "" : "s", (long long)numel, desc), NULL;
-    tl_tensor *t = tl_tensor_new(dt, ndim, dims, R->st);
+    tl_tensor *t = tl_read_tensor_new(dt, ndim, dims, R->st);
     int64_t i = 0;
     for (const cJSON *e = data->child; t && e; e = e->next)
         if (read_element(R, e, t, i++)) {
@@ -605,7 +605,7 @@ static tl_tensor *text_tensor(const char *body, size_t blen, tl_dtype dt, int nd
     bool same = t && t->ndim == ndim && !memcmp(t->shape, shape, sizeof *shape * (size_t)ndim);
     if (t && !same && t->numel == 0 && numel == 0) { /* "[]" for f64[0,3] */
         tl_tensor_unref(t);
-        t = tl_tensor_new(dt, ndim, shape, st);
+        t = tl_read_tensor_new(dt, ndim, shape, st);
     } else if (t && !same) {
         tl_fail(st, TL_EINPUT, "the values are %s, the header says %s", tl_tensor_desc(t, got, sizeof got), desc);
         tl_tensor_unref(t);
@@ -650,7 +650,7 @@ static tl_code read_text(owned_set *o, const char *text, size_t len, tl_status *
         if (memchr(text + i, '\0', name_len))
             tl_fail(st, TL_EINPUT, "a NUL byte in the name");
         else if (cut) /* a stand-in; its error kept for when its key is asked for */
-            t = tl_tensor_new(dt, 0, NULL, st);
+            t = tl_read_tensor_new(dt, 0, NULL, st);
         else
             t = text_tensor(text + b, j - b, dt, ndim, shape, st);
         tl_code rc = !t || set_add(o, "", name, t, st) ? tl_wrap(st, "line %d: \"%.255s\"", first, name) : TL_OK;

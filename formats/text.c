@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "formats/text.h"
+#include "formats/npy.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -607,7 +608,7 @@ tl_tensor *tl_literal_parse(const char *text, tl_status *st)
     if (!parse_literal(&L)) {
         /* no number seen: the shape is that of the (empty) arrays */
         int ndim = L.ndim >= 0 ? L.ndim : L.deepest + 1;
-        t = tl_tensor_new(L.dt, ndim, L.shape, st);
+        t = tl_read_tensor_new(L.dt, ndim, L.shape, st);
     }
     if (t && t->numel != (int64_t)L.n) {
         tl_fail(st, TL_ERUNTIME, "internal error: literal has %zu values for %lld elements", L.n,

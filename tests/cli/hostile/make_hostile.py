@@ -715,6 +715,8 @@ NPZS = {
     # a deflated member that inflates to 1 MiB but declares 128 bytes
     'z_bomb.npz': zip_archive([{'name': b'x.npy', 'data': bomb, 'method': 8, 'usize': 128,
                                 'plain': bomb_plain, 'crc': zlib.crc32(bomb_plain[:128])}]),
+    # one that declares what it inflates to, honestly: 1 MiB from about 1 KiB
+    'z_honest_bomb.npz': zip_archive([{'name': b'x.npy', 'data': bomb, 'method': 8, 'plain': bomb_plain}]),
     # one that declares 4 GiB - 1 from a few hundred bytes
     'z_bomb_declared.npz': zip_archive([{'name': b'x.npy', 'data': bomb, 'method': 8, 'usize': 0xFFFFFFFF,
                                          'plain': bomb_plain}]),
