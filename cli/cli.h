@@ -192,6 +192,9 @@ void cli_warn_unused(const tl_graph *g);
 /* 3/4 of physical memory, or of the cgroup's limit when that is lower:
  * the default --max-memory, and what one file read may take (main). */
 int64_t cli_default_max_memory(void);
+/* The descriptor an output path names: /dev/stdout 1, /dev/stderr 2,
+ * /dev/fd/N and /proc/self/fd/N N; -1 for any other path. */
+int cli_stream_fd(const char *path);
 bool cli_is_graph_file(const char *graph);
 /* Whether a text whose name does not say is a program rather than a JSON
  * graph, by its first character past blanks: a JSON graph's "{" is followed by a key ('"') or '}', a program

@@ -156,6 +156,10 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
         return cli_usage("no graph file given");
     if (c->report && (!c->report[0] || !strcmp(c->report, "-")))
         return cli_usage("--report takes a file name (FILE.json, or /dev/stderr), not '%s'", c->report);
+    int ofd = !c->output ? -1 : !strcmp(c->output, "-") ? 1 : cli_stream_fd(c->output);
+    if (c->report && ofd >= 0 && cli_stream_fd(c->report) == ofd && !c->json) /* json: two documents */
+        return cli_usage("-o %s and --report %s write the same stream: the report would follow the binary "
+                         "results into it (--format json writes both as JSON)", c->output, c->report);
     if (c->report && c->output && cli_same_file(c->report, c->output))
         return cli_usage("-o %s and --report %s name the same file: the report would take the results' place",
                          c->output, c->report);

@@ -2,6 +2,7 @@
  * target and take its name only when complete, so a failed run leaves
  * no partial output. */
 #define _GNU_SOURCE /* renameat2 */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,12 +18,26 @@
 #include "formats/results.h"
 #include "formats/text.h"
 
+int cli_stream_fd(const char *path)
+{
+    if (!strcmp(path, "/dev/stdout"))
+        return 1;
+    if (!strcmp(path, "/dev/stderr"))
+        return 2;
+    const char *n = !strncmp(path, "/dev/fd/", 8) ? path + 8 : !strncmp(path, "/proc/self/fd/", 14) ? path + 14 : NULL;
+    if (!n || !isdigit((unsigned char)*n) || strlen(n) > 6 || strspn(n, "0123456789") != strlen(n))
+        return -1;
+    return atoi(n);
+}
+
 /* A target that is there and not a regular file (a FIFO, a device), or
- * a path under /dev (/dev/stdout may lead to a regular file), is written
- * into: it cannot be replaced, and its reader is waiting. */
+ * one of the process's own descriptors (/dev/stdout may lead to a regular
+ * file), is written into: it cannot be replaced, and its reader is
+ * waiting.  A regular file elsewhere under /dev (/dev/shm) is replaced as
+ * any other (it was appended to, until tests/cli/run_options.txt's case). */
 static bool written_into(const char *path, const struct stat *sb)
 {
-    return !S_ISDIR(sb->st_mode) && (!S_ISREG(sb->st_mode) || !strncmp(path, "/dev/", 5));
+    return !S_ISDIR(sb->st_mode) && (!S_ISREG(sb->st_mode) || cli_stream_fd(path) >= 0);
 }
 
 enum kind { AS_NPY, AS_NPZ, AS_JSON };
@@ -138,9 +153,14 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
     bool exists = !stat(path, &was);
     if (exists && written_into(path, &was)) {
         free(tmp);
-        /* appended to, never truncated: /dev/stdout leads to the file the
-         * shell opened, which >> opened for appending (and > emptied) */
-        int afd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+        /* never truncated: /dev/stdout leads to the file the shell opened,
+         * which >> opened for appending (and > emptied); written through
+         * that descriptor, so that what the shell writes next comes after
+         * (a new open of /dev/stdout has an offset of its own: the shell's
+         * next line overwrote tl's output, until tests/cli/run_options.txt's
+         * case) */
+        int sfd = cli_stream_fd(path);
+        int afd = sfd >= 0 ? fcntl(sfd, F_DUPFD_CLOEXEC, 3) : open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
         FILE *f = afd >= 0 ? fdopen(afd, "ab") : NULL;
         if (!f) {
             if (afd >= 0)
@@ -248,7 +268,7 @@ static bool canonical_name(const char *path, char *buf, size_t len)
 
 bool cli_same_file(const char *a, const char *b)
 {
-    if (!strcmp(a, "-") || !strcmp(b, "-") || !strncmp(a, "/dev/", 5) || !strncmp(b, "/dev/", 5))
+    if (!strcmp(a, "-") || !strcmp(b, "-") || cli_stream_fd(a) >= 0 || cli_stream_fd(b) >= 0)
         return false; /* written into, appended to: see written_into */
     struct stat sa, sb;
     bool ea = !stat(a, &sa), eb = !stat(b, &sb);
