@@ -161,6 +161,15 @@ bool cli_same_file(const char *a, const char *b);
 typedef tl_code (*cli_writer)(FILE *f, const void *ctx, tl_status *st);
 /* The temporary file cli_write_atomic is writing (NULL: none). */
 extern char *volatile cli_pending_tmp;
+/* Deferred writes: from cli_defer_begin, each file cli_write_atomic (and
+ * cli_write) completes keeps its temporary name, until cli_defer_commit
+ * gives them their names, in order, or cli_defer_abort removes them; the
+ * signal handler removes those pending (cli_deferred_tmp). */
+#define CLI_DEFER_MAX 4
+extern char *volatile cli_deferred_tmp[CLI_DEFER_MAX];
+void cli_defer_begin(void);
+tl_code cli_defer_commit(tl_status *st);
+void cli_defer_abort(void);
 tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_status *st);
 
 /* ---------- diagnostics (diag.c) ---------- */

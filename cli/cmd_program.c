@@ -464,11 +464,9 @@ static int compile_model(int argc, char **argv)
                 "(they also fixed shapes at load): give it no others\n", c.graph, pinned);
     free(pinned);
     cli_out o = {.path = npz, .n = nk, .names = (const char **)keys, .ts = (const tl_tensor **)ts, .noutputs = nk};
-    if (nk && cli_write(&o, &st))
-        rc = cli_fail(&st);
-    else if (cli_write_atomic(c.output, text_body, json, &st)) {
-        if (nk)
-            remove(npz);
+    cli_defer_begin(); /* both written, then both named: a failure changes neither */
+    if ((nk && cli_write(&o, &st)) || cli_write_atomic(c.output, text_body, json, &st) || cli_defer_commit(&st)) {
+        cli_defer_abort();
         rc = cli_fail(&st);
     } else if (!nk && unlink(npz) && errno != ENOENT) { /* an earlier compile's weights, now stale */
         tl_fail(&st, TL_ERUNTIME, "%s: cannot remove the weights an earlier compile left there (%s, "

@@ -1086,6 +1086,8 @@ static int execute(cmd *c)
     double t1 = cli_now_ms();
     if (!rc && c->output)
         let_go_before_writing(&s);
+    if (c->report && c->output) /* -o and --report named together: a failure of either changes neither */
+        cli_defer_begin();
     if (!rc && c->expect) {
         rc = expect(c, want, n, s.names, s.ts, &st);
         if (rc <= 1 && c->output) { /* --expect with -o writes as well */
@@ -1111,6 +1113,11 @@ static int execute(cmd *c)
      * 3, even after a difference (exit 1) */
     if (s.r && c->report && rc <= 1 && cli_write_report(c->report, s.g, s.r, &t, &st))
         rc = cli_fail(&st);
+    if (c->report && c->output && (rc > 1 || cli_defer_commit(&st))) {
+        cli_defer_abort();
+        if (rc <= 1)
+            rc = cli_fail(&st);
+    }
     release(&s);
     tl_result_set_free(want);
     tl_device_close(be);

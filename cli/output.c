@@ -116,6 +116,19 @@ static tl_code write_closing(FILE *f, const char *path, cli_writer w, const void
  * remove: a run stopped by a signal leaves no partial file behind. */
 char *volatile cli_pending_tmp;
 
+/* Files written whole under their temporary names while deferral is on,
+ * which cli_defer_commit gives their names together (tl compile's .npz and
+ * .json, a run's -o and --report): a failure before leaves every old file
+ * as it was (the .npz was replaced before the .json failed, and -o before
+ * --report, until tests/cli/onnx.txt's and hostile.txt's cases). */
+typedef struct deferred {
+    char *tmp, *path;
+    bool reg;
+} deferred;
+static deferred defer[CLI_DEFER_MAX];
+static int ndefer = -1; /* -1: off */
+char *volatile cli_deferred_tmp[CLI_DEFER_MAX];
+
 /* The complete file `tmp` takes the name `path`, atomically: a reader
  * sees the old file or the new one, whole.  Where the target exists, the
  * two names are exchanged and the old file, now under the temporary name,
@@ -192,6 +205,16 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
     FILE *f = fdopen(fd, "wb");
     tl_code rc = f ? write_closing(f, path, w, ctx, st)
                    : (close(fd), tl_fail(st, TL_ERUNTIME, "fdopen failed"));
+    if (!rc && ndefer >= 0 && ndefer < CLI_DEFER_MAX) { /* named by cli_defer_commit */
+        char *p = strdup(path);
+        if (p) {
+            defer[ndefer] = (deferred){tmp, p, exists && S_ISREG(was.st_mode)};
+            cli_deferred_tmp[ndefer++] = tmp;
+            cli_pending_tmp = NULL;
+            return TL_OK;
+        }
+        rc = tl_fail(st, TL_ERUNTIME, "out of memory");
+    }
     if (!rc && replace(tmp, path, exists && S_ISREG(was.st_mode)))
         rc = tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
     if (rc) {
@@ -201,6 +224,35 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
     }
     cli_pending_tmp = NULL;
     free(tmp);
+    return rc;
+}
+
+void cli_defer_begin(void) { ndefer = 0; }
+
+static void defer_end(int from)
+{
+    for (int i = 0; i < ndefer; i++) {
+        cli_deferred_tmp[i] = NULL;
+        if (i >= from)
+            unlink(defer[i].tmp);
+        free(defer[i].tmp);
+        free(defer[i].path);
+    }
+    ndefer = -1;
+}
+
+void cli_defer_abort(void) { defer_end(0); }
+
+tl_code cli_defer_commit(tl_status *st)
+{
+    int i = 0;
+    for (; i < ndefer; i++)
+        if (replace(defer[i].tmp, defer[i].path, defer[i].reg)) {
+            tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", defer[i].path, strerror(errno));
+            break;
+        }
+    tl_code rc = i < ndefer ? st->code : TL_OK;
+    defer_end(i);
     return rc;
 }
 
