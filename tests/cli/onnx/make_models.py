@@ -452,3 +452,10 @@ save(model([h.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3], strides=[2], 
 save(model([h.make_node("GatherElements", ["x", "i"], ["y"], axis=1)], [h.make_tensor_value_info("x", T.DOUBLE, [3, 3])],
            [h.make_tensor_value_info("y", T.DOUBLE, [2, 1])], [nh.from_array(np.array([[2], [0]], np.int64), "i")]),
      "gather_elements_small.onnx")
+
+# Split: a negative size, and an uneven split before opset 18: errors
+save(model([h.make_node("Split", ["x", "s"], ["a", "b"])], [h.make_tensor_value_info("x", T.DOUBLE, [3])],
+           [h.make_tensor_value_info(n, T.DOUBLE, None) for n in "ab"],
+           [nh.from_array(np.array([4, -1], np.int64), "s")]), "split_negative.onnx", check=False)
+save(model([h.make_node("Split", ["x"], ["a", "b"])], [h.make_tensor_value_info("x", T.DOUBLE, [3])],
+           [h.make_tensor_value_info(n, T.DOUBLE, None) for n in "ab"]), "split_uneven.onnx", check=False)
