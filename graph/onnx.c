@@ -1638,6 +1638,8 @@ static bool x_batchnorm(tx *t, val **in, int nin, val **out, int nout)
 {
     if (!need(t, in, nin, 5))
         return false;
+    if (opset(t) < 9 && attr_i(t, "spatial", 1) == 0) /* (it failed inside batch_norm's shape rule) */
+        return fail(t, "spatial=0 (statistics per element, not per channel) is not translated");
     bool training = opset(t) >= 14 ? attr_i(t, "training_mode", 0) != 0 : nout > 1;
     if (opset(t) < 7 && attr_i(t, "is_test", 0))
         training = false;

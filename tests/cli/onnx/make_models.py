@@ -459,3 +459,8 @@ save(model([h.make_node("Split", ["x", "s"], ["a", "b"])], [h.make_tensor_value_
            [nh.from_array(np.array([4, -1], np.int64), "s")]), "split_negative.onnx", check=False)
 save(model([h.make_node("Split", ["x"], ["a", "b"])], [h.make_tensor_value_info("x", T.DOUBLE, [3])],
            [h.make_tensor_value_info(n, T.DOUBLE, None) for n in "ab"]), "split_uneven.onnx", check=False)
+
+# BatchNormalization of opset 7 with spatial=0: refused, saying so
+save(model([h.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], spatial=0)],
+           [h.make_tensor_value_info("x", T.DOUBLE, [2, 3, 2])], [h.make_tensor_value_info("y", T.DOUBLE, [2, 3, 2])],
+           [nh.from_array(np.ones((3, 2)), n) for n in "sbmv"], opset=7), "bn_spatial0.onnx")
