@@ -252,7 +252,8 @@ int main(int argc, char **argv)
     tl_read_limit_set(cli_default_max_memory(), false); /* /dev/zero given for a file: refused, not read until OOM */
     struct sigaction sa = {.sa_handler = on_fatal};
     sigemptyset(&sa.sa_mask);
-    int fatal[] = {SIGINT, SIGTERM, SIGHUP, SIGBUS};
+    /* the signals that end a process by default (SIGKILL cannot be caught) */
+    int fatal[] = {SIGINT, SIGTERM, SIGHUP, SIGBUS, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2};
     for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
         sigaction(fatal[i], &sa, NULL);
     /* Keep freed tensor memory in the process for the next op instead of
