@@ -249,7 +249,7 @@ int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN); /* a closed pipe is an I/O error (exit 3), not a kill */
     signal(SIGXFSZ, SIG_IGN); /* a file past ulimit -f: the write's error (EFBIG), the temporary removed */
-    tl_read_limit_set(cli_default_max_memory(), false); /* /dev/zero given for a file: refused, not read until OOM */
+    tl_read_limit_by_default(cli_default_max_memory); /* /dev/zero given for a file: refused, not read until OOM */
     struct sigaction sa = {.sa_handler = on_fatal};
     sigemptyset(&sa.sa_mask);
     /* the signals that end a process by default (SIGKILL cannot be caught) */

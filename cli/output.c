@@ -174,7 +174,9 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
          * case) */
         int sfd = cli_stream_fd(path);
         int afd = sfd >= 0 ? fcntl(sfd, F_DUPFD_CLOEXEC, 3) : open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
-        FILE *f = afd >= 0 ? fdopen(afd, "ab") : NULL;
+        /* "w" on a descriptor truncates nothing; "a" would set O_APPEND on
+         * the shell's own open file */
+        FILE *f = afd >= 0 ? fdopen(afd, sfd >= 0 ? "wb" : "ab") : NULL;
         if (!f) {
             if (afd >= 0)
                 close(afd);

@@ -34,6 +34,7 @@ static void swap_bytes(unsigned char *p, int64_t n, size_t sz)
 
 static _Atomic int64_t read_limit;
 static _Atomic bool read_limit_given;
+static int64_t (*read_limit_default)(void);
 
 void tl_read_limit_set(int64_t bytes, bool given)
 {
@@ -41,8 +42,26 @@ void tl_read_limit_set(int64_t bytes, bool given)
     read_limit_given = given;
 }
 
+void tl_read_limit_by_default(int64_t (*limit)(void)) { read_limit_default = limit; }
+
+/* Below this a read never meets the default limit (3/4 of a machine's
+ * memory is more): its size is not looked up for the reads of most runs. */
+#define READ_SMALL ((uint64_t)64 << 20)
+
+/* The default limit, looked up once, when a read of `bytes` first needs it. */
+static void limit_lookup(uint64_t bytes)
+{
+    if (!read_limit_given && read_limit_default && bytes >= READ_SMALL) {
+        tl_read_limit_set(read_limit_default(), false);
+        read_limit_default = NULL;
+    }
+}
+
 tl_code tl_read_fits(uint64_t bytes, const char *what, tl_status *st)
 {
+    limit_lookup(bytes);
+    if (!read_limit_given && read_limit_default) /* small, and the default not looked up */
+        return TL_OK;
     int64_t lim = read_limit;
     if (!lim || bytes <= (uint64_t)lim)
         return TL_OK;
@@ -89,6 +108,7 @@ static size_t first_capacity(FILE *f)
 static tl_code grow(unsigned char **buf, size_t *cap, tl_status *st)
 {
     size_t want = *cap > SIZE_MAX / 2 ? SIZE_MAX : *cap * 2;
+    limit_lookup(want);
     int64_t lim = read_limit;
     if (lim && want > (uint64_t)lim + 1)
         want = (size_t)lim + 1; /* one byte past the limit: more is refused */

@@ -60,6 +60,9 @@ tl_code tl_npy_write(FILE *f, const tl_tensor *t, tl_status *st);
  * (--max-memory), not the default (a share of the machine's memory: the
  * message says which).  0: no limit. */
 void tl_read_limit_set(int64_t bytes, bool given);
+/* Or the default, looked up by `limit` when a read first comes near it
+ * (until tl_read_limit_set gives the user's). */
+void tl_read_limit_by_default(int64_t (*limit)(void));
 /* TL_OK where `bytes` for `what` fit the limit. */
 tl_code tl_read_fits(uint64_t bytes, const char *what, tl_status *st);
 /* tl_tensor_new for a tensor a file declares, within the limit. */

@@ -5057,9 +5057,15 @@ static char *pinned_note(tl_onnx_model *m, tl_tensor *const *in, const tx *t)
         tl_onnx_free(m2);
         tl_tensor_unref(p);
         size_t need = strlen(m->in_name[i]) + 8;
-        if (same || (used + need >= cap && !(note = realloc(note, cap = 2 * (used + need) + 64))))
-            continue;
-        used += (size_t)snprintf(note + used, cap - used, "%s\"%s\"", used ? ", " : "", m->in_name[i]);
+        if (!same && used + need >= cap) {
+            char *more = realloc(note, 2 * (used + need) + 64);
+            if (!more)
+                break; /* out of memory: the names so far */
+            note = more;
+            cap = 2 * (used + need) + 64;
+        }
+        if (!same)
+            used += (size_t)snprintf(note + used, cap - used, "%s\"%s\"", used ? ", " : "", m->in_name[i]);
     }
     free(in2);
     free(base);
