@@ -95,15 +95,8 @@ int cli_parse_run_args(int argc, char **argv, cmd *c)
             const char *v = cli_opt_value(argc, argv, &i, a, valued[k].l);
             if (!v)
                 return cli_usage("%s needs a value", a);
-            const char **slot = (const char **)((char *)c + valued[k].off);
-            if (*slot) /* the first would be dropped without a word */
-                return cli_usage("%s given twice (%s, then %s)%s",
-                                 valued[k].s && !strcmp(a, valued[k].s) ? valued[k].s : valued[k].l, *slot, v,
-                                 valued[k].off == offsetof(cmd, wrt) || valued[k].off == offsetof(cmd, only) ||
-                                         valued[k].off == offsetof(cmd, of) || valued[k].off == offsetof(cmd, outputs)
-                                     ? ": it takes a list, NAME,NAME,..."
-                                     : "");
-            *slot = v;
+            /* given once: cli_check_options refused a second (main.c) */
+            *(const char **)((char *)c + valued[k].off) = v;
             done = true;
         }
         for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !done; k++)
