@@ -82,7 +82,10 @@ tl_tensor *tl_read_tensor_new(tl_dtype dt, int ndim, const int64_t *shape, tl_st
     int64_t n;
     if (tl_shape_numel(ndim, shape, &n, st))
         return NULL;
-    if ((uint64_t)n > UINT64_MAX / 8 || tl_read_fits((uint64_t)n * tl_dtype_size(dt), "a tensor read", st))
+    /* past 2^61 elements, as many bytes as can be (it returned NULL with
+     * no error said, until this re-read) */
+    uint64_t bytes = (uint64_t)n > UINT64_MAX / 8 ? UINT64_MAX - 1 : (uint64_t)n * tl_dtype_size(dt);
+    if (tl_read_fits(bytes, "a tensor read", st))
         return NULL;
     return tl_tensor_new(dt, ndim, shape, st);
 }
