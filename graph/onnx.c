@@ -914,6 +914,8 @@ static bool x_unary(tx *t, val **in, int nin, val **out, int nout)
         }
         return (out[0] = r) != NULL;
     }
+    if (!strcmp(op, "relu") && tl_dtype_is_int(in[0]->dt)) /* Relu of integers (opset 14): exact */
+        return (out[0] = typed(call2(t, "maximum", in[0], scalar(t, in[0]->dt, 0)), in[0]->oty)) != NULL;
     return (out[0] = call1(t, op, in[0], NULL)) != NULL;
 }
 
@@ -1117,13 +1119,19 @@ static bool x_dropout(tx *t, val **in, int nin, val **out, int nout)
 static bool x_act(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
-    if (!need(t, in, nin, 1) || !at_most(t, in, nin, strcmp(t->node->op_type, "PRelu") ? 1 : 2) ||
-        !not_int(t, in[0]))
+    bool prelu = !strcmp(t->node->op_type, "PRelu");
+    if (!need(t, in, nin, 1) || !at_most(t, in, nin, prelu ? 2 : 1) ||
+        !((prelu && nin > 1 && tl_dtype_is_int(in[0]->dt)) || not_int(t, in[0])))
         return false;
     const char *op = t->node->op_type;
     val *x = in[0], *r = NULL;
     tl_dtype dt = x->dt;
     val *zero = scalar(t, dt, 0);
+    if (prelu && tl_dtype_is_int(dt)) { /* integers (opset 16): max(x, 0) + min(x, 0) slope, exact */
+        val *p = call2(t, "maximum", x, zero), *q = call2(t, "minimum", x, zero);
+        val *qs = q ? call2(t, "mul", q, in[1]) : NULL;
+        return (out[0] = typed(p && qs ? call2(t, "add", p, qs) : NULL, x->oty)) != NULL;
+    }
     if (!strcmp(op, "LeakyRelu")) {
         val *neg = call2(t, "lt", x, zero);
         val *ax = call2(t, "mul", x, scalar(t, dt, attr_f(t, "alpha", 0.01)));
@@ -2719,6 +2727,59 @@ static bool x_pad(tx *t, val **in, int nin, val **out, int nout)
 
 /* Reductions: axes from the attribute, or (ReduceSum from 13, the others
  * from 18) the second input. */
+/* x's elements from start to stop along axis */
+static val *slice_of(tx *t, val *x, int axis, int64_t start, int64_t stop)
+{
+    cJSON *c = cJSON_CreateObject();
+    put_num(c, "axis", axis), put_num(c, "start", (double)start), put_num(c, "stop", (double)stop);
+    return call1(t, "slice", x, c);
+}
+
+/* The maximum (or minimum) of integer x over the n axes given (n <= 0:
+ * every axis), as ReduceMax does: the elementwise maximum of the two
+ * halves of an axis, until one element is left.  (tl's max and min
+ * reductions take floats, and int64 values past 2^53 have no exact
+ * float; the halves give exact values in about 3 log2(length) calls.) */
+static val *int_extreme(tx *t, val *x, bool max, const int64_t *axes, int n, bool keep)
+{
+    int64_t all[TL_MAXDIM];
+    if (n <= 0) {
+        for (int i = 0; i < x->ndim; i++)
+            all[i] = i;
+        axes = all, n = x->ndim;
+    }
+    for (int i = 0; i < n && x; i++) {
+        int ax = (int)axes[i];
+        if (x->dims[ax] == 0)
+            return fail(t, "axis %d of the input is empty: an integer maximum or minimum of nothing has no value",
+                        ax), NULL;
+        while (x && x->dims[ax] > 1) {
+            int64_t len = x->dims[ax], h = len / 2;
+            val *lo = slice_of(t, x, ax, 0, h), *hi = lo ? slice_of(t, x, ax, h, 2 * h) : NULL;
+            val *m = hi ? call2(t, max ? "maximum" : "minimum", lo, hi) : NULL;
+            if (m && len % 2) {
+                val *two[2] = {m, slice_of(t, x, ax, 2 * h, len)};
+                cJSON *c = cJSON_CreateObject();
+                put_num(c, "axis", ax);
+                m = two[1] ? call(t, "concat", 2, two, c) : (cJSON_Delete(c), NULL);
+            }
+            x = m;
+        }
+    }
+    if (!x || keep)
+        return x;
+    int64_t sh[TL_MAXDIM];
+    int nd = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        bool gone = false;
+        for (int i = 0; i < n; i++)
+            gone = gone || axes[i] == d;
+        if (!gone)
+            sh[nd++] = x->dims[d];
+    }
+    return reshape(t, x, nd, sh);
+}
+
 static bool x_reduce(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
@@ -2750,12 +2811,21 @@ static bool x_reduce(tx *t, val **in, int nin, val **out, int nout)
         put_ints(a, "axes", axes, n);
     }
     put_bool(a, "keepdims", keep);
+    if (tl_dtype_is_int(x->dt) && (!strcmp(op, "Max") || !strcmp(op, "Min"))) {
+        cJSON_Delete(a);
+        val *y = typed(int_extreme(t, x, op[1] == 'a', axes, n, keep), x->oty);
+        return (out[0] = y) != NULL;
+    }
+    if (tl_dtype_is_int(x->dt) && (!strcmp(op, "LogSum") || !strcmp(op, "LogSumExp") || !strcmp(op, "L2") ||
+                                   !strcmp(op, "Mean")))
+        return cJSON_Delete(a), fail(t, "the input is %s: tl computes Reduce%s on float data (ONNX leaves "
+                                        "its integer rounding to the runtime)", tl_onnx_type_name(x->oty), op);
     val *y = NULL, *pre = x;
     const char *tl;
     if (!strcmp(op, "L1"))
         pre = call1(t, "abs", x, NULL), tl = "sum";
     else if (!strcmp(op, "L2") || !strcmp(op, "SumSquare"))
-        pre = call1(t, "square", x, NULL), tl = "sum";
+        pre = tl_dtype_is_int(x->dt) ? call2(t, "mul", x, x) : call1(t, "square", x, NULL), tl = "sum";
     else if (!strcmp(op, "LogSum") || !strcmp(op, "Sum"))
         tl = "sum";
     else if (!strcmp(op, "LogSumExp"))
@@ -2793,9 +2863,17 @@ static bool x_argmax(tx *t, val **in, int nin, val **out, int nout)
     if (!ok)
         return false;
     val *x = in[0];
-    if (x->dt == TL_I64)
-        return fail(t, "an int64 input: tl's argmax takes floats, and int64 values past 2^53 have no exact float "
-                       "(cast the input to float first where they stay below)");
+    if (x->dt == TL_I64) { /* past 2^53 no exact float: the first (or last) place equal to the maximum */
+        int64_t axv = ax;
+        val *m = int_extreme(t, x, !strcmp(t->node->op_type, "ArgMax"), &axv, 1, true);
+        if (!m || !(x = cast_dt(t, call2(t, "eq", x, m), TL_F64)))
+            return false;
+        cJSON *a = cJSON_CreateObject();
+        put_num(a, "axis", ax);
+        put_bool(a, "keepdims", attr_i(t, "keepdims", 1) != 0);
+        put_bool(a, "select_last_index", attr_i(t, "select_last_index", 0) != 0);
+        return (out[0] = call1(t, "argmax", x, a)) != NULL;
+    }
     if (x->dt == TL_I32 && !(x = cast_dt(t, x, TL_F64))) /* int32 values are exact f64 values */
         return false;
     cJSON *a = cJSON_CreateObject();

@@ -464,3 +464,23 @@ save(model([h.make_node("Split", ["x"], ["a", "b"])], [h.make_tensor_value_info(
 save(model([h.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], spatial=0)],
            [h.make_tensor_value_info("x", T.DOUBLE, [2, 3, 2])], [h.make_tensor_value_info("y", T.DOUBLE, [2, 3, 2])],
            [nh.from_array(np.ones((3, 2)), n) for n in "sbmv"], opset=7), "bn_spatial0.onnx")
+
+# ---- integers where ONNX defines them (December 7, later) ----
+# Relu (14) and PRelu (16) of int64; ReduceMax, ReduceMin, ReduceSumSquare
+# and ArgMin of int64, exact past 2^53 (maxima by halves, not through f64)
+save(model([h.make_node("Relu", ["a"], ["r"]), h.make_node("PRelu", ["a", "s"], ["p"]),
+            h.make_node("ReduceMax", ["a"], ["mx"], axes=[0, 2], keepdims=0),
+            h.make_node("ReduceMin", ["a"], ["mn"], axes=[-2]),
+            h.make_node("ReduceSumSquare", ["a"], ["ss"], axes=[2], keepdims=0),
+            h.make_node("ArgMin", ["a"], ["am"], axis=2, select_last_index=1)],
+           [h.make_tensor_value_info("a", T.INT64, [2, 3, 3]), h.make_tensor_value_info("s", T.INT64, [3])],
+           [h.make_tensor_value_info("r", T.INT64, [2, 3, 3]), h.make_tensor_value_info("p", T.INT64, [2, 3, 3]),
+            h.make_tensor_value_info("mx", T.INT64, [3]), h.make_tensor_value_info("mn", T.INT64, [2, 1, 3]),
+            h.make_tensor_value_info("ss", T.INT64, [2, 3]), h.make_tensor_value_info("am", T.INT64, [2, 3, 1])],
+           opset=16), "int_ops.onnx")
+# ReduceMax of int32 at opset 18 (axes an input); ReduceMean of int64: refused
+save(model([h.make_node("ReduceMax", ["a", "ax"], ["y"], keepdims=0)], [h.make_tensor_value_info("a", T.INT32, [2, 5])],
+           [h.make_tensor_value_info("y", T.INT32, [2])], [nh.from_array(np.array([1], np.int64), "ax")], opset=18),
+     "reduce_max_i32.onnx", check=False)  # (onnx 1.12's checker knows opset 17)
+save(model([h.make_node("ReduceMean", ["a"], ["y"], axes=[1])], [h.make_tensor_value_info("a", T.INT64, [2, 5])],
+           [h.make_tensor_value_info("y", T.INT64, [2, 1])]), "reduce_mean_i64.onnx")
