@@ -286,6 +286,9 @@ static int each_name(const char *opt, const char *list, tl_status *st,
             return tl_fail(st, TL_EINPUT, "%s: empty name in \"%s\"", opt, list), cli_fail(st);
         char name[300];
         snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), p);
+        for (const char *q = list; q < p; q += strcspn(q, ",") + 1) /* --wrt x,x: as a tangent named twice */
+            if (strcspn(q, ",") == n && !strncmp(q, p, n))
+                return tl_fail(st, TL_EINPUT, "%s: \"%s\" is named twice", opt, name), cli_fail(st);
         int rc = each(name, ctx);
         if (rc)
             return rc;
@@ -693,6 +696,10 @@ static int expect(const cmd *c, const tl_result_set *b, int n, const char **name
         fprintf(f, "tl: results differ from %s\n", c->expect);
         rc = tl_compare_write_text(f, r, true, st) ? cli_fail(st) : 1;
         fflush(f);
+    }
+    if (r && f == stdout && (c->json || !match)) { /* a report that cannot be written: exit 3, as tl compare */
+        int w = cli_finish_stdout();
+        rc = w ? w : rc;
     }
     if (match && c->verbose)
         fprintf(stderr, "tl: results match %s\n", c->expect);

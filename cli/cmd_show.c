@@ -59,13 +59,47 @@ static summary summarize(const tl_tensor *t)
     return s;
 }
 
+/* num / den (den > 0) rounded once to the nearest double, ties to even:
+ * a quotient of 53 bits and the rest, compared with half a unit */
+static double div_rounded(__int128 num, int64_t den)
+{
+    unsigned __int128 n = num < 0 ? -(unsigned __int128)num : (unsigned __int128)num, d = (uint64_t)den, q, r;
+    if (!n)
+        return 0;
+    int nb = 128 - (n >> 64 ? __builtin_clzll((uint64_t)(n >> 64)) : 64 + __builtin_clzll((uint64_t)n));
+    int db = 64 - __builtin_clzll((uint64_t)den), k = 55 - (nb - db); /* n 2^k / d: 54 to 56 bits */
+    if (k > 0)
+        q = (n << k) / d, r = (n << k) % d; /* n 2^k < 2^(56 + db) */
+    else
+        q = n / d, r = n % d, k = 0;
+    int qb = 128 - (q >> 64 ? __builtin_clzll((uint64_t)(q >> 64)) : 64 + __builtin_clzll((uint64_t)q));
+    int sh = qb > 53 ? qb - 53 : 0;
+    unsigned __int128 m = q >> sh, rest = q - (m << sh), half = sh ? (unsigned __int128)1 << (sh - 1) : 0;
+    int cmp = sh ? (rest > half ? 1 : rest < half ? -1 : r > 0) : (2 * r > d ? 1 : 2 * r < d ? -1 : 0);
+    if (cmp > 0 || (cmp == 0 && (m & 1)))
+        m++;
+    double v = ldexp((double)m, sh - k); /* m has at most 54 bits: exact */
+    return num < 0 ? -v : v;
+}
+
 static double mean(const tl_tensor *t, const summary *s)
 {
     if (tl_dtype_is_int(t->dtype))
-        return (double)(s->isum / s->count) + (double)(s->isum % s->count) / (double)s->count;
+        return div_rounded(s->isum, s->count);
     if (s->pos_inf || s->neg_inf)
         return s->pos_inf && s->neg_inf ? NAN : s->pos_inf ? INFINITY : -INFINITY;
-    return (s->sum + s->carry) / (double)s->count;
+    double m = (s->sum + s->carry) / (double)s->count;
+    if (isfinite(m))
+        return m;
+    /* finite values whose sum passes the largest double: summed again at
+     * 2^-64 of their size (the mean is at most the largest of them) */
+    summary h = {0};
+    for (int64_t i = 0; i < t->numel; i++) {
+        double v = tl_tensor_get(t, i);
+        if (isfinite(v))
+            add_finite(&h, v * 0x1p-64);
+    }
+    return (h.sum + h.carry) / (double)s->count * 0x1p64;
 }
 
 /* A value of t's dtype, as tl prints it. */
