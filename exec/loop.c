@@ -557,8 +557,10 @@ int tl_loop_try(tl_eval *ev, const tl_node *it)
     uint64_t all = 0;
     for (int s = 0; s < l->nstate; s++)
         state_rec[s] = record && l->init_var[s] >= 0;
-    if (record) {
-        int64_t bytes = l->count * (int64_t)(l->nmem * es + sizeof(uint64_t));
+    if (record) { /* the loop itself stays on the tape too (23 KB: an iterate nested in another's
+                   * body took them at every outer step uncounted, until tests/cli/hostile.txt's case) */
+        int64_t bytes = l->count * (int64_t)(l->nmem * es + sizeof(uint64_t)) + (int64_t)sizeof *l +
+                        tl_pb_bytes(&l->fwd) + tl_pb_bytes(&l->bwd);
         if (tl_budget_charge(ev->cx->budget, bytes, "the tape of a scalar iterate", st)) {
             loop_free(l);
             return -1;

@@ -18,7 +18,8 @@ static tl_code check_range(const tl_attrs *a, tl_status *st)
         float l = (float)lo, h = (float)hi;
         if (!(l < h) || !isfinite(h - l))
             return tl_fail(st, TL_EINPUT, "\"low\" %.10g and \"high\" %.10g do not make a range of f32 values "
-                           "(they round to %.9g and %.9g)", lo, hi, (double)l, (double)h);
+                           "(they round to %.9g and %.9g%s)", lo, hi, (double)l, (double)h,
+                           l < h ? ", and high - low is inf in f32" : "");
     } else if (!(lo < hi) || !isfinite(hi - lo)) {
         return tl_fail(st, TL_EINPUT, "\"low\" %.10g and \"high\" %.10g do not make a range of f64 values "
                        "(high - low is %g)", lo, hi, hi - lo);
@@ -39,6 +40,10 @@ static tl_code draw_shape(tl_opcode op, tl_attrs *a, tl_shape *out, tl_status *s
     if (op == TL_OP_RANDOM_NORMAL && !(isfinite(a->mean) && a->std > 0 && isfinite(a->std)))
         return tl_fail(st, TL_EINPUT, "\"std\" must be a positive number and \"mean\" finite, got %g and %g",
                        a->std, a->mean);
+    if (op == TL_OP_RANDOM_NORMAL && a->dtype == TL_F32 &&
+        !(isfinite((float)a->mean) && (float)a->std > 0 && isfinite((float)a->std))) /* (draws of inf or 0) */
+        return tl_fail(st, TL_EINPUT, "\"std\" %g and \"mean\" %g must stay a positive and a finite number in f32 "
+                       "(they round to %g and %g)", a->std, a->mean, (double)(float)a->std, (double)(float)a->mean);
     out->dtype = a->dtype;
     out->ndim = a->nshape;
     memcpy(out->dims, a->shape, sizeof(int64_t) * (size_t)a->nshape);

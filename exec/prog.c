@@ -29,6 +29,12 @@ void *tl_pb_grow(void *p, int *cap, int need, size_t size, bool *oom)
     return q;
 }
 
+int64_t tl_pb_bytes(const tl_pbuild *b)
+{
+    return (int64_t)b->cap * (int64_t)sizeof(tl_mins) + (int64_t)b->ccap * (int64_t)(sizeof(int) + sizeof(double)) +
+           (int64_t)b->icap * (int64_t)(sizeof(int) + sizeof *b->in);
+}
+
 void tl_pb_free(tl_pbuild *b)
 {
     free(b->p.ins);

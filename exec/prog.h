@@ -18,6 +18,8 @@ typedef struct tl_pbuild {
 
 void *tl_pb_grow(void *p, int *cap, int need, size_t size, bool *oom);
 void tl_pb_free(tl_pbuild *b);
+/* the bytes b's arrays hold (what a recorded program is charged) */
+int64_t tl_pb_bytes(const tl_pbuild *b);
 int tl_pb_reg(tl_pbuild *b);
 void tl_pb_emit(tl_pbuild *b, tl_mins ins);
 /* a constant in a new register */

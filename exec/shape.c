@@ -204,6 +204,8 @@ static tl_code squeeze(const tl_tensor *x, tl_attrs *a, tl_shape *out, tl_status
         if (x->shape[a->axes[i]] != 1)
             return tl_fail(st, TL_EINPUT, "cannot squeeze axis %lld of size %lld in %s",
                            (long long)a->axes[i], (long long)x->shape[a->axes[i]], DESC(x));
+        if (drop[a->axes[i]]) /* (as the reductions: [0, -3] of a 3-d x names axis 0 twice) */
+            return tl_fail(st, TL_EINPUT, "axis %lld repeated", (long long)a->axes[i]);
         drop[a->axes[i]] = true;
     }
     out->dtype = x->dtype;

@@ -26,7 +26,7 @@ static tl_code cpu_run(const tl_backend *be, tl_opcode op, int n, cpu_ins in, co
     case TL_OP_GELU_GRAD:
     case TL_OP_RELU_GRAD: return cpu_elementwise(op, n, in, a, out, st);
     case TL_OP_SOFTMAX:
-    case TL_OP_LOG_SOFTMAX: return out->numel ? cpu_softmax(op, in[0], a, out) : TL_OK;
+    case TL_OP_LOG_SOFTMAX: return out->numel ? cpu_softmax(op, in[0], a, out, st) : TL_OK;
     case TL_OP_MATMUL: return cpu_matmul(in[0], in[1], a, out, st);
     case TL_OP_MAP:
     case TL_OP_MAP_GRAD: return cpu_map(op, n, in, a, out, st);

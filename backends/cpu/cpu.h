@@ -28,7 +28,7 @@ tl_code cpu_elementwise(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_t
 tl_code cpu_batch_norm_var(const tl_tensor *x, const tl_tensor *m, tl_tensor *out, tl_status *st);
 tl_code cpu_reduce(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out,
                    tl_status *st);
-tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out);
+tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out, tl_status *st);
 tl_code cpu_prod_grad(const tl_tensor *x, const tl_tensor *g, tl_tensor *out);
 tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, tl_tensor *out,
                    tl_status *st);

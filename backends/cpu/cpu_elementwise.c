@@ -189,7 +189,7 @@ static tl_code cast(const tl_tensor *x, tl_tensor *out, tl_status *st)
     switch (out->dtype) {
     case TL_F32: CAST_FROM(float, false, 0, 0); break;
     case TL_F64: CAST_FROM(double, false, 0, 0); break;
-    case TL_I32: CAST_FROM(int32_t, true, -2147483648.0, 2147483648.0); break;
+    case TL_I32: CAST_FROM(int32_t, true, -0x1.00000001fffffp+31, 2147483648.0); break; /* above -2^31 - 1: -2147483648.5 truncates into range */
     case TL_I64:
         if (from_float)
             CAST_FROM(int64_t, true, -9223372036854775808.0, 9223372036854775808.0);

@@ -3,6 +3,7 @@
  * contiguous sums are pairwise over fixed blocks), so the bits of a result
  * never depend on the run or on threads.  sum and prod also take i32 and
  * i64 (exact, wrapping). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tgmath.h>
@@ -44,9 +45,80 @@ static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d(
             for (int64_t o = 0; o < outer; o++)                                    \
                 Y_[o] = PSUM(X_ + o * r, r);                                       \
         } else {                                                                   \
-            REDUCE_STEP(T, 0, acc + v);                                            \
+            ok = rows_sum(sizeof(T) == 4, xin, yout, outer, r, inner);             \
         }                                                                          \
     } while (0)
+
+/* Sums over axes that are not the last, [outer, r, inner] -> [outer,
+ * inner]: each column pairwise over its rows, as psum.h sums a run (halves
+ * of (n/2) & ~7 rows, down to RSUM_LEAF rows added in row order), so the
+ * error grows with log r, not with r (a running sum over 1e6 f32 rows of
+ * 0.1 was 1% off, until tests/cli/cases.txt's case).  Columns go in blocks
+ * of RSUM_W; an item is one block of one outer index, cut by the shapes
+ * alone, so the bits never depend on the threads. */
+#define RSUM_LEAF 32
+#define RSUM_W 256
+#define DEFINE_RSUM(T, SUF)                                                        \
+    CPU_KERNEL static void rsum_##SUF(const T *x, int64_t stride, int64_t n, int64_t w, T *out, \
+                                      T *scratch)                                  \
+    {                                                                              \
+        if (n > RSUM_LEAF) {                                                       \
+            int64_t h = cpu_psum_half(n);                                          \
+            rsum_##SUF(x, stride, h, w, out, scratch + w);                         \
+            rsum_##SUF(x + h * stride, stride, n - h, w, scratch, scratch + w);    \
+            for (int64_t j = 0; j < w; j++)                                        \
+                out[j] += scratch[j];                                              \
+            return;                                                                \
+        }                                                                          \
+        for (int64_t j = 0; j < w; j++)                                            \
+            out[j] = 0;                                                            \
+        for (int64_t k = 0; k < n; k++)                                            \
+            for (int64_t j = 0; j < w; j++)                                        \
+                out[j] += x[k * stride + j];                                       \
+    }
+DEFINE_RSUM(float, f)
+DEFINE_RSUM(double, d)
+
+typedef struct rsum_job {
+    bool f32;
+    const void *x;
+    void *y;
+    int64_t r, inner, nblk, levels;
+    atomic_bool oom;
+} rsum_job;
+
+static void rsum_item(void *ctx, int64_t item)
+{
+    rsum_job *j = ctx;
+    int64_t o = item / j->nblk, c0 = item % j->nblk * RSUM_W;
+    int64_t w = j->inner - c0 < RSUM_W ? j->inner - c0 : RSUM_W;
+    size_t es = j->f32 ? 4 : 8;
+    double small[4 * RSUM_W];
+    void *scratch = j->levels <= 4 ? small : malloc(es * (size_t)(j->levels * RSUM_W));
+    if (!scratch) {
+        atomic_store(&j->oom, true);
+        return;
+    }
+    const char *x = (const char *)j->x + es * (size_t)(o * j->r * j->inner + c0);
+    char *y = (char *)j->y + es * (size_t)(o * j->inner + c0);
+    if (j->f32)
+        rsum_f((const float *)x, j->inner, j->r, w, (float *)y, scratch);
+    else
+        rsum_d((const double *)x, j->inner, j->r, w, (double *)y, scratch);
+    if (scratch != small)
+        free(scratch);
+}
+
+static bool rows_sum(bool f32, const void *x, void *y, int64_t outer, int64_t r, int64_t inner)
+{
+    rsum_job j = {.f32 = f32, .x = x, .y = y, .r = r, .inner = inner, .nblk = (inner + RSUM_W - 1) / RSUM_W};
+    for (int64_t n = r; n > RSUM_LEAF; n -= cpu_psum_half(n)) /* the scratch: a block a level */
+        j.levels++;
+    atomic_init(&j.oom, false);
+    int64_t items = outer * j.nblk;
+    cpu_parallel(items, outer * r * inner >= CPU_PSUM_PARALLEL && items > 1 ? cpu_nthreads() : 1, rsum_item, &j);
+    return !atomic_load(&j.oom);
+}
 
 #define NANMAX(acc, v) ((v) != (v) || (v) > (acc) ? (v) : (acc))
 #define NANMIN(acc, v) ((v) != (v) || (v) < (acc) ? (v) : (acc))
@@ -200,21 +272,22 @@ static bool extreme_rows(bool max, bool f32, const void *x, void *y, int64_t out
             REDUCE_STEP(T, 0, (T)((U)acc + (U)v));                                 \
     } while (0)
 
-static void reduce_step(tl_opcode op, tl_dtype dt, const void *xin, void *yout, int64_t outer,
+/* false: out of memory for the scratch */
+static bool reduce_step(tl_opcode op, tl_dtype dt, const void *xin, void *yout, int64_t outer,
                         int64_t r, int64_t inner)
 {
-    bool f = dt == TL_F32;
+    bool f = dt == TL_F32, ok = true;
     if (dt == TL_I32) {
         INT_STEP(int32_t, uint32_t);
-        return;
+        return true;
     }
     if (dt == TL_I64) {
         INT_STEP(int64_t, uint64_t);
-        return;
+        return true;
     }
     if ((op == TL_OP_MAX || op == TL_OP_MIN) && inner == 1 && r >= 1 &&
         extreme_rows(op == TL_OP_MAX, f, xin, yout, outer, r))
-        return;
+        return true;
     switch (op) {
     case TL_OP_MAX:
         if (f) REDUCE_STEP(float, -INFINITY, NANMAX(acc, v));
@@ -232,6 +305,7 @@ static void reduce_step(tl_opcode op, tl_dtype dt, const void *xin, void *yout, 
         if (f) SUM_STEP(float);
         else SUM_STEP(double);
     }
+    return ok;
 }
 
 /* Reduces x (ndim, shape) over the axes set in mask into y, whose element
@@ -275,7 +349,12 @@ static tl_code reduce_buf(tl_opcode op, tl_dtype dt, const void *x, int ndim,
                 return st->code;
             }
         }
-        reduce_step(op, dt, src, dst, outer, r, inner);
+        if (!reduce_step(op, dt, src, dst, outer, r, inner)) {
+            free(tmp);
+            if (!last)
+                free(dst);
+            return tl_fail(st, TL_ERUNTIME, "out of memory for a sum's scratch");
+        }
         free(tmp);
         tmp = last ? NULL : dst;
         src = dst;
@@ -376,48 +455,101 @@ tl_code cpu_reduce(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tenso
     return TL_OK;
 }
 
-#define SOFTMAX(T)                                                                 \
-    do {                                                                           \
-        const T *X_ = x->data;                                                     \
-        T *Y_ = out->data;                                                         \
-        for (int64_t o = 0; o < outer; o++)                                        \
-            for (int64_t j = 0; j < inner; j++) {                                  \
-                const T *xs = X_ + o * r * inner + j;                              \
-                T *ys = Y_ + o * r * inner + j;                                    \
-                T m = -INFINITY, s = 0;                                            \
-                for (int64_t k = 0; k < r; k++)                                    \
-                    m = NANMAX(m, xs[k * inner]);                                  \
-                for (int64_t k = 0; k < r; k++)                                    \
-                    s += TL_EXP(xs[k * inner] - m);                                \
-                if (op == TL_OP_SOFTMAX)                                           \
-                    for (int64_t k = 0; k < r; k++)                                \
-                        ys[k * inner] = TL_EXP(xs[k * inner] - m) / s;             \
-                else {                                                             \
-                    T ls = TL_LOG(s);                                              \
-                    for (int64_t k = 0; k < r; k++)                                \
-                        ys[k * inner] = xs[k * inner] - m - ls;                    \
-                }                                                                  \
-            }                                                                      \
-    } while (0)
+/* softmax and log_softmax along an axis, x as [outer, r, inner]: on each
+ * line the max m (the NaN-keeping fold), e = exp(x - m) written into y
+ * once, their sum s pairwise (psum.h's order along a contiguous line,
+ * rsum's over the rows of e otherwise; a running sum over a 4M-element
+ * f32 line was 0.8% off), then y = e / s, or x - m - log s.  Items of
+ * whole outer indices, cut by the shapes alone: the same bits for any
+ * number of threads. */
+typedef struct sm_job {
+    tl_opcode op;
+    const tl_tensor *x;
+    tl_tensor *out;
+    int64_t outer, r, inner, per, levels;
+    atomic_bool oom;
+} sm_job;
 
-tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out)
+#define SOFTMAX_LINES(T, SUF)                                                                  \
+    static void softmax_lines_##SUF(const sm_job *j, int64_t o, T *m, T *s, T *scratch)       \
+    {                                                                                          \
+        int64_t r = j->r, inner = j->inner;                                                    \
+        const T *xs = (const T *)j->x->data + o * r * inner;                                   \
+        T *ys = (T *)j->out->data + o * r * inner;                                             \
+        for (int64_t c = 0; c < inner; c++)                                                    \
+            m[c] = -INFINITY;                                                                  \
+        for (int64_t k = 0; k < r; k++)                                                        \
+            for (int64_t c = 0; c < inner; c++)                                                \
+                m[c] = NANMAX(m[c], xs[k * inner + c]);                                        \
+        for (int64_t k = 0; k < r; k++)                                                        \
+            for (int64_t c = 0; c < inner; c++)                                                \
+                ys[k * inner + c] = TL_EXP(xs[k * inner + c] - m[c]);                          \
+        if (inner == 1)                                                                        \
+            s[0] = cpu_psum_seq_##SUF(leaf_##SUF, ys, 0, r);                                   \
+        else                                                                                   \
+            for (int64_t c0 = 0; c0 < inner; c0 += RSUM_W)                                     \
+                rsum_##SUF(ys + c0, inner, r, inner - c0 < RSUM_W ? inner - c0 : RSUM_W, s + c0, scratch); \
+        if (j->op == TL_OP_SOFTMAX)                                                            \
+            for (int64_t k = 0; k < r; k++)                                                    \
+                for (int64_t c = 0; c < inner; c++)                                            \
+                    ys[k * inner + c] = ys[k * inner + c] / s[c];                              \
+        else {                                                                                 \
+            for (int64_t c = 0; c < inner; c++)                                                \
+                s[c] = TL_LOG(s[c]);                                                           \
+            for (int64_t k = 0; k < r; k++)                                                    \
+                for (int64_t c = 0; c < inner; c++)                                            \
+                    ys[k * inner + c] = xs[k * inner + c] - m[c] - s[c];                       \
+        }                                                                                      \
+    }
+SOFTMAX_LINES(float, f)
+SOFTMAX_LINES(double, d)
+
+static void softmax_item(void *ctx, int64_t item)
+{
+    sm_job *j = ctx;
+    size_t es = tl_dtype_size(j->x->dtype);
+    void *mem = malloc(es * (size_t)(2 * j->inner + j->levels * RSUM_W));
+    if (!mem) {
+        atomic_store(&j->oom, true);
+        return;
+    }
+    char *m = mem, *s = m + es * (size_t)j->inner, *scratch = s + es * (size_t)j->inner;
+    for (int64_t o = item * j->per; o < j->outer && o < (item + 1) * j->per; o++)
+        if (j->x->dtype == TL_F32)
+            softmax_lines_f(j, o, (float *)m, (float *)s, (float *)scratch);
+        else
+            softmax_lines_d(j, o, (double *)m, (double *)s, (double *)scratch);
+    free(mem);
+}
+
+tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
     int ax = (int)a->axis;
-    int64_t outer = 1, r = x->shape[ax], inner = 1;
+    sm_job j = {.op = op, .x = x, .out = out, .outer = 1, .r = x->shape[ax], .inner = 1};
     for (int d = 0; d < ax; d++)
-        outer *= x->shape[d];
+        j.outer *= x->shape[d];
     for (int d = ax + 1; d < x->ndim; d++)
-        inner *= x->shape[d];
-    if (x->dtype == TL_F32)
-        SOFTMAX(float);
-    else
-        SOFTMAX(double);
+        j.inner *= x->shape[d];
+    if (x->numel == 0)
+        return TL_OK;
+    for (int64_t n = j.inner > 1 ? j.r : 0; n > RSUM_LEAF; n -= cpu_psum_half(n))
+        j.levels++;
+    int64_t line = j.r * j.inner;
+    j.per = line >= 16384 ? 1 : 16384 / line;
+    int64_t items = (j.outer + j.per - 1) / j.per;
+    atomic_init(&j.oom, false);
+    cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, softmax_item, &j);
+    if (atomic_load(&j.oom))
+        return tl_fail(st, TL_ERUNTIME, "out of memory for %s's scratch", tl_ops[op].name);
     return TL_OK;
 }
 
 /* x: [outer, r], g: [outer] -> g times the product of the other entries of
- * each row: g*prod/x where no entry is zero, else exact products that skip
- * the zero (so one zero gets the product of the rest, two zeros give 0). */
+ * each row, as PyTorch's: g (prod / x) where the row has no zero; with
+ * zeros, the row's one zero gets g times the product of the rest, and
+ * every other place g times a product that holds a zero: 0, or NaN where
+ * an infinity or NaN is among the others (0 inf is NaN; they were 0 until
+ * tests/cli/cases.txt's case). */
 #define PROD_GRAD(T)                                                               \
     do {                                                                           \
         const T *X_ = x->data, *G_ = g->data;                                      \
@@ -425,24 +557,19 @@ tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tens
         for (int64_t o = 0; o < outer; o++) {                                      \
             const T *xs = X_ + o * r;                                              \
             T *ys = Y_ + o * r;                                                    \
-            int64_t zeros = 0;                                                     \
-            T p = 1;                                                               \
+            int64_t zeros = 0, odd = 0; /* zeros; infinities and NaNs */           \
+            T p = 1, nz = 1;            /* the product; of the nonzeros */         \
             for (int64_t k = 0; k < r; k++) {                                      \
                 zeros += xs[k] == 0;                                               \
+                odd += !isfinite(xs[k]);                                           \
                 p *= xs[k];                                                        \
+                nz = xs[k] == 0 ? nz : nz * xs[k];                                 \
             }                                                                      \
-            if (zeros == 0) {                                                      \
-                for (int64_t k = 0; k < r; k++)                                    \
-                    ys[k] = G_[o] * p / xs[k];                                     \
-                continue;                                                          \
-            }                                                                      \
-            for (int64_t k = 0; k < r; k++) {                                      \
-                T q = 1;                                                           \
-                if (zeros == 1 && xs[k] == 0)                                      \
-                    for (int64_t j = 0; j < r; j++)                                \
-                        q = j == k ? q : q * xs[j];                                \
-                ys[k] = zeros == 1 && xs[k] == 0 ? G_[o] * q : 0;                  \
-            }                                                                      \
+            for (int64_t k = 0; k < r; k++)                                        \
+                ys[k] = zeros == 0                    ? G_[o] * (p / xs[k])        \
+                        : zeros == 1 && xs[k] == 0    ? G_[o] * nz                 \
+                        : odd - !isfinite(xs[k]) > 0 ? G_[o] * (T)NAN              \
+                                                      : G_[o] * (T)0;              \
         }                                                                          \
     } while (0)
 
@@ -497,16 +624,13 @@ typedef struct bnv_plane {
             ((T *)j->sums)[p] = cpu_psum_tree_##SUF(bnv_leaf_##SUF, &pl, j->s, cpu_nthreads()); \
         }                                                                            \
     }                                                                                \
-    static void bnv_columns_##SUF(const bnv_job *j, T *y)                            \
+    static void bnv_columns_##SUF(const bnv_job *j, T *sq)                           \
     {                                                                                \
         const T *x = j->x, *m = j->m;                                                \
-        for (int64_t c = 0; c < j->c; c++)                                           \
-            y[c] = 0;                                                                \
         for (int64_t k = 0; k < j->n; k++)                                           \
             for (int64_t c = 0; c < j->c; c++) {                                     \
                 T d = x[k * j->c + c] - m[c];                                        \
-                T s = d * d;                                                         \
-                y[c] = y[c] + s;                                                     \
+                sq[k * j->c + c] = d * d;                                            \
             }                                                                        \
     }
 BNV(float, f)
@@ -527,21 +651,25 @@ tl_code cpu_batch_norm_var(const tl_tensor *x, const tl_tensor *m, tl_tensor *ou
             ((float *)out->data)[0] = cpu_psum_tree_f(bnv_leaf_f, &pl, j.n, cpu_nthreads());
         else
             ((double *)out->data)[0] = cpu_psum_tree_d(bnv_leaf_d, &pl, j.n, cpu_nthreads());
-    } else if (x->ndim == 2) { /* the channels summed row after row */
-        if (f)
-            bnv_columns_f(&j, out->data);
-        else
-            bnv_columns_d(&j, out->data);
-    } else { /* each plane by psum, then the planes of a channel */
+    } else { /* the squares (ndim 2) or each plane's sum by psum, then the
+              * channels' columns summed pairwise over the samples */
         size_t es = tl_dtype_size(x->dtype);
         if (!(j.sums = tl_malloc((size_t)(j.n * j.c), es, "reduction scratch", st)))
             return st->code;
-        int64_t planes = j.n * j.c, want = CPU_PSUM_PARALLEL / (j.s ? j.s : 1);
-        j.per = want < 1 ? 1 : want > planes && planes > 0 ? planes : want;
-        int64_t items = (planes + j.per - 1) / j.per; /* none for no samples: the sums are 0, the mean 0 / 0 */
-        cpu_parallel(items, cpu_nthreads(), f ? bnv_item_f : bnv_item_d, &j);
-        reduce_step(TL_OP_SUM, x->dtype, j.sums, out->data, 1, j.n, j.c);
+        if (x->ndim == 2 && f)
+            bnv_columns_f(&j, j.sums);
+        else if (x->ndim == 2)
+            bnv_columns_d(&j, j.sums);
+        else {
+            int64_t planes = j.n * j.c, want = CPU_PSUM_PARALLEL / (j.s ? j.s : 1);
+            j.per = want < 1 ? 1 : want > planes && planes > 0 ? planes : want;
+            int64_t items = (planes + j.per - 1) / j.per; /* none for no samples: the sums are 0, the mean 0 / 0 */
+            cpu_parallel(items, cpu_nthreads(), f ? bnv_item_f : bnv_item_d, &j);
+        }
+        bool ok = rows_sum(f, j.sums, out->data, 1, j.n, j.c);
         free(j.sums);
+        if (!ok)
+            return tl_fail(st, TL_ERUNTIME, "out of memory for batch_norm's scratch");
     }
     if (f) {
         float *y = out->data;

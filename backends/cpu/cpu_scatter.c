@@ -115,7 +115,7 @@ static void line_item(void *ctx, int64_t item)
             break;
         default:
             if (dt == TL_F32)
-                CUMSUM(float, float);
+                CUMSUM(float, double); /* kept in f64, each sum rounded once (as PyTorch) */
             else if (dt == TL_F64)
                 CUMSUM(double, double);
             else if (dt == TL_I32)

@@ -181,7 +181,7 @@ TL_HD static inline bool cu_ew_cast(const cu_ew *k, int64_t i)
     switch (k->dst) {
     case TL_F32: CU_CAST_TO(float, false, 0, 0); break;
     case TL_F64: CU_CAST_TO(double, false, 0, 0); break;
-    case TL_I32: CU_CAST_TO(int32_t, true, -2147483648.0, 2147483648.0); break;
+    case TL_I32: CU_CAST_TO(int32_t, true, -0x1.00000001fffffp+31, 2147483648.0); break; /* above -2^31 - 1: -2147483648.5 truncates into range */
     default:
         if (from_float)
             CU_CAST_TO(int64_t, true, -9223372036854775808.0, 9223372036854775808.0);

@@ -217,7 +217,7 @@ TL_HD static inline bool cu_line_bad(const cu_nnk *k, int64_t j)
     return i < -k->len || i >= k->len;
 }
 
-/* cumsum of an integer line: sums in the unsigned twin (wrapping, as the
+/* cumsum: f32 sums kept in f64, integers in the unsigned twin (wrapping, as the
  * CPU's). */
 #define CU_DEFINE_CUMSUM(T, U, SUF)                                                \
     TL_HD static inline void cu_cumsum_##SUF(const cu_nnk *k, int64_t px)          \
@@ -237,7 +237,7 @@ TL_HD static inline bool cu_line_bad(const cu_nnk *k, int64_t j)
                 y[at] = (T)acc;                                                    \
         }                                                                          \
     }
-CU_DEFINE_CUMSUM(float, float, f)
+CU_DEFINE_CUMSUM(float, double, f) /* f32 kept in f64, as the CPU's */
 CU_DEFINE_CUMSUM(double, double, d)
 CU_DEFINE_CUMSUM(int32_t, uint32_t, i32)
 CU_DEFINE_CUMSUM(int64_t, uint64_t, i64)

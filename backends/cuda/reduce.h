@@ -39,10 +39,20 @@ typedef struct cu_red {
     void *acc_out;       /* otherwise: accumulators [nout, sh.nchunks] */
 } cu_red;
 
+/* PRODZ's counts in one int64: the zeros below bit 61, and above it the
+ * infinities and NaNs, up to 2 (whether one is among the others of any
+ * element) */
+#define CU_PRODZ_ODD ((int64_t)1 << 61)
+TL_HD static inline int64_t cu_prodz_add(int64_t a, int64_t b)
+{
+    int64_t odd = (a >> 61) + (b >> 61);
+    return ((a & (CU_PRODZ_ODD - 1)) + (b & (CU_PRODZ_ODD - 1))) | (odd > 2 ? 2 : odd) << 61;
+}
+
 #define CU_DEFINE_RED(T, SUF)                                                      \
     typedef struct cu_acc_##SUF {                                                  \
         T v, v2;   /* the value; PRODZ: the product of the nonzeros */             \
-        int64_t i; /* MAX/MIN: the position of the pick; PRODZ: zeros */          \
+        int64_t i; /* MAX/MIN: the position of the pick; PRODZ: cu_prodz counts */ \
     } cu_acc_##SUF;                                                                \
                                                                                    \
     TL_HD static inline cu_acc_##SUF cu_acc_init_##SUF(int mode)                   \
@@ -75,7 +85,7 @@ typedef struct cu_red {
             return cu_pick_##SUF(a.v, a.i, b.v, b.i, mode == CU_R_MIN) ? b : a;    \
         case CU_R_PROD: a.v = a.v * b.v; return a;                                 \
         case CU_R_PRODZ:                                                           \
-            a.i += b.i;                                                            \
+            a.i = cu_prodz_add(a.i, b.i);                                          \
             a.v = a.v * b.v;                                                       \
             a.v2 = a.v2 * b.v2;                                                    \
             return a;                                                              \
@@ -91,7 +101,7 @@ typedef struct cu_red {
         switch (p->mode) {                                                         \
         case CU_R_SUMEXP: a.v = a.v + exp(v - ((const T *)p->m)[o]); return a;     \
         case CU_R_PRODZ:                                                           \
-            a.i += v == 0;                                                         \
+            a.i = cu_prodz_add(a.i, (int64_t)(v == 0) | (isfinite(v) ? 0 : CU_PRODZ_ODD)); \
             a.v = a.v * v;                                                         \
             if (v != 0)                                                            \
                 a.v2 = a.v2 * v;                                                   \
@@ -226,11 +236,16 @@ static inline void cu_red_next(cu_red *p, const void *acc_in)
         return log_form ? x - m - log(s) : exp(x - m) / s;                         \
     }                                                                              \
     /* prod_grad of element k of a row from the row's accumulator */               \
+    /* (the CPU's rule: a product of others holding a zero is 0, or NaN with  \
+     * an infinity or NaN among them) */                                          \
     TL_HD static inline T cu_prod_grad_##SUF(T x, T g, cu_acc_##SUF a)             \
     {                                                                              \
-        if (a.i == 0)                                                              \
-            return g * a.v / x;                                                    \
-        return a.i == 1 && x == 0 ? g * a.v2 : 0;                                  \
+        int64_t zeros = a.i & (CU_PRODZ_ODD - 1), odd = a.i >> 61;                 \
+        if (zeros == 0)                                                            \
+            return g * (a.v / x);                                                  \
+        if (zeros == 1 && x == 0)                                                  \
+            return g * a.v2;                                                       \
+        return odd - !isfinite(x) > 0 ? g * (T)NAN : g * (T)0;                     \
     }
 CU_DEFINE_SOFTMAX(float, f)
 CU_DEFINE_SOFTMAX(double, d)
