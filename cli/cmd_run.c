@@ -1066,8 +1066,6 @@ static int execute(cmd *c)
         return cli_fail(&st);
     }
     t.load = cli_now_ms() - t0;
-    if (cli_is_program(c->graph) && !c->quiet)
-        cli_warn_unused(s.g);
     if (be == &tl_cpu_backend)
         tl_prepare(s.g); /* OpenBLAS loads while the inputs are read */
     int ni = s.g->ninputs, no = s.g->noutputs, nmax = 2 * (ni + no) + s.g->nslots;
@@ -1101,6 +1099,8 @@ static int execute(cmd *c)
             rc = cli_fail(&st);
     }
     t.write = cli_now_ms() - t1;
+    if (rc <= 1 && cli_is_program(c->graph) && !c->quiet) /* (after the run: a failure says one line) */
+        cli_warn_unused(s.g);
     if (rc <= 1 && s.nograd[0] && !c->quiet)
         fprintf(stderr, "tl: warning: no gradient to write: %s\n", s.nograd);
     if (s.r && c->verbose)

@@ -412,12 +412,13 @@ static bool lex(P *p)
         char c = p->src[L.i];
         if (c == '\n')
             ok = lex_newline(p, &L);
-        else if (c == ' ' || c == '\t' || c == '\r')
-            L.i++, L.col++;
+        else if (c == ' ' || c == '\t' || (c == '\r' && L.i + 1 < p->n && p->src[L.i + 1] == '\n'))
+            L.i++, L.col++; /* a CR before a newline (CRLF); a lone CR is a control character */
         else if (c == '#')
             while (ok && L.i < p->n && p->src[L.i] != '\n')
-                ok = p->src[L.i] == '\t' || p->src[L.i] == '\r' ? (L.i++, L.col++, true)
-                                                                 : text_char(p, &L, "a comment");
+                ok = p->src[L.i] == '\t' || (p->src[L.i] == '\r' && L.i + 1 < p->n && p->src[L.i + 1] == '\n')
+                         ? (L.i++, L.col++, true)
+                         : text_char(p, &L, "a comment");
         else if (is_digit(c) || (c == '.' && L.i + 1 < p->n && is_digit(p->src[L.i + 1])))
             ok = lex_number(p, &L);
         else if (is_name_start(c))
@@ -584,7 +585,9 @@ static bool bind_name(P *p, const char *name, int len, int tok, int s, int depth
     if (k >= 0) {
         const bind *o = &p->b[k];
         const token *at = &p->t[o->tok];
-        if (p->s[o->sym].kind == S_INPUT && o->depth == 0 && (p->declared || p->depth == 0))
+        const sym *os = &p->s[o->sym];
+        bool input = os->kind == S_INPUT && os->want && os->wlen == o->len && !memcmp(os->want, o->name, (size_t)o->len);
+        if (input && o->depth == 0 && (p->declared || p->depth == 0)) /* (y = x binds y to input x: not one) */
             return fail_at(p, tok, "\"%.*s\" is already an input (at %d:%d)", len, name, at->line, at->col);
         if (o->depth == depth)
             return fail_at(p, tok, "\"%.*s\" is already bound (at %d:%d)", len, name, at->line, at->col);
