@@ -1,6 +1,7 @@
 /* tl compare A B: two result files, tensor by tensor (formats/compare.h).
  * Exit 0 when everything matches, 1 on any difference, 2 on bad input. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,11 +15,13 @@ static bool whole_number(const char *s, long long *v)
     return *s && !*end && errno != ERANGE;
 }
 
+/* a number, inf written as such (1e400 overflows: an error, as in literals) */
 static bool real_number(const char *s, double *v)
 {
     char *end;
+    errno = 0;
     *v = strtod(s, &end);
-    return *s && !*end;
+    return *s && !*end && !(errno == ERANGE && isinf(*v));
 }
 
 int cli_compare_option(int argc, char **argv, int *i, tl_compare_opts *o)

@@ -220,7 +220,8 @@ static bool whole_file(const char *arg)
     size_t n = strlen(arg);
     struct stat sb;
     for (int k = 0; k < 3; k++)
-        if (n >= strlen(ends[k]) && !strcmp(arg + n - strlen(ends[k]), ends[k]))
+        if (n >= strlen(ends[k]) && !strcmp(arg + n - strlen(ends[k]), ends[k]) &&
+            (k || !strstr(arg, ".npz:") || (stat(arg, &sb) == 0 && S_ISREG(sb.st_mode)))) /* (A.npz:KEY.npy: a key) */
             return true;
     return !strcmp(arg, "-") || (stat(arg, &sb) == 0 && S_ISREG(sb.st_mode));
 }

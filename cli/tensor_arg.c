@@ -136,7 +136,8 @@ tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
         tl_result_file *f = cli_stdin_file(st);
         return f ? tensor_of(f, "standard input", spec + 2, st) : NULL;
     }
-    if (cli_ends_with(spec, ".npy")) { /* read straight from the file (mapped when large) */
+    if (cli_ends_with(spec, ".npy") && (is_file(spec) || !strstr(spec, ".npz:"))) {
+        /* read straight from the file (mapped when large); A.npz:KEY.npy is A's key */
         if (!(t = tl_npy_read_file(spec, st)))
             tl_wrap(st, "%s", spec);
         return t;

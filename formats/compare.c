@@ -113,9 +113,9 @@ static void compare_floats(pair_state *p, const tl_compare_opts *o)
                            : distance(ordered_f64(a), ordered_f64(b));
         double abs = a == b ? 0 : fabs(a - b);
         double rel = abs == 0 ? 0 : isinf(b) ? INFINITY : abs / fabs(b);
-        bool match = isinf(a) || isinf(b) ? a == b
-                   : o->use_ulp           ? ulp <= (uint64_t)o->ulp
-                                          : within_tol(a, b, e->rtol, e->atol);
+        bool match = isinf(a) || isinf(b) || a == b ? a == b /* (equal: a match for --rtol inf too, where */
+                   : o->use_ulp                     ? ulp <= (uint64_t)o->ulp /* inf * 0 is NaN) */
+                                                    : within_tol(a, b, e->rtol, e->atol);
         e->max_ulp = ulp > e->max_ulp ? ulp : e->max_ulp;
         tally(p, i, match, false, abs, rel);
     }

@@ -393,10 +393,20 @@ int tl_npz_count(const tl_npz *z) { return z->n; }
 
 const char *tl_npz_key(const tl_npz *z, int i) { return i >= 0 && i < z->n ? z->m[i].key : NULL; }
 
+/* The member of key, or of key less a ".npy" (the member's file name, as
+ * NumPy's np.load(F)["x.npy"] takes it too). */
 static const npz_member *find(const tl_npz *z, const char *key)
 {
     npz_member probe = {.key = (char *)key}, *pp = &probe;
     npz_member **hit = bsearch(&pp, z->by_key, (size_t)z->n, sizeof *z->by_key, cmp_member);
+    size_t n = strlen(key);
+    if (!hit && n > 4 && !strcmp(key + n - 4, ".npy") && n < 4096) {
+        char bare[4096];
+        memcpy(bare, key, n - 4);
+        bare[n - 4] = '\0';
+        probe.key = bare;
+        hit = bsearch(&pp, z->by_key, (size_t)z->n, sizeof *z->by_key, cmp_member);
+    }
     return hit ? *hit : NULL;
 }
 
