@@ -2725,8 +2725,6 @@ static bool x_pad(tx *t, val **in, int nin, val **out, int nout)
     return (out[0] = typed(call1(t, "pad", x, a), x->oty)) != NULL;
 }
 
-/* Reductions: axes from the attribute, or (ReduceSum from 13, the others
- * from 18) the second input. */
 /* x's elements from start to stop along axis */
 static val *slice_of(tx *t, val *x, int axis, int64_t start, int64_t stop)
 {
@@ -2780,6 +2778,8 @@ static val *int_extreme(tx *t, val *x, bool max, const int64_t *axes, int n, boo
     return reshape(t, x, nd, sh);
 }
 
+/* Reductions: axes from the attribute, or (ReduceSum from 13, the others
+ * from 18) the second input. */
 static bool x_reduce(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
@@ -2863,16 +2863,12 @@ static bool x_argmax(tx *t, val **in, int nin, val **out, int nout)
     if (!ok)
         return false;
     val *x = in[0];
-    if (x->dt == TL_I64) { /* past 2^53 no exact float: the first (or last) place equal to the maximum */
+    bool max = !strcmp(t->node->op_type, "ArgMax"), mask = x->dt == TL_I64;
+    if (mask) { /* past 2^53 no exact float: the first (or last) place equal to the maximum (minimum) */
         int64_t axv = ax;
-        val *m = int_extreme(t, x, !strcmp(t->node->op_type, "ArgMax"), &axv, 1, true);
+        val *m = int_extreme(t, x, max, &axv, 1, true);
         if (!m || !(x = cast_dt(t, call2(t, "eq", x, m), TL_F64)))
             return false;
-        cJSON *a = cJSON_CreateObject();
-        put_num(a, "axis", ax);
-        put_bool(a, "keepdims", attr_i(t, "keepdims", 1) != 0);
-        put_bool(a, "select_last_index", attr_i(t, "select_last_index", 0) != 0);
-        return (out[0] = call1(t, "argmax", x, a)) != NULL;
     }
     if (x->dt == TL_I32 && !(x = cast_dt(t, x, TL_F64))) /* int32 values are exact f64 values */
         return false;
@@ -2880,7 +2876,7 @@ static bool x_argmax(tx *t, val **in, int nin, val **out, int nout)
     put_num(a, "axis", ax);
     put_bool(a, "keepdims", attr_i(t, "keepdims", 1) != 0);
     put_bool(a, "select_last_index", attr_i(t, "select_last_index", 0) != 0);
-    return (out[0] = call1(t, !strcmp(t->node->op_type, "ArgMax") ? "argmax" : "argmin", x, a)) != NULL;
+    return (out[0] = call1(t, max || mask ? "argmax" : "argmin", x, a)) != NULL;
 }
 
 static bool x_cumsum(tx *t, val **in, int nin, val **out, int nout)
