@@ -393,21 +393,26 @@ int tl_npz_count(const tl_npz *z) { return z->n; }
 
 const char *tl_npz_key(const tl_npz *z, int i) { return i >= 0 && i < z->n ? z->m[i].key : NULL; }
 
-/* The member of key, or of key less a ".npy" (the member's file name, as
- * NumPy's np.load(F)["x.npy"] takes it too). */
 static const npz_member *find(const tl_npz *z, const char *key)
 {
     npz_member probe = {.key = (char *)key}, *pp = &probe;
     npz_member **hit = bsearch(&pp, z->by_key, (size_t)z->n, sizeof *z->by_key, cmp_member);
+    return hit ? *hit : NULL;
+}
+
+/* A key asked for: as find, or else key less a ".npy" (the member's file
+ * name, as NumPy's np.load(F)["x.npy"] takes it too). */
+static const npz_member *find_asked(const tl_npz *z, const char *key)
+{
+    const npz_member *m = find(z, key);
     size_t n = strlen(key);
-    if (!hit && n > 4 && !strcmp(key + n - 4, ".npy") && n < 4096) {
+    if (!m && n > 4 && n < 4096 && !strcmp(key + n - 4, ".npy")) {
         char bare[4096];
         memcpy(bare, key, n - 4);
         bare[n - 4] = '\0';
-        probe.key = bare;
-        hit = bsearch(&pp, z->by_key, (size_t)z->n, sizeof *z->by_key, cmp_member);
+        m = find(z, bare);
     }
-    return hit ? *hit : NULL;
+    return m;
 }
 
 bool tl_npz_has(const tl_npz *z, const char *key) { return find(z, key) != NULL; }
@@ -668,7 +673,7 @@ static void missing_key(const tl_npz *z, const char *key, tl_status *st)
 
 tl_tensor *tl_npz_get(const tl_npz *z, const char *key, tl_status *st)
 {
-    const npz_member *m = find(z, key);
+    const npz_member *m = find_asked(z, key);
     if (!m) {
         missing_key(z, key, st);
         return NULL;
