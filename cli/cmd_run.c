@@ -826,6 +826,10 @@ int cli_env_ok(void)
         return cli_env_usage("TL_NUM_THREADS must be a whole number from 1 to 1024, not '%.40s'", t);
     if (conv && strcmp(conv, "blas") && strcmp(conv, "grid"))
         return cli_env_usage("TL_CONV must be blas or grid (or unset: tl's choice), not '%.40s'", conv);
+    const char *choose = getenv("TL_BLAS_CHOOSE"); /* (any other value was taken as 1 without a word) */
+    if (choose && strcmp(choose, "0") && strcmp(choose, "1"))
+        return cli_env_usage("TL_BLAS_CHOOSE must be 0 (OpenBLAS's own choice of kernels) or 1 (tl's, as unset), "
+                             "not '%.40s'", choose);
     return 0;
 }
 

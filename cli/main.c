@@ -11,6 +11,7 @@
 
 #include "backends/ops.h"
 #include "cli.h"
+#include "cli/options.h"
 #include "formats/npy.h"
 
 /* tl --help: every part below; tl COMMAND --help: its usage lines and the
@@ -30,7 +31,7 @@ static const char usage_text[] =
     "                    [--format text|json]\n"
     "       tl compile PROGRAM [-o FILE.json]\n"
     "       tl compile MODEL.onnx [NAME=TENSOR]... [-i FILE] -o FILE.json\n"
-    "       tl diff A B [NAME=TENSOR]... [-i FILE]   (the inputs of A or B that is an\n"
+    "       tl diff A B [NAME=TENSOR]... [-i FILE]...   (the inputs of A or B that is an\n"
     "               ONNX model: they fix its shapes, as for tl compile)\n"
     "       tl ops [OP] [--onnx] [--format text|json]\n"
     "       tl devices [--format text|json]\n"
@@ -181,6 +182,35 @@ static void usage_of(const char *cmd)
     putchar('\n');
 }
 
+/* run_text's entries of the options cmd takes (cli/options.h says
+ * which), under "options:": tl COMMAND --help lists no option that the
+ * command refuses, and every one it takes (the audit of December 7) */
+static void options_of(const char *cmd)
+{
+    int bit = 0;
+    for (int k = 0; k < CLI_NCOMMANDS; k++)
+        bit |= !strcmp(cmd, cli_command_names[k]) ? 1 << k : 0;
+    bool keep = false, any = false;
+    for (const char *p = strchr(run_text, '\n') + 1; *p && *p != '\n';) {
+        size_t n = strcspn(p, "\n") + 1;
+        const char *l = strstr(p, "--");
+        if ((p[2] == '-' || p[6] == '-') && l && l < p + n) { /* an entry: "  -o, --output ..." */
+            size_t len = strcspn(l, " =\n");
+            keep = !strncmp(l, "--help", len) || !strncmp(l, "--version", len);
+            for (size_t k = 0; k < sizeof cli_options / sizeof cli_options[0] && !keep; k++)
+                keep = cli_options[k].l && strlen(cli_options[k].l) == len && !strncmp(cli_options[k].l, l, len) &&
+                       (cli_options[k].cmds & bit);
+            if (keep && !any)
+                fputs("options:\n", stdout), any = true;
+        }
+        if (keep)
+            fwrite(p, 1, n, stdout);
+        p += n;
+    }
+    if (any)
+        putchar('\n');
+}
+
 /* tl --help: everything; tl COMMAND --help: that command's usage and the
  * parts that concern it. */
 static int help(const char *cmd)
@@ -201,8 +231,8 @@ static int help(const char *cmd)
                   !strcmp(cmd, "diff");
     if (graphs)
         fputs(graph_text, stdout);
-    if (runs || gc)
-        fputs(run_text, stdout);
+    if (graphs)
+        options_of(cmd);
     if (gc)
         fputs(gradcheck_text, stdout);
     /* the parts of other_text, each up to its blank line */

@@ -163,7 +163,8 @@ tl_tensor *cli_read_tensor(const char *spec, tl_status *st)
                      (strstr(st->msg, " is too large for ") || strstr(st->msg, " is out of range for "));
         if (!t)
             tl_wrap(st, "'%.40s%s'%s", spec, strlen(spec) > 40 ? "..." : "",
-                    range ? "" : " (neither a tensor file, FILE or FILE:KEY, nor a literal)");
+                    range || st->code != TL_EINPUT ? "" /* (a memory limit: it is a literal) */
+                                                   : " (neither a tensor file, FILE or FILE:KEY, nor a literal)");
         return t;
     }
     if (n >= sizeof path)
