@@ -21,18 +21,43 @@ typedef struct sizes {
     int n;
     char name[MAX_VARS][64];
     int64_t value[MAX_VARS];
+    int next;          /* the next prime's index to try */
+    const char *avoid; /* the graph's text and the command line: numbers written there */
 } sizes;
 
-/* 5040 times a prime: divisible by 2..10, large, and each one unlike the
- * others, so products and quotients can be read back. */
-static int64_t var_value(int k)
+/* Whether the number v is written in text, standing alone. */
+static bool written(const char *text, int64_t v)
 {
-    static const int primes[MAX_VARS] = {
-        101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157, 163, 167, 173, 179,
-        181, 191, 193, 197, 199, 211, 223, 227, 229, 233, 239, 241, 251, 257, 263, 269,
-        271, 277, 281, 283, 293, 307, 311, 313, 317, 331, 337, 347, 349, 353, 359, 367,
-        373, 379, 383, 389, 397, 401, 409, 419, 421, 431, 433, 439, 443, 449, 457, 461};
-    return 5040 * (int64_t)primes[k];
+    char num[24];
+    int n = snprintf(num, sizeof num, "%lld", (long long)v);
+    for (const char *p = text; p && (p = strstr(p, num)); p++)
+        if ((p == text || !isdigit((unsigned char)p[-1])) && !isdigit((unsigned char)p[n]))
+            return true;
+    return false;
+}
+
+/* 5040 times a prime: divisible by 2..10, large, and each one unlike the
+ * others, so products and quotients can be read back; and unlike every
+ * number written in the graph or on the command line, nor a multiple or a
+ * tenth of one, so that no size written there is taken for a variable
+ * (reshape to [509040] of f64[n] passed, until tests/cli/inspect.txt's case). */
+static int64_t var_value(sizes *z)
+{
+    for (int64_t p = z->next ? z->next : 101;; p++) {
+        bool prime = true;
+        for (int64_t d = 2; d * d <= p && prime; d++)
+            prime = p % d != 0;
+        if (!prime)
+            continue;
+        int64_t v = 5040 * p;
+        bool taken = false;
+        for (int k = 1; k <= 10 && !taken && z->avoid; k++)
+            taken = written(z->avoid, v * k) || (v % k == 0 && written(z->avoid, v / k));
+        if (!taken) {
+            z->next = (int)p + 1;
+            return v;
+        }
+    }
 }
 
 /* The value standing for size variable name ("_": a new one each time). */
@@ -44,32 +69,47 @@ static int64_t var_of(sizes *z, const char *name, size_t len)
     if (z->n == MAX_VARS)
         return -1;
     snprintf(z->name[z->n], sizeof z->name[0], "%.*s", (int)(len < 63 ? len : 63), name);
-    z->value[z->n] = var_value(z->n);
+    z->value[z->n] = var_value(z);
     return z->value[z->n++];
 }
 
-/* A size as text: a number, or in terms of the size variables. */
-static void dim_text(const sizes *z, int64_t v, char *buf, size_t len)
+/* v in terms of the size variables ("n", "2*n", "n/2", "3*n/2", "n*m",
+ * "n-1", "2*n+3"), or false where it is none of them. */
+static bool named(const sizes *z, int64_t v, char *buf, size_t len)
 {
-    for (int i = 0; i < z->n; i++) {
+    for (int i = 0; i < z->n; i++) { /* a*n/b, then with an offset below 1000 */
         int64_t s = z->value[i];
-        if (v == s)
-            snprintf(buf, len, "%s", z->name[i]);
-        else if (v > s && v % s == 0 && v / s < 5040)
-            snprintf(buf, len, "%lld*%s", (long long)(v / s), z->name[i]);
-        else if (v < s && v > 0 && s % v == 0 && s / v <= 10)
-            snprintf(buf, len, "%s/%lld", z->name[i], (long long)(s / v));
-        else
-            continue;
-        return;
+        for (int pass = 0; pass < 2; pass++)
+            for (int64_t b = 1; b <= 10; b++) {
+                int64_t a = (v * b + s / 2) / s; /* the nearest a/b of n */
+                if (a < 1 || a >= 5040 || (a % b == 0 && b > 1) || (a * s) % b)
+                    continue;
+                int64_t base = a * s / b, d = v - base;
+                if (pass == 0 ? d != 0 : d == 0 || d <= -1000 || d >= 1000)
+                    continue;
+                int k = a == 1 ? snprintf(buf, len, "%s", z->name[i])
+                               : snprintf(buf, len, "%lld*%s", (long long)a, z->name[i]);
+                if (b > 1)
+                    k += snprintf(buf + k, len - (size_t)k, "/%lld", (long long)b);
+                if (d)
+                    snprintf(buf + k, len - (size_t)k, "%+lld", (long long)d);
+                return true;
+            }
     }
     for (int i = 0; i < z->n; i++)
         for (int j = i; j < z->n; j++)
             if (v == z->value[i] * z->value[j]) {
                 snprintf(buf, len, "%s*%s", z->name[i], z->name[j]);
-                return;
+                return true;
             }
-    snprintf(buf, len, "%lld", (long long)v);
+    return false;
+}
+
+/* A size as text: a number, or in terms of the size variables. */
+static void dim_text(const sizes *z, int64_t v, char *buf, size_t len)
+{
+    if (!named(z, v, buf, len))
+        snprintf(buf, len, "%lld", (long long)v);
 }
 
 /* An error from the check speaks of sizes as numbers: put the size
@@ -78,23 +118,22 @@ static void dim_text(const sizes *z, int64_t v, char *buf, size_t len)
  * numbers too). */
 static int fail_named(const tl_graph *g, const sizes *z, tl_status *st)
 {
-    for (int i = 0; i < z->n; i++) {
-        char num[32], out[sizeof st->msg];
-        int nl = snprintf(num, sizeof num, "%lld", (long long)z->value[i]);
-        size_t k = 0;
-        for (const char *p = st->msg; *p && k + 64 < sizeof out;) {
-            bool alone = !strncmp(p, num, (size_t)nl) && !isdigit((unsigned char)p[nl]) &&
-                         (p == st->msg || !isdigit((unsigned char)p[-1]));
-            if (alone) {
-                k += (size_t)snprintf(out + k, sizeof out - k, "%s", z->name[i]);
-                p += nl;
-            } else {
+    char out[sizeof st->msg];
+    size_t k = 0;
+    for (const char *p = st->msg; *p && k + 64 < sizeof out;) {
+        size_t nd = strspn(p, "0123456789");
+        char name[96];
+        if (nd && nd < 19 && (p == st->msg || !isdigit((unsigned char)p[-1])) &&
+            named(z, strtoll(p, NULL, 10), name, sizeof name)) { /* (sizes of 50000 and up only) */
+            k += (size_t)snprintf(out + k, sizeof out - k, "%s", name);
+            p += nd;
+        } else {
+            for (size_t j = 0; j < (nd ? nd : 1) && k + 64 < sizeof out; j++)
                 out[k++] = *p++;
-            }
         }
-        out[k] = '\0';
-        memcpy(st->msg, out, k + 1);
     }
+    out[k] = '\0';
+    memcpy(st->msg, out, k + 1);
     return cli_fail_in(g, st);
 }
 
@@ -246,7 +285,31 @@ typedef struct looked {
     tl_type *types; /* per input */
     bool typed;     /* every input has a type */
     sizes z;
+    char *avoid;    /* z.avoid's text, owned */
 } looked;
+
+/* The text of the graph (not of a model) and of the command line, where
+ * the size variables' stand-ins must not appear. */
+static char *written_text(int argc, char **argv, const char *graph, const char *inlined)
+{
+    char *buf = NULL;
+    size_t cap = 0;
+    FILE *m = open_memstream(&buf, &cap);
+    if (!m)
+        return NULL;
+    for (int i = 1; i < argc; i++)
+        fprintf(m, "%s\n", argv[i]);
+    FILE *f = inlined || tl_onnx_is_model(graph) ? NULL : fopen(graph, "rb");
+    char chunk[65536];
+    for (size_t n, total = 0; f && total < ((size_t)64 << 20) && (n = fread(chunk, 1, sizeof chunk, f)) > 0;
+         total += n)
+        fwrite(chunk, 1, n, m);
+    if (f)
+        fclose(f);
+    if (inlined)
+        fputs(inlined, m);
+    return fclose(m) ? (free(buf), NULL) : buf;
+}
 
 /* Whether signature input i, given nothing and with no default, is
  * declared with a dim that has no size (a name such as N, or none): here,
@@ -365,6 +428,8 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
     tl_graph_options go = {outside};
     l->g = !inlined && tl_onnx_is_model(graph) ? model_for(argc, argv, graph, outside, st)
                                                : cli_load_graph(graph, &go, st);
+    if (l->g)
+        l->z.avoid = l->avoid = written_text(argc, argv, graph, inlined);
     if (inlined)
         free(inlined), graph = NULL;
     if (!l->g)
@@ -432,6 +497,7 @@ static int look(int argc, char **argv, const char *cmd, looked *l, tl_status *st
 static void unlook(looked *l)
 {
     free(l->types);
+    free(l->avoid);
     tl_graph_free(l->g);
 }
 
