@@ -45,6 +45,7 @@ typedef struct tl_budget {
 /* "7.3 TiB": bytes for a message, in powers of 1024. */
 const char *tl_bytes_text(int64_t bytes, char *buf, size_t len);
 tl_budget *tl_budget_new(int64_t limit, tl_status *st);
+tl_budget *tl_budget_ref(tl_budget *b);
 void tl_budget_unref(tl_budget *b);
 /* Charges bytes for `what`; TL_ERUNTIME "memory limit ..." when the limit
  * would be passed.  NULL budget: always fine. */

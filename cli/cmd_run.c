@@ -839,8 +839,9 @@ static int fuse_env(int64_t *min)
 {
     const char *t = getenv("TL_FUSE");
     char *end;
+    errno = 0;
     long long n = t ? strtoll(t, &end, 10) : 0;
-    if (t && (!*t || *end || n < 0))
+    if (t && (!isdigit((unsigned char)*t) || *end || errno == ERANGE)) /* digits only: not ' 5', '+5', -0 */
         return cli_env_usage("TL_FUSE must be 0 (no fused chains) or a number of elements, not '%.40s'", t);
     *min = !t ? 0 : n == 0 ? -1 : n;
     return 0;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "backends/cpu/vmath.h"
 
 
 struct tl_result {
@@ -643,7 +644,7 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
         tl_tensor_unref(o->give_inputs[i]);
         o->give_inputs[i] = s;
     }
-    if (rc || (rc = eval_block(ev, &g->top)))
+    if (rc || (rc = eval_block(ev, &g->top)) || (rc = tl_vmath_check(st))) /* (and the scalar loops') */
         return rc;
     for (int i = 0; i < r->noutputs; i++) {
         tl_value v;
@@ -659,12 +660,65 @@ static tl_code run(tl_result *r, tl_eval *ev, tl_tensor *const *inputs, const tl
     return TL_OK;
 }
 
+/* What the caller gave tl_run, checked before anything is made: the
+ * graph, where the result goes, the output slots (top-level values). */
+static tl_code check_call(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o, tl_result **out,
+                          tl_status *st)
+{
+    if (!g || !out)
+        return tl_fail(st, TL_EINPUT, "tl_run: %s is NULL", g ? "the result pointer" : "the graph");
+    if (!inputs && g->ninputs)
+        return tl_fail(st, TL_EINPUT, "%s: no inputs given (NULL), where the graph has %d", g->path, g->ninputs);
+    if (o->outputs && o->noutputs < 1)
+        return tl_fail(st, TL_EINPUT, "%s: %d outputs asked for", g->path, o->noutputs);
+    for (int i = 0; o->outputs && i < o->noutputs; i++) {
+        int s = o->outputs[i];
+        if (s < 0 || s >= g->nslots || tl_graph_top_slot(g, g->slot_name[s]) != s)
+            return tl_fail(st, TL_EINPUT, "%s: output %d is slot %d, not a value of the graph's top level", g->path,
+                           i, s);
+    }
+    return TL_OK;
+}
+
+static tl_code run_with(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o, tl_result **out,
+                        tl_status *st);
+
+/* Inputs left NULL take their defaults (tl-graph(5): "the tensor taken
+ * when the call site gives none"); one without is an error. */
 tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *opts,
                tl_result **out, tl_status *st)
 {
-    tl_run_opts none = {0}, local = opts ? *opts : none;
+    tl_run_opts none = {0};
+    const tl_run_opts *o = opts ? opts : &none;
+    if (out)
+        *out = NULL;
+    if (check_call(g, inputs, o, out, st))
+        return st->code;
+    bool all = true;
+    for (int i = 0; i < g->ninputs; i++)
+        all = all && inputs[i];
+    if (all)
+        return run_with(g, inputs, o, out, st);
+    tl_tensor **in = tl_calloc((size_t)g->ninputs + 1, sizeof *in, "inputs", st);
+    tl_code rc = in ? TL_OK : st->code;
+    for (int i = 0; i < g->ninputs && !rc; i++)
+        if (!(in[i] = inputs[i] ? tl_tensor_ref(inputs[i]) : tl_input_default(g, i, st)))
+            rc = st->code ? st->code
+                          : tl_fail(st, TL_EINPUT, "%s: missing input \"%s\" (NULL, and it has no default)", g->path,
+                                    g->inputs[i].name);
+    if (!rc)
+        rc = run_with(g, in, o, out, st);
+    for (int i = 0; in && i < g->ninputs; i++)
+        tl_tensor_unref(in[i]);
+    free(in);
+    return rc;
+}
+
+static tl_code run_with(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *opts, tl_result **out,
+                        tl_status *st)
+{
+    tl_run_opts local = *opts;
     const tl_run_opts *o = &local;
-    *out = NULL;
     tl_result *r = tl_calloc(1, sizeof *r, "a result", st);
     if (!r)
         return st->code;
@@ -739,10 +793,13 @@ tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *o
 }
 
 int tl_result_noutputs(const tl_result *r) { return r->noutputs; }
-const tl_tensor *tl_result_output(const tl_result *r, int i) { return r->outputs[i]; }
+const tl_tensor *tl_result_output(const tl_result *r, int i)
+{
+    return r && i >= 0 && i < r->noutputs ? r->outputs[i] : NULL;
+}
 const char *tl_result_output_name(const tl_result *r, int i)
 {
-    return r->g->slot_name[r->out_slot[i]];
+    return r && i >= 0 && i < r->noutputs ? r->g->slot_name[r->out_slot[i]] : NULL;
 }
 
 const tl_opprof (*tl_result_profile(const tl_result *r))[2] { return r->cx.prof; }
@@ -760,17 +817,27 @@ const char *tl_result_device_name(const tl_result *r)
 }
 const tl_stats *tl_result_stats(const tl_result *r) { return &r->stats; }
 
+/* Each seed given against its output, before a pullback consumes anything
+ * (a refused seed leaves the recording as it was). */
+static tl_code check_seeds(const tl_result *r, tl_tensor *const *cotangents, tl_status *st)
+{
+    for (int i = 0; cotangents && i < r->noutputs; i++) {
+        const tl_tensor *y = r->outputs[i], *c = cotangents[i];
+        char want[96], got[96];
+        if (c && tl_dtype_is_int(y->dtype))
+            return tl_fail(st, TL_EINPUT, "seed for output \"%s\": it is an index tensor %s, which has no gradient",
+                           tl_result_output_name(r, i), tl_tensor_desc(y, want, sizeof want));
+        if (c && (c->dtype != y->dtype || !tl_same_shape(c, y)))
+            return tl_fail(st, TL_EINPUT, "seed for output \"%s\": expected %s, got %s",
+                           tl_result_output_name(r, i), tl_tensor_desc(y, want, sizeof want),
+                           tl_tensor_desc(c, got, sizeof got));
+    }
+    return TL_OK;
+}
+
 static tl_code seed(tl_result *r, int i, tl_tensor *c, tl_tensor **grads, tl_status *st)
 {
     const tl_tensor *y = r->outputs[i];
-    char want[96], got[96];
-    if (c && tl_dtype_is_int(y->dtype))
-        return tl_fail(st, TL_EINPUT, "seed for output \"%s\": it is an index tensor %s, which has no gradient",
-                       tl_result_output_name(r, i), tl_tensor_desc(y, want, sizeof want));
-    if (c && (c->dtype != y->dtype || !tl_same_shape(c, y)))
-        return tl_fail(st, TL_EINPUT, "seed for output \"%s\": expected %s, got %s",
-                       tl_result_output_name(r, i), tl_tensor_desc(y, want, sizeof want),
-                       tl_tensor_desc(c, got, sizeof got));
     if (r->out_var[i] < 0)
         return TL_OK; /* a constant output: nothing to pull back */
     tl_tensor *s = c ? tl_tensor_ref(c) : tl_tensor_new_in(r->budget, y->dtype, y->ndim, y->shape, st);
@@ -819,10 +886,14 @@ static tl_tensor **gradient_slots(size_t n, tl_status *st)
 tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor **grads,
                            tl_status *st)
 {
+    if (!r || !grads)
+        return tl_fail(st, TL_EINPUT, "tl_result_pullback: %s is NULL", r ? "grads" : "the result");
     for (int k = 0; k < r->ninputs; k++)
         grads[k] = NULL;
     if (r->rec != REC_LIVE)
         return tl_pullback_refused(r, st);
+    if (check_seeds(r, cotangents, st))
+        return st->code;
     r->rec = REC_CONSUMED;
     tl_tensor **g = gradient_slots((size_t)r->tape.nvars + 1, st);
     if (!g) {
@@ -836,6 +907,8 @@ tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor
     r->cx.phase = 1; /* profile times go to backward */
     if (!rc)
         rc = tl_tape_backward(&r->tape, &r->cx, g, r->progress, r->progress_ctx, st);
+    if (!rc)
+        rc = tl_vmath_check(st);
     r->cx.phase = 0;
     int nvars = r->tape.nvars;
     tl_tape_free(&r->tape);
@@ -913,6 +986,8 @@ static tl_code check_like(const char *what, const char *name, const tl_tensor *t
 tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, bool vary_seeds,
                                     tl_tensor **grads, tl_status *st)
 {
+    if (!r || !grads)
+        return tl_fail(st, TL_EINPUT, "tl_result_pullback_recorded: %s is NULL", r ? "grads" : "the result");
     for (int k = 0; k < r->ninputs; k++)
         grads[k] = NULL;
     if (r->rec == REC_LIVE && !r->twice)
@@ -920,6 +995,8 @@ tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, 
                                       "second derivatives (twice off)");
     if (r->rec != REC_LIVE)
         return tl_pullback_refused(r, st);
+    if (check_seeds(r, cotangents, st))
+        return st->code;
     r->rec = REC_RECORDED;
     r->seeds_only = vary_seeds;
     int nv = r->nvars0 = r->tape.nvars;
@@ -963,6 +1040,8 @@ tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, 
     r->cx.phase = 1;
     if (!rc)
         rc = tl_tape_backward_recording(&r->tape, nentries, vary_seeds, &r->cx, r->grad2, r->gvar, st);
+    if (!rc)
+        rc = tl_vmath_check(st);
     r->cx.phase = 0;
     for (int k = 0; k < r->ninputs && !rc; k++) {
         int v = r->in_var[k];
@@ -983,6 +1062,8 @@ tl_code tl_result_pullback_recorded(tl_result *r, tl_tensor *const *cotangents, 
 tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_tensor **d_inputs,
                                  tl_tensor **d_seeds, tl_status *st)
 {
+    if (!r)
+        return tl_fail(st, TL_EINPUT, "tl_result_pullback_again: the result is NULL");
     for (int k = 0; d_inputs && k < r->ninputs; k++)
         d_inputs[k] = NULL;
     for (int i = 0; d_seeds && i < r->noutputs; i++)
@@ -991,13 +1072,12 @@ tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_te
         return tl_fail(st, TL_EINPUT, "cannot pull back again: %s",
                        r->rec == REC_LIVE ? "the recording was not pulled back with tl_result_pullback_recorded"
                                           : "there is no recorded pullback");
-    if (r->seeds_only && d_inputs) {
-        drop_recorded(r);
-        tl_tape_free(&r->tape);
-        r->rec = REC_CONSUMED;
+    if (r->seeds_only && d_inputs) /* (refused before anything is consumed) */
         return tl_fail(st, TL_EINPUT, "cannot pull back again to the inputs: the pullback was recorded "
                                       "with vary_seeds, as a function of the seeds alone");
-    }
+    for (int k = 0; grad_cot && k < r->ninputs; k++)
+        if (grad_cot[k] && check_like("tangent for input", r->g->inputs[k].name, grad_cot[k], r->inputs[k], st))
+            return st->code;
     r->rec = REC_CONSUMED;
     int nv = r->tape.nvars;
     tl_tensor **g = gradient_slots((size_t)nv + 1, st);
@@ -1034,6 +1114,8 @@ tl_code tl_result_pullback_again(tl_result *r, tl_tensor *const *grad_cot, tl_te
     r->cx.phase = 1;
     if (!rc)
         rc = tl_tape_backward(&r->tape, &r->cx, g, r->progress, r->progress_ctx, st);
+    if (!rc)
+        rc = tl_vmath_check(st);
     r->cx.phase = 0;
     for (int k = 0; d_inputs && k < r->ninputs && !rc; k++) {
         int v = r->in_var[k];

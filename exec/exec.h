@@ -25,7 +25,8 @@ typedef struct tl_run_opts {
     int64_t max_memory;        /* bytes the run may hold in tensors and tape; 0: no limit */
     bool strict_device;        /* an op the device lacks is an error, not a CPU fallback */
     /* the results: these top-level slots instead of the graph's outputs
-     * (NULL: the graph's) */
+     * (NULL: the graph's); a slot out of range or inside a block, or
+     * noutputs < 1, is TL_EINPUT */
     const int *outputs;
     int noutputs;
     bool profile;      /* time every op call and keep a per-node log (tl_result_node_log) */
@@ -94,9 +95,11 @@ typedef struct tl_stats {
 typedef struct tl_result tl_result;
 
 /* inputs[i] binds g->inputs[i]; each is checked against its declaration.
- * The inputs stay the caller's (the run takes references of its own,
- * unless opts->give_inputs).  opts NULL: the defaults, a CPU run without a
- * tape.  On an error *out is NULL. */
+ * A NULL entry takes the input's default (TL_EINPUT where it has none);
+ * inputs may be NULL for a graph without inputs.  The inputs stay the
+ * caller's (the run takes references of its own, unless
+ * opts->give_inputs).  opts NULL: the defaults, a CPU run without a tape.
+ * On an error *out is NULL. */
 tl_code tl_run(const tl_graph *g, tl_tensor *const *inputs, const tl_run_opts *opts,
                tl_result **out, tl_status *st);
 
@@ -110,7 +113,8 @@ void tl_prepare(const tl_graph *g);
 tl_dtype tl_call_dtype(const tl_graph *g, tl_tensor *const *inputs);
 
 /* The outputs, by index: values and names borrowed from r (valid until
- * tl_result_free), host tensors wherever the run went. */
+ * tl_result_free), host tensors wherever the run went; NULL for an index
+ * outside [0, tl_result_noutputs). */
 int tl_result_noutputs(const tl_result *r);
 const tl_tensor *tl_result_output(const tl_result *r, int i);
 const char *tl_result_output_name(const tl_result *r, int i);
@@ -130,7 +134,8 @@ const tl_node_log *tl_result_node_log(const tl_result *r);
 /* Vector-Jacobian product: cotangents[i] seeds output i (NULL: all ones;
  * shape and dtype must equal the output's).  grads[k] receives a new
  * reference to the gradient of input k, or NULL for inputs not
- * differentiated (wrt false).  Consumes the recording. */
+ * differentiated (wrt false).  Consumes the recording; a seed refused
+ * (TL_EINPUT) leaves it as it was, for another call. */
 tl_code tl_result_pullback(tl_result *r, tl_tensor *const *cotangents, tl_tensor **grads,
                            tl_status *st);
 /* The same with every seed all ones: the gradient of the sum of outputs. */

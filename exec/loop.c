@@ -566,9 +566,7 @@ int tl_loop_try(tl_eval *ev, const tl_node *it)
             return -1;
         }
         l->charged = bytes;
-        l->budget = ev->cx->budget;
-        if (l->budget)
-            l->budget->refs++;
+        l->budget = tl_budget_ref(ev->cx->budget);
         l->snap = tl_malloc((size_t)l->count * (size_t)l->nmem, es, "the tape of a scalar iterate", st);
         l->recorded = l->snap ? tl_malloc((size_t)l->count, sizeof(uint64_t), "the tape of a scalar iterate", st) : NULL;
         if (!l->recorded) {

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "shape.h"
+#include "backends/cpu/vmath.h"
 
 struct tl_mirror {
     tl_tensor *host; /* NULL: a free slot */
@@ -210,10 +211,13 @@ static tl_code run_kernel(tl_ctx *cx, const tl_backend *be, tl_opcode op, int n,
     bool dev = tl_backend_is_device(be);
     cx->ops++;
     *(dev ? &cx->dev.ops_device : &cx->dev.ops_cpu) += 1;
-    if (!cx->profile)
-        return be->run(be, op, n, (const tl_tensor *const *)in, a, out, st);
+    if (!cx->profile) {
+        tl_code rc = be->run(be, op, n, (const tl_tensor *const *)in, a, out, st);
+        return rc ? rc : tl_vmath_check(st); /* (SLEEF unusable: the kernel computed NaN) */
+    }
     double t0 = now_ms();
     tl_code rc = be->run(be, op, n, (const tl_tensor *const *)in, a, out, st);
+    rc = rc ? rc : tl_vmath_check(st);
     if (!rc && dev) /* a device queues work: wait for it, or the time is the launch's */
         rc = be->sync(be, st);
     tl_opprof *p = &cx->prof[op][cx->phase];

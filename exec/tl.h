@@ -16,7 +16,11 @@
  * tl_status, returns NULL or a nonzero tl_code (backends/status.h:
  * TL_EINPUT bad input, TL_ERUNTIME device, memory or I/O) and leaves one
  * line of text in st->msg, starting with the file at fault.  Nothing in
- * the library prints or exits. */
+ * the library prints or exits.
+ * Threads: reference counts are plain ints, not atomic (a run takes and
+ * drops millions of them), so a tensor and a graph are used by one thread
+ * at a time: runs on several threads at once each take their own graph and
+ * their own input tensors.  Each run uses every core in its kernels. */
 #ifndef TL_TL_H
 #define TL_TL_H
 

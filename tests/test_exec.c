@@ -232,6 +232,70 @@ Test(lifecycle, seed_checks)
     tl_graph_free(g);
 }
 
+/* A refused seed leaves the recording for another pullback (the library
+ * audit of December 7: it was consumed, "already consumed by a pullback") */
+Test(lifecycle, refused_seed_keeps_the_recording)
+{
+    tl_graph *g = parse(POLY);
+    tl_status st = {0};
+    tl_tensor *in = lit("[1,2]"), *bad = lit("[1,2,3]"), *good = lit("[1,1]"), *gx = NULL;
+    tl_result *r;
+    tl_run_opts o = {.record = true};
+    cr_assert(!tl_run(g, &in, &o, &r, &st));
+    cr_expect_eq(tl_result_pullback(r, &bad, &gx, &st), TL_EINPUT);
+    tl_status_clear(&st);
+    cr_expect_eq(tl_result_pullback(r, &good, &gx, &st), TL_OK, "%s", st.msg);
+    cr_expect(gx && tl_tensor_get(gx, 0) == 4 && tl_tensor_get(gx, 1) == 32); /* 4 x^3 */
+    tl_tensor_unref(gx);
+    tl_result_free(r);
+    tl_tensor_unref(in);
+    tl_tensor_unref(bad);
+    tl_tensor_unref(good);
+    tl_graph_free(g);
+}
+
+/* What a C caller can get wrong is TL_EINPUT, never a crash or a write out
+ * of bounds: NULL graph, result pointer, inputs or grads, an input left
+ * NULL (its default taken where it has one), output slots out of range or
+ * inside a block, accessors out of range */
+Test(lifecycle, misuse_is_an_error)
+{
+    tl_graph *g = parse(POLY);
+    tl_status st = {0};
+    tl_tensor *in = lit("[1,2]"), *none[1] = {NULL};
+    tl_result *r = NULL;
+    cr_expect_eq(tl_run(NULL, &in, NULL, &r, &st), TL_EINPUT);
+    cr_expect_eq(tl_run(g, &in, NULL, NULL, &st), TL_EINPUT);
+    cr_expect_eq(tl_run(g, NULL, NULL, &r, &st), TL_EINPUT);
+    tl_status_clear(&st);
+    cr_expect_eq(tl_run(g, none, NULL, &r, &st), TL_EINPUT);
+    cr_expect(strstr(st.msg, "missing input \"x\""), "%s", st.msg);
+    for (int slot = -1; slot <= g->nslots; slot += g->nslots + 1) {
+        tl_run_opts o = {.outputs = &slot, .noutputs = 1};
+        cr_expect_eq(tl_run(g, &in, &o, &r, &st), TL_EINPUT);
+        cr_expect(!r);
+    }
+    tl_run_opts o = {.outputs = g->outputs, .noutputs = -1};
+    cr_expect_eq(tl_run(g, &in, &o, &r, &st), TL_EINPUT);
+    tl_status_clear(&st);
+    cr_assert(!tl_run(g, &in, NULL, &r, &st));
+    cr_expect(!tl_result_output(r, -1) && !tl_result_output(r, 1) && !tl_result_output_name(r, 1));
+    cr_expect(tl_result_output(r, 0) && !strcmp(tl_result_output_name(r, 0), "z"));
+    cr_expect_eq(tl_result_pullback(r, NULL, NULL, &st), TL_EINPUT);
+    tl_result_free(r);
+    tl_graph_free(g);
+    /* a default where the input is left NULL */
+    g = parse("{\"version\": 1, \"inputs\": [\"x\", {\"name\": \"s\", \"default\": 3}],"
+              " \"nodes\": [{\"id\": \"y\", \"op\": \"mul\", \"args\": [\"x\", \"s\"]}], \"outputs\": [\"y\"]}");
+    tl_tensor *two[2] = {in, NULL};
+    tl_status_clear(&st);
+    cr_assert(!tl_run(g, two, NULL, &r, &st), "%s", st.msg);
+    cr_expect(tl_tensor_get(tl_result_output(r, 0), 1) == 6);
+    tl_result_free(r);
+    tl_graph_free(g);
+    tl_tensor_unref(in);
+}
+
 Test(gradients, disconnected_and_constants)
 {
     /* w only reaches 1/w, which no output uses: its gradient is an exact

@@ -11,9 +11,11 @@
  * pointer); until SLEEF is loaded the pointer is null and the entry point
  * loads it first, once for the process (pthread_once), publishing every
  * pointer of the family before it returns.  A SLEEF that cannot be loaded
- * ends the process with one error line and exit code 3 (a function of a
- * number has no error to return): as a missing shared library would have
- * stopped it before, but saying which.
+ * leaves every pointer null: the entry points return NaN (all bits set),
+ * and tl_vmath_check says why, which the executor asks after each kernel
+ * and at the end of a run, so the run fails with that line (TL_ERUNTIME)
+ * and nothing prints or exits (it ended the process, until the library
+ * audit of December 7).
  *
  * Some functions leave SLEEF's 1-ulp bound at the edge of their range
  * (tests/test_vmath.c finds them): exp in double just below the overflow
@@ -41,7 +43,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backends/status.h"
+
 const char *tl_vmath_family(void);
+tl_code tl_vmath_check(tl_status *st);
 
 #ifndef TL_SLEEF_LIB
 #define TL_SLEEF_LIB "libsleef.so.3" /* Debian's libsleef3 */
@@ -62,19 +67,30 @@ typedef void (*tl_vmath_fn)(void);
 
 static void *sleef;
 
-static _Noreturn void unusable(const char *what)
+static atomic_bool failed;
+static char failure[400];
+
+static void unusable(const char *what)
 {
-    fprintf(stderr, "tl: error: cannot load SLEEF, which computes exp, log, tanh and the other "
-                    "transcendental functions: %s\n", what);
-    exit(3);
+    if (!atomic_load(&failed))
+        snprintf(failure, sizeof failure, "cannot load SLEEF, which computes exp, log, tanh and the other "
+                 "transcendental functions: %s", what ? what : "unknown error");
+    atomic_store(&failed, true);
 }
 
-/* SLEEF's entry point of this name */
+tl_code tl_vmath_check(tl_status *st)
+{
+    return atomic_load(&failed) ? tl_fail(st, TL_ERUNTIME, "%s", failure) : TL_OK;
+}
+
+/* SLEEF's entry point of this name (NULL, and said, where it has none) */
 static tl_vmath_fn sym(const char *name)
 {
     void *p = dlsym(sleef, name);
-    if (!p)
+    if (!p) {
         unusable(dlerror());
+        return NULL;
+    }
     tl_vmath_fn f;
     _Static_assert(sizeof f == sizeof p, "function and object pointers differ in size");
     __builtin_memcpy(&f, &p, sizeof f);
@@ -316,8 +332,11 @@ static tl_vmath_fn bound(_Atomic(tl_vmath_fn) *p);
     TARGET TY NAME PARAMS_##ARGS(TY)                                               \
     {                                                                              \
         tl_vmath_fn f = atomic_load_explicit(&to_##NAME, memory_order_acquire);    \
-        if (__builtin_expect(!f, 0))                                               \
-            f = bound(&to_##NAME);                                                 \
+        if (__builtin_expect(!f, 0) && !(f = bound(&to_##NAME))) {                 \
+            TY nan_; /* SLEEF unusable: NaN, and tl_vmath_check says why */        \
+            __builtin_memset(&nan_, 0xff, sizeof nan_);                            \
+            return nan_;                                                           \
+        }                                                                          \
         return ((TY(*) PARAMS_##ARGS(TY))f) CALL_##ARGS;                           \
     }
 EVERY_ENTRY(ENTRY)
@@ -327,8 +346,10 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* SLEEF loaded, the wrappers' pointers set, then every entry's published */
 static void load(void)
 {
-    if (!(sleef = dlopen(TL_SLEEF_LIB, RTLD_NOW | RTLD_LOCAL)))
+    if (!(sleef = dlopen(TL_SLEEF_LIB, RTLD_NOW | RTLD_LOCAL))) {
         unusable(dlerror());
+        return;
+    }
     bool fma = fma_family();
     if (fma) {
         log_f1_finz = SYM(SLEEF(finz, log, f, 1));
@@ -343,6 +364,8 @@ static void load(void)
     else                                                                           \
         bind_cinz_##F##_##T();
     WRAPPED(BIND_WRAPPED)
+    if (atomic_load(&failed)) /* a function missing: none published */
+        return;
 #define PUBLISH(NAME, TARGET, TY, ARGS, FINZ, CINZ)                                \
     atomic_store_explicit(&to_##NAME, fma ? FINZ : CINZ, memory_order_release);
     EVERY_ENTRY(PUBLISH)

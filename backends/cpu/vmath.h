@@ -19,6 +19,8 @@
 #ifndef TL_VMATH_H
 #define TL_VMATH_H
 
+#include "backends/status.h"
+
 #define TL_VMATH_ATTR __attribute__((const, nothrow, leaf))
 #define TL_VMATH_SIMD _Pragma("omp declare simd notinbranch")
 
@@ -37,6 +39,10 @@ TL_VMATH_SIMD TL_VMATH_ATTR double tl_pow(double, double);
 
 /* the name of the family bound in this process: "sleef-finz" or "sleef-cinz" */
 const char *tl_vmath_family(void);
+
+/* TL_ERUNTIME "cannot load SLEEF ..." once a function was called and SLEEF
+ * could not be loaded (its results were NaN); else TL_OK */
+tl_code tl_vmath_check(tl_status *st);
 
 #define TL_VMATH_GENERIC(F, x) _Generic((x), float: tl_##F##f, double: tl_##F)(x)
 #define TL_EXP(x) TL_VMATH_GENERIC(exp, x)
