@@ -222,6 +222,20 @@ static bool declared(sizes *z, const tl_graph *g, const tl_input *in, tl_type *t
     return true;
 }
 
+int cli_check_declared(const tl_graph *g, tl_status *st)
+{
+    sizes z = {0};
+    tl_type *types = calloc((size_t)g->ninputs + 1, sizeof *types);
+    if (!types)
+        return tl_fail(st, TL_ERUNTIME, "out of memory"), cli_fail(st);
+    bool typed = true;
+    for (int k = 0; k < g->ninputs && typed; k++)
+        typed = declared(&z, g, &g->inputs[k], &types[k]);
+    int rc = typed && tl_check(g, types, NULL, NULL, st) ? fail_named(g, &z, st) : 0;
+    free(types);
+    return rc;
+}
+
 /* -i FILE, --inputs FILE or --inputs=FILE at argv[i]: the file (- for
  * standard input), its argument skipped; NULL for anything else. */
 static const char *inputs_opt(int argc, char **argv, int *i)
@@ -542,6 +556,15 @@ int cmd_check(int argc, char **argv)
         return rc;
     }
     const tl_graph *g = l.g;
+    for (int i = 0; !l.typed && i < g->nconsts; i++) { /* file constants are read, typed or not */
+        tl_tensor *t = g->consts[i].kind == TL_CONST_FILE ? tl_const_read_file(&g->consts[i], &st) : NULL;
+        tl_tensor_unref(t);
+        if (st.code) {
+            rc = cli_fail_in(g, &st);
+            unlook(&l);
+            return rc;
+        }
+    }
     if (!l.typed) {
         printf("%s: valid (%d inputs, %d nodes); give every input a type (NAME=f32[2,3]) to see "
                "each node's dtype and shape\n", g->path, g->ninputs, g->nnodes);

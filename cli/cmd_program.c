@@ -399,7 +399,23 @@ static int compile(const args *a)
     char *json = tl_program_compile(s.text, s.len, s.path, program, &go, &pos, &st);
     if (!json && pos.line)
         note_caret(s.text, s.len, pos);
+    /* checked as tl check would for the types its inputs declare, file
+     * constants read: "only a valid graph is written" (a program whose
+     * declared shapes cannot meet, or a missing file, was written, until
+     * tests/cli/programs.txt's case) */
+    tl_graph *cg = json ? tl_graph_parse_with(json, strlen(json), s.path, &go, &st) : NULL;
+    int bad = !json ? 0 : !cg ? cli_fail(&st) : cli_check_declared(cg, &st);
+    for (int i = 0; cg && !bad && i < cg->nconsts; i++) {
+        tl_tensor *t = cg->consts[i].kind == TL_CONST_FILE ? tl_const_read_file(&cg->consts[i], &st) : NULL;
+        tl_tensor_unref(t);
+        bad = st.code ? cli_fail_in(cg, &st) : 0;
+    }
+    tl_graph_free(cg);
     free(s.buf);
+    if (bad) {
+        free(json);
+        return bad;
+    }
     if (!json)
         return cli_fail(&st);
     int rc;
