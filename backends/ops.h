@@ -25,48 +25,48 @@ typedef enum tl_opkind {
 } tl_opkind;
 
 /* Attribute bits: which attributes an op accepts in a graph file. */
-#define A_AXES (UINT64_C(1) << 0)      /* int or list of ints (reductions, squeeze) */
-#define A_KEEPDIMS (UINT64_C(1) << 1)  /* bool */
-#define A_AXIS (UINT64_C(1) << 2)      /* int */
-#define A_APPROX (UINT64_C(1) << 3)    /* "none" | "tanh" */
-#define A_MIN (UINT64_C(1) << 4)       /* number */
-#define A_MAX (UINT64_C(1) << 5)       /* number */
-#define A_DTYPE (UINT64_C(1) << 6)     /* "f32" | "f64" */
-#define A_SHAPE (UINT64_C(1) << 7)     /* list of ints */
-#define A_PERM (UINT64_C(1) << 8)      /* "axes": a permutation (transpose) */
-#define A_START (UINT64_C(1) << 9)     /* int or null */
-#define A_STOP (UINT64_C(1) << 10)     /* int or null */
-#define A_STEP (UINT64_C(1) << 11)     /* int > 0 */
-#define A_INDICES (UINT64_C(1) << 12)  /* list of ints */
-#define A_DEPTH (UINT64_C(1) << 13)    /* int >= 0 (one_hot) */
+#define TL_A_AXES (UINT64_C(1) << 0)      /* int or list of ints (reductions, squeeze) */
+#define TL_A_KEEPDIMS (UINT64_C(1) << 1)  /* bool */
+#define TL_A_AXIS (UINT64_C(1) << 2)      /* int */
+#define TL_A_APPROX (UINT64_C(1) << 3)    /* "none" | "tanh" */
+#define TL_A_MIN (UINT64_C(1) << 4)       /* number */
+#define TL_A_MAX (UINT64_C(1) << 5)       /* number */
+#define TL_A_DTYPE (UINT64_C(1) << 6)     /* "f32" | "f64" */
+#define TL_A_SHAPE (UINT64_C(1) << 7)     /* list of ints */
+#define TL_A_PERM (UINT64_C(1) << 8)      /* "axes": a permutation (transpose) */
+#define TL_A_START (UINT64_C(1) << 9)     /* int or null */
+#define TL_A_STOP (UINT64_C(1) << 10)     /* int or null */
+#define TL_A_STEP (UINT64_C(1) << 11)     /* int > 0 */
+#define TL_A_INDICES (UINT64_C(1) << 12)  /* list of ints */
+#define TL_A_DEPTH (UINT64_C(1) << 13)    /* int >= 0 (one_hot) */
 /* the layer ops (nn.md) */
-#define A_KERNEL (UINT64_C(1) << 14)   /* int or list of d ints >= 1 */
-#define A_STRIDE (UINT64_C(1) << 15)   /* int or list of d ints >= 1 */
-#define A_PADDING (UINT64_C(1) << 16)  /* int, list of d ints or of d [begin, end] pairs, >= 0 */
-#define A_DILATION (UINT64_C(1) << 17) /* int or list of d ints >= 1 */
-#define A_GROUPS (UINT64_C(1) << 18)   /* int >= 1 */
-#define A_OUT_PAD (UINT64_C(1) << 19)  /* "output_padding": int or list of d ints >= 0 */
-#define A_CEIL (UINT64_C(1) << 20)     /* "ceil_mode": bool */
-#define A_COUNT_PAD (UINT64_C(1) << 21) /* "count_include_pad": bool */
-#define A_EPS (UINT64_C(1) << 22)      /* "epsilon": number > 0 */
-#define A_TRAINING (UINT64_C(1) << 23) /* bool */
-#define A_PADS (UINT64_C(1) << 24)     /* list of [begin, end] pairs, one per axis */
-#define A_MODE (UINT64_C(1) << 25)     /* pad: "constant" "reflect" "edge" "wrap"; resize: "nearest" "linear" "cubic" */
-#define A_VALUE (UINT64_C(1) << 26)    /* number (pad's constant) */
-#define A_SIZE (UINT64_C(1) << 27)     /* list of d ints >= 1 (resize) */
-#define A_SCALE (UINT64_C(1) << 28)    /* list of d numbers > 0 (resize) */
-#define A_COORD (UINT64_C(1) << 29)    /* "coordinate": resize's coordinate transform */
-#define A_NEAREST (UINT64_C(1) << 30)  /* "nearest": resize's rounding */
-#define A_CUBIC (UINT64_C(1) << 31)    /* "cubic_coeff": number */
-#define A_LAST (UINT64_C(1) << 32)     /* "select_last_index": bool */
-#define A_EXCLUSIVE (UINT64_C(1) << 33) /* bool */
-#define A_REVERSE (UINT64_C(1) << 34)  /* bool */
-#define A_SEED (UINT64_C(1) << 35)     /* int */
-#define A_LOW (UINT64_C(1) << 36)      /* number */
-#define A_HIGH (UINT64_C(1) << 37)     /* number */
-#define A_MEANV (UINT64_C(1) << 38)    /* "mean": number (random_normal) */
-#define A_STD (UINT64_C(1) << 39)      /* number > 0 */
-#define A_P (UINT64_C(1) << 40)        /* number in [0, 1) */
+#define TL_A_KERNEL (UINT64_C(1) << 14)   /* int or list of d ints >= 1 */
+#define TL_A_STRIDE (UINT64_C(1) << 15)   /* int or list of d ints >= 1 */
+#define TL_A_PADDING (UINT64_C(1) << 16)  /* int, list of d ints or of d [begin, end] pairs, >= 0 */
+#define TL_A_DILATION (UINT64_C(1) << 17) /* int or list of d ints >= 1 */
+#define TL_A_GROUPS (UINT64_C(1) << 18)   /* int >= 1 */
+#define TL_A_OUT_PAD (UINT64_C(1) << 19)  /* "output_padding": int or list of d ints >= 0 */
+#define TL_A_CEIL (UINT64_C(1) << 20)     /* "ceil_mode": bool */
+#define TL_A_COUNT_PAD (UINT64_C(1) << 21) /* "count_include_pad": bool */
+#define TL_A_EPS (UINT64_C(1) << 22)      /* "epsilon": number > 0 */
+#define TL_A_TRAINING (UINT64_C(1) << 23) /* bool */
+#define TL_A_PADS (UINT64_C(1) << 24)     /* list of [begin, end] pairs, one per axis */
+#define TL_A_MODE (UINT64_C(1) << 25)     /* pad: "constant" "reflect" "edge" "wrap"; resize: "nearest" "linear" "cubic" */
+#define TL_A_VALUE (UINT64_C(1) << 26)    /* number (pad's constant) */
+#define TL_A_SIZE (UINT64_C(1) << 27)     /* list of d ints >= 1 (resize) */
+#define TL_A_SCALE (UINT64_C(1) << 28)    /* list of d numbers > 0 (resize) */
+#define TL_A_COORD (UINT64_C(1) << 29)    /* "coordinate": resize's coordinate transform */
+#define TL_A_NEAREST (UINT64_C(1) << 30)  /* "nearest": resize's rounding */
+#define TL_A_CUBIC (UINT64_C(1) << 31)    /* "cubic_coeff": number */
+#define TL_A_LAST (UINT64_C(1) << 32)     /* "select_last_index": bool */
+#define TL_A_EXCLUSIVE (UINT64_C(1) << 33) /* bool */
+#define TL_A_REVERSE (UINT64_C(1) << 34)  /* bool */
+#define TL_A_SEED (UINT64_C(1) << 35)     /* int */
+#define TL_A_LOW (UINT64_C(1) << 36)      /* number */
+#define TL_A_HIGH (UINT64_C(1) << 37)     /* number */
+#define TL_A_MEANV (UINT64_C(1) << 38)    /* "mean": number (random_normal) */
+#define TL_A_STD (UINT64_C(1) << 39)      /* number > 0 */
+#define TL_A_P (UINT64_C(1) << 40)        /* number in [0, 1) */
 
 /* pad's modes */
 enum { TL_PAD_CONSTANT, TL_PAD_REFLECT, TL_PAD_EDGE, TL_PAD_WRAP };

@@ -469,18 +469,18 @@ static const struct {
     uint64_t bit;
     const char *key;
 } attr_keys[] = {
-    {A_AXES, "axes"},   {A_KEEPDIMS, "keepdims"}, {A_AXIS, "axis"},   {A_APPROX, "approximate"},
-    {A_MIN, "min"},     {A_MAX, "max"},           {A_DTYPE, "dtype"}, {A_SHAPE, "shape"},
-    {A_PERM, "axes"},   {A_START, "start"},       {A_STOP, "stop"},   {A_STEP, "step"},
-    {A_INDICES, "indices"}, {A_DEPTH, "depth"},
-    {A_KERNEL, "kernel"}, {A_STRIDE, "stride"}, {A_PADDING, "padding"}, {A_DILATION, "dilation"},
-    {A_GROUPS, "groups"}, {A_OUT_PAD, "output_padding"}, {A_CEIL, "ceil_mode"},
-    {A_COUNT_PAD, "count_include_pad"}, {A_EPS, "epsilon"}, {A_TRAINING, "training"},
-    {A_PADS, "pads"}, {A_MODE, "mode"}, {A_VALUE, "value"}, {A_SIZE, "size"}, {A_SCALE, "scale"},
-    {A_COORD, "coordinate"}, {A_NEAREST, "nearest"}, {A_CUBIC, "cubic_coeff"},
-    {A_LAST, "select_last_index"}, {A_EXCLUSIVE, "exclusive"}, {A_REVERSE, "reverse"},
-    {A_SEED, "seed"}, {A_LOW, "low"}, {A_HIGH, "high"}, {A_MEANV, "mean"}, {A_STD, "std"},
-    {A_P, "p"},
+    {TL_A_AXES, "axes"},   {TL_A_KEEPDIMS, "keepdims"}, {TL_A_AXIS, "axis"},   {TL_A_APPROX, "approximate"},
+    {TL_A_MIN, "min"},     {TL_A_MAX, "max"},           {TL_A_DTYPE, "dtype"}, {TL_A_SHAPE, "shape"},
+    {TL_A_PERM, "axes"},   {TL_A_START, "start"},       {TL_A_STOP, "stop"},   {TL_A_STEP, "step"},
+    {TL_A_INDICES, "indices"}, {TL_A_DEPTH, "depth"},
+    {TL_A_KERNEL, "kernel"}, {TL_A_STRIDE, "stride"}, {TL_A_PADDING, "padding"}, {TL_A_DILATION, "dilation"},
+    {TL_A_GROUPS, "groups"}, {TL_A_OUT_PAD, "output_padding"}, {TL_A_CEIL, "ceil_mode"},
+    {TL_A_COUNT_PAD, "count_include_pad"}, {TL_A_EPS, "epsilon"}, {TL_A_TRAINING, "training"},
+    {TL_A_PADS, "pads"}, {TL_A_MODE, "mode"}, {TL_A_VALUE, "value"}, {TL_A_SIZE, "size"}, {TL_A_SCALE, "scale"},
+    {TL_A_COORD, "coordinate"}, {TL_A_NEAREST, "nearest"}, {TL_A_CUBIC, "cubic_coeff"},
+    {TL_A_LAST, "select_last_index"}, {TL_A_EXCLUSIVE, "exclusive"}, {TL_A_REVERSE, "reverse"},
+    {TL_A_SEED, "seed"}, {TL_A_LOW, "low"}, {TL_A_HIGH, "high"}, {TL_A_MEANV, "mean"}, {TL_A_STD, "std"},
+    {TL_A_P, "p"},
 };
 #define NATTR_KEYS (int)(sizeof attr_keys / sizeof attr_keys[0])
 
@@ -488,23 +488,23 @@ static uint64_t required_attrs(tl_opcode op)
 {
     switch (op) {
     case TL_OP_MAX_POOL:
-    case TL_OP_AVG_POOL: return A_KERNEL;
-    case TL_OP_GROUP_NORM: return A_GROUPS;
-    case TL_OP_PAD: return A_PADS;
+    case TL_OP_AVG_POOL: return TL_A_KERNEL;
+    case TL_OP_GROUP_NORM: return TL_A_GROUPS;
+    case TL_OP_PAD: return TL_A_PADS;
     case TL_OP_SCATTER_ADD:
     case TL_OP_ARGMAX:
     case TL_OP_ARGMIN:
-    case TL_OP_CUMSUM: return A_AXIS;
+    case TL_OP_CUMSUM: return TL_A_AXIS;
     case TL_OP_RANDOM_UNIFORM:
-    case TL_OP_RANDOM_NORMAL: return A_SHAPE | A_SEED;
-    case TL_OP_DROPOUT: return A_P;
-    case TL_OP_CAST: return A_DTYPE;
+    case TL_OP_RANDOM_NORMAL: return TL_A_SHAPE | TL_A_SEED;
+    case TL_OP_DROPOUT: return TL_A_P;
+    case TL_OP_CAST: return TL_A_DTYPE;
     case TL_OP_RESHAPE:
-    case TL_OP_BROADCAST_TO: return A_SHAPE;
-    case TL_OP_EXPAND_DIMS: return A_AXIS;
+    case TL_OP_BROADCAST_TO: return TL_A_SHAPE;
+    case TL_OP_EXPAND_DIMS: return TL_A_AXIS;
     case TL_OP_TAKE: /* indices: the attribute, or a second argument */
-    case TL_OP_GATHER: return A_AXIS;
-    case TL_OP_ONE_HOT: return A_DEPTH;
+    case TL_OP_GATHER: return TL_A_AXIS;
+    case TL_OP_ONE_HOT: return TL_A_DEPTH;
     default: return 0;
     }
 }
@@ -576,22 +576,22 @@ static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const
 {
     const char *want = NULL;
     switch (bit) {
-    case A_AXES:
-    case A_PERM:
+    case TL_A_AXES:
+    case TL_A_PERM:
         a->has_axes = true;
-        return get_int_list(L, v, bit == A_AXES, a->axes, &a->naxes, key);
-    case A_SHAPE: return get_int_list(L, v, false, a->shape, &a->nshape, key);
-    case A_KEEPDIMS:
+        return get_int_list(L, v, bit == TL_A_AXES, a->axes, &a->naxes, key);
+    case TL_A_SHAPE: return get_int_list(L, v, false, a->shape, &a->nshape, key);
+    case TL_A_KEEPDIMS:
         if (!cJSON_IsBool(v))
             want = "true or false";
         a->keepdims = cJSON_IsTrue(v);
         break;
-    case A_AXIS:
+    case TL_A_AXIS:
         a->has_axis = true;
         if (!get_int(v, &a->axis))
             want = "an integer";
         break;
-    case A_APPROX:
+    case TL_A_APPROX:
         if (cJSON_IsString(v) && !strcmp(v->valuestring, "none"))
             a->approximate = 0;
         else if (cJSON_IsString(v) && !strcmp(v->valuestring, "tanh"))
@@ -599,102 +599,102 @@ static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const
         else
             want = "\"none\" or \"tanh\"";
         break;
-    case A_MIN:
-    case A_MAX:
-        if (!get_num(v, bit == A_MIN ? &a->min : &a->max))
+    case TL_A_MIN:
+    case TL_A_MAX:
+        if (!get_num(v, bit == TL_A_MIN ? &a->min : &a->max))
             want = "a number";
-        else if (isnan(bit == A_MIN ? a->min : a->max)) /* it would bound nothing: every comparison false */
+        else if (isnan(bit == TL_A_MIN ? a->min : a->max)) /* it would bound nothing: every comparison false */
             want = "a number, not nan (leave it out for no bound)";
-        *(bit == A_MIN ? &a->has_min : &a->has_max) = true;
+        *(bit == TL_A_MIN ? &a->has_min : &a->has_max) = true;
         break;
-    case A_DTYPE:
+    case TL_A_DTYPE:
         a->has_dtype = true;
         if (!cJSON_IsString(v) || !tl_dtype_parse(v->valuestring, &a->dtype))
             want = DTYPE_CHOICES;
         break;
-    case A_DEPTH:
+    case TL_A_DEPTH:
         if (!get_int(v, &a->depth) || a->depth < 0)
             want = "a non-negative integer";
         break;
-    case A_START:
-    case A_STOP:
+    case TL_A_START:
+    case TL_A_STOP:
         if (cJSON_IsNull(v))
             break;
-        *(bit == A_START ? &a->has_start : &a->has_stop) = true;
-        if (!get_bound(v, bit == A_START ? &a->start : &a->stop))
+        *(bit == TL_A_START ? &a->has_start : &a->has_stop) = true;
+        if (!get_bound(v, bit == TL_A_START ? &a->start : &a->stop))
             want = "an integer or null";
         break;
-    case A_STEP:
+    case TL_A_STEP:
         if (!get_bound(v, &a->step) || a->step <= 0)
             want = "a positive integer";
         break;
-    case A_KERNEL: want = get_spatial(v, 1, a->kernel, &a->nkernel); break;
-    case A_STRIDE: want = get_spatial(v, 1, a->stride, &a->nstride); break;
-    case A_DILATION: want = get_spatial(v, 1, a->dilation, &a->ndilation); break;
-    case A_OUT_PAD: want = get_spatial(v, 0, a->out_pad, &a->nout_pad); break;
-    case A_PADDING: want = get_padding(v, a); break;
-    case A_GROUPS:
+    case TL_A_KERNEL: want = get_spatial(v, 1, a->kernel, &a->nkernel); break;
+    case TL_A_STRIDE: want = get_spatial(v, 1, a->stride, &a->nstride); break;
+    case TL_A_DILATION: want = get_spatial(v, 1, a->dilation, &a->ndilation); break;
+    case TL_A_OUT_PAD: want = get_spatial(v, 0, a->out_pad, &a->nout_pad); break;
+    case TL_A_PADDING: want = get_padding(v, a); break;
+    case TL_A_GROUPS:
         if (!get_int(v, &a->groups) || a->groups < 1)
             want = "a positive integer";
         break;
-    case A_CEIL:
-    case A_COUNT_PAD:
-    case A_TRAINING:
-    case A_LAST:
-    case A_EXCLUSIVE:
-    case A_REVERSE: {
+    case TL_A_CEIL:
+    case TL_A_COUNT_PAD:
+    case TL_A_TRAINING:
+    case TL_A_LAST:
+    case TL_A_EXCLUSIVE:
+    case TL_A_REVERSE: {
         if (!cJSON_IsBool(v)) {
             want = "true or false";
             break;
         }
         bool t = cJSON_IsTrue(v);
-        if (bit == A_CEIL)
+        if (bit == TL_A_CEIL)
             a->ceil_mode = t;
-        else if (bit == A_COUNT_PAD)
+        else if (bit == TL_A_COUNT_PAD)
             a->count_include_pad = t;
-        else if (bit == A_TRAINING)
+        else if (bit == TL_A_TRAINING)
             a->training = t;
-        else if (bit == A_LAST)
+        else if (bit == TL_A_LAST)
             a->select_last = t;
-        else if (bit == A_EXCLUSIVE)
+        else if (bit == TL_A_EXCLUSIVE)
             a->exclusive = t;
         else
             a->reverse = t;
         break;
     }
-    case A_EPS:
+    case TL_A_EPS:
         if (!get_num(v, &a->epsilon) || !(a->epsilon > 0) || isinf(a->epsilon))
             want = "a positive number";
         break;
-    case A_VALUE:
+    case TL_A_VALUE:
         if (!get_num(v, &a->value))
             want = "a number";
         break;
-    case A_CUBIC:
+    case TL_A_CUBIC:
         if (!get_num(v, &a->cubic_coeff) || !isfinite(a->cubic_coeff))
             want = "a finite number";
         break;
-    case A_LOW:
-    case A_HIGH:
-    case A_MEANV:
-        if (!get_num(v, bit == A_LOW ? &a->low : bit == A_HIGH ? &a->high : &a->mean) ||
-            !isfinite(bit == A_LOW ? a->low : bit == A_HIGH ? a->high : a->mean))
+    case TL_A_LOW:
+    case TL_A_HIGH:
+    case TL_A_MEANV:
+        if (!get_num(v, bit == TL_A_LOW ? &a->low : bit == TL_A_HIGH ? &a->high : &a->mean) ||
+            !isfinite(bit == TL_A_LOW ? a->low : bit == TL_A_HIGH ? a->high : a->mean))
             want = "a finite number";
         break;
-    case A_STD:
+    case TL_A_STD:
         if (!get_num(v, &a->std) || !(a->std > 0) || isinf(a->std))
             want = "a positive number";
         break;
-    case A_P:
+    case TL_A_P:
         if (!get_num(v, &a->p) || !(a->p >= 0 && a->p < 1))
             want = "a number in [0, 1)";
         break;
-    case A_SEED:
+    case TL_A_SEED:
         a->has_seed = true;
         if (!get_int(v, &a->seed))
             want = "an integer below 2^53 in magnitude";
         break;
-    case A_PADS: {
+    case TL_A_PADS: {
         if (!cJSON_IsArray(v)) {
             want = "a list of [begin, end] pairs, one per axis";
             break;
@@ -712,7 +712,7 @@ static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const
         }
         break;
     }
-    case A_MODE: {
+    case TL_A_MODE: {
         static const char *const pad_modes[] = {"constant", "reflect", "edge", "wrap"};
         static const char *const resize_modes[] = {"nearest", "linear", "cubic"};
         if (op == TL_OP_PAD ? !get_choice(v, pad_modes, 4, &a->mode) : !get_choice(v, resize_modes, 3, &a->mode))
@@ -720,19 +720,19 @@ static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const
                                    : "\"nearest\", \"linear\" or \"cubic\"";
         break;
     }
-    case A_COORD: {
+    case TL_A_COORD: {
         static const char *const names[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"};
         if (!get_choice(v, names, 4, &a->coord))
             want = "\"half_pixel\", \"pytorch_half_pixel\", \"align_corners\" or \"asymmetric\"";
         break;
     }
-    case A_NEAREST: {
+    case TL_A_NEAREST: {
         static const char *const names[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
         if (!get_choice(v, names, 4, &a->nearest))
             want = "\"round_prefer_floor\", \"round_prefer_ceil\", \"floor\" or \"ceil\"";
         break;
     }
-    case A_SIZE: {
+    case TL_A_SIZE: {
         int64_t sz[TL_MAXSP];
         int n = 0;
         want = get_spatial(v, 1, sz, &n);
@@ -744,7 +744,7 @@ static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const
         }
         break;
     }
-    case A_SCALE: {
+    case TL_A_SCALE: {
         if (!cJSON_IsArray(v) || !v->child) {
             want = "a list of positive numbers (one per spatial axis)";
             break;
@@ -759,7 +759,7 @@ static bool parse_attr(loader *L, tl_attrs *a, tl_opcode op, uint64_t bit, const
         }
         break;
     }
-    case A_INDICES: {
+    case TL_A_INDICES: {
         int64_t k = 0;
         if (!cJSON_IsArray(v)) {
             want = "a list of integers";
@@ -1072,7 +1072,7 @@ static bool plain_checks(loader *L, tl_node *n, uint64_t seen)
     }
     if (n->op == TL_OP_CLAMP && !n->attrs->has_min && !n->attrs->has_max)
         return tl_fail(L->st, TL_EINPUT, "clamp needs \"min\", \"max\" or both"), false;
-    if (n->op == TL_OP_TAKE && (n->nargs == 2) == ((seen & A_INDICES) != 0))
+    if (n->op == TL_OP_TAKE && (n->nargs == 2) == ((seen & TL_A_INDICES) != 0))
         return tl_fail(L->st, TL_EINPUT, n->nargs == 2
                        ? "give the indices as the attribute \"indices\" or as a second argument, not both"
                        : "missing the indices: attribute \"indices\" or a second argument"), false;

@@ -146,7 +146,7 @@ static uint64_t cval_hash(const cval *c)
 
 /* ---------- attributes ---------- */
 
-/* The attributes of bit `bit` as words to compare and hash; A_INDICES
+/* The attributes of bit `bit` as words to compare and hash; TL_A_INDICES
  * adds a list of its own.  An axis left out is its default (-1 for
  * softmax, else 0): the same call as one written out. */
 typedef struct words {
@@ -166,17 +166,17 @@ static void spatial_canon(const tl_node *nd, uint64_t bit, int *n, int64_t *v, i
     bool pool = nd->op == TL_OP_MAX_POOL || nd->op == TL_OP_AVG_POOL;
     int cnt = 0;
     const int64_t *src = NULL, *src_hi = NULL;
-    int64_t dflt = bit == A_PADDING || bit == A_OUT_PAD ? 0 : 1;
+    int64_t dflt = bit == TL_A_PADDING || bit == TL_A_OUT_PAD ? 0 : 1;
     switch (bit) {
-    case A_KERNEL: cnt = a->nkernel, src = a->kernel; break;
-    case A_STRIDE:
+    case TL_A_KERNEL: cnt = a->nkernel, src = a->kernel; break;
+    case TL_A_STRIDE:
         cnt = a->nstride, src = a->stride;
         if (!cnt && pool)
             cnt = a->nkernel, src = a->kernel;
         break;
-    case A_DILATION: cnt = a->ndilation, src = a->dilation; break;
-    case A_OUT_PAD: cnt = a->nout_pad, src = a->out_pad; break;
-    case A_PADDING: cnt = a->npadding, src = a->pad_lo, src_hi = a->pad_hi; break;
+    case TL_A_DILATION: cnt = a->ndilation, src = a->dilation; break;
+    case TL_A_OUT_PAD: cnt = a->nout_pad, src = a->out_pad; break;
+    case TL_A_PADDING: cnt = a->npadding, src = a->pad_lo, src_hi = a->pad_hi; break;
     }
     if (!cnt) {
         *n = -1;
@@ -202,38 +202,38 @@ static void attr_words(const tl_node *nd, uint64_t bit, words *w)
     w->n = 0;
     w->nmore = 0;
     switch (bit) {
-    case A_AXES:
-    case A_PERM:
+    case TL_A_AXES:
+    case TL_A_PERM:
         w->w[w->n++] = a->has_axes;
         w->w[w->n++] = a->naxes;
         memcpy(w->w + w->n, a->axes, sizeof(int64_t) * (size_t)a->naxes);
         w->n += a->naxes;
         break;
-    case A_SHAPE:
+    case TL_A_SHAPE:
         w->w[w->n++] = a->nshape;
         memcpy(w->w + w->n, a->shape, sizeof(int64_t) * (size_t)a->nshape);
         w->n += a->nshape;
         break;
-    case A_KEEPDIMS: w->w[w->n++] = a->keepdims; break;
-    case A_AXIS:
+    case TL_A_KEEPDIMS: w->w[w->n++] = a->keepdims; break;
+    case TL_A_AXIS:
         w->w[w->n++] = a->has_axis ? a->axis
                        : nd->op == TL_OP_SOFTMAX || nd->op == TL_OP_LOG_SOFTMAX || nd->op == TL_OP_LAYER_NORM ? -1 : 0;
         break;
-    case A_APPROX: w->w[w->n++] = a->approximate; break;
-    case A_MIN:
-    case A_MAX: {
-        bool has = bit == A_MIN ? a->has_min : a->has_max;
-        double v = bit == A_MIN ? a->min : a->max;
+    case TL_A_APPROX: w->w[w->n++] = a->approximate; break;
+    case TL_A_MIN:
+    case TL_A_MAX: {
+        bool has = bit == TL_A_MIN ? a->has_min : a->has_max;
+        double v = bit == TL_A_MIN ? a->min : a->max;
         w->w[w->n++] = has;
         memcpy(&w->w[w->n++], &v, sizeof v);
         break;
     }
-    case A_DTYPE: w->w[w->n++] = a->dtype; break;
-    case A_START: w->w[w->n++] = a->has_start, w->w[w->n++] = a->has_start ? a->start : 0; break;
-    case A_STOP: w->w[w->n++] = a->has_stop, w->w[w->n++] = a->has_stop ? a->stop : 0; break;
-    case A_STEP: w->w[w->n++] = a->step; break;
-    case A_INDICES: w->more = a->indices, w->nmore = a->nindices; break;
-    case A_DEPTH: w->w[w->n++] = a->depth; break;
+    case TL_A_DTYPE: w->w[w->n++] = a->dtype; break;
+    case TL_A_START: w->w[w->n++] = a->has_start, w->w[w->n++] = a->has_start ? a->start : 0; break;
+    case TL_A_STOP: w->w[w->n++] = a->has_stop, w->w[w->n++] = a->has_stop ? a->stop : 0; break;
+    case TL_A_STEP: w->w[w->n++] = a->step; break;
+    case TL_A_INDICES: w->more = a->indices, w->nmore = a->nindices; break;
+    case TL_A_DEPTH: w->w[w->n++] = a->depth; break;
     /* the layer ops: every field the attribute sets, as given */
 #define WORDS(cnt, arr)                                                   \
     do {                                                                  \
@@ -242,48 +242,48 @@ static void attr_words(const tl_node *nd, uint64_t bit, words *w)
             w->w[w->n++] = (arr)[i_];                                     \
     } while (0)
 #define DWORD(x) (memcpy(&w->w[w->n], &(double){(x)}, sizeof(double)), w->n++)
-    case A_KERNEL:
-    case A_STRIDE:
-    case A_DILATION:
-    case A_OUT_PAD:
-    case A_PADDING: {
+    case TL_A_KERNEL:
+    case TL_A_STRIDE:
+    case TL_A_DILATION:
+    case TL_A_OUT_PAD:
+    case TL_A_PADDING: {
         int cnt;
         int64_t v[TL_MAXSP], hi[TL_MAXSP];
-        spatial_canon(nd, bit, &cnt, v, bit == A_PADDING ? hi : NULL);
+        spatial_canon(nd, bit, &cnt, v, bit == TL_A_PADDING ? hi : NULL);
         WORDS(cnt, v);
-        if (bit == A_PADDING && cnt > 0)
+        if (bit == TL_A_PADDING && cnt > 0)
             for (int i = 0; i < cnt; i++)
                 w->w[w->n++] = hi[i];
         break;
     }
-    case A_GROUPS: w->w[w->n++] = a->groups; break;
-    case A_CEIL: w->w[w->n++] = a->ceil_mode; break;
-    case A_COUNT_PAD: w->w[w->n++] = a->count_include_pad; break;
-    case A_TRAINING: /* left out: batch_norm's false, dropout's true */
+    case TL_A_GROUPS: w->w[w->n++] = a->groups; break;
+    case TL_A_CEIL: w->w[w->n++] = a->ceil_mode; break;
+    case TL_A_COUNT_PAD: w->w[w->n++] = a->count_include_pad; break;
+    case TL_A_TRAINING: /* left out: batch_norm's false, dropout's true */
         w->w[w->n++] = a->training >= 0 ? a->training : nd->op == TL_OP_DROPOUT;
         break;
-    case A_LAST: w->w[w->n++] = a->select_last; break;
-    case A_EXCLUSIVE: w->w[w->n++] = a->exclusive; break;
-    case A_REVERSE: w->w[w->n++] = a->reverse; break;
-    case A_EPS: DWORD(a->epsilon); break;
-    case A_VALUE: DWORD(a->value); break;
-    case A_CUBIC: DWORD(a->cubic_coeff); break;
-    case A_LOW: DWORD(a->low); break;
-    case A_HIGH: DWORD(a->high); break;
-    case A_MEANV: DWORD(a->mean); break;
-    case A_STD: DWORD(a->std); break;
-    case A_P: DWORD(a->p); break;
-    case A_SEED: w->w[w->n++] = a->seed; break;
-    case A_MODE: w->w[w->n++] = a->mode; break;
-    case A_COORD: w->w[w->n++] = a->coord; break;
-    case A_NEAREST: w->w[w->n++] = a->nearest; break;
-    case A_SIZE: WORDS(a->nsize, a->size); break;
-    case A_SCALE:
+    case TL_A_LAST: w->w[w->n++] = a->select_last; break;
+    case TL_A_EXCLUSIVE: w->w[w->n++] = a->exclusive; break;
+    case TL_A_REVERSE: w->w[w->n++] = a->reverse; break;
+    case TL_A_EPS: DWORD(a->epsilon); break;
+    case TL_A_VALUE: DWORD(a->value); break;
+    case TL_A_CUBIC: DWORD(a->cubic_coeff); break;
+    case TL_A_LOW: DWORD(a->low); break;
+    case TL_A_HIGH: DWORD(a->high); break;
+    case TL_A_MEANV: DWORD(a->mean); break;
+    case TL_A_STD: DWORD(a->std); break;
+    case TL_A_P: DWORD(a->p); break;
+    case TL_A_SEED: w->w[w->n++] = a->seed; break;
+    case TL_A_MODE: w->w[w->n++] = a->mode; break;
+    case TL_A_COORD: w->w[w->n++] = a->coord; break;
+    case TL_A_NEAREST: w->w[w->n++] = a->nearest; break;
+    case TL_A_SIZE: WORDS(a->nsize, a->size); break;
+    case TL_A_SCALE:
         w->w[w->n++] = a->nscale;
         for (int i = 0; i < a->nscale; i++)
             DWORD(a->scale[i]);
         break;
-    case A_PADS: w->w[w->n++] = a->npads, w->more = a->pads, w->nmore = 2 * a->npads; break;
+    case TL_A_PADS: w->w[w->n++] = a->npads, w->more = a->pads, w->nmore = 2 * a->npads; break;
 #undef WORDS
 #undef DWORD
     }
@@ -338,33 +338,33 @@ static void write_attr(FILE *f, const tl_node *n, uint64_t bit)
     const tl_attrs *a = n->attrs;
     fprintf(f, "%s=", tl_attr_name(bit));
     switch (bit) {
-    case A_AXES:
-    case A_PERM: a->has_axes ? write_ints(f, a->axes, a->naxes) : (void)fputs("(left out)", f); break;
-    case A_SHAPE: write_ints(f, a->shape, a->nshape); break;
-    case A_INDICES: write_ints(f, a->indices, a->nindices); break;
-    case A_KEEPDIMS: fputs(a->keepdims ? "true" : "false", f); break;
-    case A_APPROX: fputs(a->approximate ? "\"tanh\"" : "\"none\"", f); break;
-    case A_DTYPE: fprintf(f, "\"%s\"", tl_dtype_name(a->dtype)); break;
-    case A_EPS: write_num(f, a->epsilon); break;
-    case A_VALUE: write_num(f, a->value); break;
-    case A_CUBIC: write_num(f, a->cubic_coeff); break;
-    case A_LOW: write_num(f, a->low); break;
-    case A_HIGH: write_num(f, a->high); break;
-    case A_MEANV: write_num(f, a->mean); break;
-    case A_STD: write_num(f, a->std); break;
-    case A_P: write_num(f, a->p); break;
-    case A_KERNEL:
-    case A_STRIDE:
-    case A_DILATION:
-    case A_OUT_PAD: {
+    case TL_A_AXES:
+    case TL_A_PERM: a->has_axes ? write_ints(f, a->axes, a->naxes) : (void)fputs("(left out)", f); break;
+    case TL_A_SHAPE: write_ints(f, a->shape, a->nshape); break;
+    case TL_A_INDICES: write_ints(f, a->indices, a->nindices); break;
+    case TL_A_KEEPDIMS: fputs(a->keepdims ? "true" : "false", f); break;
+    case TL_A_APPROX: fputs(a->approximate ? "\"tanh\"" : "\"none\"", f); break;
+    case TL_A_DTYPE: fprintf(f, "\"%s\"", tl_dtype_name(a->dtype)); break;
+    case TL_A_EPS: write_num(f, a->epsilon); break;
+    case TL_A_VALUE: write_num(f, a->value); break;
+    case TL_A_CUBIC: write_num(f, a->cubic_coeff); break;
+    case TL_A_LOW: write_num(f, a->low); break;
+    case TL_A_HIGH: write_num(f, a->high); break;
+    case TL_A_MEANV: write_num(f, a->mean); break;
+    case TL_A_STD: write_num(f, a->std); break;
+    case TL_A_P: write_num(f, a->p); break;
+    case TL_A_KERNEL:
+    case TL_A_STRIDE:
+    case TL_A_DILATION:
+    case TL_A_OUT_PAD: {
         int cnt;
         int64_t v[TL_MAXSP];
         spatial_canon(n, bit, &cnt, v, NULL);
         cnt < 0 ? (void)fprintf(f, "%lld", (long long)v[0]) : write_ints(f, v, cnt);
         break;
     }
-    case A_SIZE: write_ints(f, a->size, a->nsize); break;
-    case A_PADDING: {
+    case TL_A_SIZE: write_ints(f, a->size, a->nsize); break;
+    case TL_A_PADDING: {
         int cnt;
         int64_t v[TL_MAXSP], hi[TL_MAXSP];
         spatial_canon(n, bit, &cnt, v, hi);
@@ -378,7 +378,7 @@ static void write_attr(FILE *f, const tl_node *n, uint64_t bit)
         fputc(']', f);
         break;
     }
-    case A_PADS: {
+    case TL_A_PADS: {
         int np = a->npads;
         fputc('[', f);
         for (int i = 0; i < np; i++)
@@ -386,7 +386,7 @@ static void write_attr(FILE *f, const tl_node *n, uint64_t bit)
         fputc(']', f);
         break;
     }
-    case A_SCALE:
+    case TL_A_SCALE:
         fputc('[', f);
         for (int i = 0; i < a->nscale; i++) {
             fputs(i ? ", " : "", f);
@@ -394,23 +394,23 @@ static void write_attr(FILE *f, const tl_node *n, uint64_t bit)
         }
         fputc(']', f);
         break;
-    case A_CEIL: fputs(a->ceil_mode ? "true" : "false", f); break;
-    case A_COUNT_PAD: fputs(a->count_include_pad ? "true" : "false", f); break;
-    case A_TRAINING: fputs(a->training > 0 || (a->training < 0 && n->op == TL_OP_DROPOUT) ? "true" : "false", f); break;
-    case A_LAST: fputs(a->select_last ? "true" : "false", f); break;
-    case A_EXCLUSIVE: fputs(a->exclusive ? "true" : "false", f); break;
-    case A_REVERSE: fputs(a->reverse ? "true" : "false", f); break;
-    case A_MIN:
-    case A_MAX:
-        if (bit == A_MIN ? a->has_min : a->has_max)
-            write_num(f, bit == A_MIN ? a->min : a->max);
+    case TL_A_CEIL: fputs(a->ceil_mode ? "true" : "false", f); break;
+    case TL_A_COUNT_PAD: fputs(a->count_include_pad ? "true" : "false", f); break;
+    case TL_A_TRAINING: fputs(a->training > 0 || (a->training < 0 && n->op == TL_OP_DROPOUT) ? "true" : "false", f); break;
+    case TL_A_LAST: fputs(a->select_last ? "true" : "false", f); break;
+    case TL_A_EXCLUSIVE: fputs(a->exclusive ? "true" : "false", f); break;
+    case TL_A_REVERSE: fputs(a->reverse ? "true" : "false", f); break;
+    case TL_A_MIN:
+    case TL_A_MAX:
+        if (bit == TL_A_MIN ? a->has_min : a->has_max)
+            write_num(f, bit == TL_A_MIN ? a->min : a->max);
         else
             fputs("(left out)", f);
         break;
     default: {
         words w;
         attr_words(n, bit, &w);
-        bool has = bit != A_START && bit != A_STOP ? true : w.w[0];
+        bool has = bit != TL_A_START && bit != TL_A_STOP ? true : w.w[0];
         if (has)
             fprintf(f, "%lld", (long long)w.w[w.n - 1]);
         else
