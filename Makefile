@@ -197,8 +197,17 @@ build/san/formats/npz.o: CPPFLAGS += -DTL_NPZ_MAP_MIN=1
 # release: from 64 KiB), so the end-to-end cases' small models take that path
 build/san/formats/onnx.o: CPPFLAGS += -DTL_ONNX_STRIP_MIN=16
 
+# libtl.a is one relocatable object whose global symbols are the library's
+# (tl_*) and the few the command line shares with it (LIB_SHARED); the rest
+# (cpu_*, bw_*, the ONNX protobuf's onnx__*: 329 names) are made local, so
+# a program that links libtl cannot clash with them or replace one of them
+# by a function of its own name
+LIB_SHARED := cpu_blas_describe cpu_blas_facts_get cpu_blas_kernels_asked cpu_nthreads cpu_parallel
 build/libtl.a: $(OBJ)
-	@ar rcs $@ $^
+	@rm -f $@ build/libtl.o
+	@ld -r -o build/libtl.o $^
+	@objcopy --wildcard --keep-global-symbol='tl_*' $(LIB_SHARED:%=--keep-global-symbol=%) build/libtl.o
+	@ar rcs $@ build/libtl.o
 
 build/libtl-san.a: $(SAN_OBJ)
 	@ar rcs $@ $^
