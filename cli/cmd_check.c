@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "exec/check.h"
+#include "formats/text.h"
 #include "graph/onnx.h"
 
 #define MAX_VARS 64
@@ -658,9 +659,11 @@ static void dot_node(dot *d, const tl_node *n)
     snprintf(id, sizeof id, "s%d", n->out[0]);
     size_t k = (size_t)snprintf(label, sizeof label, "%s\\n%s", dot_esc(g->slot_name[n->out[0]], nm, sizeof nm),
                                 tl_ops[n->op].name);
-    for (int i = 0; i < n->nargs && k + 40 < sizeof label; i++)
-        if (n->args[i].slot < 0)
-            k += (size_t)snprintf(label + k, sizeof label - k, "\\narg %d: %.17g", i + 1, n->args[i].num);
+    for (int i = 0; i < n->nargs && k + 40 < sizeof label; i++) {
+        char num[TL_FMT_LEN]; /* shortest, as compile and diff print numbers (1.1, not 1.1000000000000001) */
+        if (n->args[i].slot < 0 && tl_fmt_f64(num, sizeof num, n->args[i].num) >= 0)
+            k += (size_t)snprintf(label + k, sizeof label - k, "\\narg %d: %s", i + 1, num);
+    }
     printf("  %s [label=\"%s\"];\n", id, label);
     for (int i = 1; i < n->nout; i++) { /* further results of if / iterate */
         printf("  s%d [label=\"%s\", shape=plain];\n", n->out[i], dot_esc(g->slot_name[n->out[i]], nm, sizeof nm));
