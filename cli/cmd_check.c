@@ -78,7 +78,7 @@ static int64_t var_of(sizes *z, const char *name, size_t len)
  * "n-1", "2*n+3"), or false where it is none of them. */
 static bool named(const sizes *z, int64_t v, char *buf, size_t len)
 {
-    for (int i = 0; i < z->n; i++) { /* a*n/b, then with an offset below 1000 */
+    for (int i = 0; i < z->n && v > 0 && v < INT64_MAX / 16; i++) { /* a*n/b, then with an offset below 1000 */
         int64_t s = z->value[i];
         for (int pass = 0; pass < 2; pass++)
             for (int64_t b = 1; b <= 10; b++) {
