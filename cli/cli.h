@@ -226,8 +226,8 @@ void cli_print_caret(FILE *f);
  * placed at the text of the node it names, with the caret. */
 int cli_fail_in(const tl_graph *g, tl_status *st);
 /* tl check of g for the types its inputs declare, where every input
- * declares one (size variables as tl check takes them): 0, or the check's
- * error said (exit 2); 0 where some input declares none */
+ * declares one (size variables as tl check takes them), else its file
+ * constants read: 0, or the error said (exit 2) */
 int cli_check_declared(const tl_graph *g, tl_status *st);
 
 /* ---------- the arguments of run, grad and gradcheck (cmd_run.c) ---------- */

@@ -223,6 +223,18 @@ static bool declared(sizes *z, const tl_graph *g, const tl_input *in, tl_type *t
     return true;
 }
 
+/* Each file constant of g read (and let go): 0, or its error said. */
+static int read_file_consts(const tl_graph *g, tl_status *st)
+{
+    for (int i = 0; i < g->nconsts; i++) {
+        tl_tensor *t = g->consts[i].kind == TL_CONST_FILE ? tl_const_read_file(&g->consts[i], st) : NULL;
+        tl_tensor_unref(t);
+        if (st->code)
+            return cli_fail_in(g, st);
+    }
+    return 0;
+}
+
 int cli_check_declared(const tl_graph *g, tl_status *st)
 {
     sizes z = {0};
@@ -232,7 +244,8 @@ int cli_check_declared(const tl_graph *g, tl_status *st)
     bool typed = true;
     for (int k = 0; k < g->ninputs && typed; k++)
         typed = declared(&z, g, &g->inputs[k], &types[k]);
-    int rc = typed && tl_check(g, types, NULL, NULL, st) ? fail_named(g, &z, st) : 0;
+    /* (the check reads the file constants; untyped, they are read alone) */
+    int rc = !typed ? read_file_consts(g, st) : tl_check(g, types, NULL, NULL, st) ? fail_named(g, &z, st) : 0;
     free(types);
     return rc;
 }
@@ -557,14 +570,9 @@ int cmd_check(int argc, char **argv)
         return rc;
     }
     const tl_graph *g = l.g;
-    for (int i = 0; !l.typed && i < g->nconsts; i++) { /* file constants are read, typed or not */
-        tl_tensor *t = g->consts[i].kind == TL_CONST_FILE ? tl_const_read_file(&g->consts[i], &st) : NULL;
-        tl_tensor_unref(t);
-        if (st.code) {
-            rc = cli_fail_in(g, &st);
-            unlook(&l);
-            return rc;
-        }
+    if (!l.typed && (rc = read_file_consts(g, &st))) { /* file constants are read, typed or not */
+        unlook(&l);
+        return rc;
     }
     if (!l.typed) {
         printf("%s: valid (%d inputs, %d nodes); give every input a type (NAME=f32[2,3]) to see "
