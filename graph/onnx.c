@@ -753,6 +753,14 @@ static val *reshape(tx *t, val *x, int nd, const int64_t *shape)
     return call1(t, "reshape", x, a);
 }
 
+/* x's elements from start to stop along axis */
+static val *slice_of(tx *t, val *x, int axis, int64_t start, int64_t stop)
+{
+    cJSON *c = cJSON_CreateObject();
+    put_num(c, "axis", axis), put_num(c, "start", (double)start), put_num(c, "stop", (double)stop);
+    return call1(t, "slice", x, c);
+}
+
 /* x again as a value of its own (a name of its own in the recipe). */
 static val *copy_of(tx *t, val *x)
 {
@@ -1613,12 +1621,8 @@ static bool x_pool(tx *t, val **in, int nin, val **out, int nout)
         int64_t n = in[0]->dims[2 + i], ke = (k[i] - 1) * dil[i] + 1, o = (x->dims[2 + i] - ke + s[i] - 1) / s[i] + 1;
         if (o > 1 && (o - 1) * s[i] >= n + lo0[i])
             o--;
-        if (out[0]->dims[2 + i] > o) {
-            cJSON *c = cJSON_CreateObject();
-            put_num(c, "axis", 2 + i), put_num(c, "start", 0), put_num(c, "stop", (double)o);
-            if (!(out[0] = call1(t, "slice", out[0], c)))
-                return false;
-        }
+        if (out[0]->dims[2 + i] > o && !(out[0] = slice_of(t, out[0], 2 + i, 0, o)))
+            return false;
     }
     if (nout > 1 && max && !(out[1] = pool_indices(t, in[0], out[0], k, s, dil, lo0, attr_i(t, "storage_order", 0))))
         return false;
@@ -2236,12 +2240,9 @@ static bool x_gather_elements(tx *t, val **in, int nin, val **out, int nout)
      * tests/cli/onnx.txt's case): the data cut to them */
     val *args[2] = {in[0], in[1]};
     for (int d = 0; d < args[0]->ndim && args[0]->ndim == in[1]->ndim; d++)
-        if (d != ax && in[1]->dims[d] < args[0]->dims[d]) {
-            cJSON *c = cJSON_CreateObject();
-            put_num(c, "axis", d), put_num(c, "start", 0), put_num(c, "stop", (double)in[1]->dims[d]);
-            if (!(args[0] = typed(call1(t, "slice", args[0], c), in[0]->oty)))
-                return false;
-        }
+        if (d != ax && in[1]->dims[d] < args[0]->dims[d] &&
+            !(args[0] = typed(slice_of(t, args[0], d, 0, in[1]->dims[d]), in[0]->oty)))
+            return false;
     cJSON *a = cJSON_CreateObject();
     put_num(a, "axis", ax);
     return (out[0] = typed(call(t, "gather", 2, args, a), in[0]->oty)) != NULL;
@@ -2635,12 +2636,9 @@ static bool x_split(tx *t, val **in, int nin, val **out, int nout)
         if (sp[i] < 0) /* [4, -1] of 3 added up, and was cut, until tests/cli/onnx.txt's case */
             return fail(t, "split size %d is %lld: sizes are 0 or more", i + 1, (long long)sp[i]);
     for (int i = 0; i < n; i++) {
-        cJSON *o = cJSON_CreateObject();
-        put_num(o, "axis", ax);
-        put_num(o, "start", (double)pos);
-        put_num(o, "stop", (double)(pos + sp[i]));
+        out[i] = slice_of(t, x, ax, pos, pos + sp[i]);
         pos += sp[i];
-        if (!(out[i] = call1(t, "slice", x, o)))
+        if (!out[i])
             return false;
         out[i]->oty = x->oty;
     }
@@ -2723,14 +2721,6 @@ static bool x_pad(tx *t, val **in, int nin, val **out, int nout)
     if (!strcmp(mode, "constant"))
         put_num(a, "value", value);
     return (out[0] = typed(call1(t, "pad", x, a), x->oty)) != NULL;
-}
-
-/* x's elements from start to stop along axis */
-static val *slice_of(tx *t, val *x, int axis, int64_t start, int64_t stop)
-{
-    cJSON *c = cJSON_CreateObject();
-    put_num(c, "axis", axis), put_num(c, "start", (double)start), put_num(c, "stop", (double)stop);
-    return call1(t, "slice", x, c);
 }
 
 /* The maximum (or minimum) of integer x over the n axes given (n <= 0:
@@ -3744,10 +3734,7 @@ static bool x_onehot(tx *t, val **in, int nin, val **out, int nout)
     h = h && vm ? call2(t, "mul", h, vm) : NULL;
     if (!h || vals->ndim != 1 || vals->dims[0] != 2)
         return h ? fail(t, "values must be [off, on]") : false;
-    cJSON *s0 = cJSON_CreateObject(), *s1 = cJSON_CreateObject();
-    put_num(s0, "axis", 0), put_num(s0, "start", 0), put_num(s0, "stop", 1);
-    put_num(s1, "axis", 0), put_num(s1, "start", 1), put_num(s1, "stop", 2);
-    val *off = call1(t, "slice", vals, s0), *on = call1(t, "slice", vals, s1), *r;
+    val *off = slice_of(t, vals, 0, 0, 1), *on = slice_of(t, vals, 0, 1, 2), *r;
     if (!off || !on)
         return false;
     if (tl_dtype_is_int(vals->dt)) { /* off + (on - off) * hot, exactly */
@@ -3874,9 +3861,7 @@ static bool x_topk(tx *t, val **in, int nin, val **out, int nout)
         int64_t sh[TL_MAXDIM];
         memcpy(sh, x->dims, sizeof sh);
         sh[ax] = 0;
-        cJSON *s = cJSON_CreateObject();
-        put_num(s, "axis", ax), put_num(s, "start", 0), put_num(s, "stop", 0);
-        out[0] = call1(t, "slice", x, s);
+        out[0] = slice_of(t, x, ax, 0, 0);
         out[1] = nout > 1 ? known_ints(t, x->ndim, sh, NULL, TL_ONNX_INT64) : NULL;
         return out[0] && (nout < 2 || out[1]);
     }
