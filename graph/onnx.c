@@ -3660,8 +3660,44 @@ static bool x_scatter_elements(tx *t, val **in, int nin, val **out, int nout)
     if (!need(t, in, nin, 3) || !not_int(t, in[0]) || !(red = scatter_reduction(t, buf, sizeof buf)))
         return false;
     bool ok;
-    int ax = norm_axis(t, attr_i(t, "axis", 0), in[0]->ndim, &ok);
-    return ok && (out[0] = typed(scatter(t, in[0], in[1], in[2], ax, red), in[0]->oty)) != NULL;
+    val *x = in[0], *idx = in[1];
+    int ax = norm_axis(t, attr_i(t, "axis", 0), x->ndim, &ok);
+    if (!ok)
+        return false;
+    if (idx->ndim != x->ndim)
+        return fail(t, "indices of rank %d for data of rank %d", idx->ndim, x->ndim);
+    bool smaller = false;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d != ax && idx->dims[d] > x->dims[d])
+            return fail(t, "indices of size %lld on axis %d, past the data's %lld", (long long)idx->dims[d], d,
+                        (long long)x->dims[d]);
+        smaller |= d != ax && idx->dims[d] < x->dims[d];
+    }
+    if (!smaller)
+        return (out[0] = typed(scatter(t, x, idx, in[2], ax, red), x->oty)) != NULL;
+    /* indices smaller than the data off the axis (ONNX and PyTorch allow
+     * it): scatter into the leading block they cover, and keep the rest */
+    val *blk = x;
+    int64_t bd[TL_MAXDIM], pads[2 * TL_MAXDIM];
+    for (int d = 0; d < x->ndim; d++) {
+        bd[d] = d == ax ? x->dims[d] : idx->dims[d];
+        pads[2 * d] = 0;
+        pads[2 * d + 1] = x->dims[d] - bd[d];
+        if (blk && bd[d] < x->dims[d])
+            blk = slice_of(t, blk, d, 0, bd[d]);
+    }
+    val *r = blk ? scatter(t, blk, idx, in[2], ax, red) : NULL;
+    cJSON *a = cJSON_CreateObject(), *b, *pairs = cJSON_CreateArray();
+    for (int d = 0; d < x->ndim; d++)
+        cJSON_AddItemToArray(pairs, ints_json(pads + 2 * d, 2));
+    cJSON_AddItemToObject(a, "pads", pairs);
+    b = cJSON_Duplicate(a, true);
+    put_num(a, "value", 0);
+    put_num(b, "value", 1);
+    val *rp = r ? call1(t, "pad", r, a) : (cJSON_Delete(a), NULL);
+    val *outside = rp ? call1(t, "pad", filled(t, x->dt, x->ndim, bd, 0), b) : (cJSON_Delete(b), NULL);
+    val *w[3] = {outside ? call2(t, "gt", outside, scalar(t, x->dt, 0)) : NULL, x, rp};
+    return w[0] && (out[0] = typed(call(t, "where", 3, w, NULL), x->oty)) != NULL;
 }
 
 static bool x_scatter_nd(tx *t, val **in, int nin, val **out, int nout)

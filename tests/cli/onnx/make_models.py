@@ -484,3 +484,12 @@ save(model([h.make_node("ReduceMax", ["a", "ax"], ["y"], keepdims=0)], [h.make_t
      "reduce_max_i32.onnx", check=False)  # (onnx 1.12's checker knows opset 17)
 save(model([h.make_node("ReduceMean", ["a"], ["y"], axes=[1])], [h.make_tensor_value_info("a", T.INT64, [2, 5])],
            [h.make_tensor_value_info("y", T.INT64, [2, 1])]), "reduce_mean_i64.onnx")
+
+# ScatterElements with indices smaller than the data on another axis
+# (torch.scatter with a smaller index exports so): the block the indices
+# cover is scattered, the rest of the data kept
+save(model([h.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1),
+            h.make_node("ScatterElements", ["x", "i", "u"], ["a"], axis=1, reduction="add")],
+           [h.make_tensor_value_info("x", T.DOUBLE, ["N", 4]), h.make_tensor_value_info("u", T.DOUBLE, [2, 2])],
+           [h.make_tensor_value_info(n, T.DOUBLE, ["N", 4]) for n in "ya"],
+           [nh.from_array(np.array([[3, 0], [1, 2]], np.int64), "i")], opset=16), "scatter_elements_small.onnx")
