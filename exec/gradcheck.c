@@ -5,8 +5,9 @@
  * which side of it each element lies on (relu, abs, sign: the sign of the
  * input; clamp: below, inside or above; maximum, minimum: which operand
  * wins or a tie; max, min: which elements are the extreme; max_pool:
- * each window's argmax, its first maximum (or last NaN); comparisons,
- * where and casts to an integer: the value they decide).  Every perturbed
+ * each window's argmax, its first maximum (or last NaN); argmax, argmin,
+ * comparisons, where and casts to an integer: the value they decide;
+ * mod and fmod: the integer quotient, whose change is a jump).  Every perturbed
  * run compares its fingerprints with the base's as it goes: the first `if`
  * or `map` path that differs puts the element on a branch boundary (after
  * it the runs part ways), otherwise the first kink that differs puts it on
@@ -99,6 +100,13 @@ static uint64_t step_of(double v)
     return isfinite(v) && fabs(v) < 0x1p62 ? (uint64_t)(int64_t)v : (uint64_t)(isnan(v) ? 5 : v > 0 ? 6 : 7);
 }
 
+/* The integer quotient of mod (floor) or fmod (trunc): a step that
+ * changes it crosses a jump. */
+static uint64_t quotient_of(int op, double a, double b)
+{
+    return step_of(op == TL_OP_MOD ? floor(a / b) : trunc(a / b));
+}
+
 /* The fingerprint of the kinks an op call decided; false for an op
  * without any. */
 static bool kink_print(const tl_node *n, tl_tensor *const *in, const tl_tensor *out, uint64_t *h)
@@ -133,6 +141,19 @@ static bool kink_print(const tl_node *n, tl_tensor *const *in, const tl_tensor *
         for (int64_t e = 0; e < out->numel; e++)
             z = mix(z, tl_tensor_get(in[0], operand_at(out, in[0], e)) != 0);
         break;
+    case TL_OP_MOD:
+    case TL_OP_FMOD:
+        if (tl_dtype_is_int(out->dtype))
+            return false;
+        for (int64_t e = 0; e < out->numel; e++)
+            z = mix(z, quotient_of(n->op, tl_tensor_get(in[0], operand_at(out, in[0], e)),
+                                   tl_tensor_get(in[1], operand_at(out, in[1], e))));
+        break;
+    case TL_OP_ARGMAX: /* which element wins: a step that moves it crosses a tie */
+    case TL_OP_ARGMIN:
+        for (int64_t e = 0; e < out->numel; e++)
+            z = mix(z, (uint64_t)tl_tensor_get_int(out, e));
+        break;
     case TL_OP_MAX:
     case TL_OP_MIN: z = extremes(a, in[0], out); break;
     case TL_OP_MAX_POOL: z = tl_nn_max_pool_print(in[0], a, mix); break;
@@ -165,6 +186,8 @@ static uint64_t mins_side(const tl_mins *in, double a, double b, double dst)
     case TL_M_BIN:
         if (in->op == TL_OP_MAXIMUM || in->op == TL_OP_MINIMUM)
             return side(a, b);
+        if (in->op == TL_OP_MOD || in->op == TL_OP_FMOD)
+            return quotient_of(in->op, a, b) & 3;
         return tl_ops[in->op].kind == TL_KIND_CMP ? dst != 0 : 4;
     case TL_M_WHERE: return a != 0;
     case TL_M_CLAMP: return clamp_side(a, in->has_lo, in->lo, in->has_hi, in->hi);
@@ -884,7 +907,14 @@ static tl_code check_dtypes(const tl_gradcheck *gc, tl_status *st)
                            "itself); cast the inputs to f64: a literal without the f32: prefix, "
                            "an array saved as float64", g->inputs[k].name,
                            tl_tensor_desc(gc->in[k], d, sizeof d));
-    for (int i = 0; gc->base && i < tl_result_noutputs(gc->base); i++)
+    int nint = 0, nout = gc->base ? tl_result_noutputs(gc->base) : 0;
+    for (int i = 0; i < nout; i++)
+        nint += tl_dtype_is_int(tl_result_output(gc->base, i)->dtype);
+    if (nout && nint == nout)
+        return tl_fail(st, TL_EINPUT, "nothing to check: every output is an index tensor, with no gradient "
+                       "(\"%s\" is %s)", tl_result_output_name(gc->base, 0),
+                       tl_tensor_desc(tl_result_output(gc->base, 0), d, sizeof d));
+    for (int i = 0; i < nout; i++)
         if (tl_result_output(gc->base, i)->dtype == TL_F32)
             return tl_fail(st, TL_EINPUT, "output \"%s\" is %s: gradcheck needs f64 outputs (finite "
                            "differences in f32 say little); keep the graph in f64 up to its outputs",

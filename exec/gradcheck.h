@@ -4,7 +4,8 @@
  * tape's vector-Jacobian product, knowing where the recipe branches: an
  * element whose perturbation flips an `if` decision or a `map` element's
  * branch choice sits on a branch boundary, one whose perturbation straddles
- * a kink of an op (relu, abs, clamp edges, max/min ties...) on a kink;
+ * a kink of an op (relu, abs, clamp edges, max/min and argmax ties, the
+ * jumps of floor or mod...) on a kink;
  * neither is ever counted as a mismatch, since no derivative is claimed
  * there.
  *
