@@ -1254,6 +1254,23 @@ static bool x_clip(tx *t, val **in, int nin, val **out, int nout)
     return (out[0] = call1(t, "clamp", x, a)) != NULL;
 }
 
+/* a where c is nonzero, else b, for float or integer values (tl's where
+ * takes floats). */
+static val *select_of(tx *t, val *c, val *a, val *b)
+{
+    if (c && a && c->dt != a->dt) { /* the condition in the values' dtype */
+        cJSON *o = cJSON_CreateObject();
+        put_str(o, "dtype", tl_dtype_name(a->dt));
+        c = call1(t, "cast", c, o);
+    }
+    if (!c || !a || !b)
+        return NULL;
+    if (tl_dtype_is_int(a->dt)) /* integers: b + c * (a - b), exact in wrapping arithmetic */
+        return call2(t, "add", b, call2(t, "mul", c, call2(t, "sub", a, b)));
+    val *a3[3] = {c, a, b};
+    return call(t, "where", 3, a3, NULL);
+}
+
 static bool x_where(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
@@ -1276,18 +1293,7 @@ static bool x_where(tx *t, val **in, int nin, val **out, int nout)
                                                                               : kget(in[2]->k, bindex(i, od, sh, s2));
         return (out[0] = r) != NULL;
     }
-    val *c = in[0];
-    if (c->dt != in[1]->dt) { /* the condition in the values' dtype */
-        cJSON *a = cJSON_CreateObject();
-        put_str(a, "dtype", tl_dtype_name(in[1]->dt));
-        if (!(c = call1(t, "cast", c, a)))
-            return false;
-    }
-    if (tl_dtype_is_int(in[1]->dt)) /* integers: b + c * (a - b), exact in wrapping arithmetic */
-        return (out[0] = typed(call2(t, "add", in[2], call2(t, "mul", c, call2(t, "sub", in[1], in[2]))),
-                               in[1]->oty)) != NULL;
-    val *a3[3] = {c, in[1], in[2]};
-    return (out[0] = typed(call(t, "where", 3, a3, NULL), in[1]->oty)) != NULL;
+    return (out[0] = typed(select_of(t, in[0], in[1], in[2]), in[1]->oty)) != NULL;
 }
 
 /* ---------- products ---------- */
@@ -3614,12 +3620,41 @@ static val *scatter_steps(tx *t, val *x, val *idx, val *src, int ax, const char 
                    : NULL;
     val *c = !hit ? NULL : !strcmp(red, "mul") ? call2(t, "mul", acc, put)
                          : call2(t, !strcmp(red, "max") ? "maximum" : "minimum", acc, put);
-    val *w[3] = {c ? call2(t, "gt", hit, scalar(t, x->dt, 0)) : NULL, c, acc};
-    if (!w[0] || !(r = call(t, "where", 3, w, NULL)))
+    if (!c || !(r = select_of(t, call2(t, "gt", hit, scalar(t, x->dt, 0)), c, acc)))
         return ox_iter_abort(t, &it), NULL;
     it.res[0] = typed(r, acc->oty);
     val *o = NULL;
     return ox_iter_close(t, &it, &o) ? o : NULL;
+}
+
+/* tl's scatter_add: x with src added at idx along axis ax (floats). */
+static val *scatter_add_of(tx *t, val *x, val *idx, val *src, int ax)
+{
+    cJSON *a = cJSON_CreateObject();
+    put_num(a, "axis", ax);
+    val *s[3] = {x, idx, src};
+    return x && idx && src ? call(t, "scatter_add", 3, s, a) : (cJSON_Delete(a), NULL);
+}
+
+/* The same for integers, exactly (tl's scatter_add takes floats): each
+ * update split into its high and low 32 bits, each part scatter-added in
+ * f64 (exact while fewer than 2^21 updates land on one element), and the
+ * sums joined in wrapping 64-bit arithmetic; int32 data wraps to 32 bits. */
+static val *int_scatter_add(tx *t, val *x, val *idx, val *src, int ax)
+{
+    val *x64 = x->dt == TL_I64 ? x : cast_dt(t, x, TL_I64), *s64 = src->dt == TL_I64 ? src : cast_dt(t, src, TL_I64);
+    val *b32 = scalar(t, TL_I64, 0x1p32), *lo = s64 ? call2(t, "mod", s64, b32) : NULL;
+    val *hi = lo ? call2(t, "div", call2(t, "sub", s64, lo), b32) : NULL;
+    val *z = filled(t, TL_F64, x->ndim, x->dims, 0);
+    val *shi = hi ? scatter_add_of(t, z, idx, cast_dt(t, hi, TL_F64), ax) : NULL;
+    val *slo = shi ? scatter_add_of(t, z, idx, cast_dt(t, lo, TL_F64), ax) : NULL;
+    val *r = slo ? call2(t, "add", x64, call2(t, "add", call2(t, "mul", cast_dt(t, shi, TL_I64), b32),
+                                                 cast_dt(t, slo, TL_I64)))
+                 : NULL;
+    if (!r || x->dt == TL_I64)
+        return r;
+    val *b31 = scalar(t, TL_I64, 0x1p31); /* to int32, wrapping */
+    return cast_dt(t, call2(t, "sub", call2(t, "mod", call2(t, "add", r, b31), b32), b31), x->dt);
 }
 
 /* scatter_add of src into x at idx along axis; reduction "none" writes
@@ -3628,20 +3663,13 @@ static val *scatter(tx *t, val *x, val *idx, val *src, int ax, const char *red)
 {
     if (strcmp(red, "add") && strcmp(red, "none"))
         return scatter_steps(t, x, idx, src, ax, red);
-    cJSON *a = cJSON_CreateObject();
-    put_num(a, "axis", ax);
-    if (!strcmp(red, "add")) {
-        val *s[3] = {x, idx, src};
-        return call(t, "scatter_add", 3, s, a);
-    }
+    bool isint = tl_dtype_is_int(x->dt);
+    if (!strcmp(red, "add"))
+        return (isint ? int_scatter_add : scatter_add_of)(t, x, idx, src, ax);
     val *z = filled(t, x->dt, x->ndim, x->dims, 0), *o = filled(t, x->dt, src->ndim, src->dims, 1);
-    val *s1[3] = {z, idx, src}, *s2[3] = {z, idx, o};
-    cJSON *b = cJSON_Duplicate(a, true);
-    val *put = z && o ? call(t, "scatter_add", 3, s1, a) : (cJSON_Delete(a), NULL);
-    val *hit = put ? call(t, "scatter_add", 3, s2, b) : (cJSON_Delete(b), NULL);
-    hit = hit ? call2(t, "gt", hit, scalar(t, x->dt, 0)) : NULL;
-    val *w[3] = {hit, put, x};
-    return hit ? call(t, "where", 3, w, NULL) : NULL;
+    val *put = z && o ? (isint ? int_scatter_add : scatter_add_of)(t, z, idx, src, ax) : NULL;
+    val *hit = put ? (isint ? int_scatter_add : scatter_add_of)(t, z, idx, o, ax) : NULL;
+    return hit ? select_of(t, call2(t, "gt", hit, scalar(t, x->dt, 0)), put, x) : NULL;
 }
 
 static const char *scatter_reduction(tx *t, char *buf, size_t len)
@@ -3652,12 +3680,41 @@ static const char *scatter_reduction(tx *t, char *buf, size_t len)
     return red;
 }
 
+/* ScatterElements of integers known at load: computed here, in ONNX's
+ * order, wrapping as integers do. */
+static val *fold_scatter(tx *t, val *x, val *idx, val *u, int ax, const char *red)
+{
+    for (int d = 0; d < idx->ndim; d++)
+        if (u->ndim != idx->ndim || u->dims[d] != idx->dims[d])
+            return fail(t, "updates of a shape other than the indices'"), NULL;
+    val *r = known_ints(t, x->ndim, x->dims, x->k->data, x->oty);
+    if (!r)
+        return NULL;
+    int64_t *rd = r->k->data, pos[TL_MAXDIM] = {0};
+    for (int64_t e = 0; e < idx->k->numel; e++) {
+        int64_t at = 0, j = kget(idx->k, e), v = kget(u->k, e), n = x->dims[ax];
+        if (j < -n || j >= n)
+            return fail(t, "index %lld is outside [%lld, %lld) on axis %d", (long long)j, (long long)-n,
+                        (long long)n, ax), NULL;
+        for (int d = 0; d < x->ndim; d++)
+            at = at * x->dims[d] + (d == ax ? (j < 0 ? j + n : j) : pos[d]);
+        int64_t *o = rd + at;
+        *o = !strcmp(red, "add") ? (int64_t)((uint64_t)*o + (uint64_t)v)
+           : !strcmp(red, "mul") ? (int64_t)((uint64_t)*o * (uint64_t)v)
+           : !strcmp(red, "max") ? (*o > v ? *o : v)
+           : !strcmp(red, "min") ? (*o < v ? *o : v) : v;
+        for (int d = idx->ndim - 1; d >= 0 && ++pos[d] == idx->dims[d]; d--) /* the next index, row-major */
+            pos[d] = 0;
+    }
+    return r;
+}
+
 static bool x_scatter_elements(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
     char buf[16];
     const char *red;
-    if (!need(t, in, nin, 3) || !not_int(t, in[0]) || !(red = scatter_reduction(t, buf, sizeof buf)))
+    if (!need(t, in, nin, 3) || !(red = scatter_reduction(t, buf, sizeof buf)))
         return false;
     bool ok;
     val *x = in[0], *idx = in[1];
@@ -3673,6 +3730,8 @@ static bool x_scatter_elements(tx *t, val **in, int nin, val **out, int nout)
                         (long long)x->dims[d]);
         smaller |= d != ax && idx->dims[d] < x->dims[d];
     }
+    if (foldable(x) && foldable(idx) && foldable(in[2]))
+        return (out[0] = fold_scatter(t, x, idx, in[2], ax, red)) != NULL;
     if (!smaller)
         return (out[0] = typed(scatter(t, x, idx, in[2], ax, red), x->oty)) != NULL;
     /* indices smaller than the data off the axis (ONNX and PyTorch allow
@@ -3696,8 +3755,8 @@ static bool x_scatter_elements(tx *t, val **in, int nin, val **out, int nout)
     put_num(b, "value", 1);
     val *rp = r ? call1(t, "pad", r, a) : (cJSON_Delete(a), NULL);
     val *outside = rp ? call1(t, "pad", filled(t, x->dt, x->ndim, bd, 0), b) : (cJSON_Delete(b), NULL);
-    val *w[3] = {outside ? call2(t, "gt", outside, scalar(t, x->dt, 0)) : NULL, x, rp};
-    return w[0] && (out[0] = typed(call(t, "where", 3, w, NULL), x->oty)) != NULL;
+    val *keep = outside ? call2(t, "gt", outside, scalar(t, x->dt, 0)) : NULL;
+    return keep && (out[0] = typed(select_of(t, keep, x, rp), x->oty)) != NULL;
 }
 
 static bool x_scatter_nd(tx *t, val **in, int nin, val **out, int nout)
@@ -3705,7 +3764,7 @@ static bool x_scatter_nd(tx *t, val **in, int nin, val **out, int nout)
     (void)nout;
     char buf[16];
     const char *red;
-    if (!need(t, in, nin, 3) || !not_int(t, in[0]) || !(red = scatter_reduction(t, buf, sizeof buf)))
+    if (!need(t, in, nin, 3) || !(red = scatter_reduction(t, buf, sizeof buf)))
         return false;
     val *x = in[0], *idx = in[1], *u = in[2];
     int q = idx->ndim, k = q ? (int)idx->dims[q - 1] : 0;
@@ -3876,9 +3935,78 @@ static bool x_reverse_sequence(tx *t, val **in, int nin, val **out, int nout)
 /* TopK with k known at load: an iterate of k steps, each an argmax
  * (argmin) of what is left, its element then masked out for the next;
  * ties go to the lower index.  The recipe does not grow with k. */
+/* An element and its position along an axis, for a fold's sort. */
+typedef struct kpos {
+    int64_t v, j;
+} kpos;
+
+static int kpos_desc(const void *a, const void *b)
+{
+    const kpos *p = a, *q = b;
+    return p->v != q->v ? (p->v < q->v ? 1 : -1) : (p->j > q->j) - (p->j < q->j);
+}
+
+static int kpos_asc(const void *a, const void *b)
+{
+    const kpos *p = a, *q = b;
+    return p->v != q->v ? (p->v > q->v ? 1 : -1) : (p->j > q->j) - (p->j < q->j);
+}
+
+/* TopK of integers known at load (lengths given with the call, as
+ * pack_padded_sequence sorts them): computed here, ties to the lower
+ * index, so what depends on them (an LSTM's sequence_lens) is known too. */
+static bool fold_topk(tx *t, val *x, int64_t k, int ax, bool largest, val **out, int nout)
+{
+    int64_t n = x->dims[ax], outer = 1, inner = 1, sh[TL_MAXDIM];
+    for (int d = 0; d < x->ndim; d++) {
+        sh[d] = d == ax ? k : x->dims[d];
+        if (d < ax)
+            outer *= x->dims[d];
+        else if (d > ax)
+            inner *= x->dims[d];
+    }
+    val *v = known_ints(t, x->ndim, sh, NULL, x->oty), *ix = v ? known_ints(t, x->ndim, sh, NULL, TL_ONNX_INT64) : NULL;
+    kpos *line = ix ? malloc(sizeof *line * (size_t)(n ? n : 1)) : NULL;
+    if (!line)
+        return ix ? tl_fail(t->st, TL_ERUNTIME, "out of memory"), false : false;
+    int64_t *vd = v->k->data, *id = ix->k->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            for (int64_t j = 0; j < n; j++)
+                line[j] = (kpos){kget(x->k, (o * n + j) * inner + i), j};
+            qsort(line, (size_t)n, sizeof *line, largest ? kpos_desc : kpos_asc);
+            for (int64_t j = 0; j < k; j++) {
+                vd[(o * k + j) * inner + i] = line[j].v;
+                id[(o * k + j) * inner + i] = line[j].j;
+            }
+        }
+    free(line);
+    out[0] = v;
+    if (nout > 1)
+        out[1] = ix;
+    return true;
+}
+
+/* max (or min) of x along axis ax, the axis kept. */
+static val *extreme_along(tx *t, val *x, int ax, bool largest)
+{
+    int64_t axes[1] = {ax};
+    if (x && tl_dtype_is_int(x->dt)) /* tl's max takes floats */
+        return int_extreme(t, x, largest, axes, 1, true);
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "axes", axes, 1);
+    put_bool(a, "keepdims", true);
+    return call1(t, largest ? "max" : "min", x, a);
+}
+
+/* TopK: an iterate of k steps, each picking along the axis the first
+ * element not yet taken that holds the extreme of those not taken, NaN
+ * counted the largest (PyTorch's order); taken elements are a mask, not
+ * a value written over them, so infinities and the integer extremes in
+ * the data are picked like any other value. */
 static bool x_topk(tx *t, val **in, int nin, val **out, int nout)
 {
-    if (!need(t, in, nin, 1) || !not_int(t, in[0]))
+    if (!need(t, in, nin, 1))
         return false;
     val *x = in[0];
     int64_t k;
@@ -3897,11 +4025,14 @@ static bool x_topk(tx *t, val **in, int nin, val **out, int nout)
         int64_t sh[TL_MAXDIM];
         memcpy(sh, x->dims, sizeof sh);
         sh[ax] = 0;
-        out[0] = slice_of(t, x, ax, 0, 0);
+        out[0] = typed(slice_of(t, x, ax, 0, 0), x->oty);
         out[1] = nout > 1 ? known_ints(t, x->ndim, sh, NULL, TL_ONNX_INT64) : NULL;
         return out[0] && (nout < 2 || out[1]);
     }
-    bool largest = opset(t) < 11 || attr_i(t, "largest", 1);
+    bool largest = opset(t) < 11 || attr_i(t, "largest", 1), isint = tl_dtype_is_int(x->dt);
+    if (foldable(x))
+        return fold_topk(t, x, k, ax, largest, out, nout);
+    tl_dtype sd = isint ? TL_F64 : x->dt; /* the masks' and scores' dtype */
     int64_t ish[TL_MAXDIM], rsh[TL_MAXDIM], perm[TL_MAXDIM], *io = malloc(sizeof *io * (size_t)x->dims[ax]);
     if (!io)
         return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
@@ -3913,20 +4044,34 @@ static bool x_topk(tx *t, val **in, int nin, val **out, int nout)
     }
     for (int64_t i = 0; i < x->dims[ax]; i++)
         io[i] = i;
-    val *iota = known_ints(t, x->ndim, ish, io, TL_ONNX_INT64), *big = scalar(t, x->dt, largest ? -INFINITY : INFINITY);
+    val *iota = known_ints(t, x->ndim, ish, io, TL_ONNX_INT64);
     free(io);
+    /* what stands for an excluded element when the extreme is sought: the
+     * opposite infinity, or for integers the line's opposite extreme */
+    val *nanx = isint ? NULL : call1(t, "isnan", x, NULL);
+    val *sent = isint ? extreme_along(t, x, ax, !largest) : scalar(t, x->dt, largest ? -INFINITY : INFINITY);
+    val *none = filled(t, sd, x->ndim, x->dims, 0); /* nothing taken yet */
     ox_iter it;
-    if (!iota || !big || !ox_iter_open(t, &it, k))
+    if (!iota || !sent || (!isint && !nanx) || !none || !ox_iter_open(t, &it, k))
         return false;
-    val *cur = ox_iter_state(t, &it, x);
+    val *taken = ox_iter_state(t, &it, none);
+    val *untaken = taken ? call2(t, "sub", scalar(t, sd, 1), taken) : NULL;
+    val *excl = isint ? taken : call2(t, "add", taken, nanx); /* NaN apart */
+    val *m = extreme_along(t, select_of(t, excl, sent, x), ax, largest);
+    val *eq = m ? call2(t, "eq", x, m) : NULL;
+    val *c1 = eq ? call2(t, "mul", isint ? cast_dt(t, eq, sd) : eq, untaken) : NULL, *score = c1;
+    if (!isint && c1) { /* the first NaN not taken: before the extreme when largest, after it when not */
+        val *nu = call2(t, "mul", nanx, untaken);
+        score = call2(t, "add", call2(t, "mul", scalar(t, sd, 2), largest ? nu : c1), largest ? c1 : nu);
+    }
     cJSON *a = cJSON_CreateObject(), *b = cJSON_CreateObject();
     put_num(a, "axis", ax);
     put_bool(a, "keepdims", true);
     put_num(b, "axis", ax);
-    val *i = cur ? call1(t, largest ? "argmax" : "argmin", cur, a) : (cJSON_Delete(a), NULL);
+    val *i = score ? call1(t, "argmax", score, a) : (cJSON_Delete(a), NULL);
     val *g[2] = {x, i}, *v = i ? call(t, "gather", 2, g, b) : (cJSON_Delete(b), NULL);
-    val *hit = v ? cast_dt(t, call2(t, "eq", iota, i), x->dt) : NULL, *w[3] = {hit, big, cur};
-    if (!hit || !(it.res[0] = call(t, "where", 3, w, NULL)) || !ox_iter_stack(t, &it, reshape(t, v, nr, rsh), false) ||
+    val *hit = v ? cast_dt(t, call2(t, "eq", iota, i), sd) : NULL;
+    if (!hit || !(it.res[0] = call2(t, "add", taken, hit)) || !ox_iter_stack(t, &it, reshape(t, v, nr, rsh), false) ||
         !ox_iter_stack(t, &it, reshape(t, i, nr, rsh), false))
         return ox_iter_abort(t, &it), false;
     val *r[3];

@@ -172,24 +172,32 @@ def resize(x, scales, sizes, a):
 def rnn_common(node, a, ins):
     x, w, r = ins[0], ins[1], ins[2]
     b = ins[3] if len(ins) > 3 and ins[3] is not None else None
-    assert len(ins) <= 4 or ins[4] is None, "sequence_lens"
+    lens = ins[4].long() if len(ins) > 4 and ins[4] is not None else None
     assert a.get("layout", 0) == 0
     direction = a.get("direction", b"forward").decode()
     dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
-    return x, w, r, b, dirs
+    return x, w, r, b, dirs, lens
 
 
-def recurrence(x, dirs, step, init):
+def recurrence(x, dirs, step, init, lens=None):
     """runs step(d, x_t, state) -> state over time for each direction; the
-    first element of the state is H."""
+    first element of the state is H.  With sequence_lens, batch entry b
+    steps only at t < lens[b] (the reverse direction from lens[b] - 1 down):
+    its state holds after that and its output there is 0."""
     ys, finals = [], []
     for d, dname in enumerate(dirs):
         state = init(d)
         order = range(x.shape[0]) if dname == "forward" else reversed(range(x.shape[0]))
         hs = [None] * x.shape[0]
         for t in order:
-            state = step(d, x[t], state)
-            hs[t] = state[0]
+            new = step(d, x[t], state)
+            if lens is None:
+                state = new
+                hs[t] = state[0]
+            else:
+                valid = (t < lens).view(-1, 1)
+                state = tuple(torch.where(valid, n, o) for n, o in zip(new, state))
+                hs[t] = torch.where(valid, new[0], torch.zeros_like(new[0]))
         ys.append(torch.stack(hs))
         finals.append(state)
     y = torch.stack(ys, 1)  # [seq, dirs, batch, H]
@@ -200,7 +208,7 @@ ACT = {"Tanh": torch.tanh, "Relu": torch.relu, "Sigmoid": torch.sigmoid}
 
 
 def lstm(node, a, ins):
-    x, w, r, b, dirs = rnn_common(node, a, ins)
+    x, w, r, b, dirs, lens = rnn_common(node, a, ins)
     assert len(ins) <= 7 or ins[7] is None, "peepholes"
     H = a["hidden_size"]
     n = x.shape[1]
@@ -216,12 +224,12 @@ def lstm(node, a, ins):
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(cc)
         return torch.sigmoid(o) * torch.tanh(c), c
 
-    y, (hn, cn) = recurrence(x, dirs, step, lambda d: (h0[d], c0[d]))
+    y, (hn, cn) = recurrence(x, dirs, step, lambda d: (h0[d], c0[d]), lens)
     return [y, hn, cn]
 
 
 def gru(node, a, ins):
-    x, w, r, b, dirs = rnn_common(node, a, ins)
+    x, w, r, b, dirs, lens = rnn_common(node, a, ins)
     H = a["hidden_size"]
     lbr = a.get("linear_before_reset", 0)
     n = x.shape[1]
@@ -241,12 +249,12 @@ def gru(node, a, ins):
             hh = torch.tanh(gx[:, 2 * H:] + (rr * h) @ r[d, 2 * H:].T + rb[2 * H:])
         return ((1 - z) * hh + z * h,)
 
-    y, (hn,) = recurrence(x, dirs, step, lambda d: (h0[d],))
+    y, (hn,) = recurrence(x, dirs, step, lambda d: (h0[d],), lens)
     return [y, hn]
 
 
 def rnn(node, a, ins):
-    x, w, r, b, dirs = rnn_common(node, a, ins)
+    x, w, r, b, dirs, lens = rnn_common(node, a, ins)
     H = a["hidden_size"]
     acts = [s.decode() for s in a.get("activations", [b"Tanh"] * len(dirs))]
     n = x.shape[1]
@@ -258,7 +266,7 @@ def rnn(node, a, ins):
             g = g + b[d, :H] + b[d, H:]
         return (ACT[acts[d]](g),)
 
-    y, (hn,) = recurrence(x, dirs, step, lambda d: (h0[d],))
+    y, (hn,) = recurrence(x, dirs, step, lambda d: (h0[d],), lens)
     return [y, hn]
 
 
@@ -425,6 +433,11 @@ def run_node(node, ins, opset, env):
         return [v, i]
     if op == "Einsum":
         return [torch.einsum(a["equation"].decode(), *ins)]
+    if op == "ScatterElements":
+        assert a.get("reduction", b"none") == b"none"
+        ax = a.get("axis", 0) % x.dim()
+        idx = ins[1].long()
+        return [x.scatter(ax, torch.where(idx < 0, idx + x.shape[ax], idx), ins[2])]
     if op == "GatherElements":
         ax = a.get("axis", 0) % x.dim()
         idx = ins[1].long()

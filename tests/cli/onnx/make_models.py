@@ -493,3 +493,57 @@ save(model([h.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1),
            [h.make_tensor_value_info("x", T.DOUBLE, ["N", 4]), h.make_tensor_value_info("u", T.DOUBLE, [2, 2])],
            [h.make_tensor_value_info(n, T.DOUBLE, ["N", 4]) for n in "ya"],
            [nh.from_array(np.array([[3, 0], [1, 2]], np.int64), "i")], opset=16), "scatter_elements_small.onnx")
+
+# TopK over infinities, NaN, ties and integers (int64 data, as
+# pack_padded_sequence(enforce_sorted=False) exports): every element picked
+# once, ties to the lower index, NaN the largest (PyTorch's order)
+save(model([h.make_node("TopK", ["x", "k"], ["xl", "il"], axis=1, largest=1),
+            h.make_node("TopK", ["x", "k"], ["xs", "is"], axis=1, largest=0),
+            h.make_node("TopK", ["n", "k"], ["nl", "jl"], axis=1, largest=1),
+            h.make_node("TopK", ["n", "k"], ["ns", "js"], axis=1, largest=0)],
+           [h.make_tensor_value_info("x", T.DOUBLE, [2, 5]), h.make_tensor_value_info("n", T.INT64, [2, 5])],
+           [h.make_tensor_value_info(v, T.DOUBLE, [2, 4]) for v in ("xl", "xs")] +
+           [h.make_tensor_value_info(v, T.INT64, [2, 4]) for v in ("il", "is", "nl", "jl", "ns", "js")],
+           [nh.from_array(np.array([4], np.int64), "k")], opset=11), "topk_special.onnx")
+KX = np.array([[np.inf, 1.0, np.inf, np.nan, -np.inf], [-np.inf, -np.inf, 2.0, 2.0, -np.inf]])
+KN = np.array([[2**63 - 1, -2**63, 5, 2**63 - 1, -2**63], [-2**63, -2**63, -2**63, 7, -2**63]], np.int64)
+np.savez(os.path.join(D, "topk_special.npz"), x=KX, n=KN)
+
+
+def topk_ref(a, largest):
+    # a stable order: NaN the largest, ties to the lower index
+    nan = [v != v for v in a.tolist()]
+    key = [((0, 0) if n else (1, -v)) if largest else ((1, 0) if n else (0, v))
+           for n, v in zip(nan, a.tolist())]
+    return sorted(range(len(key)), key=lambda j: (key[j], j))[:4]
+
+
+for nm, arr in (("x", KX), ("n", KN)):
+    for largest in (True, False):
+        print("topk_special %s %s:" % (nm, "largest" if largest else "smallest"),
+              [topk_ref(r, largest) for r in arr])
+
+# ScatterElements on int64 data computed at run time (an ArgMax): exact
+# past 2^53, reductions none, add and max, and int32 data wrapping
+SU = np.array([[2**40 + 5, -7]], np.int64)
+save(model([h.make_node("ArgMax", ["x"], ["a"], axis=0, keepdims=1),
+            h.make_node("ScatterElements", ["a", "si", "su"], ["none"], axis=1),
+            h.make_node("ScatterElements", ["a", "si", "su"], ["add"], axis=1, reduction="add"),
+            h.make_node("ScatterElements", ["a", "si", "su"], ["max"], axis=1, reduction="max"),
+            h.make_node("Cast", ["a"], ["a32"], to=T.INT32),
+            h.make_node("ScatterElements", ["a32", "si", "s32"], ["add32"], axis=1, reduction="add")],
+           [h.make_tensor_value_info("x", T.DOUBLE, [2, 4])],
+           [h.make_tensor_value_info(n, T.INT64, [1, 4]) for n in ("none", "add", "max")] +
+           [h.make_tensor_value_info("add32", T.INT32, [1, 4])],
+           [nh.from_array(np.array([[3, 1]], np.int64), "si"), nh.from_array(SU, "su"),
+            nh.from_array(np.array([[2**31 - 1, -5]], np.int32), "s32")], opset=18),
+     "scatter_int.onnx", check=False)
+SX = np.array([[1, 0, 3, 0], [0, 2, 1, 4]])
+SA = np.argmax(SX, axis=0)[None].astype(np.int64)
+ref = {"none": SA.copy(), "add": SA.copy(), "max": SA.copy(), "add32": SA.astype(np.int32)}
+for j, (i, u, u32) in enumerate(zip([3, 1], SU[0], [2**31 - 1, -5])):
+    ref["none"][0, i] = u
+    ref["add"][0, i] += u
+    ref["max"][0, i] = max(ref["max"][0, i], u)
+    ref["add32"][0, i] = np.int32((int(ref["add32"][0, i]) + u32 + 2**31) % 2**32 - 2**31)
+print("scatter_int:", {k: v.tolist() for k, v in ref.items()})
