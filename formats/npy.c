@@ -420,6 +420,10 @@ static tl_code descr_dtype(const char *descr, tl_dtype *dt, bool *swap, tl_statu
         *dt = TL_I32;
     else if (!strcmp(s, "i8"))
         *dt = TL_I64;
+    else if (!strcmp(s, "b1") || !strcmp(s, "?"))
+        return tl_fail(st, TL_EINPUT, "unsupported dtype '%s', a bool array (tl reads f32, f64, i32 and i64; "
+                       "save a mask as integers, mask.astype(np.int64), which a model's bool input takes, "
+                       "nonzero as true)", snippet(descr, descr + strlen(descr), printable, sizeof printable));
     else
         return tl_fail(st, TL_EINPUT, "unsupported dtype '%s' (tl reads f32, f64, i32 and i64)",
                        snippet(descr, descr + strlen(descr), printable, sizeof printable));
