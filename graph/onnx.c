@@ -1733,6 +1733,27 @@ static bool x_instnorm(tx *t, val **in, int nin, val **out, int nout)
     return (out[0] = call(t, "group_norm", 3, in, a)) != NULL;
 }
 
+/* LayerNormalization's Scale or B in the normalized shape: of its size,
+ * reshaped; broadcastable to it (a 0-d scale), broadcast. */
+static val *norm_shaped(tx *t, val *v, int nd, const int64_t *dims, const char *what)
+{
+    int64_t n = 1, want = 1;
+    for (int i = 0; i < v->ndim; i++)
+        n *= v->dims[i];
+    for (int i = 0; i < nd; i++)
+        want *= dims[i];
+    if (n == want)
+        return reshape(t, v, nd, dims);
+    int od;
+    int64_t sh[TL_MAXDIM];
+    if (v->ndim > nd || !tl_broadcast_shapes(v->ndim, v->dims, nd, dims, &od, sh) || memcmp(sh, dims, sizeof *sh * (size_t)nd))
+        return fail(t, "%s has %lld elements, and the normalized axes hold %lld", what, (long long)n, (long long)want),
+               NULL;
+    cJSON *a = cJSON_CreateObject();
+    put_ints(a, "shape", dims, nd);
+    return call1(t, "broadcast_to", v, a);
+}
+
 static bool x_layernorm(tx *t, val **in, int nin, val **out, int nout)
 {
     if (!need(t, in, nin, 2))
@@ -1742,7 +1763,8 @@ static bool x_layernorm(tx *t, val **in, int nin, val **out, int nout)
     if (!ok)
         return false;
     int nd = in[0]->ndim - ax;
-    val *s = reshape(t, in[1], nd, in[0]->dims + ax), *b = nin > 2 && in[2] ? reshape(t, in[2], nd, in[0]->dims + ax) : NULL;
+    val *s = norm_shaped(t, in[1], nd, in[0]->dims + ax, "Scale");
+    val *b = s && nin > 2 && in[2] ? norm_shaped(t, in[2], nd, in[0]->dims + ax, "B") : NULL;
     if (!s || (nin > 2 && in[2] && !b))
         return false;
     cJSON *a = cJSON_CreateObject();

@@ -547,3 +547,19 @@ for j, (i, u, u32) in enumerate(zip([3, 1], SU[0], [2**31 - 1, -5])):
     ref["max"][0, i] = max(ref["max"][0, i], u)
     ref["add32"][0, i] = np.int32((int(ref["add32"][0, i]) + u32 + 2**31) % 2**32 - 2**31)
 print("scatter_int:", {k: v.tolist() for k, v in ref.items()})
+
+# LayerNormalization with a 0-d Scale and a [1] B (broadcast over the
+# normalized axes, as ONNX's reference does), and a Scale of a wrong size
+LX = np.array([[1.0, 2.0, 4.0], [-1.0, 0.5, 3.0]])
+save(model([h.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5)],
+           [h.make_tensor_value_info("x", T.DOUBLE, [2, 3])], [h.make_tensor_value_info("y", T.DOUBLE, [2, 3])],
+           [nh.from_array(np.array(2.0), "s"), nh.from_array(np.array([0.5]), "b")], opset=17),
+     "layernorm_scalar.onnx", check=False)
+save(model([h.make_node("LayerNormalization", ["x", "s"], ["y"], axis=-1)],
+           [h.make_tensor_value_info("x", T.DOUBLE, [2, 3])], [h.make_tensor_value_info("y", T.DOUBLE, [2, 3])],
+           [nh.from_array(np.array([1.0, 2.0]), "s")], opset=17), "layernorm_bad_scale.onnx", check=False)
+lx = torch.tensor(LX, requires_grad=True)
+ly = torch.nn.functional.layer_norm(lx, (3,), eps=1e-5) * 2.0 + 0.5
+(ly * torch.tensor([[1.0, 2.0, 3.0], [-1.0, 0.0, 2.0]])).sum().backward()  # the case's seed
+np.savez(os.path.join(D, "layernorm_scalar_expected.npz"), **{"y": ly.detach().numpy(), "grad/x": lx.grad.numpy()})
+print("layernorm_scalar y:", ly.detach().tolist(), "grad:", lx.grad.tolist())
