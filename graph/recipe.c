@@ -857,7 +857,10 @@ static void write_ref(FILE *f, const canon *C, const ref *r)
         write_num(f, r->num);
         return;
     case F_PARAM:
-        fprintf(f, "%s \"%s\"", r->b < 0 ? "step index" : "parameter", g->slot_name[r->slot]);
+        if (r->b < 0)
+            fprintf(f, "step index \"%s\"", g->slot_name[r->slot]);
+        else /* by place: (a, b) -> a - b and (b, a) -> a - b differ there */
+            fprintf(f, "parameter %lld \"%s\"", (long long)r->b + 1, g->slot_name[r->slot]);
         return;
     case F_NODE:
         write_node(f, C->nodes[C->slot_node[r->slot]].n);
@@ -969,11 +972,8 @@ static bool nodes_differ(cmp *m, int i)
     if (counts_differ(m, p->nout, q->nout, "values") || counts_differ(m, p->nargs, q->nargs, "arguments") ||
         (p->op == TL_OP_ITERATE && counts_differ(m, (int)p->flow->count, (int)q->flow->count, "count")))
         return true;
-    if (p->op == TL_OP_ITERATE && (p->flow->index_slot >= 0) != (q->flow->index_slot >= 0)) {
-        fputs(p->flow->index_slot >= 0 ? " with a step index" : " without a step index", m->a.f);
-        fputs(q->flow->index_slot >= 0 ? " with a step index" : " without a step index", m->b.f);
-        return true;
-    }
+    /* a step index named on one side only is no difference unless the
+     * body reads it, which its references then show */
     uint64_t bit = attrs_differ(p, q);
     if (bit) {
         fputc(' ', m->a.f);
