@@ -274,6 +274,45 @@ static int pick_backend(const cmd *c, const tl_backend **be, char *why, size_t l
 
 /* Splits a NAME,... list; calls each(name) for every entry.  Errors name
  * the option. */
+/* A name of a comma-separated list: where it starts, and its length. */
+typedef struct list_name {
+    const char *p;
+    size_t n;
+} list_name;
+
+static int by_text(const void *a, const void *b)
+{
+    const list_name *x = a, *y = b;
+    int c = memcmp(x->p, y->p, x->n < y->n ? x->n : y->n);
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+/* A name the list holds twice (--wrt x,x: as a tangent named twice), into
+ * name; false when none is (or no memory to look: the run says so later). */
+static bool named_twice(const char *list, char *name, size_t len)
+{
+    size_t k = 1, m = 0;
+    for (const char *q = list; *q; q++)
+        k += *q == ',';
+    list_name *v = malloc(k * sizeof *v);
+    if (!v)
+        return false;
+    for (const char *q = list;; q += v[m++].n + 1) { /* sorted, a repeat sits next to itself */
+        v[m] = (list_name){q, strcspn(q, ",")};
+        if (!q[v[m].n])
+            break;
+    }
+    qsort(v, ++m, sizeof *v, by_text);
+    bool twice = false;
+    for (size_t i = 1; i < m && !twice; i++)
+        if (v[i].n && !by_text(&v[i - 1], &v[i])) {
+            snprintf(name, len, "%.*s", (int)(v[i].n < len - 1 ? v[i].n : len - 1), v[i].p);
+            twice = true;
+        }
+    free(v);
+    return twice;
+}
+
 static int each_name(const char *opt, const char *list, tl_status *st,
                      int (*each)(const char *name, void *ctx), void *ctx)
 {
@@ -284,11 +323,15 @@ static int each_name(const char *opt, const char *list, tl_status *st,
         size_t n = e ? (size_t)(e - p) : strlen(p);
         if (n == 0 || (e && !e[1]))
             return tl_fail(st, TL_EINPUT, "%s: empty name in \"%s\"", opt, list), cli_fail(st);
-        char name[300];
+        p += n + (e != NULL);
+    }
+    char name[300];
+    if (named_twice(list, name, sizeof name))
+        return tl_fail(st, TL_EINPUT, "%s: \"%s\" is named twice", opt, name), cli_fail(st);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
         snprintf(name, sizeof name, "%.*s", (int)(n < 299 ? n : 299), p);
-        for (const char *q = list; q < p; q += strcspn(q, ",") + 1) /* --wrt x,x: as a tangent named twice */
-            if (strcspn(q, ",") == n && !strncmp(q, p, n))
-                return tl_fail(st, TL_EINPUT, "%s: \"%s\" is named twice", opt, name), cli_fail(st);
         int rc = each(name, ctx);
         if (rc)
             return rc;

@@ -2245,6 +2245,12 @@ static bool begin(loader *L, const char *path, const tl_graph_options *o, tl_sta
 static tl_graph *finish(loader *L, bool ok)
 {
     tl_graph *g = L->g;
+    /* which slots the top-level nodes make (tl_graph_top_slot, once a name) */
+    if (ok && !(g->slot_top = tl_calloc((size_t)g->nslots + 1, 1, "the graph's slots", L->st)))
+        ok = false;
+    for (int i = 0; ok && i < g->top.nnodes; i++)
+        for (int k = 0; k < g->top.nodes[i].nout; k++)
+            g->slot_top[g->top.nodes[i].out[k]] = 1;
     if (ok) {
         g->names = L->table; /* kept for tl_graph_input_index */
         g->tcap = L->tcap;
@@ -2518,6 +2524,7 @@ void tl_graph_free(tl_graph *g)
     free(g->slot_name);
     free(g->slot_kind);
     free(g->slot_const);
+    free(g->slot_top);
     free(g->names);
     free(g->doc);
     free(g->path);
@@ -2587,6 +2594,8 @@ int tl_graph_top_slot(const tl_graph *g, const char *name)
     int s = g->names ? lookup(g, g->names, g->tcap, name) : -1;
     if (s < 0 || g->slot_kind[s] == TL_SLOT_INPUT || g->slot_kind[s] == TL_SLOT_CONST)
         return s;
+    if (g->slot_top)
+        return g->slot_top[s] ? s : -1;
     for (int i = 0; i < g->top.nnodes; i++)
         for (int k = 0; k < g->top.nodes[i].nout; k++)
             if (g->top.nodes[i].out[k] == s)

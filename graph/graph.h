@@ -133,6 +133,7 @@ typedef struct tl_graph {
     char **slot_name;
     unsigned char *slot_kind; /* enum tl_slot_kind */
     int *slot_const;          /* slot -> index in consts, or -1 */
+    unsigned char *slot_top;  /* slot -> 1 when a top-level node makes it */
     int ninputs;
     tl_input *inputs;
     int nconsts;

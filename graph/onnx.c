@@ -27,6 +27,7 @@ struct tl_onnx_model {
     int ninit;
     tl_tensor **init; /* per initializer */
     int *init_type;   /* its ONNX element type */
+    struct name_table *init_at; /* name -> initializer */
     /* the signature */
     int nin;
     const char **in_name;
@@ -42,14 +43,67 @@ bool tl_onnx_is_model(const char *path)
     return n > 5 && !strcmp(path + n - 5, ".onnx");
 }
 
-static int find_init(const tl_onnx_model *m, const char *name)
+static size_t name_hash(const char *s)
 {
-    const Onnx__GraphProto *g = m->f->model->graph;
-    for (int i = 0; i < m->ninit; i++)
-        if (g->initializer[i]->name && !strcmp(g->initializer[i]->name, name))
-            return i;
-    return -1;
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+    return (size_t)h;
 }
+
+/* Names to numbers, by open addressing (the names are not copied). */
+typedef struct name_table {
+    const char **key;
+    int *val;
+    size_t cap; /* a power of two, at least twice the names */
+} name_table;
+
+static name_table *nt_new(size_t n, tl_status *st)
+{
+    name_table *t = tl_calloc(1, sizeof *t, "a name table", st);
+    if (!t)
+        return NULL;
+    for (t->cap = 16; t->cap < 2 * n;)
+        t->cap *= 2;
+    t->key = tl_calloc(t->cap, sizeof *t->key, "a name table", st);
+    t->val = tl_calloc(t->cap, sizeof *t->val, "a name table", st);
+    if (!t->key || !t->val)
+        return free(t->key), free(t->val), free(t), NULL;
+    return t;
+}
+
+static void nt_free(name_table *t)
+{
+    if (t)
+        free(t->key), free(t->val), free(t);
+}
+
+/* Where name is in t, or the free entry where it goes. */
+static size_t nt_place(const name_table *t, const char *name)
+{
+    size_t p = name_hash(name) & (t->cap - 1);
+    while (t->key[p] && strcmp(t->key[p], name))
+        p = (p + 1) & (t->cap - 1);
+    return p;
+}
+
+static int nt_find(const name_table *t, const char *name)
+{
+    size_t p = t ? nt_place(t, name) : 0;
+    return t && t->key[p] ? t->val[p] : -1;
+}
+
+/* false when name is there already */
+static bool nt_put(name_table *t, const char *name, int v)
+{
+    size_t p = nt_place(t, name);
+    if (t->key[p])
+        return false;
+    t->key[p] = name, t->val[p] = v;
+    return true;
+}
+
+static int find_init(const tl_onnx_model *m, const char *name) { return nt_find(m->init_at, name); }
 
 static bool in_list(const char *list, const char *name)
 {
@@ -79,23 +133,23 @@ static tl_code read_signature(tl_onnx_model *m, tl_status *st)
     m->in_init = tl_calloc(cap, sizeof *m->in_init, "the inputs", st);
     m->in_type = tl_calloc(cap, sizeof *m->in_type, "the inputs", st);
     bool *used = tl_calloc((size_t)m->ninit + 1, 1, "the inputs", st);
-    if (!m->in_name || !m->in_init || !m->in_type || !used)
-        return free(used), st->code;
+    name_table *seen = nt_new(g->n_input, st);
+    if (!m->in_name || !m->in_init || !m->in_type || !used || !seen)
+        return free(used), nt_free(seen), st->code;
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < g->n_input; i++) {
             const char *name = g->input[i]->name;
             if (!name || !name[0]) {
-                free(used);
+                free(used), nt_free(seen);
                 return tl_fail(st, TL_EINPUT, "graph input %zu has no name", i);
             }
             int k = find_init(m, name);
             if ((k >= 0) != pass)
                 continue;
-            for (int j = 0; j < m->nin; j++)
-                if (!strcmp(m->in_name[j], name)) {
-                    free(used);
-                    return tl_fail(st, TL_EINPUT, "graph input \"%.200s\" is listed twice", name);
-                }
+            if (!nt_put(seen, name, m->nin)) {
+                free(used), nt_free(seen);
+                return tl_fail(st, TL_EINPUT, "graph input \"%.200s\" is listed twice", name);
+            }
             if (k >= 0)
                 used[k] = true;
             m->in_name[m->nin] = name;
@@ -111,7 +165,7 @@ static tl_code read_signature(tl_onnx_model *m, tl_status *st)
         m->in_init[m->nin] = k;
         m->in_type[m->nin++] = ty;
     }
-    free(used);
+    free(used), nt_free(seen);
     return TL_OK;
 }
 
@@ -143,17 +197,18 @@ static tl_onnx_model *open_file(tl_onnx_file *f, const char *path, const tl_onnx
     if (!(m->init = tl_calloc((size_t)m->ninit + 1, sizeof *m->init, "initializers", st)) ||
         !(m->init_type = tl_calloc((size_t)m->ninit + 1, sizeof *m->init_type, "initializers", st)))
         goto fail;
+    if (!(m->init_at = nt_new((size_t)m->ninit, st)))
+        goto fail;
     for (int i = 0; i < m->ninit; i++) {
         Onnx__TensorProto *t = g->initializer[i];
         if (!t->name || !t->name[0]) {
             tl_fail(st, TL_EINPUT, "initializer %d has no name", i);
             goto fail;
         }
-        for (int j = 0; j < i; j++)
-            if (!strcmp(g->initializer[j]->name, t->name)) {
-                tl_fail(st, TL_EINPUT, "the name \"%.200s\" is used by two initializers", t->name);
-                goto fail;
-            }
+        if (!nt_put(m->init_at, t->name, i)) {
+            tl_fail(st, TL_EINPUT, "the name \"%.200s\" is used by two initializers", t->name);
+            goto fail;
+        }
         m->init_type[i] = t->has_data_type ? t->data_type : 0;
         if (!(m->init[i] = tl_onnx_tensor(f, t, st)))
             goto fail;
@@ -192,6 +247,7 @@ void tl_onnx_free(tl_onnx_model *m)
         tl_tensor_unref(m->init[i]);
     free(m->init);
     free(m->init_type);
+    nt_free(m->init_at);
     free(m->in_name);
     free(m->in_init);
     free(m->in_type);
@@ -4684,30 +4740,46 @@ static bool add_input(tx *t, int i, const tl_tensor *x)
     return bind(t, m->in_name[i], v);
 }
 
-/* Whether any string of j (a node's arguments, a body's, the outputs) is s. */
-static bool named_in(const cJSON *j, const char *s)
+/* Marks in used[i] each input name "i<i>" that a string of j (a node's
+ * arguments, a body's, the outputs) holds: one walk, whatever the count of
+ * inputs. */
+/* The input number of a recipe name "i<n>", or -1. */
+static long input_number(const char *v)
 {
-    if (cJSON_IsString(j))
-        return !strcmp(j->valuestring, s);
-    for (const cJSON *c = j ? j->child : NULL; c; c = c->next)
-        if (named_in(c, s))
-            return true;
-    return false;
+    char *end;
+    long i = v[0] == 'i' && v[1] >= '0' && v[1] <= '9' ? strtol(v + 1, &end, 10) : -1;
+    return i >= 0 && !*end ? i : -1;
 }
 
-/* The inputs whose values the translation took at load (a TopK's k, a
- * Reshape's shape) and that the recipe then never reads: a compiled graph
- * that kept them would take another value and silently ignore it. */
+static void mark_inputs(const cJSON *j, bool *used, int nin)
+{
+    if (cJSON_IsString(j)) {
+        long i = input_number(j->valuestring);
+        if (i >= 0 && i < nin)
+            used[i] = true;
+        return;
+    }
+    for (const cJSON *c = j ? j->child : NULL; c; c = c->next)
+        mark_inputs(c, used, nin);
+}
+
+/* The inputs known at load that no node reads (their values went into
+ * attributes and shapes): fixed. */
 static bool find_fixed(tx *t)
 {
     const cJSON *outs = cJSON_GetObjectItemCaseSensitive(t->root, "outputs");
-    if (!(t->fixed = tl_calloc((size_t)t->m->nin + 1, sizeof *t->fixed, "inputs", t->st)))
-        return false;
+    bool *used = tl_calloc((size_t)t->m->nin + 1, sizeof *used, "inputs", t->st);
+    if (!used || !(t->fixed = tl_calloc((size_t)t->m->nin + 1, sizeof *t->fixed, "inputs", t->st)))
+        return free(used), false;
+    mark_inputs(t->nodes, used, t->m->nin);
+    mark_inputs(outs, used, t->m->nin);
     for (size_t a = 0; a < t->nall; a++) {
         const val *v = t->all[a];
-        if (v->tl[0] == 'i' && v->k && !named_in(t->nodes, v->tl) && !named_in(outs, v->tl))
-            t->fixed[strtol(v->tl + 1, NULL, 10)] = true;
+        long i = input_number(v->tl);
+        if (i >= 0 && i < t->m->nin && v->k && !used[i])
+            t->fixed[i] = true;
     }
+    free(used);
     return true;
 }
 

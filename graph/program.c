@@ -1448,7 +1448,7 @@ static bool unary(P *p, val *v)
  * comparisons do not chain. */
 static bool subexpr(P *p, int limit, val *v)
 {
-    if (++p->nest > MAX_NEST)
+    if (++p->nest > MAX_NEST + 1) /* the statement's own expression is no nesting */
         return fail_at(p, p->i, "expression nested more than %d deep", MAX_NEST);
     bool ok = peek(p) == T_MINUS ? unary(p, v) : simple(p, v);
     const struct binop *op = binop_of(peek(p));

@@ -701,7 +701,22 @@ Test(lexical, nesting_is_bounded)
     for (int i = 0; i < 300; i++)
         n += (size_t)snprintf(deep + n, sizeof deep - n, "- ");
     snprintf(deep + n, sizeof deep - n, "x");
-    expect_error(deep, "1:401", "nested more than 200 deep");
+    expect_error(deep, "1:403", "nested more than 200 deep");
+    /* 200 levels are allowed, as tl-program(7) says: of operators and of calls
+     * (the statement's own expression was counted as one, until this test) */
+    n = 0;
+    for (int i = 0; i < 200; i++)
+        n += (size_t)snprintf(deep + n, sizeof deep - n, "- ");
+    snprintf(deep + n, sizeof deep - n, "x");
+    cr_expect_str_eq(error_of(deep), "(no error)");
+    n = 0;
+    for (int i = 0; i < 200; i++)
+        n += (size_t)snprintf(deep + n, sizeof deep - n, "sin(");
+    n += (size_t)snprintf(deep + n, sizeof deep - n, "x");
+    for (int i = 0; i < 200; i++)
+        deep[n++] = ')';
+    deep[n] = '\0';
+    cr_expect_str_eq(error_of(deep), "(no error)");
     n = 0;
     for (int i = 0; i < 150; i++)
         deep[n++] = '(';

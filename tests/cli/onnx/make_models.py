@@ -563,3 +563,18 @@ ly = torch.nn.functional.layer_norm(lx, (3,), eps=1e-5) * 2.0 + 0.5
 (ly * torch.tensor([[1.0, 2.0, 3.0], [-1.0, 0.0, 2.0]])).sum().backward()  # the case's seed
 np.savez(os.path.join(D, "layernorm_scalar_expected.npz"), **{"y": ly.detach().numpy(), "grad/x": lx.grad.numpy()})
 print("layernorm_scalar y:", ly.detach().tolist(), "grad:", lx.grad.tolist())
+
+# the same name for two initializers, and a graph input listed twice (as
+# such and as an initializer's input): errors naming the name
+save(model([h.make_node("Add", ["x", "w"], ["y"])], [h.make_tensor_value_info("x", T.DOUBLE, [2])],
+           [h.make_tensor_value_info("y", T.DOUBLE, [2])],
+           [nh.from_array(np.ones(2), "w"), nh.from_array(np.zeros(2), "w")]), "dup_init.onnx", check=False)
+save(model([h.make_node("Add", ["x", "w"], ["y"])],
+           [h.make_tensor_value_info("x", T.DOUBLE, [2]), h.make_tensor_value_info("w", T.DOUBLE, [2]),
+            h.make_tensor_value_info("x", T.DOUBLE, [2])],
+           [h.make_tensor_value_info("y", T.DOUBLE, [2])]), "dup_input.onnx", check=False)
+save(model([h.make_node("Add", ["x", "w"], ["y"])],
+           [h.make_tensor_value_info("x", T.DOUBLE, [2]), h.make_tensor_value_info("w", T.DOUBLE, [2]),
+            h.make_tensor_value_info("w", T.DOUBLE, [2])],
+           [h.make_tensor_value_info("y", T.DOUBLE, [2])], [nh.from_array(np.ones(2), "w")]),
+     "dup_input_init.onnx", check=False)
