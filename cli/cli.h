@@ -167,6 +167,9 @@ extern char *volatile cli_pending_tmp;
  * signal handler removes those pending (cli_deferred_tmp). */
 #define CLI_DEFER_MAX 4
 extern char *volatile cli_deferred_tmp[CLI_DEFER_MAX];
+/* Removes the temporary files being written (async-signal-safe: for a
+ * signal handler, or a fatal error that ends the process at once). */
+void cli_remove_pending(void);
 void cli_defer_begin(void);
 tl_code cli_defer_commit(tl_status *st);
 void cli_defer_abort(void);

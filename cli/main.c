@@ -259,12 +259,7 @@ static int version(void)
  * one error line and exit 3, as for any other read error. */
 static void on_fatal(int sig)
 {
-    char *tmp = cli_pending_tmp;
-    if (tmp)
-        unlink(tmp);
-    for (int i = 0; i < CLI_DEFER_MAX; i++)
-        if ((tmp = cli_deferred_tmp[i]))
-            unlink(tmp);
+    cli_remove_pending();
     if (sig == SIGBUS) {
         static const char msg[] = "tl: error: an input file changed while tl was reading it (bus error)\n";
         ssize_t w = write(2, msg, sizeof msg - 1);

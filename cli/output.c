@@ -129,6 +129,16 @@ static deferred defer[CLI_DEFER_MAX];
 static int ndefer = -1; /* -1: off */
 char *volatile cli_deferred_tmp[CLI_DEFER_MAX];
 
+void cli_remove_pending(void)
+{
+    char *tmp = cli_pending_tmp;
+    if (tmp)
+        unlink(tmp);
+    for (int i = 0; i < CLI_DEFER_MAX; i++)
+        if ((tmp = cli_deferred_tmp[i]))
+            unlink(tmp);
+}
+
 /* The complete file `tmp` takes the name `path`, atomically: a reader
  * sees the old file or the new one, whole.  Where the target exists, the
  * two names are exchanged and the old file, now under the temporary name,
