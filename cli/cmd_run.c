@@ -1105,6 +1105,15 @@ static int execute(cmd *c)
         tl_device_close(be);
         return cli_fail(&st);
     }
+    /* --max-memory bounds reading the graph too: a graph or program read
+     * whole from standard input (or any stream) past it is refused before
+     * it is taken (it was read until the machine ran out) */
+    int64_t early_limit;
+    if (c->max_memory && (rc = parse_max_memory(c, &early_limit))) {
+        tl_result_set_free(want);
+        tl_device_close(be);
+        return rc;
+    }
     double t0 = cli_now_ms();
     tl_graph_options go = {c->outside};
     run_state s = {0};
