@@ -193,6 +193,10 @@ tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_sta
             return tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
         }
         tl_code rc = write_closing(f, path, w, ctx, st);
+        if (rc && sfd == 1 && errno == EPIPE) { /* the reader has gone (| head), as for -o - */
+            *st = (tl_status){0};
+            return TL_OK;
+        }
         if (rc && !strstr(st->msg, path))
             tl_wrap(st, "%s", path);
         return rc;
