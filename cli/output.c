@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -259,17 +260,59 @@ static void defer_end(int from)
 
 void cli_defer_abort(void) { defer_end(0); }
 
+/* The files take their names together or not at all: each new file
+ * first trades places with its old one (which keeps the temporary name),
+ * and only when every trade is made are the old files removed; a trade
+ * that fails undoes those made, so every old file is as it was.  Signals
+ * wait for the trades (a few system calls): a signal between two of them
+ * removed the first old file and left the second, until this was so. */
 tl_code cli_defer_commit(tl_status *st)
 {
-    int i = 0;
-    for (; i < ndefer; i++)
-        if (replace(defer[i].tmp, defer[i].path, defer[i].reg)) {
-            tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", defer[i].path, strerror(errno));
-            break;
+    enum { NONE, TRADED, NAMED } done[CLI_DEFER_MAX] = {NONE};
+    sigset_t all, was;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &was);
+    int i = 0, err = 0;
+    for (; i < ndefer && !err; i++) {
+        struct stat sb;
+#ifdef RENAME_EXCHANGE
+        if (defer[i].reg && !renameat2(AT_FDCWD, defer[i].tmp, AT_FDCWD, defer[i].path, RENAME_EXCHANGE)) {
+            if (!lstat(defer[i].tmp, &sb) && S_ISDIR(sb.st_mode)) { /* a folder took the name since: give it back */
+                renameat2(AT_FDCWD, defer[i].tmp, AT_FDCWD, defer[i].path, RENAME_EXCHANGE);
+                err = EISDIR;
+            } else {
+                done[i] = TRADED;
+            }
+            continue;
         }
-    tl_code rc = i < ndefer ? st->code : TL_OK;
-    defer_end(i);
-    return rc;
+#endif
+        if (rename(defer[i].tmp, defer[i].path)) /* no old file (or no exchange here) */
+            err = errno;
+        else
+            done[i] = NAMED;
+    }
+    if (err) { /* undone, the last first */
+        int bad = i - 1;
+        for (int j = bad - 1; j >= 0; j--) {
+#ifdef RENAME_EXCHANGE
+            if (done[j] == TRADED)
+                renameat2(AT_FDCWD, defer[j].tmp, AT_FDCWD, defer[j].path, RENAME_EXCHANGE);
+#endif
+            if (done[j] == NAMED)
+                rename(defer[j].path, defer[j].tmp);
+        }
+        tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s", defer[bad].path, strerror(err));
+    }
+    sigprocmask(SIG_SETMASK, &was, NULL);
+    if (err) {
+        defer_end(0); /* every temporary: the new files */
+        return st->code;
+    }
+    for (int j = 0; j < ndefer; j++) /* the old files, under the temporary names */
+        if (done[j] == TRADED)
+            unlink(defer[j].tmp);
+    defer_end(ndefer);
+    return TL_OK;
 }
 
 /* The format of -o PATH: its ending says, or, for a device or FIFO
