@@ -198,7 +198,11 @@ static int64_t footprint(size_t bytes, int ndim)
  * size: an eager run makes many tensors of one size in turn, and each fresh
  * block would be faulted in and zeroed by the kernel page by page again
  * (most of an elementwise op's time on a virtual machine).  At most
- * POOL_SLOTS blocks and POOL_BYTES in all; beyond that a block is freed. */
+ * POOL_SLOTS blocks and POOL_BYTES in all; beyond that a block is freed.
+ * Under a memory limit the kept blocks count as in use: a block is kept
+ * only where the limit has room for it beside the live tensors, and a
+ * tensor the limit has no room for empties the pool first (the pool held
+ * up to 1 GiB past --max-memory, until the scaling audit). */
 #define POOL_SLOTS 8
 #define POOL_MIN ((size_t)1 << 20)
 #define PREFAULT_MIN ((size_t)64 << 10) /* 16 pages: below, the touches are few */
@@ -337,7 +341,9 @@ static void tiny_give(void *p)
     tiny_free = p;
 }
 
-static void pool_give(void *p, size_t size, bool huge)
+/* room: what the freeing tensor's memory limit leaves beside its live
+ * tensors (SIZE_MAX: no limit). */
+static void pool_give(void *p, size_t size, bool huge, size_t room)
 {
     if (size <= TINY_BYTES) {
         tiny_give(p);
@@ -345,7 +351,7 @@ static void pool_give(void *p, size_t size, bool huge)
     }
     if (size >= POOL_MIN) {
         pthread_mutex_lock(&pool.lock);
-        bool kept = pool.n < POOL_SLOTS && pool.bytes + size <= POOL_BYTES;
+        bool kept = pool.n < POOL_SLOTS && pool.bytes + size <= POOL_BYTES && pool.bytes + size <= room;
         if (kept) {
             pool.block[pool.n] = p;
             pool.huge[pool.n] = huge;
@@ -360,6 +366,14 @@ static void pool_give(void *p, size_t size, bool huge)
 }
 
 static void mid_release(void);
+
+size_t tl_tensor_cached_bytes(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    size_t n = pool.bytes;
+    pthread_mutex_unlock(&pool.lock);
+    return n;
+}
 
 void tl_tensor_release_cache(void)
 {
@@ -784,6 +798,13 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
     if (budget && tl_budget_charge(budget, cost, NULL, st))
         return NULL;
     bool small = bytes < TL_SMALL_BYTES, huge = bytes >= TL_HUGE_BYTES;
+    if (!small && budget && budget->limit) { /* the kept blocks no longer fit beside the live tensors: freed */
+        pthread_mutex_lock(&pool.lock);
+        bool over = pool.bytes > (size_t)(budget->limit - budget->live);
+        pthread_mutex_unlock(&pool.lock);
+        if (over)
+            tl_tensor_release_cache();
+    }
     size_t size = block_size(bytes, ndim);
     tl_tensor *t = NULL;
     void *block = size <= TINY_BYTES ? tiny_take() : small ? malloc(size) : NULL;
@@ -796,7 +817,7 @@ tl_tensor *tl_tensor_new_in(tl_budget *budget, tl_dtype dt, int ndim, const int6
             prefault_block(block, TL_DATA_OFFSET + bytes);
     }
     if (block && huge && !(t = malloc(sizeof *t)))
-        pool_give(block, size, true);
+        pool_give(block, size, true, 0);
     else if (!huge)
         t = block;
     if (!t) {
@@ -986,8 +1007,11 @@ void tl_tensor_unref(tl_tensor *t)
         free(t);
         return;
     }
+    size_t room = SIZE_MAX; /* what the limit leaves for kept blocks */
     if (t->budget) {
         tl_budget_credit(t->budget, footprint((size_t)t->numel * tl_dtype_size(t->dtype), t->ndim));
+        if (t->budget->limit)
+            room = t->budget->limit > t->budget->live ? (size_t)(t->budget->limit - t->budget->live) : 0;
         tl_budget_unref(t->budget);
     }
     if (t->home)
@@ -998,10 +1022,10 @@ void tl_tensor_unref(tl_tensor *t)
     if (t->home || t->map || !t->data) { /* a device tensor's or mapped tensor's header, or a stub */
         free(t);
     } else if (bytes >= TL_HUGE_BYTES) { /* host data in huge pages of its own */
-        pool_give(t->data, block_size(bytes, t->ndim), true);
+        pool_give(t->data, block_size(bytes, t->ndim), true, room);
         free(t);
     } else if (!mid_give(t, block_size(bytes, t->ndim))) { /* host data in the same block */
-        pool_give(t, block_size(bytes, t->ndim), false);
+        pool_give(t, block_size(bytes, t->ndim), false, room);
     }
 }
 

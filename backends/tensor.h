@@ -143,6 +143,8 @@ void tl_tensor_unref(tl_tensor *t);
 /* Frees the blocks of large host tensors kept for reuse (tensor.c keeps
  * up to 8 freed blocks, 1 GiB in all, for the next tensors of their size). */
 void tl_tensor_release_cache(void);
+/* The bytes of the freed blocks kept for reuse (for tests). */
+size_t tl_tensor_cached_bytes(void);
 /* size bytes (the block rounded up to 2 MiB) aligned to 2 MiB, the pages of the size mapped,
  * in huge pages where this machine maps those faster (tensor.c measures
  * it once a process); freed with free().  NULL: out of memory.  For

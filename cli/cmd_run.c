@@ -237,6 +237,13 @@ static int parse_max_memory(const cmd *c, int64_t *out)
                            c->max_memory);
     *out = (int64_t)v;
     tl_read_limit_set(*out, true); /* what the inputs read may take, too */
+    /* a limit asked for bounds the footprint: freed large blocks go back to
+     * the system (main.c keeps them in the heap, where blocks of other
+     * sizes could not reuse them: RSS grew to 5x the limit) */
+    if (*out) {
+        mallopt(M_MMAP_THRESHOLD, 1 << 20);
+        mallopt(M_TRIM_THRESHOLD, 1 << 20);
+    }
     return 0;
 }
 

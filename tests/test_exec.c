@@ -782,3 +782,36 @@ Test(index, weak_scalar_index_and_errors)
     cr_expect(strstr(error_of(gather, "i64:[1,0,3]"), "index 3 out of range for axis 0 of i64[3] (indices[2])"), "%s",
               error_of(gather, "i64:[1,0,3]"));
 }
+
+/* Under a memory limit the freed blocks kept for reuse count as in use:
+ * one is kept only where the limit has room for it beside the live
+ * tensors, and a tensor the limit has no room for beside them empties the
+ * pool (it held up to 1 GiB past --max-memory). */
+Test(memory, kept_blocks_fit_the_limit)
+{
+    tl_status st = {0};
+    tl_tensor_release_cache();
+    tl_budget *b = tl_budget_new((int64_t)10 << 20, &st); /* 10 MiB */
+    int64_t four[1] = {(int64_t)1 << 19}, two[1] = {(int64_t)1 << 18}; /* f64: 4 MiB, 2 MiB */
+    tl_tensor *a = tl_tensor_new_in(b, TL_F64, 1, four, &st), *c = tl_tensor_new_in(b, TL_F64, 1, four, &st);
+    cr_assert(a && c, "%s", st.msg);
+    tl_tensor_unref(a); /* 4 MiB live: room for it */
+    cr_expect_geq(tl_tensor_cached_bytes(), (size_t)4 << 20);
+    tl_tensor *d = tl_tensor_new_in(b, TL_F64, 1, two, &st); /* 6 MiB live, 4 kept: 10 */
+    cr_assert(d, "%s", st.msg);
+    tl_tensor *e = tl_tensor_new_in(b, TL_F64, 1, two, &st); /* 8 MiB live: the kept 4 no longer fit */
+    cr_assert(e, "%s", st.msg);
+    cr_expect_leq(tl_tensor_cached_bytes() + (size_t)b->live, (size_t)b->limit);
+    tl_tensor_unref(c); /* 4 MiB live, 4 freed: kept, 8 in all */
+    tl_tensor_unref(d);
+    tl_tensor_unref(e);
+    cr_expect_leq(tl_tensor_cached_bytes(), (size_t)b->limit);
+    tl_budget_unref(b);
+    /* with no limit the pool keeps them as before */
+    tl_tensor *f = tl_tensor_new(TL_F64, 1, four, &st);
+    cr_assert(f, "%s", st.msg);
+    size_t before = tl_tensor_cached_bytes();
+    tl_tensor_unref(f);
+    cr_expect_geq(tl_tensor_cached_bytes(), before);
+    tl_tensor_release_cache();
+}
