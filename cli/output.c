@@ -360,6 +360,16 @@ tl_code cli_check_path(const char *path, tl_status *st)
         close(fd);
         unlink(probe);
     }
+    /* a folder with the sticky bit (/tmp) lets only the owner of a file (or
+     * of the folder) replace it: a run whose result could not take its
+     * name was lost, found only after it (the audit's case) */
+    struct stat dir;
+    if (!rc && slash)
+        probe[slash - path + 1] = '\0';
+    if (!rc && !stat(path, &sb) && S_ISREG(sb.st_mode) && !stat(slash ? probe : ".", &dir) &&
+        (dir.st_mode & S_ISVTX) && geteuid() != 0 && sb.st_uid != geteuid() && dir.st_uid != geteuid())
+        rc = tl_fail(st, TL_ERUNTIME, "%s: cannot write: %s (another user's file, in a folder with the sticky bit)",
+                     path, strerror(EPERM));
     free(probe);
     return rc;
 }
