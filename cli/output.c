@@ -147,19 +147,33 @@ void cli_remove_pending(void)
  * file's data out at once (its auto_da_alloc), 20 to 30 ms of a 64 MB
  * gradient's run, where the exchange takes 0.1 ms.  Only a regular file
  * is exchanged (a directory in the way stays an error). */
-static int replace(const char *tmp, const char *path, bool file_there)
+enum { TRADED = 1, NAMED = 2 };
+
+/* The complete file tmp takes the name path: TRADED, it traded places with
+ * the old file, which now has the name tmp; NAMED, there was none (or no
+ * exchange here); -1 with errno set on failure, nothing changed. */
+static int trade(const char *tmp, const char *path, bool file_there)
 {
 #ifdef RENAME_EXCHANGE
+    struct stat sb;
     if (file_there && !renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE)) {
-        if (unlink(tmp) && errno == EISDIR) { /* a folder took the name since: give it back */
+        if (!lstat(tmp, &sb) && S_ISDIR(sb.st_mode)) { /* a folder took the name since: give it back */
             renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE);
             errno = EISDIR;
             return -1;
         }
-        return 0;
+        return TRADED;
     }
 #endif
-    return rename(tmp, path); /* no target yet, or no exchange here */
+    return rename(tmp, path) ? -1 : NAMED;
+}
+
+static int replace(const char *tmp, const char *path, bool file_there)
+{
+    int r = trade(tmp, path, file_there);
+    if (r == TRADED)
+        unlink(tmp); /* the old file */
+    return r < 0 ? -1 : 0;
 }
 
 tl_code cli_write_atomic(const char *path, cli_writer w, const void *ctx, tl_status *st)
@@ -268,29 +282,14 @@ void cli_defer_abort(void) { defer_end(0); }
  * removed the first old file and left the second, until this was so. */
 tl_code cli_defer_commit(tl_status *st)
 {
-    enum { NONE, TRADED, NAMED } done[CLI_DEFER_MAX] = {NONE};
+    int done[CLI_DEFER_MAX] = {0};
     sigset_t all, was;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &was);
     int i = 0, err = 0;
-    for (; i < ndefer && !err; i++) {
-        struct stat sb;
-#ifdef RENAME_EXCHANGE
-        if (defer[i].reg && !renameat2(AT_FDCWD, defer[i].tmp, AT_FDCWD, defer[i].path, RENAME_EXCHANGE)) {
-            if (!lstat(defer[i].tmp, &sb) && S_ISDIR(sb.st_mode)) { /* a folder took the name since: give it back */
-                renameat2(AT_FDCWD, defer[i].tmp, AT_FDCWD, defer[i].path, RENAME_EXCHANGE);
-                err = EISDIR;
-            } else {
-                done[i] = TRADED;
-            }
-            continue;
-        }
-#endif
-        if (rename(defer[i].tmp, defer[i].path)) /* no old file (or no exchange here) */
+    for (; i < ndefer && !err; i++)
+        if ((done[i] = trade(defer[i].tmp, defer[i].path, defer[i].reg)) < 0)
             err = errno;
-        else
-            done[i] = NAMED;
-    }
     if (err) { /* undone, the last first */
         int bad = i - 1;
         for (int j = bad - 1; j >= 0; j--) {

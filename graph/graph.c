@@ -228,7 +228,7 @@ static const unsigned char byte_class[256] = {
 };
 
 /* Eight bytes at a step, mixed at the end (the table reads the low bits). */
-static uint64_t hash(const char *s)
+uint64_t tl_name_hash(const char *s)
 {
     size_t n = strlen(s);
     uint64_t h = 0x9E3779B97F4A7C15ull ^ n, w;
@@ -257,7 +257,7 @@ static int slot_of(int e, int tcap) { return tcap <= TAG_MAX_TCAP ? e & 0xffffff
 
 static int lookup(const tl_graph *g, const int *table, int tcap, const char *name)
 {
-    uint64_t h = hash(name), mask = (uint64_t)tcap - 1;
+    uint64_t h = tl_name_hash(name), mask = (uint64_t)tcap - 1;
     int tag = tag_of(h, tcap), tmask = tag_of(UINT64_MAX, tcap);
     for (uint64_t i = h & mask;; i = (i + 1) & mask) {
         int e = table[i];
@@ -275,7 +275,7 @@ static int find_slot(const loader *L, const char *name)
 
 static void table_put(loader *L, int slot)
 {
-    uint64_t h = hash(L->g->slot_name[slot]), i = h & (uint64_t)(L->tcap - 1);
+    uint64_t h = tl_name_hash(L->g->slot_name[slot]), i = h & (uint64_t)(L->tcap - 1);
     while (L->table[i] >= 0)
         i = (i + 1) & (uint64_t)(L->tcap - 1);
     L->table[i] = slot | tag_of(h, L->tcap);
@@ -343,7 +343,7 @@ static int define_name(loader *L, const char *name, enum tl_slot_kind kind)
         return tl_fail(L->st, TL_EINPUT, "bad name \"%.64s\" (want [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes)", name), -1;
     if (g->nslots == L->cap && !reserve(L, L->cap ? 2 * L->cap : 64))
         return -1;
-    uint64_t h = name == L->known_name ? L->known_hash : hash(name), mask = (uint64_t)L->tcap - 1, i = h & mask;
+    uint64_t h = name == L->known_name ? L->known_hash : tl_name_hash(name), mask = (uint64_t)L->tcap - 1, i = h & mask;
     int tag = tag_of(h, L->tcap), tmask = tag_of(UINT64_MAX, L->tcap);
     for (int e; (e = L->table[i]) >= 0; i = (i + 1) & mask)
         if ((e & tmask) == tag && !strcmp(g->slot_name[slot_of(e, L->tcap)], name))
@@ -1096,7 +1096,7 @@ static bool parse_node(loader *L, const cJSON *obj, tl_node *n, int pos)
         return tl_fail(L->st, TL_EINPUT, "node %d: \"id\" must be a name or an array of names", pos), false;
     n->name = ids[0]->valuestring; /* until it is defined, below */
     if (L->table && n->name != L->known_name) /* where define() will look: in cache by then */
-        __builtin_prefetch(&L->table[hash(n->name) & (uint64_t)(L->tcap - 1)]);
+        __builtin_prefetch(&L->table[tl_name_hash(n->name) & (uint64_t)(L->tcap - 1)]);
     if (!cJSON_IsString(op))
         return tl_fail(L->st, TL_EINPUT, "node \"%.64s\": missing or non-string \"op\"", n->name), false;
     n->op = tl_op_lookup(op->valuestring);
@@ -2105,7 +2105,7 @@ static uint64_t prefetch_id(loader *L, const element *el, const char **name)
     *name = !el->obj ? el->f.id : cJSON_IsString(id) ? id->valuestring : NULL;
     if (!*name)
         return 0;
-    uint64_t h = hash(*name);
+    uint64_t h = tl_name_hash(*name);
     __builtin_prefetch(&L->table[h & (uint64_t)(L->tcap - 1)]);
     return h;
 }

@@ -236,6 +236,9 @@ int tl_graph_input_index(const tl_graph *g, const char *name);
 /* The slot of a name of the top scope (an input, a constant or a node of
  * the top block), or -1. */
 int tl_graph_top_slot(const tl_graph *g, const char *name);
+/* The hash of a name that the graph's name table uses (for other tables
+ * of names: its low bits are well mixed). */
+uint64_t tl_name_hash(const char *s);
 
 #ifdef __cplusplus
 }

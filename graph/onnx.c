@@ -43,14 +43,6 @@ bool tl_onnx_is_model(const char *path)
     return n > 5 && !strcmp(path + n - 5, ".onnx");
 }
 
-static size_t name_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3u;
-    return (size_t)h;
-}
-
 /* Names to numbers, by open addressing (the names are not copied). */
 typedef struct name_table {
     const char **key;
@@ -81,7 +73,7 @@ static void nt_free(name_table *t)
 /* Where name is in t, or the free entry where it goes. */
 static size_t nt_place(const name_table *t, const char *name)
 {
-    size_t p = name_hash(name) & (t->cap - 1);
+    size_t p = (size_t)tl_name_hash(name) & (t->cap - 1);
     while (t->key[p] && strcmp(t->key[p], name))
         p = (p + 1) & (t->cap - 1);
     return p;
