@@ -624,8 +624,12 @@ static bool parse_u64(const char *s, uint64_t *v)
 
 /* External data: location (relative, inside the model's folder), offset
  * and length; the bytes are read into x. */
-static tl_code read_external(const tl_onnx_file *f, const Onnx__TensorProto *t, tl_tensor *x, size_t want,
-                             tl_status *st)
+/* The external data of t opened, at its offset, *loc its location; the
+ * file checked to hold the want bytes there before anything is allocated
+ * for them (dims of a petabyte with a short file: an error, not an
+ * allocation). */
+static tl_code open_external(const tl_onnx_file *f, const Onnx__TensorProto *t, size_t want, FILE **out,
+                             const char **where, tl_status *st)
 {
     const char *loc = NULL;
     uint64_t off = 0, len = want;
@@ -662,14 +666,28 @@ static tl_code read_external(const tl_onnx_file *f, const Onnx__TensorProto *t, 
     FILE *fp = rc ? NULL : fopen(path, "rb");
     if (!rc && !fp)
         rc = tl_fail(st, TL_EINPUT, "external data \"%.200s\": cannot open: %s", loc, strerror(errno));
-    if (fp) {
-        if (fseeko(fp, (off_t)off, SEEK_SET) || (want && fread(x->data, 1, want, fp) != want))
-            rc = ferror(fp) ? tl_fail(st, TL_EINPUT, "external data \"%.200s\": cannot read: %s", loc, strerror(errno))
-                            : tl_fail(st, TL_EINPUT, "external data \"%.200s\": shorter than offset %llu + %zu bytes",
-                                      loc, (unsigned long long)off, want);
+    struct stat sb;
+    if (fp && !fstat(fileno(fp), &sb) && S_ISREG(sb.st_mode) && ((uint64_t)sb.st_size < off || (uint64_t)sb.st_size - off < want))
+        rc = tl_fail(st, TL_EINPUT, "external data \"%.200s\": shorter than offset %llu + %zu bytes", loc,
+                     (unsigned long long)off, want);
+    if (fp && !rc && fseeko(fp, (off_t)off, SEEK_SET))
+        rc = tl_fail(st, TL_EINPUT, "external data \"%.200s\": cannot read: %s", loc, strerror(errno));
+    if (rc && fp)
         fclose(fp);
-    }
     free(path);
+    *out = rc ? NULL : fp;
+    *where = loc;
+    return rc;
+}
+
+/* want bytes of fp (open_external) into data; fp closed. */
+static tl_code read_external(FILE *fp, const char *loc, void *data, size_t want, tl_status *st)
+{
+    tl_code rc = TL_OK;
+    if (want && fread(data, 1, want, fp) != want)
+        rc = ferror(fp) ? tl_fail(st, TL_EINPUT, "external data \"%.200s\": cannot read: %s", loc, strerror(errno))
+                        : tl_fail(st, TL_EINPUT, "external data \"%.200s\": shorter than its %zu bytes", loc, want);
+    fclose(fp);
     return rc;
 }
 
@@ -717,14 +735,21 @@ tl_tensor *tl_onnx_tensor(const tl_onnx_file *f, Onnx__TensorProto *t, tl_status
         drop_raw(t);
         return x;
     }
-    tl_tensor *x = tl_tensor_new(dt, (int)t->n_dims, t->dims, st);
-    if (!x)
+    FILE *fp = NULL;
+    const char *loc = NULL;
+    if (external && open_external(f, t, want, &fp, &loc, st))
         return tl_wrap(st, "tensor \"%.200s\"", name), NULL;
+    tl_tensor *x = tl_tensor_new(dt, (int)t->n_dims, t->dims, st);
+    if (!x) {
+        if (fp)
+            fclose(fp);
+        return tl_wrap(st, "tensor \"%.200s\"", name), NULL;
+    }
     if (external) {
         /* read raw into a scratch when the types differ in size */
         bool direct = same;
         tl_tensor *raw = direct ? x : tl_tensor_new(TL_I64, 1, (int64_t[]){(int64_t)(want + 7) / 8}, st);
-        tl_code rc = raw ? read_external(f, t, raw, want, st) : st->code;
+        tl_code rc = raw ? read_external(fp, loc, raw->data, want, st) : (fclose(fp), st->code);
         if (!rc && !direct)
             from_raw(x, type, raw->data);
         if (!direct)
