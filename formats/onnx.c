@@ -622,12 +622,11 @@ static bool parse_u64(const char *s, uint64_t *v)
     return true;
 }
 
-/* External data: location (relative, inside the model's folder), offset
- * and length; the bytes are read into x. */
-/* The external data of t opened, at its offset, *loc its location; the
- * file checked to hold the want bytes there before anything is allocated
- * for them (dims of a petabyte with a short file: an error, not an
- * allocation). */
+/* The external data of t (its location relative, inside the model's
+ * folder; offset and length) opened at its offset, *where its location;
+ * the file checked to hold the want bytes there before anything is
+ * allocated for them (dims of a petabyte with a short file: an error, not
+ * an allocation). */
 static tl_code open_external(const tl_onnx_file *f, const Onnx__TensorProto *t, size_t want, FILE **out,
                              const char **where, tl_status *st)
 {
