@@ -652,6 +652,20 @@ unsigned tl_grad_reads(tl_opcode op, int nin, const int *in_var, const tl_attrs 
     case TL_OP_LOGSUMEXP: return IN0 | OUT;
     case TL_OP_TAKE:
     case TL_OP_GATHER: return nin > 1 ? IN1 : 0;
+    /* the kernels a recorded backward calls (their rules: grad2.c); a
+     * scatter's adjoint reads its indices alone, so a per-step take in a
+     * long iterate keeps no full-size cotangent per step */
+    case TL_OP_TAKE_GRAD:
+    case TL_OP_GATHER_GRAD: return nin > 1 ? IN1 : 0;
+    case TL_OP_SLICE_GRAD:
+    case TL_OP_AVG_POOL_GRAD:
+    case TL_OP_PAD_GRAD:
+    case TL_OP_RESIZE_GRAD: return 0;
+    case TL_OP_RELU_GRAD:
+    case TL_OP_MAX_POOL_GRAD:
+    case TL_OP_MAX_POOL_PICK: return IN0;
+    case TL_OP_GELU_GRAD: return IN0 | IN1;
+    case TL_OP_CONV_GRAD_W: return (w0 ? IN1 : 0) | (w1 ? IN0 : 0);
     /* the layer ops (exec/nn_*.c): never their output, nor a bias */
     case TL_OP_LAYER_NORM:
     case TL_OP_GROUP_NORM: return IN0 | IN1;

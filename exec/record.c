@@ -19,7 +19,57 @@ typedef struct rec {
     const tl_tensor **known;    /* the tensors of that rule with their variables */
     int *var;
     int n, cap;
+    /* from HASH_FROM tensors on (a concat of n arguments remembers n
+     * slices, and a search of them all per slice was quadratic): each
+     * tensor's latest index in known, open addressing, -1 empty */
+    int *at;
+    int hcap, hmax; /* in use (a power of two), allocated */
 } rec;
+
+#define HASH_FROM 32
+
+static size_t hash_ptr(const tl_tensor *t, int hcap)
+{
+    uint64_t h = (uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15u;
+    return (size_t)(h >> 32) & (size_t)(hcap - 1);
+}
+
+/* known[i] into the table: a tensor's latest index wins, as the search
+ * from the end finds it. */
+static void hash_put(rec *r, int i)
+{
+    size_t h = hash_ptr(r->known[i], r->hcap);
+    while (r->at[h] >= 0 && r->known[r->at[h]] != r->known[i])
+        h = (h + 1) & (size_t)(r->hcap - 1);
+    r->at[h] = i;
+}
+
+/* A table of known[0..n) at four times n (false: out of memory, and the
+ * search stays linear: only slower). */
+static bool hash_build(rec *r)
+{
+    int hcap = 64;
+    while (hcap < 4 * r->n)
+        hcap *= 2;
+    if (hcap > r->hmax) {
+        int *at = realloc(r->at, sizeof *at * (size_t)hcap);
+        if (!at) {
+            r->hcap = 0; /* none: a stale one would answer wrong */
+            return false;
+        }
+        r->at = at;
+        r->hmax = hcap;
+    }
+    r->hcap = hcap;
+    memset(r->at, 0xff, sizeof *r->at * (size_t)hcap);
+    for (int i = 0; i < r->n; i++)
+        hash_put(r, i);
+    return true;
+}
+
+/* Whether the table holds known[0..n): built when the rule reached
+ * HASH_FROM tensors, rebuilt larger before it is half full. */
+static bool hashed(const rec *r) { return r->n >= HASH_FROM && 2 * r->n <= r->hcap; }
 
 static bool remember(rec *r, const tl_tensor *t, int var, tl_status *st)
 {
@@ -38,12 +88,22 @@ static bool remember(rec *r, const tl_tensor *t, int var, tl_status *st)
     }
     r->known[r->n] = t;
     r->var[r->n++] = var;
+    if (r->n == HASH_FROM || (r->n > HASH_FROM && !hashed(r))) /* a new rule's table is stale */
+        hash_build(r);
+    else if (r->n > HASH_FROM)
+        hash_put(r, r->n - 1);
     return true;
 }
 
 /* The variable of a tensor the rule was given or made (-1: a constant). */
 static int var_of(const rec *r, const tl_tensor *t)
 {
+    if (hashed(r)) {
+        for (size_t h = hash_ptr(t, r->hcap); r->at[h] >= 0; h = (h + 1) & (size_t)(r->hcap - 1))
+            if (r->known[r->at[h]] == t)
+                return r->var[r->at[h]];
+        return -1;
+    }
     for (int i = r->n - 1; i >= 0; i--)
         if (r->known[i] == t)
             return r->var[i];
@@ -168,7 +228,7 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
             break;
         }
         memset(gin, 0, sizeof *gin * (size_t)e.nin);
-        r.n = 0;
+        r.n = 0; /* hash_build empties the table when a rule reaches HASH_FROM */
         r.node = e.node;
         bool ok = remember(&r, g, g_var, st);
         /* seeds_only: the forward's values are constants, as every tensor
@@ -204,5 +264,6 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
     }
     free(r.known);
     free(r.var);
+    free(r.at);
     return rc;
 }

@@ -4,6 +4,7 @@
  * 2.5e5 steps; memory, unlike time, is not noisy on a shared machine). */
 #define _DEFAULT_SOURCE
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,3 +72,59 @@ Test(scale, million_step_iterate_is_linear, .timeout = 300) { million_steps("0",
 
 /* 16 bytes of values and 8 of mask a step, over a baseline of a few MiB */
 Test(scale, million_step_scalar_loop_is_compact, .timeout = 300) { million_steps(NULL, 1.5, 4.5, 48 * 1024); }
+
+/* Peak RSS in KiB of tl hvp on a recurrence over a sequence of T values,
+ * each step's value a take of the input: the recorded backward of each
+ * take is a full-size scatter, which the tape kept whole (T = 8000 took
+ * 1 GB, and 2000 took 75 MB); it keeps only its indices now. */
+static long sequence_hvp(int T)
+{
+    char graph[] = "/tmp/tl-scale-XXXXXX";
+    int gfd = mkstemp(graph);
+    cr_assert(gfd >= 0);
+    FILE *f = fdopen(gfd, "w");
+    cr_assert(f);
+    fprintf(f, "{\"version\": 1, \"inputs\": [\"x\"], \"nodes\": [{\"id\": \"h\", \"op\": \"iterate\", "
+               "\"count\": %d, \"init\": [0], \"state\": [\"s\"], \"index\": \"i\", \"body\": {\"nodes\": ["
+               "{\"id\": \"xi\", \"op\": \"take\", \"args\": [\"x\", \"i\"], \"axis\": 0},"
+               "{\"id\": \"a\", \"op\": \"mul\", \"args\": [\"s\", 0.5]},"
+               "{\"id\": \"b\", \"op\": \"add\", \"args\": [\"a\", \"xi\"]},"
+               "{\"id\": \"c\", \"op\": \"tanh\", \"args\": [\"b\"]}], \"result\": \"c\"}}], \"outputs\": [\"h\"]}\n",
+            T);
+    cr_assert(fclose(f) == 0);
+    size_t cap = (size_t)T * 24 + 16;
+    char *x = malloc(cap), *tx = malloc(cap);
+    cr_assert(x && tx);
+    size_t k = (size_t)snprintf(x, cap, "x=[");
+    for (int i = 0; i < T; i++)
+        k += (size_t)snprintf(x + k, cap - k, i ? ",%.6f" : "%.6f", -1.0 + 2.0 * i / (T - 1));
+    snprintf(x + k, cap - k, "]");
+    snprintf(tx, cap, "x=%s", x + 2);
+    const char *tl = getenv("TL") ? getenv("TL") : "./tl";
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(tl, tl, "hvp", graph, x, "--tangent", tx, "--format", "json", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    struct rusage ru;
+    cr_assert(wait4(pid, &status, 0, &ru) == pid);
+    unlink(graph);
+    free(x);
+    free(tx);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tl hvp failed for %d steps", T);
+    return ru.ru_maxrss;
+}
+
+Test(scale, sequence_take_hvp_is_linear, .timeout = 120)
+{
+    long small = sequence_hvp(2000), big = sequence_hvp(8000);
+    double ratio = (double)big / (double)small;
+    cr_log_info("tl hvp over a sequence: peak RSS %ld KiB for 2000 steps, %ld KiB for 8000 (ratio %.2f)", small,
+                big, ratio);
+    cr_expect(ratio < 6, "memory is not linear in the steps: ratio %.2f (quadratic: 16)", ratio);
+    cr_expect(big < 200 * 1024, "8000 steps took %ld KiB", big);
+}
