@@ -191,7 +191,7 @@ TL_HD static inline int64_t cu_map_offset(const cu_mapk *k, int i, int64_t e)
                 r[in_->dst * P] = cu_unary_##SUF(in_->op, r[in_->a * P], in_->approx); \
                 break;                                                             \
             case TL_M_BIN:                                                         \
-                r[in_->dst * P] = cu_binary_##SUF(in_->op, r[in_->a * P], r[in_->b * P], 0); \
+                r[in_->dst * P] = cu_binary_##SUF(in_->op, r[in_->a * P], r[in_->b * P], in_->approx); \
                 break;                                                             \
             case TL_M_CLAMP: {                                                     \
                 T v = r[in_->a * P], lo = (T)in_->lo, hi = (T)in_->hi;             \
