@@ -93,9 +93,9 @@ const tl_opdoc tl_opdocs[TL_OP_COUNT] = {
     [TL_OP_GATHER] = {"numpy.take_along_axis: idx has x's rank and sizes except on axis; negative "
                       "indices count from the end",
                       "g scatter-added back", {{"axis", "int", NULL}}},
-    [TL_OP_ONE_HOT] = {"idx.shape + [depth]: 1 at each index, else 0, in the element type of the call; "
+    [TL_OP_ONE_HOT] = {"idx.shape + [depth]: 1 at each index, else 0, in dtype (default: the element type of the call); "
                        "an index outside [0, depth) is an error",
-                       "none", {{"depth", "int >= 0", NULL}}},
+                       "none", {{"depth", "int >= 0", NULL}, {"dtype", "\"f32\" or \"f64\"", "the element type of the call"}}},
     [TL_OP_IF] = {"only the selected block runs and is recorded: cond != 0 (NaN too) selects then",
                   "that of the selected branch; none claimed at the boundary", NONE},
     [TL_OP_ITERATE] = {"a fixed-count recurrence: each step recorded in order on the tape",

@@ -318,13 +318,35 @@ static void path_from(const char *dir, const char *file, char *buf, size_t len)
     snprintf(buf + k, len - k, "%s", file + common + 1);
 }
 
+/* One "file" of the program (relative to its folder from) made relative
+ * to the compiled graph's folder to; *moved set when it changed. */
+static tl_code move_file(const args *a, const char *from, const char *to, cJSON *file, bool *moved,
+                         tl_status *st)
+{
+    if (!cJSON_IsString(file) || file->valuestring[0] == '/')
+        return TL_OK;
+    char whole[PATH_MAX * 2], *real, rel[PATH_MAX * 2];
+    snprintf(whole, sizeof whole, "%s/%s", from, file->valuestring);
+    if (!(real = realpath(whole, NULL)))
+        return TL_OK; /* the loader found it; gone since: the next load says so */
+    path_from(to, real, rel, sizeof rel);
+    free(real);
+    if (!strncmp(rel, "../", 3) && !a->outside)
+        return tl_fail(st, TL_EINPUT, "-o %s: the program's file \"%s\" would be %s from the compiled graph's "
+                       "folder, outside it: compile into the program's folder (or one above it), or give "
+                       "--allow-outside-files, which running it needs too", a->output, file->valuestring, rel);
+    if (strcmp(rel, file->valuestring) && cJSON_SetValuestring(file, rel))
+        *moved = true;
+    return TL_OK;
+}
+
 /* tl compile PROGRAM -o DIR/FILE.json where DIR is not the program's
- * folder: the file constants, relative to the program's folder, are
- * rewritten relative to DIR, so that the compiled graph reads the same
- * files; one that would lie outside DIR needs --allow-outside-files.  The
- * result is loaded (from DIR) and laid out anew: *json replaced.  The
- * program's folder: that of its file (or a JSON graph's), else the
- * current one (-e, -). */
+ * folder: the files it reads (file constants, inputs' defaults), relative
+ * to the program's folder, are rewritten relative to DIR, so that the
+ * compiled graph reads the same files; one that would lie outside DIR
+ * needs --allow-outside-files.  The result is loaded (from DIR) and laid
+ * out anew: *json replaced.  The program's folder: that of its file (or a
+ * JSON graph's), else the current one (-e, -). */
 static tl_code move_file_consts(const args *a, char **json, tl_status *st)
 {
     const char *src = strncmp(a->graphs[0], INLINE_MARK, INLINE_LEN) && strcmp(a->graphs[0], "-")
@@ -340,22 +362,13 @@ static tl_code move_file_consts(const args *a, char **json, tl_status *st)
         goto done;
     }
     const cJSON *consts = cJSON_GetObjectItemCaseSensitive(doc, "consts");
-    for (cJSON *c = consts ? consts->child : NULL; c && !rc; c = c->next) {
-        cJSON *file = cJSON_GetObjectItemCaseSensitive(c, "file");
-        if (!cJSON_IsString(file) || file->valuestring[0] == '/')
-            continue;
-        char whole[PATH_MAX * 2], *real, rel[PATH_MAX * 2];
-        snprintf(whole, sizeof whole, "%s/%s", from, file->valuestring);
-        if (!(real = realpath(whole, NULL)))
-            continue; /* the loader found it; gone since: the next load says so */
-        path_from(to, real, rel, sizeof rel);
-        free(real);
-        if (!strncmp(rel, "../", 3) && !a->outside)
-            rc = tl_fail(st, TL_EINPUT, "-o %s: the program's file \"%s\" would be %s from the compiled graph's "
-                         "folder, outside it: compile into the program's folder (or one above it), or give "
-                         "--allow-outside-files, which running it needs too", a->output, file->valuestring, rel);
-        else if (strcmp(rel, file->valuestring) && cJSON_SetValuestring(file, rel))
-            moved = true;
+    for (cJSON *c = consts ? consts->child : NULL; c && !rc; c = c->next)
+        rc = move_file(a, from, to, cJSON_GetObjectItemCaseSensitive(c, "file"), &moved, st);
+    const cJSON *ins = cJSON_GetObjectItemCaseSensitive(doc, "inputs");
+    for (cJSON *c = ins ? ins->child : NULL; c && !rc; c = c->next) {
+        cJSON *d = cJSON_IsObject(c) ? cJSON_GetObjectItemCaseSensitive(c, "default") : NULL;
+        rc = move_file(a, from, to, cJSON_IsObject(d) ? cJSON_GetObjectItemCaseSensitive(d, "file") : NULL, &moved,
+                       st);
     }
     if (!rc && moved) {
         tl_graph_options go = {a->outside};
@@ -545,6 +558,8 @@ static tl_graph *diff_side(args *a, int k, tl_status *st, int *rc)
     int n = g ? g->ninputs : 0;
     if (!*rc)
         *rc = cli_model_translate(&c, m, &g, in, st);
+    if (!*rc && tl_onnx_refine_fixed(m, in, g, st))
+        *rc = cli_fail(st);
     if (!*rc) /* as tl compile writes it */
         tl_graph_drop_fixed_inputs(g);
     for (int i = 0; in && i < n; i++)

@@ -290,8 +290,7 @@ static tl_code check_op(checker *c, const tl_node *n, tl_type *out)
         ptr[i] = &fk[i];
     }
     tl_attrs a = *n->attrs;
-    if (n->op == TL_OP_ONE_HOT ||
-        ((n->op == TL_OP_RANDOM_UNIFORM || n->op == TL_OP_RANDOM_NORMAL) && !a.has_dtype))
+    if ((n->op == TL_OP_ONE_HOT || n->op == TL_OP_RANDOM_UNIFORM || n->op == TL_OP_RANDOM_NORMAL) && !a.has_dtype)
         a.dtype = c->call; /* the element type of the call */
     tl_shape sh;
     if (!rc && !(rc = tl_shape_infer(n->op, n->nargs, ptr, &a, &sh, c->st))) {

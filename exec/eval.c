@@ -352,7 +352,7 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
         made--;
     const tl_attrs *attrs = n->attrs;
     tl_attrs typed;
-    if (n->op == TL_OP_ONE_HOT) { /* its result takes the element type of the call */
+    if (n->op == TL_OP_ONE_HOT && !n->attrs->has_dtype) { /* its result takes the element type of the call */
         typed = *n->attrs;
         typed.dtype = ev->call_dtype;
         attrs = &typed;

@@ -333,7 +333,8 @@ static tl_code one_hot(const tl_tensor *idx, const tl_attrs *a, tl_shape *out, t
     set_like(out, idx);
     out->dtype = a->dtype;
     out->dims[out->ndim++] = a->depth;
-    return tl_dtype_is_int(a->dtype) ? tl_fail(st, TL_EINPUT, "internal: one_hot into %s", tl_dtype_name(a->dtype)) : TL_OK;
+    return tl_dtype_is_int(a->dtype) ? tl_fail(st, TL_EINPUT, "dtype \"%s\": the values are f32 or f64 (cast "
+                                               "the result)", tl_dtype_name(a->dtype)) : TL_OK;
 }
 
 /* Derivative scatters produce the shape recorded in attrs. */

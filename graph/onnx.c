@@ -33,6 +33,9 @@ struct tl_onnx_model {
     const char **in_name;
     int *in_init; /* initializer index, or -1 */
     int *in_type; /* ONNX element type declared (0: none) */
+    /* per input: the zeros tl_onnx_declared made for it, which stand for
+     * a shape alone (their values are never known at load) */
+    const tl_tensor **placeholder;
     bool params;
     char *wrt;
 };
@@ -124,9 +127,10 @@ static tl_code read_signature(tl_onnx_model *m, tl_status *st)
     m->in_name = tl_calloc(cap, sizeof *m->in_name, "the inputs", st);
     m->in_init = tl_calloc(cap, sizeof *m->in_init, "the inputs", st);
     m->in_type = tl_calloc(cap, sizeof *m->in_type, "the inputs", st);
+    m->placeholder = tl_calloc(cap, sizeof *m->placeholder, "the inputs", st);
     bool *used = tl_calloc((size_t)m->ninit + 1, 1, "the inputs", st);
     name_table *seen = nt_new(g->n_input, st);
-    if (!m->in_name || !m->in_init || !m->in_type || !used || !seen)
+    if (!m->in_name || !m->in_init || !m->in_type || !m->placeholder || !used || !seen)
         return free(used), nt_free(seen), st->code;
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < g->n_input; i++) {
@@ -243,6 +247,7 @@ void tl_onnx_free(tl_onnx_model *m)
     free(m->in_name);
     free(m->in_init);
     free(m->in_type);
+    free(m->placeholder);
     free(m->wrt);
     free(m->path);
     tl_onnx_close(m->f);
@@ -596,6 +601,34 @@ static bool add_const(tx *t, val *v)
     return true;
 }
 
+/* Whether tl compile puts constant k in the npz beside the graph rather
+ * than inline: more than 16 elements, or data JSON would not give back
+ * (an integer of 2^53 or more, which the graph loader refuses inline; a NaN
+ * with its sign bit or a payload, where JSON's "nan" is the plain one). */
+static bool in_npz(const tl_tensor *k)
+{
+    if (k->numel > 16)
+        return true;
+    for (int64_t i = 0; i < k->numel; i++) {
+        if (tl_dtype_is_int(k->dtype)) {
+            int64_t v = tl_tensor_get_int(k, i);
+            if (v >= ((int64_t)1 << 53) || v <= -((int64_t)1 << 53))
+                return true;
+        } else if (k->dtype == TL_F32) {
+            uint32_t b;
+            memcpy(&b, (const float *)k->data + i, sizeof b);
+            if (isnan(((const float *)k->data)[i]) && b != 0x7fc00000u)
+                return true;
+        } else {
+            uint64_t b;
+            memcpy(&b, (const double *)k->data + i, sizeof b);
+            if (isnan(((const double *)k->data)[i]) && b != 0x7ff8000000000000u)
+                return true;
+        }
+    }
+    return false;
+}
+
 /* Data k (a reference taken over) for the recipe name `name`: a placeholder
  * constant's JSON whose data comes after the load (finish), or with tl
  * compile the data itself, inline or as the npz member `name`. */
@@ -616,7 +649,7 @@ static cJSON *patch_json(tx *t, const char *name, tl_tensor *k)
     snprintf(t->patch_name[t->npatch], sizeof t->patch_name[t->npatch], "%s", name);
     t->patch[t->npatch++] = k;
     cJSON *c = cJSON_CreateObject();
-    if (t->compile && k->numel > 16) {
+    if (t->compile && in_npz(k)) {
         put_str(c, "file", t->npz);
         put_str(c, "key", name);
     } else if (t->compile) {
@@ -740,8 +773,7 @@ static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attr
     tl_attrs at;
     tl_shape sh;
     tl_status st = {0};
-    if (tl_graph_call_attrs(node, &at, &st) || (!strcmp(op, "one_hot") && (at.dtype = t->load_call, 0)) ||
-        tl_shape_infer(tl_op_lookup(op), nargs, ptr, &at, &sh, &st)) {
+    if (tl_graph_call_attrs(node, &at, &st) || tl_shape_infer(tl_op_lookup(op), nargs, ptr, &at, &sh, &st)) {
         cJSON_Delete(node);
         return fail(t, "%s: %s", op, st.msg), NULL;
     }
@@ -3521,6 +3553,7 @@ static bool x_hardmax(tx *t, val **in, int nin, val **out, int nout)
     cJSON *a = cJSON_CreateObject(), *o = cJSON_CreateObject();
     put_num(a, "axis", ax);
     put_num(o, "depth", (double)f->dims[ax]);
+    put_str(o, "dtype", tl_dtype_name(t->load_call)); /* the call's, whatever inputs tl compile fixes */
     val *i = call1(t, "argmax", f, a);
     val *h = i ? call1(t, "one_hot", i, o) : (cJSON_Delete(o), NULL);
     h = last_to(t, cast_dt(t, h, x->dt), ax);
@@ -3891,6 +3924,7 @@ static bool x_onehot(tx *t, val **in, int nin, val **out, int nout)
     val *valid = lo && hi ? call2(t, "mul", lo, hi) : NULL;
     cJSON *o = cJSON_CreateObject();
     put_num(o, "depth", (double)depth);
+    put_str(o, "dtype", tl_dtype_name(t->load_call)); /* the call's, whatever inputs tl compile fixes */
     val *h = valid ? call1(t, "one_hot", call2(t, "mul", i, valid), o) : (cJSON_Delete(o), NULL);
     cJSON *e = cJSON_CreateObject();
     put_num(e, "axis", -1);
@@ -4684,15 +4718,18 @@ static bool add_input(tx *t, int i, const tl_tensor *x)
     if (decl && decl != TL_ONNX_BOOL && onnx_dtype(decl, t->call, &want) && want != x->dtype)
         return tl_fail(t->st, TL_EINPUT, "input \"%.200s\" is %s, where the model declares %s (expected dtype %s)",
                        m->in_name[i], tl_dtype_name(x->dtype), tl_onnx_type_name(decl), tl_dtype_name(want)), false;
-    /* integer inputs are data a node may need at load (a Reshape's shape) */
-    if (tl_dtype_is_int(x->dtype) && x->numel <= 64) {
+    /* integer inputs are data a node may need at load (a Reshape's shape);
+     * not a declared shape's placeholder, whose zeros are no one's values
+     * (a node that needs them asks for the input) */
+    bool shape_only = m->placeholder[i] == x;
+    if (!shape_only && tl_dtype_is_int(x->dtype) && x->numel <= 64) {
         tl_tensor *k = tl_tensor_new(TL_I64, x->ndim, x->shape, t->st);
         if (!k)
             return false;
         for (int64_t j = 0; j < x->numel; j++)
             ((int64_t *)k->data)[j] = tl_tensor_get_int(x, j);
         v->k = k;
-    } else if (!tl_dtype_is_int(x->dtype) && x->numel <= 16) {
+    } else if (!shape_only && !tl_dtype_is_int(x->dtype) && x->numel <= 16) {
         v->k = tl_tensor_ref((tl_tensor *)x);
         v->weight = v->shadow = true;
     }
@@ -5087,7 +5124,9 @@ static tl_tensor *declared(const tl_onnx_model *m, int i, tl_status *st)
     int64_t n;
     if (tl_shape_numel((int)sh->n_dim, dims, &n, st))
         return tl_wrap(st, "input \"%.200s\"", m->in_name[i]), NULL;
-    return tl_tensor_zeros(dt, (int)sh->n_dim, dims, st);
+    tl_tensor *z = tl_tensor_zeros(dt, (int)sh->n_dim, dims, st);
+    m->placeholder[i] = z; /* a shape: compile and diff must not take its zeros for values */
+    return z;
 }
 
 tl_graph *tl_onnx_translate_declared(tl_onnx_model *m, tl_tensor *const *given, tl_status *st)
@@ -5346,56 +5385,105 @@ static char *recipe_text(const cJSON *root)
     return text;
 }
 
+/* Whether input i's values shape the recipe: translated again with other
+ * values (integers + 1, floats 2x + 1; in2: room for the inputs), the
+ * recipe differs from base.  A translation that fails with them counts as
+ * different; out of memory as not. */
+static bool shapes_recipe(tl_onnx_model *m, tl_tensor *const *in, const tx *t, int i, const char *base,
+                          tl_tensor **in2)
+{
+    tl_status st = {0};
+    tl_tensor *p = tl_tensor_new(in[i]->dtype, in[i]->ndim, in[i]->shape, &st);
+    if (!p)
+        return false;
+    for (int64_t e = 0; e < p->numel; e++)
+        tl_tensor_set(p, e, tl_dtype_is_int(p->dtype) ? (double)(tl_tensor_get_int(in[i], e) + 1)
+                                                      : 2 * tl_tensor_get(in[i], e) + 1);
+    memcpy(in2, in, sizeof *in2 * (size_t)m->nin);
+    in2[i] = p;
+    /* a model of its own: a translation takes over its constants' data */
+    tl_onnx_options o = {m->params, m->wrt, m->f->allow_outside};
+    tl_onnx_model *m2 = tl_onnx_open(m->path, &o, &st);
+    tx t2 = {.m = m2, .st = &st, .compile = true, .npz = t->npz};
+    char *other = m2 && m2->nin == m->nin && build(&t2, in2) ? recipe_text(t2.root) : NULL;
+    bool same = !m2 || m2->nin != m->nin || (other && !strcmp(other, base));
+    free(other);
+    tx_free(&t2);
+    tl_onnx_free(m2);
+    tl_tensor_unref(p);
+    return !same;
+}
+
+/* The val of input i. */
+static const val *input_val(const tx *t, int i)
+{
+    char nm[24];
+    snprintf(nm, sizeof nm, "i%d", i);
+    for (size_t a = 0; a < t->nall; a++)
+        if (!strcmp(t->all[a]->tl, nm))
+            return t->all[a];
+    return NULL;
+}
+
 /* The inputs the recipe reads whose values also shaped it at load (a
  * shape input also added to data): translated again with other values,
  * the recipe differs, so the compiled graph holds for these values only.
- * A note naming them for tl compile's warning, or NULL. */
-static char *pinned_note(tl_onnx_model *m, tl_tensor *const *in, const tx *t)
+ * A note naming them for tl compile's warning, or NULL.  And the inputs
+ * no node reads that were taken for fixed (known at load) whose values
+ * shape nothing (an unused input, one read through Shape alone): inputs
+ * of the compiled graph again, not fixed. */
+static char *pinned_note(tl_onnx_model *m, tl_tensor *const *in, tx *t)
 {
     char *base = recipe_text(t->root), *note = NULL;
     size_t used = 0, cap = 0;
     tl_tensor **in2 = base ? calloc((size_t)m->nin + 1, sizeof *in2) : NULL;
     for (int i = 0; in2 && i < m->nin; i++) {
-        const val *v = NULL;
-        char nm[24];
-        snprintf(nm, sizeof nm, "i%d", i);
-        for (size_t a = 0; a < t->nall && !v; a++)
-            v = !strcmp(t->all[a]->tl, nm) ? t->all[a] : NULL;
-        if (!v || !v->k || t->fixed[i])
+        const val *v = input_val(t, i);
+        if (!v || !v->k)
             continue;
-        tl_status st = {0};
-        tl_tensor *p = tl_tensor_new(in[i]->dtype, in[i]->ndim, in[i]->shape, &st);
-        if (!p)
-            break;
-        for (int64_t e = 0; e < p->numel; e++)
-            tl_tensor_set(p, e, tl_dtype_is_int(p->dtype) ? (double)(tl_tensor_get_int(in[i], e) + 1)
-                                                          : 2 * tl_tensor_get(in[i], e) + 1);
-        memcpy(in2, in, sizeof *in2 * (size_t)m->nin);
-        in2[i] = p;
-        /* a model of its own: a translation takes over its constants' data */
-        tl_onnx_options o = {m->params, m->wrt, m->f->allow_outside};
-        tl_onnx_model *m2 = tl_onnx_open(m->path, &o, &st);
-        tx t2 = {.m = m2, .st = &st, .compile = true, .npz = t->npz};
-        char *other = m2 && m2->nin == m->nin && build(&t2, in2) ? recipe_text(t2.root) : NULL;
-        bool same = !m2 || m2->nin != m->nin || (other && !strcmp(other, base));
-        free(other);
-        tx_free(&t2);
-        tl_onnx_free(m2);
-        tl_tensor_unref(p);
+        bool shapes = shapes_recipe(m, in, t, i, base, in2);
+        if (t->fixed[i]) {
+            t->fixed[i] = shapes;
+            continue;
+        }
         size_t need = strlen(m->in_name[i]) + 8;
-        if (!same && used + need >= cap) {
+        if (shapes && used + need >= cap) {
             char *more = realloc(note, 2 * (used + need) + 64);
             if (!more)
                 break; /* out of memory: the names so far */
             note = more;
             cap = 2 * (used + need) + 64;
         }
-        if (!same)
+        if (shapes)
             used += (size_t)snprintf(note + used, cap - used, "%s\"%s\"", used ? ", " : "", m->in_name[i]);
     }
     free(in2);
     free(base);
     return note;
+}
+
+tl_code tl_onnx_refine_fixed(tl_onnx_model *m, tl_tensor *const *in, tl_graph *g, tl_status *st)
+{
+    bool any = false;
+    for (int i = 0; i < g->ninputs && i < m->nin; i++)
+        any = any || g->inputs[i].fixed;
+    if (!any)
+        return TL_OK;
+    /* the base recipe from a model of its own, as shapes_recipe's */
+    tl_onnx_options o = {m->params, m->wrt, m->f->allow_outside};
+    tl_onnx_model *m1 = tl_onnx_open(m->path, &o, st);
+    tx t = {.m = m1, .st = st, .compile = true, .npz = "m.npz"};
+    char *base = m1 && m1->nin == m->nin && build(&t, in) ? recipe_text(t.root) : NULL;
+    tl_tensor **in2 = base ? calloc((size_t)m->nin + 1, sizeof *in2) : NULL;
+    for (int i = 0; in2 && i < g->ninputs && i < m->nin; i++)
+        if (g->inputs[i].fixed && !shapes_recipe(m, in, &t, i, base, in2))
+            g->inputs[i].fixed = false;
+    tl_code rc = in2 ? TL_OK : st->code ? st->code : tl_fail(st, TL_ERUNTIME, "out of memory");
+    free(in2);
+    free(base);
+    tx_free(&t);
+    tl_onnx_free(m1);
+    return rc;
 }
 
 char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_name, int *n, char ***keys,
@@ -5452,15 +5540,15 @@ char *tl_onnx_compile(tl_onnx_model *m, tl_tensor *const *in, const char *npz_na
     if (!drop_fixed_inputs(&t, by_i, &doc, &doclen, &used))
         goto done;
     cJSON_AddStringToObject(t.root, "doc", doc);
-    /* the npz members: the constants of more than 16 elements */
+    /* the npz members: the constants in_npz puts there */
     int nk = 0;
     for (int i = 0; i < t.npatch; i++)
-        nk += t.patch[i]->numel > 16;
+        nk += in_npz(t.patch[i]);
     if (!(*keys = tl_calloc((size_t)nk + 1, sizeof **keys, "keys", st)) ||
         !(*tensors = tl_calloc((size_t)nk + 1, sizeof **tensors, "keys", st)))
         goto done;
     for (int i = 0; i < t.npatch; i++) {
-        if (t.patch[i]->numel <= 16)
+        if (!in_npz(t.patch[i]))
             continue;
         const char *nm = new_name(by_t, t.ntl, by_i, m->nin, t.patch_name[i]);
         if (!((*keys)[*n] = tl_strdup(nm ? nm : t.patch_name[i], st)))

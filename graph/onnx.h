@@ -68,18 +68,26 @@ void tl_onnx_drop_inputs(tl_onnx_model *m);
  * Any shape is taken: tl_onnx_check_input holds one to the model's
  * declaration. */
 tl_graph *tl_onnx_translate(tl_onnx_model *m, tl_tensor *const *in, tl_status *st);
+/* tl diff: the inputs of g (m translated for in) marked fixed whose values
+ * shape nothing after all (translated with other values, the recipe is the
+ * same: an input no node reads, or one read through Shape alone) are
+ * inputs again, as tl compile keeps them. */
+tl_code tl_onnx_refine_fixed(tl_onnx_model *m, tl_tensor *const *in, tl_graph *g, tl_status *st);
 
 /* A model translated for the inputs it declares (their fixed shapes, zeros
  * as values, the defaults of inputs with one), for commands given no
  * tensors (tl check, dot, diff...).  A dynamic dim is an error asking for
- * the input. */
+ * the input, and so is a node that needs such an input's values at load
+ * (tl_onnx_declared's zeros stand for a shape, never for values). */
 tl_graph *tl_onnx_load_declared(const char *path, const tl_onnx_options *o, tl_status *st);
 /* The same for an open model, with the tensors given (NULL, or one per
  * signature input: NULL where none is given) taken first. */
 tl_graph *tl_onnx_translate_declared(tl_onnx_model *m, tl_tensor *const *given, tl_status *st);
 
 /* Input i as the model declares it: zeros of its fixed shape (a dynamic
- * dim is an error asking for the input). */
+ * dim is an error asking for the input), which a translation of m takes
+ * for the shape alone: a node that needs the input's values at load asks
+ * for the input. */
 tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st);
 /* Whether x fits the shape the model declares for signature input i, as
  * the graph loader checks a graph file's declared inputs and ONNX Runtime

@@ -578,3 +578,27 @@ save(model([h.make_node("Add", ["x", "w"], ["y"])],
             h.make_tensor_value_info("w", T.DOUBLE, [2])],
            [h.make_tensor_value_info("y", T.DOUBLE, [2])], [nh.from_array(np.ones(2), "w")]),
      "dup_input_init.onnx", check=False)
+
+# tl compile's twin of a model runs as the model does:
+# - OneHot with a float depth input and f64 values: compile fixes depth,
+#   and the one_hot it writes keeps the model's element type (f32 here,
+#   from depth) instead of taking the compiled graph's (f64, from values)
+save(model([h.make_node("OneHot", ["indices", "depth", "values"], ["y"])],
+           [h.make_tensor_value_info("indices", T.INT64, [3]), h.make_tensor_value_info("depth", T.FLOAT, []),
+            h.make_tensor_value_info("values", T.DOUBLE, [2])],
+           [h.make_tensor_value_info("y", T.DOUBLE, [3, "D"])], opset=11), "compile_onehot.onnx")
+# - inputs whose values shape nothing (u read through Shape alone, w read
+#   by no node): inputs of the twin still, not fixed
+save(model([h.make_node("Shape", ["u"], ["su"]), h.make_node("Cast", ["su"], ["sf"], to=T.FLOAT),
+            h.make_node("ReduceSum", ["sf"], ["t"], keepdims=0), h.make_node("Add", ["x", "t"], ["y"])],
+           [h.make_tensor_value_info("x", T.FLOAT, [3]), h.make_tensor_value_info("u", T.FLOAT, [2]),
+            h.make_tensor_value_info("w", T.FLOAT, [3])],
+           [h.make_tensor_value_info("y", T.FLOAT, [3])]), "compile_unread.onnx")
+# - constants JSON cannot hold: an int64 of 2^53 + 1, and NaNs with the sign
+#   bit and with a payload (in the npz beside the twin, not inline)
+NANS = np.array([0xffc00000, 0x7fc00123], np.uint32).view(np.float32)
+save(model([h.make_node("Mul", ["a", "big"], ["yi"]), h.make_node("Add", ["x", "c"], ["yf"])],
+           [h.make_tensor_value_info("a", T.INT64, [2]), h.make_tensor_value_info("x", T.FLOAT, [2])],
+           [h.make_tensor_value_info("yi", T.INT64, [2]), h.make_tensor_value_info("yf", T.FLOAT, [2])],
+           [nh.from_array(np.array([2 ** 53 + 1], np.int64), "big"), nh.from_array(NANS, "c")]),
+     "compile_exact.onnx")
