@@ -58,39 +58,92 @@ static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d(
  * alone, so the bits never depend on the threads. */
 #define RSUM_LEAF 32
 #define RSUM_W 256
-#define DEFINE_RSUM(T, SUF)                                                        \
-    CPU_KERNEL static void rsum_##SUF(const T *x, int64_t stride, int64_t n, int64_t w, T *out, \
-                                      T *scratch)                                  \
+#define RSUM_SPLIT 3 /* 8 subtrees */
+/* NAME sums ELEM of each element v of column j (m: per column, for ELEM) */
+#define DEFINE_RSUM_AS(T, NAME, ELEM)                                              \
+    CPU_KERNEL static void NAME(const T *x, int64_t stride, int64_t n, int64_t w, const T *m, \
+                                T *out, T *scratch)                                \
     {                                                                              \
         if (n > RSUM_LEAF) {                                                       \
             int64_t h = cpu_psum_half(n);                                          \
-            rsum_##SUF(x, stride, h, w, out, scratch + w);                         \
-            rsum_##SUF(x + h * stride, stride, n - h, w, scratch, scratch + w);    \
+            NAME(x, stride, h, w, m, out, scratch + w);                            \
+            NAME(x + h * stride, stride, n - h, w, m, scratch, scratch + w);       \
             for (int64_t j = 0; j < w; j++)                                        \
                 out[j] += scratch[j];                                              \
             return;                                                                \
         }                                                                          \
+        (void)m;                                                                   \
         for (int64_t j = 0; j < w; j++)                                            \
             out[j] = 0;                                                            \
         for (int64_t k = 0; k < n; k++)                                            \
-            for (int64_t j = 0; j < w; j++)                                        \
-                out[j] += x[k * stride + j];                                       \
+            for (int64_t j = 0; j < w; j++) {                                      \
+                T v = x[k * stride + j];                                           \
+                out[j] += ELEM;                                                    \
+            }                                                                      \
     }
+/* the sums, and the sums of squared deviations from m (batch_norm's
+ * variance over [N, C]: the squares made as the leaves read them, the
+ * values and the order of summing the squares of a tensor the size of x
+ * would have, without it) */
+#define DEFINE_RSUM(T, SUF)                                                        \
+    DEFINE_RSUM_AS(T, rsum_##SUF, v)                                               \
+    DEFINE_RSUM_AS(T, rsumsq_##SUF, (v - m[j]) * (v - m[j]))
 DEFINE_RSUM(float, f)
 DEFINE_RSUM(double, d)
 
 typedef struct rsum_job {
     bool f32;
-    const void *x;
+    const void *x, *m; /* m: sums of squared deviations from m[column] */
     void *y;
     int64_t r, inner, nblk, levels;
+    /* few blocks over many rows: the subtrees at depth RSUM_SPLIT of each
+     * block's tree, an item each, into part [blocks][nsub][RSUM_W], then
+     * joined as the tree joins them (the same bits, on the threads) */
+    int nsub;
+    int64_t sub_at[1 << RSUM_SPLIT], sub_n[1 << RSUM_SPLIT];
+    void *part;
     atomic_bool oom;
 } rsum_job;
+
+/* The subtrees of a tree over rows [lo, lo + n) at depth d (a leaf above
+ * it: itself), in order. */
+static int rsum_subtrees(int64_t lo, int64_t n, int d, int64_t *at, int64_t *len)
+{
+    if (d == 0 || n <= RSUM_LEAF) {
+        at[0] = lo;
+        len[0] = n;
+        return 1;
+    }
+    int64_t h = cpu_psum_half(n);
+    int k = rsum_subtrees(lo, h, d - 1, at, len);
+    return k + rsum_subtrees(lo + h, n - h, d - 1, at + k, len + k);
+}
+
+/* The subtrees' sums (part, RSUM_W apart) joined into out as the tree
+ * joins its halves; the number of subtrees taken. */
+#define DEFINE_RJOIN(T, SUF)                                                       \
+    static int rjoin_##SUF(const T *part, int64_t n, int d, int64_t w, T *out)     \
+    {                                                                              \
+        if (d == 0 || n <= RSUM_LEAF) {                                            \
+            memcpy(out, part, sizeof(T) * (size_t)w);                              \
+            return 1;                                                              \
+        }                                                                          \
+        int64_t h = cpu_psum_half(n);                                              \
+        T right[RSUM_W];                                                           \
+        int k = rjoin_##SUF(part, h, d - 1, w, out);                               \
+        k += rjoin_##SUF(part + (int64_t)k * RSUM_W, n - h, d - 1, w, right);      \
+        for (int64_t j = 0; j < w; j++)                                            \
+            out[j] += right[j];                                                    \
+        return k;                                                                  \
+    }
+DEFINE_RJOIN(float, f)
+DEFINE_RJOIN(double, d)
 
 static void rsum_item(void *ctx, int64_t item)
 {
     rsum_job *j = ctx;
-    int64_t o = item / j->nblk, c0 = item % j->nblk * RSUM_W;
+    int64_t blk = item / j->nsub, sub = item % j->nsub;
+    int64_t o = blk / j->nblk, c0 = blk % j->nblk * RSUM_W;
     int64_t w = j->inner - c0 < RSUM_W ? j->inner - c0 : RSUM_W;
     size_t es = j->f32 ? 4 : 8;
     double small[4 * RSUM_W];
@@ -99,25 +152,51 @@ static void rsum_item(void *ctx, int64_t item)
         atomic_store(&j->oom, true);
         return;
     }
-    const char *x = (const char *)j->x + es * (size_t)(o * j->r * j->inner + c0);
-    char *y = (char *)j->y + es * (size_t)(o * j->inner + c0);
-    if (j->f32)
-        rsum_f((const float *)x, j->inner, j->r, w, (float *)y, scratch);
+    int64_t r0 = j->nsub > 1 ? j->sub_at[sub] : 0, n = j->nsub > 1 ? j->sub_n[sub] : j->r;
+    const char *x = (const char *)j->x + es * (size_t)((o * j->r + r0) * j->inner + c0);
+    char *y = j->nsub > 1 ? (char *)j->part + es * (size_t)(item * RSUM_W)
+                          : (char *)j->y + es * (size_t)(o * j->inner + c0);
+    if (j->f32 && j->m)
+        rsumsq_f((const float *)x, j->inner, n, w, (const float *)j->m + c0, (float *)y, scratch);
+    else if (j->f32)
+        rsum_f((const float *)x, j->inner, n, w, NULL, (float *)y, scratch);
+    else if (j->m)
+        rsumsq_d((const double *)x, j->inner, n, w, (const double *)j->m + c0, (double *)y, scratch);
     else
-        rsum_d((const double *)x, j->inner, j->r, w, (double *)y, scratch);
+        rsum_d((const double *)x, j->inner, n, w, NULL, (double *)y, scratch);
     if (scratch != small)
         free(scratch);
 }
 
-static bool rows_sum(bool f32, const void *x, void *y, int64_t outer, int64_t r, int64_t inner)
+static bool rows_sum_of(bool f32, const void *x, const void *m, void *y, int64_t outer, int64_t r, int64_t inner)
 {
-    rsum_job j = {.f32 = f32, .x = x, .y = y, .r = r, .inner = inner, .nblk = (inner + RSUM_W - 1) / RSUM_W};
+    rsum_job j = {.f32 = f32, .x = x, .m = m, .y = y, .r = r, .inner = inner, .nblk = (inner + RSUM_W - 1) / RSUM_W,
+                  .nsub = 1};
     for (int64_t n = r; n > RSUM_LEAF; n -= cpu_psum_half(n)) /* the scratch: a block a level */
         j.levels++;
     atomic_init(&j.oom, false);
-    int64_t items = outer * j.nblk;
-    cpu_parallel(items, outer * r * inner >= CPU_PSUM_PARALLEL && items > 1 ? cpu_nthreads() : 1, rsum_item, &j);
+    int64_t blocks = outer * j.nblk;
+    bool threads = outer * r * inner >= CPU_PSUM_PARALLEL;
+    size_t es = f32 ? 4 : 8;
+    if (threads && blocks < 2 * cpu_nthreads() && r > 64 * RSUM_LEAF &&
+        (j.part = malloc(es * RSUM_W * (size_t)(blocks << RSUM_SPLIT))))
+        j.nsub = rsum_subtrees(0, r, RSUM_SPLIT, j.sub_at, j.sub_n);
+    int64_t items = blocks * j.nsub;
+    cpu_parallel(items, threads && items > 1 ? cpu_nthreads() : 1, rsum_item, &j);
+    for (int64_t b = 0; j.nsub > 1 && b < blocks && !atomic_load(&j.oom); b++) {
+        int64_t o = b / j.nblk, c0 = b % j.nblk * RSUM_W, w = inner - c0 < RSUM_W ? inner - c0 : RSUM_W;
+        if (f32)
+            rjoin_f((const float *)j.part + b * j.nsub * RSUM_W, r, RSUM_SPLIT, w, (float *)y + o * inner + c0);
+        else
+            rjoin_d((const double *)j.part + b * j.nsub * RSUM_W, r, RSUM_SPLIT, w, (double *)y + o * inner + c0);
+    }
+    free(j.part);
     return !atomic_load(&j.oom);
+}
+
+static bool rows_sum(bool f32, const void *x, void *y, int64_t outer, int64_t r, int64_t inner)
+{
+    return rows_sum_of(f32, x, NULL, y, outer, r, inner);
 }
 
 #define NANMAX(acc, v) ((v) != (v) || (v) > (acc) ? (v) : (acc))
@@ -476,6 +555,24 @@ typedef struct sm_job {
         int64_t r = j->r, inner = j->inner;                                                    \
         const T *xs = (const T *)j->x->data + o * r * inner;                                   \
         T *ys = (T *)j->out->data + o * r * inner;                                             \
+        if (inner == 1) { /* the last axis: the same steps, as loops along it that vectorise  \
+                           * (nested in a loop over one column, exp ran an element at a time) */ \
+            T mx = -INFINITY;                                                                  \
+            for (int64_t k = 0; k < r; k++)                                                    \
+                mx = NANMAX(mx, xs[k]);                                                        \
+            for (int64_t k = 0; k < r; k++)                                                    \
+                ys[k] = TL_EXP(xs[k] - mx);                                                    \
+            T sum = cpu_psum_seq_##SUF(leaf_##SUF, ys, 0, r);                                  \
+            if (j->op == TL_OP_SOFTMAX) {                                                      \
+                for (int64_t k = 0; k < r; k++)                                                \
+                    ys[k] = ys[k] / sum;                                                       \
+            } else {                                                                           \
+                T ls = TL_LOG(sum);                                                            \
+                for (int64_t k = 0; k < r; k++)                                                \
+                    ys[k] = xs[k] - mx - ls;                                                   \
+            }                                                                                  \
+            return;                                                                            \
+        }                                                                                      \
         for (int64_t c = 0; c < inner; c++)                                                    \
             m[c] = -INFINITY;                                                                  \
         for (int64_t k = 0; k < r; k++)                                                        \
@@ -488,7 +585,7 @@ typedef struct sm_job {
             s[0] = cpu_psum_seq_##SUF(leaf_##SUF, ys, 0, r);                                   \
         else                                                                                   \
             for (int64_t c0 = 0; c0 < inner; c0 += RSUM_W)                                     \
-                rsum_##SUF(ys + c0, inner, r, inner - c0 < RSUM_W ? inner - c0 : RSUM_W, s + c0, scratch); \
+                rsum_##SUF(ys + c0, inner, r, inner - c0 < RSUM_W ? inner - c0 : RSUM_W, NULL, s + c0, scratch); \
         if (j->op == TL_OP_SOFTMAX)                                                            \
             for (int64_t k = 0; k < r; k++)                                                    \
                 for (int64_t c = 0; c < inner; c++)                                            \
@@ -589,7 +686,8 @@ tl_code cpu_prod_grad(const tl_tensor *x, const tl_tensor *g, tl_tensor *out)
  * three ops, which reduce_buf would take in two steps (each plane's S
  * elements by psum, then the N plane sums of a channel in order, or by
  * psum for one channel), with x - m and its square made as each leaf of
- * the sums reads them instead of as two tensors the size of x.  The
+ * the sums reads them instead of as two tensors the size of x (with two
+ * axes, [N, C], too: rsumsq, the columns' pairwise sums over N).  The
  * planes' sums are independent: items of planes on the threads. */
 typedef struct bnv_job {
     const void *x, *m;
@@ -623,15 +721,6 @@ typedef struct bnv_plane {
             bnv_plane pl = {(const T *)j->x + p * j->s, ((const T *)j->m)[p % j->c]}; \
             ((T *)j->sums)[p] = cpu_psum_tree_##SUF(bnv_leaf_##SUF, &pl, j->s, cpu_nthreads()); \
         }                                                                            \
-    }                                                                                \
-    static void bnv_columns_##SUF(const bnv_job *j, T *sq)                           \
-    {                                                                                \
-        const T *x = j->x, *m = j->m;                                                \
-        for (int64_t k = 0; k < j->n; k++)                                           \
-            for (int64_t c = 0; c < j->c; c++) {                                     \
-                T d = x[k * j->c + c] - m[c];                                        \
-                sq[k * j->c + c] = d * d;                                            \
-            }                                                                        \
     }
 BNV(float, f)
 BNV(double, d)
@@ -651,16 +740,15 @@ tl_code cpu_batch_norm_var(const tl_tensor *x, const tl_tensor *m, tl_tensor *ou
             ((float *)out->data)[0] = cpu_psum_tree_f(bnv_leaf_f, &pl, j.n, cpu_nthreads());
         else
             ((double *)out->data)[0] = cpu_psum_tree_d(bnv_leaf_d, &pl, j.n, cpu_nthreads());
-    } else { /* the squares (ndim 2) or each plane's sum by psum, then the
-              * channels' columns summed pairwise over the samples */
+    } else if (x->ndim == 2) { /* the channels' columns of squares summed pairwise over the samples */
+        if (!rows_sum_of(f, x->data, m->data, out->data, 1, j.n, j.c))
+            return tl_fail(st, TL_ERUNTIME, "out of memory for batch_norm's scratch");
+    } else { /* each plane's sum by psum, then the channels' columns summed
+              * pairwise over the samples */
         size_t es = tl_dtype_size(x->dtype);
         if (!(j.sums = tl_malloc((size_t)(j.n * j.c), es, "reduction scratch", st)))
             return st->code;
-        if (x->ndim == 2 && f)
-            bnv_columns_f(&j, j.sums);
-        else if (x->ndim == 2)
-            bnv_columns_d(&j, j.sums);
-        else {
+        {
             int64_t planes = j.n * j.c, want = CPU_PSUM_PARALLEL / (j.s ? j.s : 1);
             j.per = want < 1 ? 1 : want > planes && planes > 0 ? planes : want;
             int64_t items = (planes + j.per - 1) / j.per; /* none for no samples: the sums are 0, the mean 0 / 0 */
