@@ -827,6 +827,16 @@ Test(cuda_host, norms_of_long_rows_have_the_cpu_bits)
         ps[1] = shape[2];
         same_as_cpu(TL_OP_LAYER_NORM_PARAMS_GRAD, 2, lg, &a, (tl_dtype)dt, 2, ps + 1, "layer_norm_params_grad, axis 2");
         a.axis = 1;
+        /* rows long enough that the CPU sums them by columns (chunks of 15
+         * rows, a last block of columns short; and a row a chunk) */
+        for (int k = 0; k < 2; k++) {
+            int64_t lshape[2] = {k ? 3 : 40, k ? 70001 : 4100}, pshape[2] = {2, lshape[1]};
+            tl_tensor *lx = random_tensor((tl_dtype)dt, 2, lshape, false), *lgr = random_tensor((tl_dtype)dt, 2, lshape, false);
+            const tl_tensor *lp[2] = {lx, lgr};
+            same_as_cpu(TL_OP_LAYER_NORM_PARAMS_GRAD, 2, lp, &a, (tl_dtype)dt, 2, pshape, "layer_norm_params_grad, long rows");
+            tl_tensor_unref(lx);
+            tl_tensor_unref(lgr);
+        }
         /* batch norm's weight gradient: each (n, c) row's leaves on threads
          * of their own, joined in psum.h's tree */
         tl_tensor *bm = random_tensor((tl_dtype)dt, 1, cs, false), *bv = variances((tl_dtype)dt, 6);

@@ -32,6 +32,7 @@ typedef struct njob {
     double eps;
     int64_t per_item;
     void *part; /* layer_norm_params_grad: each item's partial sums [2, len] */
+    void *stats; /* layer_norm_params_grad by columns: each row's mean and sqrt(var + eps) */
     atomic_int oom;
 } njob;
 
@@ -169,6 +170,41 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
+    /* the same sums for columns [c0, c1), every row: each chunk of per_item rows summed      \
+     * from 0 row after row, the chunks' sums added in chunk order, as params and            \
+     * params_join give them, without a partial sum of every chunk in memory at once           \
+     * (rows of 65536 or more were an item each: partials twice x's size) */                   \
+    CPU_KERNEL static void params_cols_##SUF(const njob *j, int64_t c0, int64_t c1, T *t)     \
+    {                                                                                          \
+        int64_t n = j->len, w = c1 - c0;                                                       \
+        T *ps = (T *)j->out + c0, *pb = (T *)j->out + n + c0, *ts = t, *tb = t + w;             \
+        const T *st = j->stats;                                                                \
+        for (int64_t r0 = 0; r0 < j->rows; r0 += j->per_item) {                                \
+            int64_t r1 = r0 + j->per_item < j->rows ? r0 + j->per_item : j->rows;              \
+            for (int64_t i = 0; i < 2 * w; i++)                                                \
+                t[i] = 0;                                                                      \
+            for (int64_t row = r0; row < r1; row++) {                                          \
+                const T *x = (const T *)j->x + row * n + c0, *g = (const T *)j->g + row * n + c0; \
+                T mean = st[2 * row], r = st[2 * row + 1];                                     \
+                for (int64_t i = 0; i < w; i++) {                                              \
+                    ts[i] += g[i] * ((x[i] - mean) / r);                                       \
+                    tb[i] += g[i];                                                             \
+                }                                                                              \
+            }                                                                                  \
+            for (int64_t i = 0; i < w; i++) {                                                  \
+                ps[i] = r0 ? ps[i] + ts[i] : ts[i];                                            \
+                pb[i] = r0 ? pb[i] + tb[i] : tb[i];                                            \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    /* a row's mean and sqrt(var + eps), as params computes them */                           \
+    CPU_KERNEL static void row_stats_##SUF(const njob *j, int64_t row, T *scratch)           \
+    {                                                                                          \
+        T mean, var, *st = j->stats;                                                           \
+        stats_##SUF((const T *)j->x + row * j->len, j->len, scratch, &mean, &var);            \
+        st[2 * row] = mean;                                                                    \
+        st[2 * row + 1] = sqrt(var + (T)j->eps);                                               \
+    }                                                                                          \
     /* the chunks' partial sums added in chunk order */                                       \
     static void params_join_##SUF(const T *part, int64_t chunks, int64_t n, T *out)            \
     {                                                                                          \
@@ -287,6 +323,39 @@ static void norm_item(void *ctx, int64_t item)
     free(scratch);
 }
 
+/* layer_norm_params_grad by columns: the rows' statistics (items of rows),
+ * then the sums over columns of PCOL_W (an item each). */
+#define PCOL_W 512
+static void stats_item(void *ctx, int64_t item)
+{
+    njob *j = ctx;
+    void *scratch = malloc((j->f32 ? sizeof(float) : sizeof(double)) * (size_t)j->len + 1);
+    if (!scratch) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    int64_t r0 = item * j->per_item, r1 = r0 + j->per_item < j->rows ? r0 + j->per_item : j->rows;
+    for (int64_t r = r0; r < r1; r++)
+        if (j->f32)
+            row_stats_f(j, r, scratch);
+        else
+            row_stats_d(j, r, scratch);
+    free(scratch);
+}
+
+static void cols_item(void *ctx, int64_t item)
+{
+    const njob *j = ctx;
+    int64_t c0 = item * PCOL_W, c1 = c0 + PCOL_W < j->len ? c0 + PCOL_W : j->len;
+    if (j->f32) {
+        float t[2 * PCOL_W];
+        params_cols_f(j, c0, c1, t);
+    } else {
+        double t[2 * PCOL_W];
+        params_cols_d(j, c0, c1, t);
+    }
+}
+
 tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *out, tl_status *st)
 {
     const tl_tensor *x = in[0];
@@ -347,6 +416,17 @@ tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     j.per_item = j.len >= want ? 1 : want / j.len;
     int64_t items = (j.rows + j.per_item - 1) / j.per_item;
     size_t es = tl_dtype_size(x->dtype);
+    if (params && j.len >= 4 * PCOL_W) { /* long rows: by columns, the same sums in the same order */
+        if (!(j.stats = malloc(es * 2 * (size_t)j.rows)))
+            return tl_fail(st, TL_ERUNTIME, "out of memory for %s's statistics", tl_ops[op].name);
+        cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, stats_item, &j);
+        int64_t cols = (j.len + PCOL_W - 1) / PCOL_W;
+        if (!atomic_load(&j.oom))
+            cpu_parallel(cols, cpu_nthreads(), cols_item, &j);
+        free(j.stats);
+        return atomic_load(&j.oom) ? tl_fail(st, TL_ERUNTIME, "out of memory for %s's scratch", tl_ops[op].name)
+                                   : TL_OK;
+    }
     if (params && !(j.part = malloc(es * 2 * (size_t)j.len * (size_t)items)))
         return tl_fail(st, TL_ERUNTIME, "out of memory for %s's partial sums", tl_ops[op].name);
     cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, norm_item, &j);
