@@ -34,8 +34,9 @@ struct tl_onnx_model {
     int *in_init; /* initializer index, or -1 */
     int *in_type; /* ONNX element type declared (0: none) */
     /* per input: the zeros tl_onnx_declared made for it, which stand for
-     * a shape alone (their values are never known at load) */
-    const tl_tensor **placeholder;
+     * a shape alone (their values are never known at load); a reference,
+     * so that no other tensor takes its address while the model lives */
+    tl_tensor **placeholder;
     bool params;
     char *wrt;
 };
@@ -247,6 +248,8 @@ void tl_onnx_free(tl_onnx_model *m)
     free(m->in_name);
     free(m->in_init);
     free(m->in_type);
+    for (int i = 0; m->placeholder && i < m->nin; i++)
+        tl_tensor_unref(m->placeholder[i]);
     free(m->placeholder);
     free(m->wrt);
     free(m->path);
@@ -5125,7 +5128,10 @@ static tl_tensor *declared(const tl_onnx_model *m, int i, tl_status *st)
     if (tl_shape_numel((int)sh->n_dim, dims, &n, st))
         return tl_wrap(st, "input \"%.200s\"", m->in_name[i]), NULL;
     tl_tensor *z = tl_tensor_zeros(dt, (int)sh->n_dim, dims, st);
-    m->placeholder[i] = z; /* a shape: compile and diff must not take its zeros for values */
+    if (z) { /* a shape: compile and diff must not take its zeros for values */
+        tl_tensor_unref(m->placeholder[i]);
+        m->placeholder[i] = tl_tensor_ref(z);
+    }
     return z;
 }
 
