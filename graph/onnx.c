@@ -5434,10 +5434,13 @@ static const val *input_val(const tx *t, int i)
 /* The inputs the recipe reads whose values also shaped it at load (a
  * shape input also added to data): translated again with other values,
  * the recipe differs, so the compiled graph holds for these values only.
- * A note naming them for tl compile's warning, or NULL.  And the inputs
- * no node reads that were taken for fixed (known at load) whose values
- * shape nothing (an unused input, one read through Shape alone): inputs
- * of the compiled graph again, not fixed. */
+ * A note naming them for tl compile's warning, or NULL.  And the float
+ * inputs no node reads that were taken for fixed (known at load) whose
+ * values shape nothing (an unused input, one read through Shape alone):
+ * inputs of the compiled graph again, not fixed.  A fixed integer stays
+ * fixed: its value may select an If's branch at load, which one other
+ * value need not show (float values never do; they reach the recipe at
+ * load only as sizes and counts). */
 static char *pinned_note(tl_onnx_model *m, tl_tensor *const *in, tx *t)
 {
     char *base = recipe_text(t->root), *note = NULL;
@@ -5445,7 +5448,7 @@ static char *pinned_note(tl_onnx_model *m, tl_tensor *const *in, tx *t)
     tl_tensor **in2 = base ? calloc((size_t)m->nin + 1, sizeof *in2) : NULL;
     for (int i = 0; in2 && i < m->nin; i++) {
         const val *v = input_val(t, i);
-        if (!v || !v->k)
+        if (!v || !v->k || (t->fixed[i] && tl_dtype_is_int(in[i]->dtype)))
             continue;
         bool shapes = shapes_recipe(m, in, t, i, base, in2);
         if (t->fixed[i]) {
@@ -5482,7 +5485,7 @@ tl_code tl_onnx_refine_fixed(tl_onnx_model *m, tl_tensor *const *in, tl_graph *g
     char *base = m1 && m1->nin == m->nin && build(&t, in) ? recipe_text(t.root) : NULL;
     tl_tensor **in2 = base ? calloc((size_t)m->nin + 1, sizeof *in2) : NULL;
     for (int i = 0; in2 && i < g->ninputs && i < m->nin; i++)
-        if (g->inputs[i].fixed && !shapes_recipe(m, in, &t, i, base, in2))
+        if (g->inputs[i].fixed && !tl_dtype_is_int(in[i]->dtype) && !shapes_recipe(m, in, &t, i, base, in2))
             g->inputs[i].fixed = false;
     tl_code rc = in2 ? TL_OK : st->code ? st->code : tl_fail(st, TL_ERUNTIME, "out of memory");
     free(in2);

@@ -68,10 +68,10 @@ void tl_onnx_drop_inputs(tl_onnx_model *m);
  * Any shape is taken: tl_onnx_check_input holds one to the model's
  * declaration. */
 tl_graph *tl_onnx_translate(tl_onnx_model *m, tl_tensor *const *in, tl_status *st);
-/* tl diff: the inputs of g (m translated for in) marked fixed whose values
- * shape nothing after all (translated with other values, the recipe is the
- * same: an input no node reads, or one read through Shape alone) are
- * inputs again, as tl compile keeps them. */
+/* tl diff: the float inputs of g (m translated for in) marked fixed whose
+ * values shape nothing after all (translated with other values, the
+ * recipe is the same: an input no node reads, or one read through Shape
+ * alone) are inputs again, as tl compile keeps them. */
 tl_code tl_onnx_refine_fixed(tl_onnx_model *m, tl_tensor *const *in, tl_graph *g, tl_status *st);
 
 /* A model translated for the inputs it declares (their fixed shapes, zeros
