@@ -37,9 +37,6 @@
             }                                                                      \
     } while (0)
 
-/* gelu's form (approx) and clamp's bounds are fixed per loop, each choice a
- * loop of its own: read per lane, GCC kept the branch in the loop and
- * called the scalar erf lane by lane (15 to 30 times PyTorch's time). */
 #define UN_LANES(E, EXPR)                                                          \
     case TL_OP_##E:                                                                \
         EACH_LANE(T v = A[l]; D[l] = (T)(EXPR));                                   \
@@ -187,7 +184,10 @@ static int both_write(const tl_mprog *p, int pc, int jmp, int join, int *merge)
             case TL_M_UN: {                                                        \
                 int approx = in_->approx;                                          \
                 (void)approx;                                                      \
-                if (in_->op == TL_OP_GELU && approx) { /* the form fixed per loop */ \
+                /* gelu's form, and below clamp's bounds, fixed per loop: read   \
+                 * per lane, GCC kept the branch in the loop and called the      \
+                 * scalar erf lane by lane (15 to 30 times PyTorch's time) */    \
+                if (in_->op == TL_OP_GELU && approx) {                             \
                     EACH_LANE(T v = A[l]; D[l] = TL_GELU(v, 1));                   \
                     break;                                                         \
                 }                                                                  \
