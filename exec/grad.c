@@ -145,7 +145,10 @@ static tl_tensor *prod_rule(bw *b, tl_tensor *g, tl_tensor *x, const tl_attrs *a
                 pshape[k++] = x->shape[d];
                 *(pass ? &r : &outer) *= x->shape[d];
             }
-    tl_tensor *xp = call(b, TL_OP_TRANSPOSE, 1, &x, &perm);
+    bool moved = false; /* the reduced axes already last: no moves */
+    for (int d = 0; d < x->ndim; d++)
+        moved = moved || perm.axes[d] != d;
+    tl_tensor *xp = moved ? call(b, TL_OP_TRANSPOSE, 1, &x, &perm) : x;
     tl_tensor *x2 = reshape(b, xp, 2, (int64_t[]){outer, r});
     tl_tensor *g1 = reshape(b, g, 1, &outer);
     tl_tensor *p2 = tl_bw_twice(b) ? tl_bw_prod_others(b, x2, g1) : op2(b, TL_OP_PROD_GRAD, x2, g1);
@@ -156,7 +159,7 @@ static tl_tensor *prod_rule(bw *b, tl_tensor *g, tl_tensor *x, const tl_attrs *a
     inv.naxes = x->ndim;
     for (int d = 0; d < x->ndim; d++)
         inv.axes[perm.axes[d]] = d;
-    return call(b, TL_OP_TRANSPOSE, 1, &p, &inv);
+    return moved ? call(b, TL_OP_TRANSPOSE, 1, &p, &inv) : p;
 }
 
 /* matmul: promote 1-D operands to matrices, then gA = g B^T, gB = A^T g

@@ -29,6 +29,10 @@ tl_code cpu_batch_norm_var(const tl_tensor *x, const tl_tensor *m, tl_tensor *ou
 tl_code cpu_reduce(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out,
                    tl_status *st);
 tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tensor *out, tl_status *st);
+/* The max (max) or min of x[0..n) ignoring NaN (-inf or inf where there
+ * is none) and whether x holds a NaN: in any order, in vector lanes. */
+float cpu_ext_scan_f(const float *x, int64_t n, bool max, bool *nan);
+double cpu_ext_scan_d(const double *x, int64_t n, bool max, bool *nan);
 tl_code cpu_prod_grad(const tl_tensor *x, const tl_tensor *g, tl_tensor *out);
 tl_code cpu_matmul(const tl_tensor *a, const tl_tensor *b, const tl_attrs *at, tl_tensor *out,
                    tl_status *st);

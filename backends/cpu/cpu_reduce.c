@@ -217,7 +217,7 @@ static bool rows_sum(bool f32, const void *x, void *y, int64_t outer, int64_t r,
 #define EXT_PICK(max, v, e) ((max) ? ((v) > (e) ? (v) : (e)) : ((v) < (e) ? (v) : (e)))
 #define DEFINE_EXTREME(T, SUF)                                                                 \
     /* the extreme of x[0..n) ignoring NaN (-inf/inf where none), and whether a NaN */        \
-    CPU_KERNEL static T ext_scan_##SUF(const T *x, int64_t n, bool max, bool *nan)             \
+    CPU_KERNEL T cpu_ext_scan_##SUF(const T *x, int64_t n, bool max, bool *nan)             \
     {                                                                                          \
         T lane[EXT_LANES];                                                                     \
         int nl[EXT_LANES] = {0};                                                               \
@@ -296,20 +296,20 @@ static void ext_item(void *ctx, int64_t item)
     if (j->outer == 1) { /* a block of the row */
         int64_t lo = item * j->per, n = lo + j->per < j->r ? j->per : j->r - lo;
         if (j->f32)
-            ((float *)j->part)[item] = ext_scan_f((const float *)j->x + lo, n, j->max, &j->nan[item]);
+            ((float *)j->part)[item] = cpu_ext_scan_f((const float *)j->x + lo, n, j->max, &j->nan[item]);
         else
-            ((double *)j->part)[item] = ext_scan_d((const double *)j->x + lo, n, j->max, &j->nan[item]);
+            ((double *)j->part)[item] = cpu_ext_scan_d((const double *)j->x + lo, n, j->max, &j->nan[item]);
         return;
     }
     int64_t o1 = (item + 1) * j->per < j->outer ? (item + 1) * j->per : j->outer;
     for (int64_t o = item * j->per; o < o1; o++)
         if (j->f32) {
             const float *x = (const float *)j->x + o * j->r;
-            float e = ext_scan_f(x, j->r, j->max, &nan);
+            float e = cpu_ext_scan_f(x, j->r, j->max, &nan);
             ((float *)j->y)[o] = ext_settle_f(x, j->r, e, nan);
         } else {
             const double *x = (const double *)j->x + o * j->r;
-            double e = ext_scan_d(x, j->r, j->max, &nan);
+            double e = cpu_ext_scan_d(x, j->r, j->max, &nan);
             ((double *)j->y)[o] = ext_settle_d(x, j->r, e, nan);
         }
 }
@@ -341,8 +341,83 @@ static bool extreme_rows(bool max, bool f32, const void *x, void *y, int64_t out
     return true;
 }
 
-/* Integer sums and products (i32, i64) wrap: unsigned arithmetic, exact,
- * so any order gives the same result. */
+/* Products of contiguous rows (inner 1), each the fold from 1 in order,
+ * as REDUCE_STEP takes it: FOLD_ROWS rows at once, so that their chains
+ * of multiplies overlap instead of waiting on each other, and blocks of
+ * rows on the threads (a row's bits are its own fold's, whoever runs it).
+ * Integer sums and products (i32, i64) wrap: unsigned arithmetic, exact,
+ * in any order, so their rows fold the same way. */
+#define FOLD_ROWS 8
+#define FOLD_BLOCK ((int64_t)1 << 15) /* elements an item, at least a row */
+#define DEFINE_FOLD_ROWS(T, SUF, INIT, ACC)                                        \
+    CPU_KERNEL static void fold_rows_##SUF(const T *x, T *y, int64_t rows, int64_t r) \
+    {                                                                              \
+        int64_t o = 0;                                                             \
+        for (; o + FOLD_ROWS <= rows; o += FOLD_ROWS) {                            \
+            T a[FOLD_ROWS];                                                        \
+            const T *xs = x + o * r;                                               \
+            for (int l = 0; l < FOLD_ROWS; l++)                                    \
+                a[l] = (T)(INIT);                                                  \
+            for (int64_t k = 0; k < r; k++)                                        \
+                for (int l = 0; l < FOLD_ROWS; l++) {                              \
+                    T acc = a[l], v = xs[l * r + k];                               \
+                    a[l] = (T)(ACC);                                               \
+                }                                                                  \
+            for (int l = 0; l < FOLD_ROWS; l++)                                    \
+                y[o + l] = a[l];                                                   \
+        }                                                                          \
+        for (; o < rows; o++) {                                                    \
+            T acc = (T)(INIT);                                                     \
+            for (int64_t k = 0; k < r; k++) {                                      \
+                T v = x[o * r + k];                                                \
+                acc = (T)(ACC);                                                    \
+            }                                                                      \
+            y[o] = acc;                                                            \
+        }                                                                          \
+    }
+DEFINE_FOLD_ROWS(float, prod_f, 1, acc * v)
+DEFINE_FOLD_ROWS(double, prod_d, 1, acc * v)
+DEFINE_FOLD_ROWS(int32_t, prod_i32, 1, (uint32_t)acc * (uint32_t)v)
+DEFINE_FOLD_ROWS(int64_t, prod_i64, 1, (uint64_t)acc * (uint64_t)v)
+DEFINE_FOLD_ROWS(int32_t, sum_i32, 0, (uint32_t)acc + (uint32_t)v)
+DEFINE_FOLD_ROWS(int64_t, sum_i64, 0, (uint64_t)acc + (uint64_t)v)
+
+typedef void (*fold_fn)(const void *x, void *y, int64_t rows, int64_t r);
+typedef struct fold_job {
+    fold_fn fn;
+    const char *x;
+    char *y;
+    size_t es;
+    int64_t outer, r, per; /* rows an item */
+} fold_job;
+
+static void fold_item(void *ctx, int64_t item)
+{
+    fold_job *j = ctx;
+    int64_t o = item * j->per, n = o + j->per < j->outer ? j->per : j->outer - o;
+    j->fn(j->x + j->es * (size_t)(o * j->r), j->y + j->es * (size_t)o, n, j->r);
+}
+
+/* false: not a case for it (another step takes it) */
+static bool fold_rows(tl_opcode op, tl_dtype dt, const void *x, void *y, int64_t outer, int64_t r)
+{
+    fold_fn fn = NULL;
+    if (op == TL_OP_PROD)
+        fn = dt == TL_F32 ? (fold_fn)fold_rows_prod_f : dt == TL_F64 ? (fold_fn)fold_rows_prod_d
+           : dt == TL_I32 ? (fold_fn)fold_rows_prod_i32 : (fold_fn)fold_rows_prod_i64;
+    else if (op == TL_OP_SUM && (dt == TL_I32 || dt == TL_I64))
+        fn = dt == TL_I32 ? (fold_fn)fold_rows_sum_i32 : (fold_fn)fold_rows_sum_i64;
+    if (!fn || r < 1)
+        return false;
+    fold_job j = {fn, x, y, tl_dtype_size(dt), outer, r, r >= FOLD_BLOCK ? 1 : FOLD_BLOCK / r};
+    if (j.per > FOLD_ROWS)
+        j.per -= j.per % FOLD_ROWS;
+    int64_t items = (outer + j.per - 1) / j.per;
+    cpu_parallel(items, items > 1 && outer * r >= CPU_PSUM_PARALLEL ? cpu_nthreads() : 1, fold_item, &j);
+    return true;
+}
+
+/* The other integer steps: unsigned arithmetic, as above. */
 #define INT_STEP(T, U)                                                             \
     do {                                                                           \
         if (op == TL_OP_PROD)                                                      \
@@ -356,6 +431,8 @@ static bool reduce_step(tl_opcode op, tl_dtype dt, const void *xin, void *yout, 
                         int64_t r, int64_t inner)
 {
     bool f = dt == TL_F32, ok = true;
+    if (inner == 1 && fold_rows(op, dt, xin, yout, outer, r))
+        return true;
     if (dt == TL_I32) {
         INT_STEP(int32_t, uint32_t);
         return true;
@@ -641,42 +718,86 @@ tl_code cpu_softmax(tl_opcode op, const tl_tensor *x, const tl_attrs *a, tl_tens
     return TL_OK;
 }
 
+#define PGRAD_ROWS 4 /* rows whose chains of products overlap */
+/* row l's counts and products take element V */
+#define PGRAD_TAKE(T, V)                                                           \
+    do {                                                                           \
+        T v = (V);                                                                 \
+        zeros[l] += v == 0;                                                        \
+        odd[l] += !isfinite(v);                                                    \
+        p[l] *= v;                                                                 \
+        nz[l] = v == 0 ? nz[l] : nz[l] * v;                                        \
+    } while (0)
+#define DEFINE_PROD_GRAD(T, SUF)                                                   \
+    CPU_KERNEL static void prod_grad_##SUF(const T *x, const T *g, T *y, int64_t rows, int64_t r) \
+    {                                                                              \
+        for (int64_t o0 = 0; o0 < rows; o0 += PGRAD_ROWS) {                        \
+            int nr = rows - o0 < PGRAD_ROWS ? (int)(rows - o0) : PGRAD_ROWS;       \
+            int64_t zeros[PGRAD_ROWS] = {0}, odd[PGRAD_ROWS] = {0}; /* infinities and NaNs */ \
+            T p[PGRAD_ROWS], nz[PGRAD_ROWS]; /* the product; of the nonzeros */    \
+            for (int l = 0; l < PGRAD_ROWS; l++)                                   \
+                p[l] = nz[l] = 1;                                                  \
+            if (nr == PGRAD_ROWS)                                                  \
+                for (int64_t k = 0; k < r; k++)                                    \
+                    for (int l = 0; l < PGRAD_ROWS; l++)                           \
+                        PGRAD_TAKE(T, x[(o0 + l) * r + k]);                        \
+            else                                                                   \
+                for (int l = 0; l < nr; l++)                                       \
+                    for (int64_t k = 0; k < r; k++)                                \
+                        PGRAD_TAKE(T, x[(o0 + l) * r + k]);                        \
+            for (int l = 0; l < nr; l++) {                                         \
+                const T *xs = x + (o0 + l) * r;                                    \
+                T *ys = y + (o0 + l) * r, go = g[o0 + l], pl = p[l];               \
+                if (zeros[l] == 0) {                                               \
+                    for (int64_t k = 0; k < r; k++)                                \
+                        ys[k] = go * (pl / xs[k]);                                 \
+                    continue;                                                      \
+                }                                                                  \
+                for (int64_t k = 0; k < r; k++)                                    \
+                    ys[k] = zeros[l] == 1 && xs[k] == 0          ? go * nz[l]      \
+                            : odd[l] - !isfinite(xs[k]) > 0      ? go * (T)NAN     \
+                                                                 : go * (T)0;      \
+            }                                                                      \
+        }                                                                          \
+    }
+DEFINE_PROD_GRAD(float, f)
+DEFINE_PROD_GRAD(double, d)
+
+typedef struct pgrad_job {
+    const tl_tensor *x, *g;
+    tl_tensor *out;
+    int64_t r, per; /* rows an item */
+} pgrad_job;
+
+static void pgrad_item(void *ctx, int64_t item)
+{
+    pgrad_job *j = ctx;
+    int64_t outer = j->x->shape[0], o = item * j->per, n = o + j->per < outer ? j->per : outer - o;
+    if (j->x->dtype == TL_F32)
+        prod_grad_f((const float *)j->x->data + o * j->r, (const float *)j->g->data + o,
+                    (float *)j->out->data + o * j->r, n, j->r);
+    else
+        prod_grad_d((const double *)j->x->data + o * j->r, (const double *)j->g->data + o,
+                    (double *)j->out->data + o * j->r, n, j->r);
+}
+
 /* x: [outer, r], g: [outer] -> g times the product of the other entries of
  * each row, as PyTorch's: g (prod / x) where the row has no zero; with
  * zeros, the row's one zero gets g times the product of the rest, and
  * every other place g times a product that holds a zero: 0, or NaN where
  * an infinity or NaN is among the others (0 inf is NaN; they were 0 until
- * tests/cli/cases.txt's case). */
-#define PROD_GRAD(T)                                                               \
-    do {                                                                           \
-        const T *X_ = x->data, *G_ = g->data;                                      \
-        T *Y_ = out->data;                                                         \
-        for (int64_t o = 0; o < outer; o++) {                                      \
-            const T *xs = X_ + o * r;                                              \
-            T *ys = Y_ + o * r;                                                    \
-            int64_t zeros = 0, odd = 0; /* zeros; infinities and NaNs */           \
-            T p = 1, nz = 1;            /* the product; of the nonzeros */         \
-            for (int64_t k = 0; k < r; k++) {                                      \
-                zeros += xs[k] == 0;                                               \
-                odd += !isfinite(xs[k]);                                           \
-                p *= xs[k];                                                        \
-                nz = xs[k] == 0 ? nz : nz * xs[k];                                 \
-            }                                                                      \
-            for (int64_t k = 0; k < r; k++)                                        \
-                ys[k] = zeros == 0                    ? G_[o] * (p / xs[k])        \
-                        : zeros == 1 && xs[k] == 0    ? G_[o] * nz                 \
-                        : odd - !isfinite(xs[k]) > 0 ? G_[o] * (T)NAN              \
-                                                      : G_[o] * (T)0;              \
-        }                                                                          \
-    } while (0)
-
+ * tests/cli/cases.txt's case).  The products fold each row in order;
+ * blocks of rows, cut by the shapes alone, on the threads. */
 tl_code cpu_prod_grad(const tl_tensor *x, const tl_tensor *g, tl_tensor *out)
 {
     int64_t outer = x->shape[0], r = x->shape[1];
-    if (x->dtype == TL_F32)
-        PROD_GRAD(float);
-    else
-        PROD_GRAD(double);
+    if (r < 1 || outer < 1)
+        return TL_OK;
+    pgrad_job j = {x, g, out, r, r >= FOLD_BLOCK ? 1 : FOLD_BLOCK / r};
+    if (j.per > PGRAD_ROWS)
+        j.per -= j.per % PGRAD_ROWS;
+    int64_t items = (outer + j.per - 1) / j.per;
+    cpu_parallel(items, items > 1 && outer * r >= CPU_PSUM_PARALLEL ? cpu_nthreads() : 1, pgrad_item, &j);
     return TL_OK;
 }
 
