@@ -44,6 +44,10 @@ typedef struct pjob {
     bool padded;
     int64_t pd, ph, pw, owr;
     int64_t *first[4];
+    /* one output a plane, dilation 1 along the last axis (global pooling):
+     * its window as nseg runs of the plane, seg[2i] long from seg[2i+1] */
+    bool global;
+    int64_t nseg, *seg;
     atomic_int oom;
 } pjob;
 
@@ -348,9 +352,103 @@ static void pool_item_padded(pjob *j, int64_t item)
     free(mem);
 }
 
+/* Global pooling (one output a plane): the window's runs one after
+ * another, each in the row-major order the other paths take, where they
+ * spent a pass of their loops (and the padded path a block of outputs)
+ * on every window element.  max: the fold's extreme and NaN flag found in
+ * any order (cpu_ext_scan), then the fold's pick looked up in order (the
+ * last NaN where there is one, else the first element equal to the
+ * extreme), so the value, and the argmax of max_pool_grad and
+ * max_pool_pick, are the fold's.  avg: each plane's running sum from 0,
+ * GLOBAL_LANES planes at once so that their chains of additions overlap.
+ * The same bits as the other paths. */
+#define GLOBAL_LANES 8
+#define DEFINE_GLOBAL(T, SUF)                                                                   \
+    /* the fold's pick over the window of plane x: its index, -1 for none */                   \
+    static int64_t global_pick_##SUF(const pjob *j, const T *x)                                \
+    {                                                                                          \
+        const int64_t *seg = j->seg;                                                           \
+        T e = (T)-INFINITY;                                                                    \
+        bool nan = false, any;                                                                 \
+        for (int64_t i = 0; i < j->nseg; i++) {                                                \
+            T v = cpu_ext_scan_##SUF(x + seg[2 * i + 1], seg[2 * i], true, &any);              \
+            e = v > e ? v : e;                                                                 \
+            nan = nan || any;                                                                  \
+        }                                                                                      \
+        for (int64_t i = nan ? j->nseg - 1 : -1; i >= 0; i--)                                 \
+            for (int64_t k = seg[2 * i + 1] + seg[2 * i] - 1; k >= seg[2 * i + 1]; k--)        \
+                if (x[k] != x[k])                                                              \
+                    return k;                                                                  \
+        for (int64_t i = 0; i < j->nseg; i++)                                                  \
+            for (int64_t k = seg[2 * i + 1]; k < seg[2 * i + 1] + seg[2 * i]; k++)             \
+                if (x[k] == e)                                                                 \
+                    return k;                                                                  \
+        return -1;                                                                             \
+    }                                                                                          \
+    CPU_KERNEL static void global_##SUF(const pjob *j, int64_t p0, int64_t p1)                 \
+    {                                                                                          \
+        const geom *G = &j->G;                                                                 \
+        const T *x = j->x, *g = j->g;                                                          \
+        T *out = j->out;                                                                       \
+        const int64_t *seg = j->seg, isz = G->isz;                                             \
+        if (j->op == TL_OP_AVG_POOL) {                                                         \
+            T cnt = (T)(j->cnt[0][0] * j->cnt[1][0] * j->cnt[2][0]);                           \
+            for (int64_t p = p0; p < p1; p += GLOBAL_LANES) {                                  \
+                int nl = p1 - p < GLOBAL_LANES ? (int)(p1 - p) : GLOBAL_LANES;                 \
+                T acc[GLOBAL_LANES] = {0};                                                     \
+                const T *xp = x + p * isz;                                                     \
+                for (int64_t i = 0; i < j->nseg; i++)                                          \
+                    for (int64_t k = seg[2 * i + 1]; k < seg[2 * i + 1] + seg[2 * i]; k++)     \
+                        if (nl == GLOBAL_LANES)                                                \
+                            for (int l = 0; l < GLOBAL_LANES; l++)                             \
+                                acc[l] += xp[l * isz + k];                                     \
+                        else                                                                   \
+                            for (int l = 0; l < nl; l++)                                       \
+                                acc[l] += xp[l * isz + k];                                     \
+                for (int l = 0; l < nl; l++)                                                   \
+                    out[p + l] = acc[l] / cnt;                                                 \
+            }                                                                                  \
+            return;                                                                            \
+        }                                                                                      \
+        for (int64_t p = p0; p < p1; p++) {                                                    \
+            if (j->op == TL_OP_AVG_POOL_GRAD) { /* the window's elements: 0 + g / count */     \
+                T m = g[p] / (T)(j->cnt[0][0] * j->cnt[1][0] * j->cnt[2][0]), *o = out + p * isz; \
+                memset(o, 0, sizeof(T) * (size_t)isz);                                         \
+                for (int64_t i = 0; i < j->nseg; i++)                                          \
+                    for (int64_t k = seg[2 * i + 1]; k < seg[2 * i + 1] + seg[2 * i]; k++)     \
+                        o[k] += m;                                                             \
+                continue;                                                                      \
+            }                                                                                  \
+            const T *xp = x + p * isz;                                                         \
+            int64_t at = global_pick_##SUF(j, xp);                                             \
+            switch (j->op) {                                                                   \
+            case TL_OP_MAX_POOL:                                                               \
+                out[p] = at >= 0 ? xp[at] : (T)-INFINITY;                                      \
+                break;                                                                         \
+            case TL_OP_MAX_POOL_PICK: /* g: v, of x's shape */                                 \
+                out[p] = at >= 0 ? g[p * isz + at] : 0;                                        \
+                break;                                                                         \
+            default: /* max_pool_grad; out may be x's own memory, read above */               \
+                memset(out + p * isz, 0, sizeof(T) * (size_t)isz);                             \
+                if (at >= 0)                                                                   \
+                    out[p * isz + at] += g[p];                                                 \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_GLOBAL(float, f)
+DEFINE_GLOBAL(double, d)
+
 static void pool_item(void *ctx, int64_t item)
 {
     pjob *j = ctx;
+    if (j->global) {
+        int64_t p0 = item * j->per_item, p1 = p0 + j->per_item < j->G.planes ? p0 + j->per_item : j->G.planes;
+        if (j->f32)
+            global_f(j, p0, p1);
+        else
+            global_d(j, p0, p1);
+        return;
+    }
     if (j->padded) {
         pool_item_padded(j, item);
         return;
@@ -413,8 +511,21 @@ tl_code cpu_pool(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
                    a->count_include_pad);
         }
     }
-    int64_t *first = NULL;
-    if (j.G.planes > 0 && j.G.osz > 0 &&
+    int64_t *first = NULL, *seg = NULL;
+    if (j.G.planes > 0 && j.G.osz == 1 && j.G.dl[2] == 1 &&
+        (seg = malloc(sizeof *seg * (size_t)(2 * j.G.k[0] * j.G.k[1])))) {
+        j.global = true, j.seg = seg;
+        int64_t w0 = j.G.lo[2] < 0 ? -j.G.lo[2] : 0; /* the window's part of a row, [w0, w1) */
+        int64_t w1 = j.G.k[2] - j.G.lo[2] < j.G.in[2] ? j.G.k[2] - j.G.lo[2] : j.G.in[2];
+        for (int64_t kd = 0; kd < j.G.k[0] && w1 > w0; kd++) {
+            int64_t id = -j.G.lo[0] + kd * j.G.dl[0];
+            for (int64_t kh = 0; kh < j.G.k[1] && id >= 0 && id < j.G.in[0]; kh++) {
+                int64_t ih = -j.G.lo[1] + kh * j.G.dl[1];
+                if (ih >= 0 && ih < j.G.in[1])
+                    seg[2 * j.nseg] = w1 - w0, seg[2 * j.nseg++ + 1] = (id * j.G.in[1] + ih) * j.G.in[2] + w0;
+            }
+        }
+    } else if (j.G.planes > 0 && j.G.osz > 0 &&
         (op == TL_OP_MAX_POOL || op == TL_OP_MAX_POOL_GRAD)) {
         /* the padded path, where a padded plane is of a size to copy */
         int64_t ext[3];
@@ -461,6 +572,7 @@ tl_code cpu_pool(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     }
     free(cnt);
     free(first);
+    free(seg);
     if (atomic_load(&j.oom))
         return tl_fail(st, TL_ERUNTIME, "out of memory for %s's scratch", tl_ops[op].name);
     return TL_OK;
