@@ -33,74 +33,114 @@ typedef struct njob {
     int64_t per_item;
     void *part; /* layer_norm_params_grad: each item's partial sums [2, len] */
     void *stats; /* layer_norm_params_grad by columns: each row's mean and sqrt(var + eps) */
-    atomic_int oom;
 } njob;
 
-/* psum.h's leaves, in the kernels' vector widths */
-CPU_KERNEL static float leaf_f(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_f((const float *)ctx + lo, n); }
-CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_psum_leaf_d((const double *)ctx + lo, n); }
+/* The sums a row needs, of elements made as the leaves read them rather
+ * than from a scratch copy (which, for rows of a million elements, was a
+ * fresh allocation of three times the row for every row): the values,
+ * and the order of summing them, that a copy would have.  In a row
+ * (offsets from its start): */
+#define NK_X 0  /* x */
+#define NK_SQ 1 /* (x - m)^2 */
+#define NK_H 2  /* g * scale */
+#define NK_HX 3 /* g * scale * xhat, xhat = (x - m) / r */
+#define NK_GX 4 /* g * xhat */
+#define NK_EL(k, c, i)                                                                         \
+    ((k) == NK_X    ? (c)->x[i]                                                                \
+     : (k) == NK_SQ ? ((c)->x[i] - (c)->m) * ((c)->x[i] - (c)->m)                              \
+     : (k) == NK_H  ? (c)->g[i] * (c)->sc[i]                                                   \
+     : (k) == NK_HX ? (c)->g[i] * (c)->sc[i] * (((c)->x[i] - (c)->m) / (c)->r)                 \
+                    : (c)->g[i] * (((c)->x[i] - (c)->m) / (c)->r))
 
-#define DEFINE_NORM(T, SUF)                                                                    \
-    static T sum_##SUF(const T *x, int64_t n) { return cpu_psum_seq_##SUF(leaf_##SUF, (void *)x, 0, n); } \
-    /* the sums of a[0..na) and b[0..nb) at once, each in psum.h's order: two               \
-     * independent chains of additions keep the adder busy where one waits */              \
-    CPU_KERNEL static void sum2_##SUF(const T *a, int64_t na, const T *b, int64_t nb, T *sa, T *sb) \
+/* psum.h's leaf and its order, over the elements of kind K; and two runs'
+ * leaves at once (two chains of additions keep the adder busy where one
+ * waits), each accumulator taking its run's elements in order */
+#define DEFINE_NSUM(T, SUF, K)                                                                 \
+    CPU_KERNEL static T leaf_##K##_##SUF(void *ctx, int64_t lo, int64_t n)                     \
+    {                                                                                          \
+        const nrow_##SUF *c = ctx;                                                             \
+        T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, rest = 0;                                         \
+        int64_t i = lo;                                                                        \
+        for (; i + 8 <= lo + n; i += 8)                                                        \
+            for (int k = 0; k < 8; k++)                                                        \
+                acc[k] += NK_EL(K, c, i + k);                                                  \
+        for (; i < lo + n; i++)                                                                \
+            rest += NK_EL(K, c, i);                                                            \
+        return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + rest; \
+    }                                                                                          \
+    CPU_KERNEL static void leaf2_##K##_##SUF(const nrow_##SUF *c, int64_t a, int64_t na, int64_t b, \
+                                              int64_t nb, T *sa, T *sb)                       \
+    {                                                                                          \
+        T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, bcc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, ra = 0, rb = 0; \
+        int64_t fa = na & ~(int64_t)7, fb = nb & ~(int64_t)7, both = fa < fb ? fa : fb, i = 0; \
+        for (; i < both; i += 8)                                                               \
+            for (int k = 0; k < 8; k++) {                                                      \
+                acc[k] += NK_EL(K, c, a + i + k);                                              \
+                bcc[k] += NK_EL(K, c, b + i + k);                                              \
+            }                                                                                  \
+        for (int64_t j = i; j < fa; j += 8)                                                    \
+            for (int k = 0; k < 8; k++)                                                        \
+                acc[k] += NK_EL(K, c, a + j + k);                                              \
+        for (int64_t j = i; j < fb; j += 8)                                                    \
+            for (int k = 0; k < 8; k++)                                                        \
+                bcc[k] += NK_EL(K, c, b + j + k);                                              \
+        for (int64_t j = fa; j < na; j++)                                                      \
+            ra += NK_EL(K, c, a + j);                                                          \
+        for (int64_t j = fb; j < nb; j++)                                                      \
+            rb += NK_EL(K, c, b + j);                                                          \
+        *sa = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + ra; \
+        *sb = ((bcc[0] + bcc[1]) + (bcc[2] + bcc[3])) + ((bcc[4] + bcc[5]) + (bcc[6] + bcc[7])) + rb; \
+    }                                                                                          \
+    /* the psum-ordered sums of runs [a, a + na) and [b, b + nb), at once */                  \
+    static void sum2_##K##_##SUF(const nrow_##SUF *c, int64_t a, int64_t na, int64_t b, int64_t nb, T *sa, T *sb) \
     {                                                                                          \
         if (na > CPU_PSUM_LEAF && nb > CPU_PSUM_LEAF) {                                        \
             int64_t ha = cpu_psum_half(na), hb = cpu_psum_half(nb);                            \
             T la, lb, ra, rb;                                                                  \
-            sum2_##SUF(a, ha, b, hb, &la, &lb);                                                \
-            sum2_##SUF(a + ha, na - ha, b + hb, nb - hb, &ra, &rb);                            \
+            sum2_##K##_##SUF(c, a, ha, b, hb, &la, &lb);                                       \
+            sum2_##K##_##SUF(c, a + ha, na - ha, b + hb, nb - hb, &ra, &rb);                   \
             *sa = la + ra;                                                                     \
             *sb = lb + rb;                                                                     \
             return;                                                                            \
         }                                                                                      \
         if (na > CPU_PSUM_LEAF || nb > CPU_PSUM_LEAF) {                                        \
-            *sa = sum_##SUF(a, na);                                                            \
-            *sb = sum_##SUF(b, nb);                                                            \
+            *sa = cpu_psum_seq_##SUF(leaf_##K##_##SUF, (void *)c, a, na);                      \
+            *sb = cpu_psum_seq_##SUF(leaf_##K##_##SUF, (void *)c, b, nb);                      \
             return;                                                                            \
         }                                                                                      \
-        /* two leaves: each accumulator takes its array's elements in order */                \
-        T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, bcc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, ra = 0, rb = 0; \
-        int64_t fa = na & ~(int64_t)7, fb = nb & ~(int64_t)7, both = fa < fb ? fa : fb, i = 0; \
-        for (; i < both; i += 8)                                                               \
-            for (int k = 0; k < 8; k++) {                                                      \
-                acc[k] += a[i + k];                                                            \
-                bcc[k] += b[i + k];                                                            \
-            }                                                                                  \
-        for (int64_t j = i; j < fa; j += 8)                                                    \
-            for (int k = 0; k < 8; k++)                                                        \
-                acc[k] += a[j + k];                                                            \
-        for (int64_t j = i; j < fb; j += 8)                                                    \
-            for (int k = 0; k < 8; k++)                                                        \
-                bcc[k] += b[j + k];                                                            \
-        for (int64_t j = fa; j < na; j++)                                                      \
-            ra += a[j];                                                                        \
-        for (int64_t j = fb; j < nb; j++)                                                      \
-            rb += b[j];                                                                        \
-        *sa = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + ra; \
-        *sb = ((bcc[0] + bcc[1]) + (bcc[2] + bcc[3])) + ((bcc[4] + bcc[5]) + (bcc[6] + bcc[7])) + rb; \
+        leaf2_##K##_##SUF(c, a, na, b, nb, sa, sb);                                            \
     }                                                                                          \
-    /* psum(x, n), its two halves summed at once */                                            \
-    static T fsum_##SUF(const T *x, int64_t n)                                                 \
+    /* the row's sum: on this thread its two halves at once, or the subtrees of \
+     * psum.h's tree on `threads` threads (the same bits) */                  \
+    static T sum_##K##_##SUF(const nrow_##SUF *c, int64_t n, int threads)                      \
     {                                                                                          \
+        if (threads > 1)                                                                       \
+            return cpu_psum_tree_##SUF(leaf_##K##_##SUF, (void *)c, n, threads);               \
         if (n <= CPU_PSUM_LEAF)                                                                \
-            return sum_##SUF(x, n);                                                            \
+            return leaf_##K##_##SUF((void *)c, 0, n);                                          \
         int64_t h = cpu_psum_half(n);                                                          \
         T l, r;                                                                                \
-        sum2_##SUF(x, h, x + h, n - h, &l, &r);                                                \
+        sum2_##K##_##SUF(c, 0, h, h, n - h, &l, &r);                                           \
         return l + r;                                                                          \
-    }                                                                                          \
-    /* the mean and the biased variance of x[0..n), d the scratch for x - mean */                \
-    CPU_KERNEL static void stats_##SUF(const T *x, int64_t n, T *d, T *mean, T *var)           \
+    }
+
+#define DEFINE_NORM(T, SUF)                                                                    \
+    typedef struct nrow_##SUF {                                                                \
+        const T *x, *g, *sc;                                                                   \
+        T m, r;                                                                                \
+    } nrow_##SUF;                                                                              \
+    DEFINE_NSUM(T, SUF, NK_X)                                                                  \
+    DEFINE_NSUM(T, SUF, NK_SQ)                                                                 \
+    DEFINE_NSUM(T, SUF, NK_H)                                                                  \
+    DEFINE_NSUM(T, SUF, NK_HX)                                                                 \
+    DEFINE_NSUM(T, SUF, NK_GX)                                                                 \
+    /* the mean and the biased variance of x[0..n) */                                          \
+    static void stats_##SUF(const T *x, int64_t n, int threads, T *mean, T *var)               \
     {                                                                                          \
-        T m = fsum_##SUF(x, n) / (T)n;                                                         \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            T c = x[i] - m;                                                                    \
-            d[i] = c * c;                                                                      \
-        }                                                                                      \
-        *mean = m;                                                                             \
-        *var = fsum_##SUF(d, n) / (T)n;                                                        \
+        nrow_##SUF c = {.x = x};                                                               \
+        c.m = sum_NK_X_##SUF(&c, n, threads) / (T)n;                                           \
+        *mean = c.m;                                                                           \
+        *var = sum_NK_SQ_##SUF(&c, n, threads) / (T)n;                                         \
     }                                                                                          \
     /* y = (x - mean)/r * scale + bias over n elements, scale and bias one value (or none) */  \
     CPU_KERNEL static void apply_##SUF(const T *x, T *y, int64_t n, T mean, T r, const T *sc, const T *bi) \
@@ -128,32 +168,60 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
             for (int64_t i = 0; i < n; i++)                                                    \
                 y[i] = (x[i] - mean) / r * sc[i];                                              \
     }                                                                                          \
-    /* layer_norm_grad of one row: with xhat = (x - mean)/r and h = g*scale,                   \
-     * dx = ((h - sum(h)/n) - xhat*(sum(h*xhat)/n)) / r */                                     \
-    CPU_KERNEL static void grad_row_##SUF(const T *x, const T *g, const T *sc, T *dx, int64_t n, T *xh, T *h, \
-                                          T *hx, T eps)                                        \
+    /* layer_norm_grad's dx over n elements, with xhat = (x - mean)/r and h = g*scale:         \
+     * dx = ((h - sum(h)/n) - xhat*(sum(h*xhat)/n)) / r, m1 and m2 those means */             \
+    CPU_KERNEL static void grad_apply_##SUF(const T *x, const T *g, const T *sc, T *dx, int64_t n, T mean, \
+                                            T r, T m1, T m2)                                   \
     {                                                                                          \
-        T mean, var;                                                                           \
-        stats_##SUF(x, n, hx, &mean, &var);                                                    \
-        T r = sqrt(var + eps);                                                                 \
-        for (int64_t i = 0; i < n; i++)                                                        \
-            xh[i] = (x[i] - mean) / r;                                                         \
         if (sc)                                                                                \
             for (int64_t i = 0; i < n; i++)                                                    \
-                h[i] = g[i] * sc[i];                                                           \
+                dx[i] = ((g[i] * sc[i] - m1) - (x[i] - mean) / r * m2) / r;                    \
         else                                                                                   \
-            memcpy(h, g, sizeof(T) * (size_t)n);                                               \
-        for (int64_t i = 0; i < n; i++)                                                        \
-            hx[i] = h[i] * xh[i];                                                              \
-        T s1, s2;                                                                              \
-        sum2_##SUF(h, n, hx, n, &s1, &s2);                                                     \
-        T m1 = s1 / (T)n, m2 = s2 / (T)n;                                                      \
-        for (int64_t i = 0; i < n; i++)                                                        \
-            dx[i] = ((h[i] - m1) - xh[i] * m2) / r;                                            \
+            for (int64_t i = 0; i < n; i++)                                                    \
+                dx[i] = ((g[i] - m1) - (x[i] - mean) / r * m2) / r;                            \
+    }                                                                                          \
+    /* a row's statistics for its elementwise part: mean, r = sqrt(var + eps),                \
+     * and for layer_norm_grad m1 and m2 */                                                    \
+    static void row_prep_##SUF(const njob *j, int64_t row, int threads, T *st)                 \
+    {                                                                                          \
+        int64_t n = j->len;                                                                    \
+        const T *x = (const T *)j->x + row * n;                                                \
+        T mean, var;                                                                           \
+        stats_##SUF(x, n, threads, &mean, &var);                                               \
+        T r = sqrt(var + (T)j->eps);                                                           \
+        st[0] = mean, st[1] = r;                                                               \
+        if (j->op != TL_OP_LAYER_NORM_GRAD)                                                    \
+            return;                                                                            \
+        nrow_##SUF c = {x, (const T *)j->g + row * n, j->scale, mean, r};                      \
+        T s1 = c.sc ? sum_NK_H_##SUF(&c, n, threads) : sum_NK_X_##SUF(&(nrow_##SUF){.x = c.g}, n, threads); \
+        T s2 = c.sc ? sum_NK_HX_##SUF(&c, n, threads) : sum_NK_GX_##SUF(&c, n, threads);      \
+        st[2] = s1 / (T)n, st[3] = s2 / (T)n;                                                  \
+    }                                                                                          \
+    /* the elementwise part of row `row` over its elements [lo, hi) */                        \
+    static void row_part_##SUF(const njob *j, int64_t row, const T *st, int64_t lo, int64_t hi) \
+    {                                                                                          \
+        int64_t n = j->len;                                                                    \
+        const T *x = (const T *)j->x + row * n, *sc = j->scale, *bi = j->bias;                 \
+        T *y = (T *)j->out + row * n, mean = st[0], r = st[1];                                 \
+        if (j->op == TL_OP_LAYER_NORM_GRAD) {                                                  \
+            grad_apply_##SUF(x + lo, (const T *)j->g + row * n + lo, sc ? sc + lo : NULL, y + lo, hi - lo, \
+                             mean, r, st[2], st[3]);                                           \
+        } else if (j->op == TL_OP_LAYER_NORM && sc) {                                          \
+            apply_each_##SUF(x + lo, y + lo, hi - lo, mean, r, sc + lo, bi ? bi + lo : NULL);  \
+        } else if (j->op == TL_OP_LAYER_NORM || !sc) {                                         \
+            apply_##SUF(x + lo, y + lo, hi - lo, mean, r, NULL, NULL);                         \
+        } else { /* group_norm: a scale and bias per channel of per elements */                \
+            int64_t c0 = (row % j->groups) * j->cpr;                                           \
+            for (int64_t i = lo; i < hi;) {                                                    \
+                int64_t k = i / j->per, e = (k + 1) * j->per < hi ? (k + 1) * j->per : hi;     \
+                apply_##SUF(x + i, y + i, e - i, mean, r, sc + c0 + k, bi ? bi + c0 + k : NULL); \
+                i = e;                                                                         \
+            }                                                                                  \
+        }                                                                                      \
     }                                                                                          \
     /* layer_norm_params_grad over rows [r0, r1): sum(g*xhat) and sum(g) into                   \
      * part[0..len) and part[len..2 len), row after row */                                     \
-    CPU_KERNEL static void params_##SUF(const njob *j, int64_t r0, int64_t r1, T *part, T *scratch) \
+    CPU_KERNEL static void params_##SUF(const njob *j, int64_t r0, int64_t r1, T *part)        \
     {                                                                                          \
         int64_t n = j->len;                                                                    \
         T *ps = part, *pb = part + n, eps = (T)j->eps;                                         \
@@ -162,7 +230,7 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
         for (int64_t row = r0; row < r1; row++) {                                              \
             const T *x = (const T *)j->x + row * n, *g = (const T *)j->g + row * n;            \
             T mean, var;                                                                       \
-            stats_##SUF(x, n, scratch, &mean, &var);                                           \
+            stats_##SUF(x, n, 1, &mean, &var);                                                 \
             T r = sqrt(var + eps);                                                             \
             for (int64_t i = 0; i < n; i++) {                                                  \
                 ps[i] += g[i] * ((x[i] - mean) / r);                                           \
@@ -197,14 +265,6 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
-    /* a row's mean and sqrt(var + eps), as params computes them */                           \
-    CPU_KERNEL static void row_stats_##SUF(const njob *j, int64_t row, T *scratch)           \
-    {                                                                                          \
-        T mean, var, *st = j->stats;                                                           \
-        stats_##SUF((const T *)j->x + row * j->len, j->len, scratch, &mean, &var);            \
-        st[2 * row] = mean;                                                                    \
-        st[2 * row + 1] = sqrt(var + (T)j->eps);                                               \
-    }                                                                                          \
     /* the chunks' partial sums added in chunk order */                                       \
     static void params_join_##SUF(const T *part, int64_t chunks, int64_t n, T *out)            \
     {                                                                                          \
@@ -216,19 +276,16 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
     }                                                                                          \
     /* batch_norm_params_grad of channel c: sum(g*xhat) and sum(g) over its N planes of       \
      * `len`, each plane's in psum.h's order, the planes' sums added in plane order */          \
-    CPU_KERNEL static void bn_params_##SUF(const njob *j, int64_t c, T *out, T *scratch)       \
+    static void bn_params_##SUF(const njob *j, int64_t c, T *out)                              \
     {                                                                                          \
         int64_t len = j->len, C = j->groups;                                                   \
         T mean = ((const T *)j->mean)[c], r = sqrt(((const T *)j->var)[c] + (T)j->eps);         \
         T s0 = 0, s1 = 0;                                                                      \
         for (int64_t n = 0; n < j->rows / C; n++) {                                            \
             const T *x = (const T *)j->x + (n * C + c) * len, *g = (const T *)j->g + (n * C + c) * len; \
-            for (int64_t i = 0; i < len; i++)                                                  \
-                scratch[i] = g[i] * ((x[i] - mean) / r);                                       \
-            T a, b;                                                                            \
-            sum2_##SUF(scratch, len, g, len, &a, &b);                                          \
-            s0 += a;                                                                           \
-            s1 += b;                                                                           \
+            nrow_##SUF rc = {x, g, NULL, mean, r};                                             \
+            s0 += sum_NK_GX_##SUF(&rc, len, 1);                                                \
+            s1 += sum_NK_X_##SUF(&(nrow_##SUF){.x = g}, len, 1);                               \
         }                                                                                      \
         out[c] = s0;                                                                           \
         out[C + c] = s1;                                                                       \
@@ -245,35 +302,18 @@ CPU_KERNEL static double leaf_d(void *ctx, int64_t lo, int64_t n) { return cpu_p
         for (int64_t i = 0; i < len; i++)                                                      \
             dx[i] = k * ((g[i] - m1) - (x[i] - mean) / r * m2);                                \
     }                                                                                          \
-    static void row_##SUF(const njob *j, int64_t row, T *scratch)                              \
+    static void row_##SUF(const njob *j, int64_t row)                                          \
     {                                                                                          \
-        int64_t n = j->len;                                                                    \
-        const T *x = (const T *)j->x + row * n, *sc = j->scale, *bi = j->bias;                 \
-        T *y = (T *)j->out + row * n, eps = (T)j->eps;                                         \
-        if (j->op == TL_OP_LAYER_NORM_GRAD) {                                                  \
-            grad_row_##SUF(x, (const T *)j->g + row * n, sc, y, n, scratch, scratch + n, scratch + 2 * n, eps); \
-            return;                                                                            \
-        }                                                                                      \
         if (j->op == TL_OP_BATCH_NORM) {                                                       \
             int64_t c = row % j->groups;                                                       \
-            T r = sqrt(((const T *)j->var)[c] + eps);                                          \
-            apply_##SUF(x, y, n, ((const T *)j->mean)[c], r, sc + c, bi + c);                  \
+            T r = sqrt(((const T *)j->var)[c] + (T)j->eps);                                    \
+            apply_##SUF((const T *)j->x + row * j->len, (T *)j->out + row * j->len, j->len,    \
+                        ((const T *)j->mean)[c], r, (const T *)j->scale + c, (const T *)j->bias + c); \
             return;                                                                            \
         }                                                                                      \
-        T mean, var;                                                                           \
-        stats_##SUF(x, n, scratch, &mean, &var);                                               \
-        T r = sqrt(var + eps);                                                                 \
-        if (j->op == TL_OP_LAYER_NORM && sc) {                                                 \
-            apply_each_##SUF(x, y, n, mean, r, sc, bi);                                        \
-            return;                                                                            \
-        }                                                                                      \
-        if (j->op == TL_OP_LAYER_NORM || !sc) {                                                \
-            apply_##SUF(x, y, n, mean, r, NULL, NULL);                                         \
-            return;                                                                            \
-        }                                                                                      \
-        int64_t c0 = (row % j->groups) * j->cpr; /* group_norm: per channel */                 \
-        for (int64_t k = 0; k < j->cpr; k++)                                                   \
-            apply_##SUF(x + k * j->per, y + k * j->per, j->per, mean, r, sc + c0 + k, bi ? bi + c0 + k : NULL); \
+        T st[4];                                                                               \
+        row_prep_##SUF(j, row, 1, st);                                                         \
+        row_part_##SUF(j, row, st, 0, j->len);                                                 \
     }
 
 DEFINE_NORM(float, f)
@@ -282,65 +322,84 @@ DEFINE_NORM(double, d)
 static void norm_item(void *ctx, int64_t item)
 {
     njob *j = ctx;
-    size_t es = j->f32 ? sizeof(float) : sizeof(double);
-    void *scratch = NULL;
-    bool elementwise = j->op == TL_OP_BATCH_NORM || j->op == TL_OP_BATCH_NORM_GRAD;
-    if (!elementwise && !(scratch = malloc(es * (size_t)j->len * 3 + 1))) {
-        atomic_store(&j->oom, 1);
-        return;
-    }
     int64_t r0 = item * j->per_item, r1 = r0 + j->per_item < j->rows ? r0 + j->per_item : j->rows;
     if (j->op == TL_OP_BATCH_NORM_PARAMS_GRAD) { /* an item is a channel */
         if (j->f32)
-            bn_params_f(j, item, j->out, scratch);
+            bn_params_f(j, item, j->out);
         else
-            bn_params_d(j, item, j->out, scratch);
-        free(scratch);
-        return;
-    }
-    if (j->op == TL_OP_BATCH_NORM_GRAD) {
+            bn_params_d(j, item, j->out);
+    } else if (j->op == TL_OP_BATCH_NORM_GRAD) {
         for (int64_t r = r0; r < r1; r++)
             if (j->f32)
                 bn_grad_f(j, r);
             else
                 bn_grad_d(j, r);
-        free(scratch);
-        return;
-    }
-    if (j->op == TL_OP_LAYER_NORM_PARAMS_GRAD) { /* this chunk's partial sums */
+    } else if (j->op == TL_OP_LAYER_NORM_PARAMS_GRAD) { /* this chunk's partial sums */
         if (j->f32)
-            params_f(j, r0, r1, (float *)j->part + item * 2 * j->len, scratch);
+            params_f(j, r0, r1, (float *)j->part + item * 2 * j->len);
         else
-            params_d(j, r0, r1, (double *)j->part + item * 2 * j->len, scratch);
-        free(scratch);
-        return;
+            params_d(j, r0, r1, (double *)j->part + item * 2 * j->len);
+    } else {
+        for (int64_t r = r0; r < r1; r++)
+            if (j->f32)
+                row_f(j, r);
+            else
+                row_d(j, r);
     }
-    for (int64_t r = r0; r < r1; r++)
-        if (j->f32)
-            row_f(j, r, scratch);
-        else
-            row_d(j, r, scratch);
-    free(scratch);
 }
 
-/* layer_norm_params_grad by columns: the rows' statistics (items of rows),
- * then the sums over columns of PCOL_W (an item each). */
+/* A row's statistics (layer_norm_params_grad: its mean and sqrt(var +
+ * eps) into stats; the others: st, for the row's parts) on `threads`. */
+static void prep(const njob *j, int64_t row, int threads, void *st)
+{
+    if (j->f32)
+        row_prep_f(j, row, threads, (float *)st);
+    else
+        row_prep_d(j, row, threads, (double *)st);
+}
+
+/* Few long rows (wide): each row's sums on every thread in turn (psum.h's
+ * tree, the same bits as one thread's), then its elements in parts of
+ * WIDE_PART, an item each. */
+#define WIDE_MIN 65536
+#define WIDE_PART 16384
+typedef struct wide_job {
+    const njob *j;
+    int64_t row;
+    double st[4];
+} wide_job;
+
+static void wide_item(void *ctx, int64_t item)
+{
+    wide_job *w = ctx;
+    int64_t lo = item * WIDE_PART, hi = lo + WIDE_PART < w->j->len ? lo + WIDE_PART : w->j->len;
+    if (w->j->f32)
+        row_part_f(w->j, w->row, (const float *)w->st, lo, hi);
+    else
+        row_part_d(w->j, w->row, (const double *)w->st, lo, hi);
+}
+
+static void wide_rows(const njob *j)
+{
+    wide_job w = {.j = j};
+    int64_t parts = (j->len + WIDE_PART - 1) / WIDE_PART;
+    for (w.row = 0; w.row < j->rows; w.row++) {
+        prep(j, w.row, cpu_nthreads(), w.st);
+        cpu_parallel(parts, cpu_nthreads(), wide_item, &w);
+    }
+}
+
+/* layer_norm_params_grad by columns: the rows' statistics (items of rows,
+ * or each row on every thread), then the sums over columns of PCOL_W (an
+ * item each). */
 #define PCOL_W 512
 static void stats_item(void *ctx, int64_t item)
 {
     njob *j = ctx;
-    void *scratch = malloc((j->f32 ? sizeof(float) : sizeof(double)) * (size_t)j->len + 1);
-    if (!scratch) {
-        atomic_store(&j->oom, 1);
-        return;
-    }
+    size_t es = j->f32 ? sizeof(float) : sizeof(double);
     int64_t r0 = item * j->per_item, r1 = r0 + j->per_item < j->rows ? r0 + j->per_item : j->rows;
     for (int64_t r = r0; r < r1; r++)
-        if (j->f32)
-            row_stats_f(j, r, scratch);
-        else
-            row_stats_d(j, r, scratch);
-    free(scratch);
+        prep(j, r, 1, (char *)j->stats + 2 * es * (size_t)r);
 }
 
 static void cols_item(void *ctx, int64_t item)
@@ -360,7 +419,6 @@ tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
 {
     const tl_tensor *x = in[0];
     njob j = {.op = op, .f32 = x->dtype == TL_F32, .x = x->data, .out = out->data, .eps = a->epsilon};
-    atomic_init(&j.oom, 0);
     int64_t S = 1;
     for (int d = 2; d < x->ndim; d++)
         S *= x->shape[d];
@@ -407,8 +465,7 @@ tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
         return TL_OK;
     if (op == TL_OP_BATCH_NORM_PARAMS_GRAD) { /* an item per channel, whatever the threads */
         cpu_parallel(j.groups, j.groups > 1 ? cpu_nthreads() : 1, norm_item, &j);
-        return atomic_load(&j.oom) ? tl_fail(st, TL_ERUNTIME, "out of memory for %s's scratch", tl_ops[op].name)
-                                   : TL_OK;
+        return TL_OK;
     }
     /* items of whole rows, about 16K elements each (64K for the partial
      * sums of the parameters' gradients, fewer partials to add) */
@@ -416,29 +473,31 @@ tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     j.per_item = j.len >= want ? 1 : want / j.len;
     int64_t items = (j.rows + j.per_item - 1) / j.per_item;
     size_t es = tl_dtype_size(x->dtype);
+    bool wide = j.len >= WIDE_MIN && j.rows < 2 * cpu_nthreads() && cpu_nthreads() > 1;
     if (params && j.len >= 4 * PCOL_W) { /* long rows: by columns, the same sums in the same order */
         if (!(j.stats = malloc(es * 2 * (size_t)j.rows)))
             return tl_fail(st, TL_ERUNTIME, "out of memory for %s's statistics", tl_ops[op].name);
-        cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, stats_item, &j);
-        int64_t cols = (j.len + PCOL_W - 1) / PCOL_W;
-        if (!atomic_load(&j.oom))
-            cpu_parallel(cols, cpu_nthreads(), cols_item, &j);
+        for (int64_t r = 0; wide && r < j.rows; r++)
+            prep(&j, r, cpu_nthreads(), (char *)j.stats + 2 * es * (size_t)r);
+        if (!wide)
+            cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, stats_item, &j);
+        cpu_parallel((j.len + PCOL_W - 1) / PCOL_W, cpu_nthreads(), cols_item, &j);
         free(j.stats);
-        return atomic_load(&j.oom) ? tl_fail(st, TL_ERUNTIME, "out of memory for %s's scratch", tl_ops[op].name)
-                                   : TL_OK;
+        return TL_OK;
+    }
+    if (wide && op != TL_OP_BATCH_NORM && op != TL_OP_BATCH_NORM_GRAD && !params) {
+        wide_rows(&j);
+        return TL_OK;
     }
     if (params && !(j.part = malloc(es * 2 * (size_t)j.len * (size_t)items)))
         return tl_fail(st, TL_ERUNTIME, "out of memory for %s's partial sums", tl_ops[op].name);
     cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, norm_item, &j);
-    if (params && !atomic_load(&j.oom)) {
+    if (params) {
         if (j.f32)
             params_join_f(j.part, items, j.len, out->data);
         else
             params_join_d(j.part, items, j.len, out->data);
-    }
-    if (params)
         free(j.part);
-    if (atomic_load(&j.oom))
-        return tl_fail(st, TL_ERUNTIME, "out of memory for %s's scratch", tl_ops[op].name);
+    }
     return TL_OK;
 }
