@@ -626,28 +626,39 @@ typedef struct sm_job {
     atomic_bool oom;
 } sm_job;
 
+/* A line along the last axis: the same steps, as loops along it that
+ * vectorise at the CPU's width (nested in a loop over one column, exp ran
+ * an element at a time; in the baseline's clone alone, at SSE2's), the
+ * max the fold's own (cpu_ext_scan, then ext_settle) */
+#define SOFTMAX_LAST(T, SUF)                                                                   \
+    CPU_KERNEL static void softmax_last_##SUF(tl_opcode op, const T *xs, T *ys, int64_t r)    \
+    {                                                                                          \
+        bool nan;                                                                              \
+        T mx = cpu_ext_scan_##SUF(xs, r, true, &nan);                                          \
+        mx = ext_settle_##SUF(xs, r, mx, nan);                                                 \
+        for (int64_t k = 0; k < r; k++)                                                        \
+            ys[k] = TL_EXP(xs[k] - mx);                                                        \
+        T sum = cpu_psum_seq_##SUF(leaf_##SUF, ys, 0, r);                                      \
+        if (op == TL_OP_SOFTMAX) {                                                             \
+            for (int64_t k = 0; k < r; k++)                                                    \
+                ys[k] = ys[k] / sum;                                                           \
+        } else {                                                                               \
+            T ls = TL_LOG(sum);                                                                \
+            for (int64_t k = 0; k < r; k++)                                                    \
+                ys[k] = xs[k] - mx - ls;                                                       \
+        }                                                                                      \
+    }
+SOFTMAX_LAST(float, f)
+SOFTMAX_LAST(double, d)
+
 #define SOFTMAX_LINES(T, SUF)                                                                  \
     static void softmax_lines_##SUF(const sm_job *j, int64_t o, T *m, T *s, T *scratch)       \
     {                                                                                          \
         int64_t r = j->r, inner = j->inner;                                                    \
         const T *xs = (const T *)j->x->data + o * r * inner;                                   \
         T *ys = (T *)j->out->data + o * r * inner;                                             \
-        if (inner == 1) { /* the last axis: the same steps, as loops along it that vectorise  \
-                           * (nested in a loop over one column, exp ran an element at a time) */ \
-            T mx = -INFINITY;                                                                  \
-            for (int64_t k = 0; k < r; k++)                                                    \
-                mx = NANMAX(mx, xs[k]);                                                        \
-            for (int64_t k = 0; k < r; k++)                                                    \
-                ys[k] = TL_EXP(xs[k] - mx);                                                    \
-            T sum = cpu_psum_seq_##SUF(leaf_##SUF, ys, 0, r);                                  \
-            if (j->op == TL_OP_SOFTMAX) {                                                      \
-                for (int64_t k = 0; k < r; k++)                                                \
-                    ys[k] = ys[k] / sum;                                                       \
-            } else {                                                                           \
-                T ls = TL_LOG(sum);                                                            \
-                for (int64_t k = 0; k < r; k++)                                                \
-                    ys[k] = xs[k] - mx - ls;                                                   \
-            }                                                                                  \
+        if (inner == 1) {                                                                      \
+            softmax_last_##SUF(j->op, xs, ys, r);                                              \
             return;                                                                            \
         }                                                                                      \
         for (int64_t c = 0; c < inner; c++)                                                    \
@@ -658,11 +669,8 @@ typedef struct sm_job {
         for (int64_t k = 0; k < r; k++)                                                        \
             for (int64_t c = 0; c < inner; c++)                                                \
                 ys[k * inner + c] = TL_EXP(xs[k * inner + c] - m[c]);                          \
-        if (inner == 1)                                                                        \
-            s[0] = cpu_psum_seq_##SUF(leaf_##SUF, ys, 0, r);                                   \
-        else                                                                                   \
-            for (int64_t c0 = 0; c0 < inner; c0 += RSUM_W)                                     \
-                rsum_##SUF(ys + c0, inner, r, inner - c0 < RSUM_W ? inner - c0 : RSUM_W, NULL, s + c0, scratch); \
+        for (int64_t c0 = 0; c0 < inner; c0 += RSUM_W)                                         \
+            rsum_##SUF(ys + c0, inner, r, inner - c0 < RSUM_W ? inner - c0 : RSUM_W, NULL, s + c0, scratch); \
         if (j->op == TL_OP_SOFTMAX)                                                            \
             for (int64_t k = 0; k < r; k++)                                                    \
                 for (int64_t c = 0; c < inner; c++)                                            \
