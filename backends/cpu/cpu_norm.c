@@ -124,6 +124,7 @@ typedef struct njob {
         return l + r;                                                                          \
     }
 
+#define BN_COLS 64 /* channels an item of batch_norm_params_grad over [N, C] */
 #define DEFINE_NORM(T, SUF)                                                                    \
     typedef struct nrow_##SUF {                                                                \
         const T *x, *g, *sc;                                                                   \
@@ -302,6 +303,62 @@ typedef struct njob {
         for (int64_t i = 0; i < len; i++)                                                      \
             dx[i] = k * ((g[i] - m1) - (x[i] - mean) / r * m2);                                \
     }                                                                                          \
+    /* batch_norm, batch_norm_grad and batch_norm_params_grad over [N, C]                    \
+     * (planes of one element): the rows' loops, over the channels, for samples                \
+     * [n0, n1), or the params' sums of channels [n0, n1) over every sample; ch:               \
+     * each channel's mean, r = sqrt(var + eps) and (batch_norm_grad) k = scale/r,             \
+     * m1 and m2, as the plane kernels compute them.  The params add each plane's              \
+     * sum as the leaf gives it, 0 + (0 + e), in sample order: the same bits. */               \
+    CPU_KERNEL static void bn_cols_##SUF(const njob *j, const T *ch, int64_t n0, int64_t n1)  \
+    {                                                                                          \
+        int64_t C = j->groups;                                                                 \
+        const T *mean = ch, *r = ch + C, *k = ch + 2 * C, *m1 = ch + 3 * C, *m2 = ch + 4 * C;  \
+        const T *X = j->x, *G = j->g, *sc = j->scale, *bi = j->bias;                           \
+        T *Y = j->out;                                                                         \
+        if (j->op == TL_OP_BATCH_NORM_PARAMS_GRAD) {                                           \
+            T s0[BN_COLS], s1[BN_COLS];                                                        \
+            int64_t w = n1 - n0;                                                               \
+            for (int64_t c = 0; c < w; c++)                                                    \
+                s0[c] = s1[c] = 0;                                                             \
+            for (int64_t n = 0; n < j->rows / C; n++) {                                        \
+                const T *x = X + n * C + n0, *g = G + n * C + n0;                              \
+                for (int64_t c = 0; c < w; c++) {                                              \
+                    s0[c] += (T)0 + ((T)0 + g[c] * ((x[c] - mean[n0 + c]) / r[n0 + c]));      \
+                    s1[c] += (T)0 + ((T)0 + g[c]);                                             \
+                }                                                                              \
+            }                                                                                  \
+            for (int64_t c = 0; c < w; c++)                                                    \
+                Y[n0 + c] = s0[c];                                                             \
+            for (int64_t c = 0; c < w; c++)                                                    \
+                Y[C + n0 + c] = s1[c];                                                         \
+            return;                                                                            \
+        }                                                                                      \
+        for (int64_t n = n0; n < n1; n++) {                                                    \
+            const T *x = X + n * C;                                                            \
+            T *y = Y + n * C;                                                                  \
+            if (j->op == TL_OP_BATCH_NORM)                                                     \
+                for (int64_t c = 0; c < C; c++)                                                \
+                    y[c] = (x[c] - mean[c]) / r[c] * sc[c] + bi[c];                            \
+            else                                                                               \
+                for (int64_t c = 0; c < C; c++)                                                \
+                    y[c] = k[c] * ((G[n * C + c] - m1[c]) - (x[c] - mean[c]) / r[c] * m2[c]);  \
+        }                                                                                      \
+    }                                                                                          \
+    static void bn_channels_##SUF(const njob *j, T *ch)                                        \
+    {                                                                                          \
+        int64_t C = j->groups;                                                                 \
+        T M = (T)j->rows / (T)C * (T)j->len;                                                   \
+        for (int64_t c = 0; c < C; c++) {                                                      \
+            ch[c] = ((const T *)j->mean)[c];                                                   \
+            ch[C + c] = sqrt(((const T *)j->var)[c] + (T)j->eps);                              \
+            if (j->op != TL_OP_BATCH_NORM_GRAD)                                                \
+                continue;                                                                      \
+            const T *p = j->part;                                                              \
+            ch[2 * C + c] = ((const T *)j->scale)[c] / ch[C + c];                              \
+            ch[3 * C + c] = p[C + c] / M;                                                      \
+            ch[4 * C + c] = p[c] / M;                                                          \
+        }                                                                                      \
+    }                                                                                          \
     static void row_##SUF(const njob *j, int64_t row)                                          \
     {                                                                                          \
         if (j->op == TL_OP_BATCH_NORM) {                                                       \
@@ -346,6 +403,49 @@ static void norm_item(void *ctx, int64_t item)
             else
                 row_d(j, r);
     }
+}
+
+/* batch_norm's three kernels over [N, C]: items of samples (of channels
+ * for the params' sums), each channel's numbers made once */
+typedef struct bncol_job {
+    const njob *j;
+    const void *ch;
+    int64_t per; /* samples an item */
+} bncol_job;
+
+static void bncol_item(void *ctx, int64_t item)
+{
+    const bncol_job *b = ctx;
+    const njob *j = b->j;
+    bool params = j->op == TL_OP_BATCH_NORM_PARAMS_GRAD;
+    int64_t total = params ? j->groups : j->rows / j->groups, per = params ? BN_COLS : b->per;
+    int64_t n0 = item * per, n1 = n0 + per < total ? n0 + per : total;
+    if (j->f32)
+        bn_cols_f(j, b->ch, n0, n1);
+    else
+        bn_cols_d(j, b->ch, n0, n1);
+}
+
+static tl_code bn_columns(const njob *j, tl_status *st)
+{
+    size_t es = j->f32 ? sizeof(float) : sizeof(double);
+    bncol_job b = {j, malloc(es * 5 * (size_t)j->groups), 1};
+    if (!b.ch)
+        return tl_fail(st, TL_ERUNTIME, "out of memory for %s's channels", tl_ops[j->op].name);
+    if (j->f32)
+        bn_channels_f(j, (float *)b.ch);
+    else
+        bn_channels_d(j, (double *)b.ch);
+    int64_t n = j->rows / j->groups, items;
+    if (j->op == TL_OP_BATCH_NORM_PARAMS_GRAD) {
+        items = (j->groups + BN_COLS - 1) / BN_COLS;
+    } else {
+        b.per = j->groups >= 16384 ? 1 : 16384 / j->groups;
+        items = (n + b.per - 1) / b.per;
+    }
+    cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, bncol_item, &b);
+    free((void *)b.ch);
+    return TL_OK;
 }
 
 /* A row's statistics (layer_norm_params_grad: its mean and sqrt(var +
@@ -463,6 +563,8 @@ tl_code cpu_norm(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tensor *
     }
     if (j.rows == 0 || out->numel == 0)
         return TL_OK;
+    if (j.len == 1 && (op == TL_OP_BATCH_NORM || op == TL_OP_BATCH_NORM_GRAD || op == TL_OP_BATCH_NORM_PARAMS_GRAD))
+        return bn_columns(&j, st);
     if (op == TL_OP_BATCH_NORM_PARAMS_GRAD) { /* an item per channel, whatever the threads */
         cpu_parallel(j.groups, j.groups > 1 ? cpu_nthreads() : 1, norm_item, &j);
         return TL_OK;
