@@ -94,14 +94,33 @@
         }                                                                          \
     } while (0)
 
+/* where's runs: each operand read along the run (stride 1) or one value
+ * held (stride 0), in loops that vectorise; other strides one at a time
+ * (a run in the general form ran an element in several nanoseconds) */
+#define WHERE_RUN(T, SC, SA, SB)                                                   \
+    for (int64_t i = 0; i < len; i++) {                                            \
+        T a_ = pa[i * (SA)], b_ = pb[i * (SB)]; /* both read: a blend */           \
+        py[i] = pc[i * (SC)] != 0 ? a_ : b_;                                       \
+    }
 #define WHERE_KERNEL(T, UNUSED)                                                    \
     do {                                                                           \
         const T *C_ = in[0]->data, *A_ = in[1]->data, *B_ = in[2]->data;           \
         T *Y_ = out->data;                                                         \
         BCAST_RANGE(&j->plan, e0, e1, {                                            \
-            for (int64_t i = 0; i < len; i++)                                      \
-                Y_[o + i] = C_[off[0] + i * s[0]] != 0 ? A_[off[1] + i * s[1]]             \
-                                                   : B_[off[2] + i * s[2]];            \
+            const T *pc = C_ + off[0], *pa = A_ + off[1], *pb = B_ + off[2];       \
+            T *py = Y_ + o;                                                        \
+            int pat = (s[0] == 1 ? 4 : s[0] == 0 ? 0 : 8) | (s[1] == 1 ? 2 : s[1] == 0 ? 0 : 8) | \
+                      (s[2] == 1 ? 1 : s[2] == 0 ? 0 : 8);                         \
+            switch (pat) {                                                         \
+            case 7: WHERE_RUN(T, 1, 1, 1); break;                                  \
+            case 6: WHERE_RUN(T, 1, 1, 0); break;                                  \
+            case 5: WHERE_RUN(T, 1, 0, 1); break;                                  \
+            case 4: WHERE_RUN(T, 1, 0, 0); break;                                  \
+            case 3: WHERE_RUN(T, 0, 1, 1); break;                                  \
+            default:                                                               \
+                for (int64_t i = 0; i < len; i++)                                  \
+                    py[i] = pc[i * s[0]] != 0 ? pa[i * s[1]] : pb[i * s[2]];       \
+            }                                                                      \
         });                                                                        \
     } while (0)
 
