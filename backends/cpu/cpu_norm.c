@@ -10,9 +10,9 @@
  * squares of x - mean), and each element is
  *   y = (x - mean) / sqrt(var + eps) * scale + bias
  * in that order, in the tensor's dtype.  Rows are cut into items by the
- * shapes alone and each row is computed by one thread, so the bits never
- * depend on the thread count. */
-#include <stdatomic.h>
+ * shapes alone and each row is computed by one thread, or, for a few long
+ * rows, each row's sums by psum.h's tree on every thread and its elements
+ * in parts: the bits never depend on the thread count. */
 #include <stdlib.h>
 #include <string.h>
 #include <tgmath.h>

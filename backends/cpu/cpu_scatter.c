@@ -29,15 +29,25 @@ static int64_t index_at(const tl_tensor *idx, int64_t j)
     return idx->dtype == TL_I32 ? ((const int32_t *)idx->data)[j] : ((const int64_t *)idx->data)[j];
 }
 
-/* out[o, idx[o, j, k], k] += src[o, j, k] for j in order (out holds x). */
+/* out[o, idx[o, j, k], k] += src[o, j, k] for j in order (out holds x),
+ * for the w lines k, k+1, ... of o at once: each line still takes its j
+ * in order and no two lines share an element, so the bits are those of
+ * one line at a time, which read a cache line for every element where
+ * the lines lie inner apart. */
+#define SCATTER_LINES 64
 #define SCATTER(T)                                                           \
     do {                                                                     \
         T *y_ = j->out->data;                                                \
         const T *s_ = j->in[2]->data;                                        \
-        for (int64_t t = 0; t < j->m; t++) {                                 \
+        for (int64_t t = 0; w == 1 && t < j->m; t++) {                       \
             int64_t at = pi + t * j->inner, i = index_at(j->in[1], at);      \
             y_[px + (i < 0 ? i + j->len : i) * j->inner] += s_[at];          \
         }                                                                    \
+        for (int64_t t = 0; w > 1 && t < j->m; t++)                          \
+            for (int64_t l = 0; l < w; l++) {                                \
+                int64_t at = pi + t * j->inner + l, i = index_at(j->in[1], at); \
+                y_[px + (i < 0 ? i + j->len : i) * j->inner + l] += s_[at];  \
+            }                                                                \
     } while (0)
 
 /* The first (or last) largest/smallest; a NaN beats every number, and NaNs
@@ -89,13 +99,15 @@ static void line_item(void *ctx, int64_t item)
     bool last = j->a->select_last, excl = j->a->exclusive, rev = j->a->reverse;
     tl_dtype dt = j->in[0]->dtype;
     int64_t *y = j->out->data;
-    for (int64_t p = p0; p < p1; p++) {
+    for (int64_t p = p0, w = 1; p < p1; p += w) {
         int64_t o = p / j->inner, k = p % j->inner;
         int64_t px = o * j->len * j->inner + k; /* the line's first element in x */
         int64_t pi = o * j->m * j->inner + k;   /* in idx and src */
         int64_t pa = p;                          /* argmax's output */
         switch (j->op) {
-        case TL_OP_SCATTER_ADD:
+        case TL_OP_SCATTER_ADD: /* the lines of o from k on, up to SCATTER_LINES */
+            w = j->inner - k < p1 - p ? j->inner - k : p1 - p;
+            w = w < SCATTER_LINES ? w : SCATTER_LINES;
             if (dt == TL_F32)
                 SCATTER(float);
             else
@@ -163,6 +175,8 @@ tl_code cpu_scatter(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tenso
     if (npos == 0 || along == 0)
         return TL_OK; /* nothing to walk (argmax's empty axis is refused by its shape rule) */
     j.per_item = LINE_WORK / along > 1 ? LINE_WORK / along : 1;
+    if (op == TL_OP_SCATTER_ADD && j.per_item < j.inner && j.per_item < SCATTER_LINES) /* runs of lines */
+        j.per_item = j.inner < SCATTER_LINES ? j.inner : SCATTER_LINES;
     int64_t items = (npos + j.per_item - 1) / j.per_item;
     cpu_parallel(items, items > 1 ? cpu_nthreads() : 1, line_item, &j);
     return TL_OK;
