@@ -117,6 +117,9 @@
             case 5: WHERE_RUN(T, 1, 0, 1); break;                                  \
             case 4: WHERE_RUN(T, 1, 0, 0); break;                                  \
             case 3: WHERE_RUN(T, 0, 1, 1); break;                                  \
+            case 2: WHERE_RUN(T, 0, 1, 0); break;                                  \
+            case 1: WHERE_RUN(T, 0, 0, 1); break;                                  \
+            case 0: WHERE_RUN(T, 0, 0, 0); break;                                  \
             default:                                                               \
                 for (int64_t i = 0; i < len; i++)                                  \
                     py[i] = pc[i * s[0]] != 0 ? pa[i * s[1]] : pb[i * s[2]];       \
