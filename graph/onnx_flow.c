@@ -7,7 +7,7 @@
  *
  * Per-step outputs (Loop's and Scan's scan outputs, the Y of the
  * recurrent layers) are carried as a state of the whole stacked shape,
- * each step writing its row with a where against the step number. */
+ * each step adding its row in (ox_iter_stack). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,7 +329,13 @@ val *ox_iter_state(tx *t, ox_iter *it, val *init)
 val *ox_iter_row(tx *t, ox_iter *it, val *x) { return take_at(t, x, it->iv, 0); }
 
 /* y stacked over the steps: a carried [count, y's shape] whose row i step
- * i writes (row count-1-i when reversed). */
+ * i writes (row count-1-i when reversed).  A float y is added into its
+ * row by scatter_add, the stack starting as -0 (so that -0 + y is y, bit
+ * for bit): the gradient reaches y through a gather of its row and passes
+ * to the stack unchanged, where a where against the step number (still
+ * the integers' form, with a product) cost three passes over the whole
+ * stack a step in the backward, on top of the forward's one (an LSTM over
+ * 100 steps spent most of its time there). */
 bool ox_iter_stack(tx *t, ox_iter *it, val *y, bool reversed)
 {
     if (!y)
@@ -339,27 +345,47 @@ bool ox_iter_stack(tx *t, ox_iter *it, val *y, bool reversed)
         return ox_fail(t, "a per-step output of %d dims (at most %d)", y->ndim, TL_MAXDIM - 1);
     dims[0] = it->count;
     memcpy(dims + 1, y->dims, sizeof(int64_t) * (size_t)y->ndim);
-    val *z = zeros(t, y->dt, y->ndim + 1, dims);
+    bool fl = !tl_dtype_is_int(y->dt);
+    tl_tensor *zk = tl_tensor_zeros(y->dt, y->ndim + 1, dims, t->st);
+    for (int64_t i = 0; fl && zk && i < zk->numel; i++)
+        tl_tensor_set(zk, i, -0.0);
+    val *z = zk ? ox_known(t, zk, oty_of(y->dt)) : NULL;
     if (!z)
         return false;
     z->oty = y->oty;
-    val *acc = ox_iter_state(t, it, z);
-    int64_t sd[TL_MAXDIM + 1];
-    for (int d = 0; d <= y->ndim; d++)
-        sd[d] = d ? 1 : it->count;
-    bool fl = !tl_dtype_is_int(y->dt);
-    tl_tensor *k = tl_tensor_new(fl ? y->dt : TL_I64, y->ndim + 1, sd, t->st);
-    if (!acc || !k)
-        return tl_tensor_unref(k), false;
-    for (int64_t i = 0; i < it->count; i++)
-        tl_tensor_set(k, i, (double)(reversed ? it->count - 1 - i : i));
-    val *steps = ox_known(t, k, fl ? oty_of(y->dt) : TL_ONNX_INT64);
-    if (steps && !fl)
-        steps->weight = true; /* not folded: compared with the step */
-    val *sel = op2(t, "eq", steps, fl ? it->ivf : it->iv), *r;
-    if (fl) {
-        r = op3(t, "where", sel, y, acc);
+    val *acc = ox_iter_state(t, it, z), *r;
+    if (!acc)
+        return false;
+    if (fl) { /* the row's index, as a tensor of y's shape and one more axis */
+        int64_t ones[TL_MAXDIM + 1];
+        for (int d = 0; d <= y->ndim; d++)
+            ones[d] = 1;
+        int64_t *rows = malloc(sizeof *rows * (size_t)(it->count > 0 ? it->count : 1));
+        for (int64_t i = 0; rows && i < it->count; i++)
+            rows[i] = reversed ? it->count - 1 - i : i;
+        val *table = rows ? ox_known_ints(t, 1, &it->count, rows, TL_ONNX_INT64) : NULL;
+        free(rows);
+        if (table)
+            table->weight = true; /* never folded: the body takes its row per step */
+        val *at = take_at(t, table, it->iv, 0); /* an i64 scalar */
+        at = at ? op1(t, "reshape", at, attr_ints("shape", ones, y->ndim + 1)) : NULL;
+        dims[0] = 1;
+        at = at ? op1(t, "broadcast_to", at, attr_ints("shape", dims, y->ndim + 1)) : NULL;
+        val *row = op1(t, "expand_dims", y, attr_int("axis", 0)), *args[3] = {acc, at, row};
+        r = at && row ? ox_call(t, "scatter_add", 3, args, attr_int("axis", 0)) : NULL;
     } else {
+        int64_t sd[TL_MAXDIM + 1];
+        for (int d = 0; d <= y->ndim; d++)
+            sd[d] = d ? 1 : it->count;
+        tl_tensor *k = tl_tensor_new(TL_I64, y->ndim + 1, sd, t->st);
+        if (!k)
+            return false;
+        for (int64_t i = 0; i < it->count; i++)
+            tl_tensor_set(k, i, (double)(reversed ? it->count - 1 - i : i));
+        val *steps = ox_known(t, k, TL_ONNX_INT64);
+        if (steps)
+            steps->weight = true; /* not folded: compared with the step */
+        val *sel = op2(t, "eq", steps, it->iv);
         if (sel && sel->dt != y->dt) {
             cJSON *a = cJSON_CreateObject();
             cJSON_AddStringToObject(a, "dtype", tl_dtype_name(y->dt));

@@ -334,6 +334,20 @@ sc = model([h.make_node("Scan", ["lens", "s0", "xs"], ["s"], body=sbody, num_sca
            opset=8)
 save(sc, "scan8_lens_empty.onnx", check=False)
 
+# scan outputs stacked as they are made: each step's Neg of a row of xs,
+# forward and reversed; the rows of zeros give -0, which the stack keeps
+# (tl adds each row into a stack of -0: +0 would have been 0 + -0)
+nbody = h.make_graph([h.make_node("Neg", ["e"], ["y"]), h.make_node("Identity", ["s_in"], ["s_out"])], "body",
+                     [h.make_tensor_value_info("s_in", T.FLOAT, [2]), h.make_tensor_value_info("e", T.FLOAT, [2])],
+                     [h.make_tensor_value_info("s_out", T.FLOAT, [2]), h.make_tensor_value_info("y", T.FLOAT, [2])])
+sn = model([h.make_node("Scan", ["s0", "xs"], ["s", "ys"], body=nbody, num_scan_inputs=1),
+            h.make_node("Scan", ["s0", "xs"], ["s2", "yr"], body=nbody, num_scan_inputs=1,
+                        scan_output_directions=[1])],
+           [h.make_tensor_value_info("s0", T.FLOAT, [2]), h.make_tensor_value_info("xs", T.FLOAT, [3, 2])],
+           [h.make_tensor_value_info("ys", T.FLOAT, [3, 2]), h.make_tensor_value_info("yr", T.FLOAT, [3, 2])],
+           opset=13)
+save(sn, "scan_negzero.onnx")
+
 # one element where ONNX defines one: If's cond, a Clip bound given as an
 # initializer, ConstantOfShape's value; each of two elements is refused,
 # in the words of the Loop's checks above
