@@ -298,7 +298,7 @@ int cli_parse_run_args(int argc, char **argv, cli_run_args *c);
 int cli_check_stdin(const cli_run_args *c);
 void cli_run_args_free(cli_run_args *c);
 /* TL_NUM_THREADS, when set, is a whole number from 1 to 1024; TL_CONV,
- * blas or grid. */
+ * blas, grid or avx2. */
 int cli_env_ok(void);
 /* in[k] for every input of g, from -i files and NAME=TENSOR. */
 int cli_bind_inputs(const cli_run_args *c, const tl_graph *g, tl_tensor **in, tl_status *st);

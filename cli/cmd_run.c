@@ -874,8 +874,8 @@ int cli_env_ok(void)
     long n = t ? strtol(t, &end, 10) : 1;
     if (t && (!isdigit((unsigned char)*t) || *end || n < 1 || n > 1024)) /* digits only: not ' 2', '+2' */
         return cli_env_usage("TL_NUM_THREADS must be a whole number from 1 to 1024, not '%.40s'", t);
-    if (conv && strcmp(conv, "blas") && strcmp(conv, "grid"))
-        return cli_env_usage("TL_CONV must be blas or grid (or unset: tl's choice), not '%.40s'", conv);
+    if (conv && strcmp(conv, "blas") && strcmp(conv, "grid") && strcmp(conv, "avx2"))
+        return cli_env_usage("TL_CONV must be blas, grid or avx2 (or unset: tl's choice), not '%.40s'", conv);
     const char *choose = getenv("TL_BLAS_CHOOSE"); /* (any other value was taken as 1 without a word) */
     if (choose && strcmp(choose, "0") && strcmp(choose, "1"))
         return cli_env_usage("TL_BLAS_CHOOSE must be 0 (OpenBLAS's own choice of kernels) or 1 (tl's, as unset), "

@@ -4,9 +4,10 @@
  * output padding, channel and position counts that leave partial blocks
  * and vectors, f32 and f64, with and without bias, written over their
  * input.  Each test runs in a process of its own (Criterion forks), so
- * the same cases run on each path the CPU backend has: the AVX-512 kernels
- * (on a processor with AVX-512 F) and the im2col and OpenBLAS path
- * (TL_CONV=blas, on every processor). */
+ * the same cases run on each path the CPU backend has: its own AVX-512
+ * kernels (on a processor with AVX-512 F), its own AVX2 ones (on one with
+ * AVX2 and FMA; TL_CONV=avx2 where it has AVX-512 too), and the im2col
+ * and OpenBLAS path (TL_CONV=blas, on every processor). */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <math.h>
@@ -172,6 +173,12 @@ Test(conv, grid_path_matches_its_formula)
     run_rounds(400);
 }
 
+Test(conv, avx2_kernels_match_their_formula)
+{
+    setenv("TL_CONV", "avx2", 1);
+    run_rounds(400);
+}
+
 /* A tensor of random values with every bit of the mantissa used, so that
  * a sum in another order would show in the bits. */
 static tl_tensor *noisy(tl_dtype dt, int nd, const int64_t *shape)
@@ -190,7 +197,10 @@ static tl_tensor *noisy(tl_dtype dt, int nd, const int64_t *shape)
  * junk: every geometry below has at most 6x6 positions a sample) give the
  * bits of the padded grid's way (TL_CONV=grid): each output element is
  * the same chain of multiply-adds over the channels and taps in order. */
-Test(conv, columns_give_the_grids_bits)
+/* base: TL_CONV as the run's kernels are chosen (NULL: unset); the
+ * kernels' set is chosen at the first call, so toggling TL_CONV to grid
+ * after it keeps the set */
+static void columns_give_the_grids_bits(const char *base)
 {
     tl_status st = {0};
     for (int round = 0; round < 300; round++) {
@@ -234,6 +244,8 @@ Test(conv, columns_give_the_grids_bits)
             for (int way = 0; way < 2; way++) {
                 if (way)
                     setenv("TL_CONV", "grid", 1);
+                else if (base)
+                    setenv("TL_CONV", base, 1);
                 else
                     unsetenv("TL_CONV");
                 got[way] = tl_tensor_new(dt, nd, shape, &st);
@@ -252,3 +264,7 @@ Test(conv, columns_give_the_grids_bits)
             tl_tensor_unref(objs[i]);
     }
 }
+
+Test(conv, columns_give_the_grids_bits) { columns_give_the_grids_bits(NULL); }
+
+Test(conv, avx2_columns_give_the_grids_bits) { columns_give_the_grids_bits("avx2"); }

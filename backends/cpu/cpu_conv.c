@@ -55,14 +55,16 @@ typedef struct tap {
     int64_t doff, hoff, off, a, b;
 } tap;
 
-/* conv's AVX-512 path (cpu_conv_fast.h): the item's scratch block and
- * the packed kernel. */
+/* conv's own kernels' path (cpu_conv_fast.h): the item's scratch block
+ * and the packed kernel. */
 typedef struct fast_plan {
+    int isa;            /* the kernels': 512 (AVX-512) or 256 (AVX2) */
+    int64_t mr, gmo;    /* their FAST_MR and FAST_GRADW_MO */
     int64_t R, nrb;     /* output rows per item, items per sample and group */
     int64_t rr, wq;     /* scratch rows per phase, columns per row */
     int64_t chan;       /* scratch elements per channel */
     int64_t xs_len, qs; /* scratch input elements (tail included); output stride */
-    int64_t nmb;        /* conv: blocks of FAST_MR output channels */
+    int64_t nmb;        /* conv: blocks of mr output channels */
     int64_t cblk, nblk; /* conv_grad_w: in-side channels an item, blocks of them */
     int64_t oblk, noblk; /* conv_grad_w: out-side channels an item, blocks of them */
     int64_t nbk;        /* conv_grad_w: samples a pass (scratch of xs_len each) */
@@ -112,26 +114,42 @@ static void *scratch(job *j, size_t bytes)
     return p;
 }
 
-/* conv's AVX-512 kernels (cpu_conv_fast.h) where the compiler can build
- * them; whether the processor runs them is decided at run time */
+/* conv's own kernels (cpu_conv_fast.h), AVX-512 and AVX2, where the
+ * compiler can build them; which one the processor runs is decided at
+ * run time (fast_isa).  Rows of the kernel a call, and conv_grad_w's
+ * output channels by taps a call, as many as each set's registers hold
+ * (AVX2's 16: 6 rows by 2 vectors of sums, 2 channels by 6 taps). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_FAST 1
-#define FAST_TARGET __attribute__((target("avx512f")))
-#define FAST_MR 8
-#define FAST_GRADW_MO 4 /* conv_grad_w: output channels by taps a kernel call */
-#define FAST_GRADW_MK 6
+#define FAST_MR_Z 8
+#define FAST_GRADW_MO_Z 4
+#define FAST_MR_Y 6
+#define FAST_GRADW_MO_Y 3
+#define FAST_GRADW_MK_Z 6
+#define FAST_GRADW_MK_Y 4
+#define FAST_GRADW_ROWS_Y 256
+/* AVX2's conv: taps a block, each position block's 192 rows of its
+ * input (12 KiB of f32) read by every block of the kernel's rows while
+ * they are in the first-level cache */
+#define FAST_TAPS_Y 192
 #else
 #define HAVE_FAST 0
 #endif
 
-/* each element type's kernels: im2col and direct (cpu_conv_t.h), AVX-512 */
+/* each element type's kernels: im2col and direct (cpu_conv_t.h), AVX-512
+ * and AVX2 */
 #define T float
 #define SUF f
 #define SUF_IS_F 1
 #include "cpu_conv_t.h"
 #if HAVE_FAST
+#define FAST_ISA 512
 #include "cpu_conv_fast.h"
+#undef FAST_ISA
+#define FAST_ISA 256
+#include "cpu_conv_fast.h"
+#undef FAST_ISA
 #endif
 #undef T
 #undef SUF
@@ -141,11 +159,28 @@ static void *scratch(job *j, size_t bytes)
 #define SUF_IS_F 0
 #include "cpu_conv_t.h"
 #if HAVE_FAST
+#define FAST_ISA 512
 #include "cpu_conv_fast.h"
+#undef FAST_ISA
+#define FAST_ISA 256
+#include "cpu_conv_fast.h"
+#undef FAST_ISA
 #endif
 #undef T
 #undef SUF
 #undef SUF_IS_F
+
+#if HAVE_FAST
+/* the own kernels by set (AVX-512, AVX2), element type (f32, f64), kind */
+enum { F_CONV, F_GRADW, F_COLS_FILL, F_COLS };
+static const cpu_item_fn fast_fns[2][2][4] = {
+    {{fast_conv_item_f_z, fast_gradw_item_f_z, fast_cols_fill_f_z, fast_cols_item_f_z},
+     {fast_conv_item_d_z, fast_gradw_item_d_z, fast_cols_fill_d_z, fast_cols_item_d_z}},
+    {{fast_conv_item_f_y, fast_gradw_item_f_y, fast_cols_fill_f_y, fast_cols_item_f_y},
+     {fast_conv_item_d_y, fast_gradw_item_d_y, fast_cols_fill_d_y, fast_cols_item_d_y}}};
+
+static cpu_item_fn fast_fn(int isa, tl_dtype dt, int kind) { return fast_fns[isa != 512][dt != TL_F32][kind]; }
+#endif
 
 /* Scratch of about this many bytes per item (an im2col chunk stays in the
  * second-level cache while gemm packs it). */
@@ -253,26 +288,31 @@ static bool columns_usable(void)
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* conv's AVX-512 path: where the processor has AVX-512 F (and the OS
- * saves its registers), unless TL_CONV=blas asks for the im2col and
- * OpenBLAS path everywhere (to compare the two, or test the second). */
-static bool fast_usable(void)
+/* conv's own kernels: 512 (AVX-512) where the processor has AVX-512 F
+ * (and the OS saves its registers), else 256 (AVX2) where it has AVX2
+ * and FMA, else 0: im2col and OpenBLAS.  TL_CONV=blas asks for im2col
+ * and OpenBLAS everywhere, TL_CONV=avx2 for the AVX2 kernels where the
+ * processor has AVX-512 too (to compare the ways, or test each). */
+static int fast_isa(void)
 {
 #if HAVE_FAST
-    static _Atomic int usable; /* 0 not yet read, 1 yes, -1 no */
-    int u = atomic_load_explicit(&usable, memory_order_relaxed);
+    static _Atomic int isa; /* 0 not yet read, else the set, -1 none */
+    int u = atomic_load_explicit(&isa, memory_order_relaxed);
     if (!u) {
         cpu_features f;
         cpu_features_read(&f);
         const char *env = getenv("TL_CONV");
-        u = f.avx512f && f.os_zmm && !(env && !strcmp(env, "blas")) ? 1 : -1;
-        atomic_store_explicit(&usable, u, memory_order_relaxed);
+        bool y = f.avx2 && f.fma && f.os_ymm, z = y && f.avx512f && f.os_zmm;
+        u = env && !strcmp(env, "blas") ? -1 : z && !(env && !strcmp(env, "avx2")) ? 512 : y ? 256 : -1;
+        atomic_store_explicit(&isa, u, memory_order_relaxed);
     }
-    return u > 0;
+    return u > 0 ? u : 0;
 #else
-    return false;
+    return 0;
 #endif
 }
+
+static bool fast_usable(void) { return fast_isa() != 0; }
 
 /* The geometries the AVX-512 kernels take: one or two spatial axes (the
  * first of three of size 1, and its one window on that one element, not
@@ -334,7 +374,10 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
     fast_plan *f = &j->fast;
     if (!fast_takes(G, dt))
         return 0;
-    int64_t es = (int64_t)tl_dtype_size(dt), lanes = 64 / es;
+    f->isa = fast_isa();
+    f->mr = f->isa == 512 ? FAST_MR_Z : FAST_MR_Y;
+    f->gmo = f->isa == 512 ? FAST_GRADW_MO_Z : FAST_GRADW_MO_Y;
+    int64_t es = (int64_t)tl_dtype_size(dt), vbytes = f->isa / 8, lanes = vbytes / es;
     int64_t s1 = G->st[1], s2 = G->st[2];
     int64_t span = (G->k[1] - 1) * G->dl[1] / s1;
     /* the channels one item's scratch holds: conv's all, conv_grad_w's a
@@ -348,19 +391,28 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
     bool pointwise = G->ksz == 1 && s1 == 1 && s2 == 1 && !G->lo[1] && !G->lo[2] && G->isz == G->osz;
     if (gradw && !pointwise && G->osz < FAST_GRADW_MIN)
         return 0;
+    /* AVX2's kernels lose to OpenBLAS's products where the convolution is
+     * one (pointwise: 1x1 from 8x64x56x56 to 128 channels, 2 threads of a
+     * Zen 3: conv 4.0 against 3.7 ms, conv_transpose 4.3 against 2.8), and
+     * at the weight gradient (AVX2 holds 3x4 partial sums a call, AVX-512
+     * 4x6) but where the product's long side is short (ResNet-18's first
+     * convolution, 3 channels of 7x7: 4.3 against 9.1 ms; its 3x3 ones of
+     * 64 and 128 channels 8.2 against 7.3, 14.3 against 12.7) */
+    if (f->isa == 256 && (pointwise || (gradw && G->rows >= FAST_GRADW_ROWS_Y)))
+        return 0;
     if (gradw) {
         int64_t per = G->groups >= FAST_GRADW_ITEMS ? 1 : FAST_GRADW_ITEMS / G->groups;
         /* blocks of at least FAST_GRADW_TAPS taps (few make passes of
          * FAST_GRADW_MK mostly empty), of output channels while more items
          * are wanted */
         f->cblk = clamp64((G->ca + per - 1) / per, (FAST_GRADW_TAPS + G->ksz - 1) / G->ksz, G->ca);
-        while (f->cblk > 1 && f->cblk * G->ksz * (G->cb < FAST_GRADW_MO ? G->cb : FAST_GRADW_MO) * 64 > FAST_ACC)
+        while (f->cblk > 1 && f->cblk * G->ksz * (G->cb < f->gmo ? G->cb : f->gmo) * vbytes > FAST_ACC)
             f->cblk = (f->cblk + 1) / 2;
         f->nblk = (G->ca + f->cblk - 1) / f->cblk;
         int64_t rest = per / f->nblk > 1 ? per / f->nblk : 1;
         f->oblk = (G->cb + rest - 1) / rest;
-        f->oblk = (f->oblk + FAST_GRADW_MO - 1) / FAST_GRADW_MO * FAST_GRADW_MO;
-        f->oblk = clamp64(f->oblk, 1, clamp64(FAST_ACC / (f->cblk * G->ksz * 64), 1, G->cb));
+        f->oblk = (f->oblk + f->gmo - 1) / f->gmo * f->gmo;
+        f->oblk = clamp64(f->oblk, 1, clamp64(FAST_ACC / (f->cblk * G->ksz * vbytes), 1, G->cb));
         f->noblk = (G->cb + f->oblk - 1) / f->oblk;
         nch = f->cblk;
     }
@@ -409,7 +461,7 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
     f->rr = f->R + span;
     f->chan = s1 * s2 * f->rr * f->wq;
     f->qs = (f->R * f->wq + 2 * lanes - 1) / (2 * lanes) * (2 * lanes);
-    f->nmb = (G->cb + FAST_MR - 1) / FAST_MR;
+    f->nmb = (G->cb + f->mr - 1) / f->mr;
     /* the largest offset (the last channel's, a tap's), then the
      * positions of whole blocks that conv's kernel reads past it */
     int64_t most = 0;
@@ -430,8 +482,8 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
     f->by_cols = G->osz * G->n * 100 < grid * FAST_COLS_USEFUL && cols_bytes <= FAST_COLS_MOST &&
                  (double)G->rows * (double)f->P <= INT32_MAX && columns_usable();
     if (G->groups * G->ca * G->cb * G->ksz > INT32_MAX ||
-        (!f->by_cols && (most + f->qs + f->nmb * FAST_MR * f->qs > INT32_MAX ||
-                         (f->xs_len + f->nmb * FAST_MR * f->qs) * es > FAST_SCRATCH_MOST)))
+        (!f->by_cols && (most + f->qs + f->nmb * f->mr * f->qs > INT32_MAX ||
+                         (f->xs_len + f->nmb * f->mr * f->qs) * es > FAST_SCRATCH_MOST)))
         return 0;
     f->koff = tl_malloc((size_t)G->rows, sizeof(int32_t), "convolution offsets", st);
     if (!f->koff)
@@ -537,7 +589,7 @@ static int gradw_by_cols(job *j, tl_dtype dt, double flops, tl_status *st)
     f.fast.P = P;
     f.fast.cols = buf->data;
     int th = threads_for(flops);
-    cpu_parallel(G->n * G->groups, th, dt == TL_F32 ? fast_cols_fill_f : fast_cols_fill_d, &f);
+    cpu_parallel(G->n * G->groups, th, fast_fn(fast_isa(), dt, F_COLS_FILL), &f);
     bt_job t = {G, j->outs, (char *)buf->data + (size_t)(G->groups * G->rows * P) * es, es};
     cpu_parallel(G->n * G->groups, th, bt_item, &t);
     /* W[g cb + o, k] as the pointwise conv_grad_w of one sample of P positions, rows in-side channels */
@@ -703,13 +755,12 @@ static tl_code conv_run(tl_opcode op, int n, const tl_tensor *x, cpu_ins in, con
     cpu_item_fn fn = kind < K_FAST ? fns[kind] : NULL;
 #if HAVE_FAST
     if (kind == K_FAST)
-        fn = out->dtype == TL_F32 ? fast_conv_item_f : fast_conv_item_d;
+        fn = fast_fn(j.fast.isa, out->dtype, F_CONV);
     if (kind == K_FAST_GRADW)
-        fn = out->dtype == TL_F32 ? fast_gradw_item_f : fast_gradw_item_d;
+        fn = fast_fn(j.fast.isa, out->dtype, F_GRADW);
     if (kind == K_FAST_COLS) { /* the columns first, a sample's group an item */
-        cpu_parallel(G->n * G->groups, threads_for(flops), out->dtype == TL_F32 ? fast_cols_fill_f : fast_cols_fill_d,
-                     &j);
-        fn = out->dtype == TL_F32 ? fast_cols_item_f : fast_cols_item_d;
+        cpu_parallel(G->n * G->groups, threads_for(flops), fast_fn(j.fast.isa, out->dtype, F_COLS_FILL), &j);
+        fn = fast_fn(j.fast.isa, out->dtype, F_COLS);
     }
 #endif
     cpu_parallel(nitems, threads_for(flops), fn, &j);

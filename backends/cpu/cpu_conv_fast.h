@@ -1,11 +1,17 @@
-/* conv's AVX-512 kernels of one element type, included by cpu_conv.c once
- * with T float, SUF f and once with T double, SUF d (after the geometry
+/* conv's own vector kernels of one element type and instruction set,
+ * included by cpu_conv.c with T float, SUF f and with T double, SUF d,
+ * each with FAST_ISA 512 (AVX-512) and 256 (AVX2) (after the geometry
  * and the job; read the comments there first).
  *
  * Why: OpenBLAS's products at the shapes of a convolution's chunks (64 by
  * a few hundred positions by 576) ran at 140 GFLOP/s on one core of a Zen
  * 5 and at 90 on each of two at once, and the im2col before each copied
- * nine times the input; this kernel keeps 170 on each core.
+ * nine times the input; this kernel keeps 170 on each core.  With AVX2
+ * (a Zen 3 of 2 cores, against OpenBLAS's Zen kernels) it is about as fast
+ * as im2col and OpenBLAS on the ResNet block's 3x3 convolutions of 64
+ * channels, and faster where OpenBLAS's products are thin or im2col's
+ * copies dear: ResNet-18's convolutions 70-96 -> 59-60 ms a run, its
+ * transposed ones 117-119 -> 73-74 (8x512x4x4: 20 -> 6 ms).
  *
  * How: an item is a block of R output rows of one sample and group.  Its
  * input rows are copied once into a scratch block laid out so that every
@@ -26,9 +32,31 @@
 
 #define CAT_(a, b) a##_##b
 #define CAT(a, b) CAT_(a, b)
-#define FN(name) CAT(name, SUF)
 
-#if SUF_IS_F
+/* Included once more for each instruction set, FAST_ISA 512 (AVX-512 F:
+ * 32 vector registers of 64 bytes) or 256 (AVX2 and FMA: 16 of 32 bytes):
+ * the same kernels at the width of the set, FAST_MR rows of the kernel
+ * and FAST_GRADW_MO by FAST_GRADW_MK partial sums a call as many as its
+ * registers hold.  Each element's chain of multiply-adds is the same at
+ * either width, so conv and conv_transpose give the same bits on both;
+ * conv_grad_w's partial sums are a vector's lanes, summed at the end, and
+ * differ with the width (any one processor: the same bits always). */
+#if FAST_ISA == 512
+#define ISA z
+#define FAST_TARGET __attribute__((target("avx512f")))
+#define FAST_MR FAST_MR_Z
+#define FAST_GRADW_MO FAST_GRADW_MO_Z
+#define FAST_GRADW_MK FAST_GRADW_MK_Z
+#else
+#define ISA y
+#define FAST_TARGET __attribute__((target("avx2,fma")))
+#define FAST_MR FAST_MR_Y
+#define FAST_GRADW_MO FAST_GRADW_MO_Y
+#define FAST_GRADW_MK FAST_GRADW_MK_Y
+#endif
+#define FN(name) CAT(CAT(name, SUF), ISA)
+
+#if FAST_ISA == 512 && SUF_IS_F
 #define VEC __m512
 #define LANES 16
 #define VZERO _mm512_setzero_ps
@@ -39,7 +67,7 @@
 #define VMASKLOAD(m, p) _mm512_maskz_loadu_ps((__mmask16)(m), p)
 #define VMASKSTORE(p, m, v) _mm512_mask_storeu_ps(p, (__mmask16)(m), v)
 #define VSUM _mm512_reduce_add_ps
-#else
+#elif FAST_ISA == 512
 #define VEC __m512d
 #define LANES 8
 #define VZERO _mm512_setzero_pd
@@ -50,6 +78,49 @@
 #define VMASKLOAD(m, p) _mm512_maskz_loadu_pd((__mmask8)(m), p)
 #define VMASKSTORE(p, m, v) _mm512_mask_storeu_pd(p, (__mmask8)(m), v)
 #define VSUM _mm512_reduce_add_pd
+#elif SUF_IS_F
+#define VEC __m256
+#define LANES 8
+#define VZERO _mm256_setzero_ps
+#define VLOAD _mm256_loadu_ps
+#define VSTORE _mm256_storeu_ps
+#define VSET1 _mm256_set1_ps
+#define VFMA _mm256_fmadd_ps
+/* the masks are always the first lanes (m = 2^k - 1): lanes below k */
+FAST_TARGET static inline __m256i FN(lanes_below)(unsigned m)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(__builtin_popcount(m)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#define VMASKLOAD(m, p) _mm256_maskload_ps(p, FN(lanes_below)(m))
+#define VMASKSTORE(p, m, v) _mm256_maskstore_ps(p, FN(lanes_below)(m), v)
+/* the lanes summed in one fixed order: halves, then pairs */
+FAST_TARGET static inline float FN(vsum)(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+#define VSUM FN(vsum)
+#else
+#define VEC __m256d
+#define LANES 4
+#define VZERO _mm256_setzero_pd
+#define VLOAD _mm256_loadu_pd
+#define VSTORE _mm256_storeu_pd
+#define VSET1 _mm256_set1_pd
+#define VFMA _mm256_fmadd_pd
+FAST_TARGET static inline __m256i FN(lanes_below)(unsigned m)
+{
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(__builtin_popcount(m)), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+#define VMASKLOAD(m, p) _mm256_maskload_pd(p, FN(lanes_below)(m))
+#define VMASKSTORE(p, m, v) _mm256_maskstore_pd(p, FN(lanes_below)(m), v)
+FAST_TARGET static inline double FN(vsum)(__m256d v)
+{
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+#define VSUM FN(vsum)
 #endif
 
 /* mr (<= FAST_MR) rows of C[., 0..2 LANES) = the kernel's rows i (at
@@ -111,18 +182,24 @@ FAST_MK(3)
 FAST_MK(4)
 FAST_MK(5)
 FAST_MK(6)
+#if FAST_MR > 6
 FAST_MK(7)
 FAST_MK(8)
+#endif
 #undef FAST_MK
 
 typedef void (*FN(fast_mk_fn))(int64_t, const T *, int64_t, const int32_t *, const T *, const int32_t *, T *,
                                int64_t);
-static const FN(fast_mk_fn) FN(fast_mks)[FAST_MR + 1] = {NULL, FN(fast_mk1), FN(fast_mk2), FN(fast_mk3),
-                                                         FN(fast_mk4), FN(fast_mk5), FN(fast_mk6),
-                                                         FN(fast_mk7), FN(fast_mk8)};
-static const FN(fast_mk_fn) FN(fast_mkcs)[FAST_MR + 1] = {NULL, FN(fast_mkc1), FN(fast_mkc2), FN(fast_mkc3),
-                                                          FN(fast_mkc4), FN(fast_mkc5), FN(fast_mkc6),
-                                                          FN(fast_mkc7), FN(fast_mkc8)};
+#if FAST_MR > 6
+#define FAST_MK_MORE(c) , FN(fast_mk##c##7), FN(fast_mk##c##8)
+#else
+#define FAST_MK_MORE(c)
+#endif
+static const FN(fast_mk_fn) FN(fast_mks)[FAST_MR + 1] = {NULL,         FN(fast_mk1), FN(fast_mk2), FN(fast_mk3),
+                                                         FN(fast_mk4), FN(fast_mk5), FN(fast_mk6) FAST_MK_MORE()};
+static const FN(fast_mk_fn) FN(fast_mkcs)[FAST_MR + 1] = {NULL,          FN(fast_mkc1), FN(fast_mkc2), FN(fast_mkc3),
+                                                          FN(fast_mkc4), FN(fast_mkc5), FN(fast_mkc6) FAST_MK_MORE(c)};
+#undef FAST_MK_MORE
 
 /* One scratch row of n: the input row srow (is2 long, or none past the
  * input's rows) at columns j st + off, zero where that is outside it. */
@@ -179,6 +256,7 @@ FAST_TARGET static void FN(fast_conv_item)(void *ctx, int64_t item)
     T *cs = xs + f->xs_len;
     FN(fast_fill)(G, f, (const T *)j->ins + ng * G->ca * G->isz, 0, G->ca, r0, xs);
     const T *wg = (const T *)j->w + f->w0 + gi * f->wg; /* the group's first row */
+#if FAST_ISA == 512
     for (int64_t mb = 0; mb < f->nmb; mb++) {
         int64_t mr = G->cb - mb * FAST_MR < FAST_MR ? G->cb - mb * FAST_MR : FAST_MR;
         FN(fast_mk_fn) mk = FN(fast_mks)[mr];
@@ -186,6 +264,17 @@ FAST_TARGET static void FN(fast_conv_item)(void *ctx, int64_t item)
             mk(G->rows, wg + mb * FAST_MR * f->wr, f->wr, f->aoff, xs + q, f->koff, cs + mb * FAST_MR * f->qs + q,
                f->qs);
     }
+#else
+    for (int64_t q = 0; q < qr; q += 2 * LANES)
+        for (int64_t k0 = 0; k0 < G->rows; k0 += FAST_TAPS_Y) {
+            int64_t nk = G->rows - k0 < FAST_TAPS_Y ? G->rows - k0 : FAST_TAPS_Y;
+            for (int64_t mb = 0; mb < f->nmb; mb++) {
+                int64_t mr = G->cb - mb * FAST_MR < FAST_MR ? G->cb - mb * FAST_MR : FAST_MR;
+                (k0 ? FN(fast_mkcs) : FN(fast_mks))[mr](nk, wg + mb * FAST_MR * f->wr, f->wr, f->aoff + k0, xs + q,
+                                                        f->koff + k0, cs + mb * FAST_MR * f->qs + q, f->qs);
+            }
+        }
+#endif
     T *dst = (T *)j->outs + ng * G->cb * G->osz + r0 * G->os[2];
     for (int64_t o = 0; o < G->cb; o++) {
         T bias = j->bias ? ((const T *)j->bias)[gi * G->cb + o] : 0;
@@ -433,6 +522,11 @@ FAST_TARGET static void FN(fast_gradw_item)(void *ctx, int64_t item)
 #undef VMASKLOAD
 #undef VMASKSTORE
 #undef VSUM
+#undef ISA
+#undef FAST_TARGET
+#undef FAST_MR
+#undef FAST_GRADW_MO
+#undef FAST_GRADW_MK
 #undef FN
 #undef CAT
 #undef CAT_
