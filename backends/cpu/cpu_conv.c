@@ -118,7 +118,7 @@ static void *scratch(job *j, size_t bytes)
  * compiler can build them; which one the processor runs is decided at
  * run time (fast_isa).  Rows of the kernel a call, and conv_grad_w's
  * output channels by taps a call, as many as each set's registers hold
- * (AVX2's 16: 6 rows by 2 vectors of sums, 2 channels by 6 taps). */
+ * (AVX2's 16: 6 rows by 2 vectors of sums, 3 channels by 4 taps). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_FAST 1
@@ -314,7 +314,7 @@ static int fast_isa(void)
 
 static bool fast_usable(void) { return fast_isa() != 0; }
 
-/* The geometries the AVX-512 kernels take: one or two spatial axes (the
+/* The geometries the own kernels take: one or two spatial axes (the
  * first of three of size 1, and its one window on that one element, not
  * in padding before it: a 3-d conv's depth window of padding alone was
  * taken for the input's, until tests/cli/nn_conv.txt's case), f32 or f64,
@@ -325,7 +325,7 @@ static bool fast_takes(const geom *G, tl_dtype dt)
            G->lo[0] == 0 && G->ca >= 1 && G->cb >= 1 && G->os[1] >= 1 && G->os[2] >= 1;
 }
 
-/* About this many output positions per item of the AVX-512 path, and at
+/* About this many output positions per item of the own kernels, and at
  * most this many bytes of input scratch (while an item has two rows). */
 #define FAST_POSITIONS 512
 #define FAST_SCRATCH (512 << 10)
@@ -364,7 +364,7 @@ static int64_t tap_off(const geom *G, const fast_plan *f, int64_t kh, int64_t kw
     return ((h % s1 * s2 + w % s2) * f->rr + h / s1) * f->wq + w / s2;
 }
 
-/* The AVX-512 path's plan for conv (gradw false) or conv_grad_w (true)
+/* The own kernels' plan for conv (gradw false) or conv_grad_w (true)
  * of G (cpu_conv_fast.h): 1 made, 0 where the path does not take the
  * geometry (3-d, or offsets past int32), -1 with st set when memory ran
  * out. */
@@ -680,15 +680,15 @@ static tl_code conv_run(tl_opcode op, int n, const tl_tensor *x, cpu_ins in, con
         j.over = which == K_CONVT && j.outs == out->data;
         if (G->rows > INT32_MAX || G->cb * G->ksz > INT32_MAX || G->cb > INT32_MAX || G->osz > INT32_MAX || G->isz > INT32_MAX)
             return tl_fail(st, TL_EINPUT, "%s too large for BLAS", tl_ops[op].name);
-        int fp = 0; /* the AVX-512 path's plan: made 1, not taken 0, out of memory -1 */
+        int fp = 0; /* the own kernels' plan: made 1, not taken 0, out of memory -1 */
         /* as a conv with the kernel flipped; a pointwise one (its own
-         * path's gemm otherwise) only where the AVX-512 path takes it */
+         * path's gemm otherwise) only where the own kernels take it */
         if (which == K_CONVT && unit_stride(G) && (!j.pointwise || fast_usable())) {
             geom was = *G;
             *G = as_conv(G);
             which = kind = K_CONV;
             j.ins = x->data, j.outs = out->data; /* in-side: x; out-side: the result */
-            /* the AVX-512 path reads the kernel flipped in place; written over
+            /* the own kernels read the kernel flipped in place; written over
              * its input (pointwise), its items each read their rows of every
              * channel before writing them */
             fp = fast_plan_make(&j, out->dtype, false, true, st);

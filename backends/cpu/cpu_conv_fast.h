@@ -38,7 +38,8 @@
  * the same kernels at the width of the set, FAST_MR rows of the kernel
  * and FAST_GRADW_MO by FAST_GRADW_MK partial sums a call as many as its
  * registers hold.  Each element's chain of multiply-adds is the same at
- * either width, so conv and conv_transpose give the same bits on both;
+ * either width (AVX2's blocks of taps go on from the sums in memory), so
+ * a conv or conv_transpose that both run here gives the same bits on both;
  * conv_grad_w's partial sums are a vector's lanes, summed at the end, and
  * differ with the width (any one processor: the same bits always). */
 #if FAST_ISA == 512
