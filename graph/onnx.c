@@ -792,8 +792,10 @@ static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attr
 }
 
 static val *call1(tx *t, const char *op, val *x, cJSON *attrs) { return call(t, op, 1, &x, attrs); }
-static val *call2(tx *t, const char *op, val *x, val *y)
+static val *call2(tx *t, const char *op, val *x, val *y) /* NULL where x or y is (a failed call) */
 {
+    if (!x || !y)
+        return NULL;
     val *a[2] = {x, y};
     return call(t, op, 2, a, NULL);
 }
@@ -1206,13 +1208,59 @@ static bool x_dropout(tx *t, val **in, int nin, val **out, int nout)
            (out[1] = as_bool(t, call2(t, "ne", m, scalar(t, x->dt, 0)))) != NULL;
 }
 
+/* x + b for integers x, the exact sum truncated toward zero (ONNX's
+ * integer Shrink: NumPy's float sum cast back), in x's integer type:
+ * y = x + trunc(b), then one step toward zero where b's fraction carries y
+ * across it (y < 0 < frac, or frac < 0 < y). */
+static val *int_plus(tx *t, val *x, double b, const char *what)
+{
+    double bi = trunc(b), frac = b - bi, top = x->dt == TL_I32 ? 0x1p31 : 0x1p63;
+    if (!(bi >= -top && bi < top))
+        return fail(t, "%s %g is outside %s's range", what, b, tl_dtype_name(x->dt)), NULL;
+    val *y = bi ? call2(t, "add", x, scalar(t, x->dt, bi)) : x;
+    if (y && frac > 0)
+        y = call2(t, "add", y, call2(t, "lt", y, scalar(t, x->dt, 0)));
+    else if (y && frac < 0)
+        y = call2(t, "sub", y, call2(t, "gt", y, scalar(t, x->dt, 0)));
+    return y;
+}
+
+/* Shrink of integers, exactly: x + bias where x < -lambd, x - bias where
+ * x > lambd (the first wins), else 0.  For an integer x, x < -lambd is x <
+ * ceil(-lambd) and x > lambd is x > floor(lambd); a bound outside the
+ * type's range makes its test always or never true.  Comparisons give 0/1
+ * in x's type, so the choice is products by them. */
+static val *int_shrink(tx *t, val *x)
+{
+    double lambd = attr_f(t, "lambd", 0.5), bias = attr_f(t, "bias", 0);
+    double mn = x->dt == TL_I32 ? -0x1p31 : -0x1p63, mx = -mn; /* mx: one past the largest */
+    double lo = ceil(-lambd), hi = floor(lambd);
+    val *zero = scalar(t, x->dt, 0), *one = scalar(t, x->dt, 1);
+    /* the 0/1 tests: NULL where never true, one where always */
+    val *tl = lo <= mn ? NULL : lo >= mx ? one : call2(t, "lt", x, scalar(t, x->dt, lo));
+    val *th = hi >= mx - 1 ? NULL : hi < mn ? one : call2(t, "gt", x, scalar(t, x->dt, hi));
+    val *r = zero;
+    if (th)
+        r = call2(t, "mul", th, int_plus(t, x, -bias, "-bias"));
+    if (r && tl) {
+        val *rest = call2(t, "mul", call2(t, "sub", one, tl), r);
+        r = call2(t, "add", call2(t, "mul", tl, int_plus(t, x, bias, "bias")), rest);
+    }
+    if (r == zero) /* never either: zeros of x's shape */
+        r = call2(t, "mul", x, zero);
+    return r;
+}
+
 /* activations made of a few calls */
 static bool x_act(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
     bool prelu = !strcmp(t->node->op_type, "PRelu");
-    if (!need(t, in, nin, 1) || !at_most(t, in, nin, prelu ? 2 : 1) ||
-        !((prelu && nin > 1 && tl_dtype_is_int(in[0]->dt)) || not_int(t, in[0])))
+    if (!need(t, in, nin, 1) || !at_most(t, in, nin, prelu ? 2 : 1))
+        return false;
+    if (!strcmp(t->node->op_type, "Shrink") && tl_dtype_is_int(in[0]->dt))
+        return (out[0] = typed(int_shrink(t, in[0]), in[0]->oty)) != NULL;
+    if (!((prelu && nin > 1 && tl_dtype_is_int(in[0]->dt)) || not_int(t, in[0])))
         return false;
     const char *op = t->node->op_type;
     val *x = in[0], *r = NULL;
@@ -1449,16 +1497,28 @@ static bool x_gemm(tx *t, val **in, int nin, val **out, int nout)
     if (attr_i(t, "transB", 0) && !(b = transpose2(t, b)))
         return false;
     double alpha = attr_f(t, "alpha", 1), beta = attr_f(t, "beta", 1);
-    val *y = call2(t, "matmul", a, b);
-    if (y && alpha != 1)
+    bool ints = is_int_type(a->oty) && a->oty != TL_ONNX_BOOL;
+    if (ints) { /* integers (opset 11): exact and wrapping, so whole scales only */
+        double top = a->dt == TL_I32 ? 0x1p31 : 0x1p63;
+        for (int i = 0; i < 2; i++) {
+            double v = i ? beta : alpha;
+            if (v != trunc(v) || !(v >= -top && v < top))
+                return fail(t, "%s is %g: tl scales an integer Gemm by whole numbers of %s's range only",
+                            i ? "beta" : "alpha", v, tl_dtype_name(a->dt));
+        }
+    }
+    val *y = NULL;
+    if (ints ? !int_matmul(t, a, b, &y) : !(y = call2(t, "matmul", a, b)))
+        return false;
+    if (alpha != 1)
         y = call2(t, "mul", scalar(t, y->dt, alpha), y);
     if (y && nin > 2 && in[2]) {
         val *c = in[2];
         if (beta != 1)
             c = call2(t, "mul", scalar(t, y->dt, beta), c);
-        y = c ? call2(t, "add", y, c) : NULL;
+        y = call2(t, "add", y, c);
     }
-    return (out[0] = y) != NULL;
+    return (out[0] = ints ? typed(y, a->oty) : y) != NULL;
 }
 
 /* ---------- layers ---------- */
@@ -4342,7 +4402,13 @@ static val *epair(tx *t, val *a, eterm *ea, val *b, eterm *eb, const eterm *keep
     b = permute(t, b, eb->n, pb);
     a = a ? reshape(t, a, 3, sa) : NULL;
     b = b ? reshape(t, b, 3, sb) : NULL;
-    val *r = a && b ? call2(t, "matmul", a, b) : NULL;
+    val *r = NULL;
+    if (a && b && tl_dtype_is_int(a->dt)) { /* integers: exact, as MatMul's */
+        if (!int_matmul(t, a, b, &r))
+            return NULL;
+    } else {
+        r = call2(t, "matmul", a, b);
+    }
     const eterm *gr[3] = {&bat, &ao, &bo};
     for (int g = 0; g < 3; g++)
         for (int j = 0; j < gr[g]->n; j++) {
@@ -4370,8 +4436,11 @@ static bool x_einsum(tx *t, val **in, int nin, val **out, int nout)
     if (!need(t, in, nin, nin))
         return false;
     for (int i = 0; i < nin; i++)
-        if (!not_int(t, in[i]))
-            return false;
+        if (in[i]->oty == TL_ONNX_BOOL)
+            return fail(t, "operand %d is bool: Einsum takes numbers", i + 1);
+        else if (is_int_type(in[i]->oty) != is_int_type(in[0]->oty))
+            return fail(t, "operand %d is %s and operand 1 %s: Einsum takes numbers of one type", i + 1,
+                        tl_onnx_type_name(in[i]->oty), tl_onnx_type_name(in[0]->oty));
     const char *arrow = strstr(eq, "->");
     size_t lhs = arrow ? (size_t)(arrow - eq) : m, st = 0;
     int nt = 1;

@@ -600,6 +600,88 @@ static val *reversed(tx *t, val *x)
     return r;
 }
 
+/* Opset-8 Scan: axis 0 of every input is the batch, axis 1 of the scan
+ * inputs the steps.  Each batch entry b is a scan of its own (ONNX's
+ * definition is that loop over the batch): its rows of the states and of
+ * the first lens[b] steps of the scan inputs (reversed where asked), its
+ * scan outputs padded with zeros to the longest sequence, then the
+ * entries stacked again.  The graph grows with the batch, not with the
+ * sequence. */
+static bool scan8(tx *t, const Onnx__GraphProto *g, val *lens, int N, val **in, int M, const int64_t *idir,
+                  int K, val **out)
+{
+    int64_t B = in[0]->ndim ? in[0]->dims[0] : -1, T = -1;
+    for (int i = 0; i < N + M; i++) {
+        if (in[i]->ndim < (i < N ? 1 : 2) || in[i]->dims[0] != B)
+            return ox_fail(t, "input %d has %d dims%s, where axis 0 is the batch (%lld) and a scan input's axis 1 its "
+                              "steps (opset-8 Scan)", i + 2, in[i]->ndim, in[i]->ndim ? " and axis 0 of " : "",
+                           (long long)B);
+        if (i >= N && T >= 0 && in[i]->dims[1] != T)
+            return ox_fail(t, "scan inputs have %lld and %lld steps", (long long)T, (long long)in[i]->dims[1]);
+        if (i >= N)
+            T = in[i]->dims[1];
+    }
+    if (lens && !lens->k)
+        return ox_fail(t, "its sequence_lens is computed at run time; tl needs it at load");
+    if (lens && lens->k->numel != B)
+        return ox_fail(t, "sequence_lens holds %lld entries, for a batch of %lld", (long long)lens->k->numel,
+                       (long long)B);
+    if (B < 1)
+        return ox_fail(t, "an empty batch");
+    val **parts = calloc((size_t)((N + K) * B), sizeof *parts);
+    if (!parts)
+        return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;
+    bool ok = true;
+    for (int64_t b = 0; ok && b < B; b++) {
+        int64_t L = lens ? tl_tensor_get_int(lens->k, b) : T;
+        if (L < 1 || L > T) {
+            ok = ox_fail(t, "sequence_lens[%lld] is %lld, where tl takes 1 to the %lld steps", (long long)b,
+                         (long long)L, (long long)T);
+            break;
+        }
+        val *st[MAXIO], *xs[MAXIO], *res[MAXIO];
+        for (int i = 0; i < N; i++)
+            ok = ok && (st[i] = row(t, in[i], b)) != NULL;
+        for (int j = 0; ok && j < M; j++) {
+            val *x = row(t, in[N + j], b);
+            x = L < T ? slice1(t, x, 0, 0, L) : x;
+            ok = (xs[j] = idir[j] ? reversed(t, x) : x) != NULL;
+        }
+        ok = ok && scan_core(t, g, N, st, M, xs, K, NULL, res);
+        for (int i = 0; ok && i < N + K; i++) {
+            val *r = res[i];
+            if (i >= N && L < T) { /* the steps past the sequence: zeros */
+                cJSON *a = cJSON_CreateObject(), *pairs = cJSON_AddArrayToObject(a, "pads");
+                for (int d = 0; d < r->ndim; d++) {
+                    cJSON *pr = cJSON_CreateArray();
+                    cJSON_AddItemToArray(pr, cJSON_CreateNumber(0));
+                    cJSON_AddItemToArray(pr, cJSON_CreateNumber(d ? 0 : (double)(T - L)));
+                    cJSON_AddItemToArray(pairs, pr);
+                }
+                r = op1(t, "pad", r, a);
+            }
+            ok = (parts[i * B + b] = B > 1 ? op1(t, "expand_dims", r, attr_int("axis", 0)) : r) != NULL;
+        }
+    }
+    for (int i = 0; ok && i < N + K; i++) { /* joined MAXIO at a time (a call's most arguments) */
+        val **p = parts + i * B;
+        int64_t n = B;
+        if (n == 1)
+            p[0] = op1(t, "expand_dims", p[0], attr_int("axis", 0));
+        while (n > 1 && ok) {
+            int64_t m = 0;
+            for (int64_t s = 0; ok && s < n; s += MAXIO, m++) {
+                int c = (int)(n - s < MAXIO ? n - s : MAXIO);
+                ok = (p[m] = c > 1 ? ox_call(t, "concat", c, p + s, attr_int("axis", 0)) : p[s]) != NULL;
+            }
+            n = m;
+        }
+        ok = ok && (out[i] = p[0]) != NULL;
+    }
+    free(parts);
+    return ok;
+}
+
 bool ox_scan(tx *t, val **in, int nin, val **out, int nout)
 {
     const Onnx__GraphProto *g = graph_attr(t, "body");
@@ -618,47 +700,22 @@ bool ox_scan(tx *t, val **in, int nin, val **out, int nout)
         !(v8 || scan_ints(t, "scan_input_axes", iax, M)) || !(v8 || scan_ints(t, "scan_output_axes", oax, K)) ||
         !(v8 || scan_ints(t, "scan_output_directions", odir, K)))
         return false;
-    if (v8) {
-        for (int k = 0; k < K; k++)
-            odir[k] = 0, oax[k] = 0;
-        /* one batch of one: drop the batch axis, time becomes axis 0 */
-        for (int i = first; i < nin; i++)
-            if (!in[i]->ndim || in[i]->dims[0] != 1)
-                return ox_fail(t, "a batch of %lld: tl translates opset-8 Scan with a batch of 1 (opset 9 "
-                                  "Scan has no batch axis)", in[i]->ndim ? (long long)in[i]->dims[0] : 0LL);
-        if (in[0] && in[0]->k) {
-            if (in[0]->k->numel != 1)
-                return ox_fail(t, "sequence_lens holds %lld entries, for a batch of 1",
-                               (long long)in[0]->k->numel);
-            for (int j = 0; j < M; j++)
-                if (in[first + N + j]->ndim < 2 || tl_tensor_get_int(in[0]->k, 0) != in[first + N + j]->dims[1])
-                    return ox_fail(t, "sequence_lens shorter than the sequence are not translated");
-        } else if (in[0]) {
-            return ox_fail(t, "its sequence_lens is computed at run time; tl needs it at load");
-        }
-    }
-    val *st[MAXIO], *xs[MAXIO], *res[MAXIO];
-    for (int i = 0; i < N; i++)
-        st[i] = v8 ? row(t, in[first + i], 0) : in[i];
+    if (v8)
+        return scan8(t, g, in[0], N, in + 1, M, idir, K, out);
+    val *xs[MAXIO], *res[MAXIO];
     for (int j = 0; j < M; j++) {
-        val *x = in[first + N + j];
-        if (v8) {
-            x = row(t, x, 0);
-        } else {
-            bool okax = iax[j] >= -x->ndim && iax[j] < x->ndim;
-            if (!okax)
-                return ox_fail(t, "scan_input_axes[%d] = %lld is out of range", j, (long long)iax[j]);
-            x = move_axis(t, x, (int)(iax[j] < 0 ? iax[j] + x->ndim : iax[j]), true);
-        }
+        val *x = in[N + j];
+        bool okax = iax[j] >= -x->ndim && iax[j] < x->ndim;
+        if (!okax)
+            return ox_fail(t, "scan_input_axes[%d] = %lld is out of range", j, (long long)iax[j]);
+        x = move_axis(t, x, (int)(iax[j] < 0 ? iax[j] + x->ndim : iax[j]), true);
         xs[j] = idir[j] ? reversed(t, x) : x;
     }
-    if (!scan_core(t, g, N, st, M, xs, K, odir, res))
+    if (!scan_core(t, g, N, in, M, xs, K, odir, res))
         return false;
     for (int i = 0; i < N + K; i++) {
         val *r = res[i];
-        if (v8) {
-            r = op1(t, "expand_dims", r, attr_int("axis", 0));
-        } else if (i >= N) {
+        if (i >= N) {
             int64_t a = oax[i - N];
             if (a < -r->ndim || a >= r->ndim)
                 return ox_fail(t, "scan_output_axes[%d] = %lld is out of range", i - N, (long long)a);

@@ -616,3 +616,62 @@ save(model([h.make_node("Mul", ["a", "big"], ["yi"]), h.make_node("Add", ["x", "
            [h.make_tensor_value_info("yi", T.INT64, [2]), h.make_tensor_value_info("yf", T.FLOAT, [2])],
            [nh.from_array(np.array([2 ** 53 + 1], np.int64), "big"), nh.from_array(NANS, "c")]),
      "compile_exact.onnx")
+
+# ---- integer Shrink, Gemm and Einsum; opset-8 Scan over a batch (December 7, eighth) ----
+# Shrink of int32 and int64: the tests against ceil(-lambd) and floor(lambd),
+# x +- bias truncated toward zero as NumPy's float sum cast back is
+# (refused, "the input is int32", until these cases)
+save(model([h.make_node("Shrink", ["a"], ["y"], lambd=1.5, bias=0.5),
+            h.make_node("Shrink", ["b"], ["z"], lambd=-2.0, bias=-2.25)],
+           [h.make_tensor_value_info("a", T.INT32, [7]), h.make_tensor_value_info("b", T.INT64, [7])],
+           [h.make_tensor_value_info("y", T.INT32, [7]), h.make_tensor_value_info("z", T.INT64, [7])]),
+     "shrink_int.onnx")
+# Gemm of int32 (transA, alpha 2, beta -3, a row of C broadcast), wrapping;
+# and alpha 0.5, refused
+save(model([h.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, alpha=2.0, beta=-3.0)],
+           [h.make_tensor_value_info("a", T.INT32, [2, 3]), h.make_tensor_value_info("b", T.INT32, [2, 2]),
+            h.make_tensor_value_info("c", T.INT32, [2])], [h.make_tensor_value_info("y", T.INT32, [3, 2])]),
+     "gemm_int.onnx")
+save(model([h.make_node("Gemm", ["a", "b"], ["y"], alpha=0.5)],
+           [h.make_tensor_value_info("a", T.INT64, [2, 2]), h.make_tensor_value_info("b", T.INT64, [2, 2])],
+           [h.make_tensor_value_info("y", T.INT64, [2, 2])]), "gemm_int_half.onnx")
+# Einsum of int64 past 2^53 (a batched product and a diagonal), and of int32
+# wrapping; both were refused until these cases
+save(model([h.make_node("Einsum", ["a", "b"], ["y"], equation="bij,bjk->bik"),
+            h.make_node("Einsum", ["c"], ["d"], equation="ii->i"),
+            h.make_node("Einsum", ["e", "e"], ["w"], equation="i,j->ij")],
+           [h.make_tensor_value_info("a", T.INT64, [2, 1, 2]), h.make_tensor_value_info("b", T.INT64, [2, 2, 1]),
+            h.make_tensor_value_info("c", T.INT64, [2, 2]), h.make_tensor_value_info("e", T.INT32, [2])],
+           [h.make_tensor_value_info("y", T.INT64, [2, 1, 1]), h.make_tensor_value_info("d", T.INT64, [2]),
+            h.make_tensor_value_info("w", T.INT32, [2, 2])], opset=12), "einsum_int.onnx")
+
+# Scan at opset 8 over a batch of 3 (axis 0 the batch, axis 1 the steps):
+# sequence_lens 4, 1, 2 (the scan outputs padded with zeros), the first
+# scan input reversed; s = tanh(s + x f), y = s x, z = f - s.  Only a batch
+# of 1 was translated until this case.
+f8 = lambda n, s: h.make_tensor_value_info(n, T.DOUBLE, s)
+body8 = h.make_graph([h.make_node("Mul", ["e", "f"], ["m"]), h.make_node("Add", ["s_in", "m"], ["u"]),
+                      h.make_node("Tanh", ["u"], ["s_out"]), h.make_node("Mul", ["s_out", "e"], ["y"]),
+                      h.make_node("Sub", ["f", "s_in"], ["z"])], "body",
+                     [f8("s_in", [2]), f8("e", [2]), f8("f", [2])], [f8("s_out", [2]), f8("y", [2]), f8("z", [2])])
+save(model([h.make_node("Scan", ["lens", "s0", "xs", "fs"], ["s", "ys", "zs"], body=body8, num_scan_inputs=2,
+                        directions=[1, 0])],
+           [f8("s0", [3, 2]), f8("xs", [3, 4, 2]), f8("fs", [3, 4, 2])],
+           [f8("s", [3, 2]), f8("ys", [3, 4, 2]), f8("zs", [3, 4, 2])],
+           [nh.from_array(np.array([4, 1, 2], np.int64), "lens")], opset=8), "scan8_batch.onnx")
+rng8 = np.random.default_rng(8)
+s0, xs, fs = rng8.standard_normal((3, 2)), rng8.standard_normal((3, 4, 2)), rng8.standard_normal((3, 4, 2))
+S, Y, Z = np.zeros((3, 2)), np.zeros((3, 4, 2)), np.zeros((3, 4, 2))
+for b, L in enumerate((4, 1, 2)):  # ONNX's definition, a loop over the batch
+    s, x = s0[b], xs[b, :L][::-1]
+    for i in range(L):
+        sn = np.tanh(s + x[i] * fs[b, i])
+        Y[b, i], Z[b, i], s = sn * x[i], fs[b, i] - s, sn
+    S[b] = s
+np.savez(os.path.join(D, "scan8_batch_inputs.npz"), s0=s0, xs=xs, fs=fs)
+np.savez(os.path.join(D, "scan8_batch_expected.npz"), s=S, ys=Y, zs=Z)
+# a sequence length of 0 is refused (its scan outputs' shape needs a step)
+save(model([h.make_node("Scan", ["lens", "s0", "xs", "fs"], ["s", "ys", "zs"], body=body8, num_scan_inputs=2)],
+           [f8("s0", [3, 2]), f8("xs", [3, 4, 2]), f8("fs", [3, 4, 2])],
+           [f8("s", [3, 2]), f8("ys", [3, 4, 2]), f8("zs", [3, 4, 2])],
+           [nh.from_array(np.array([4, 0, 2], np.int64), "lens")], opset=8), "scan8_len0.onnx")
