@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 #include "tape.h"
 
 #include "graph/graph.h"
@@ -5,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int tl_tape_new_var(tl_tape *t) { return t->nvars++; }
 
@@ -191,6 +193,117 @@ static tl_code accumulate(tl_ctx *cx, tl_tensor **slot, tl_tensor *g, tl_status 
     return TL_OK;
 }
 
+/* ---------- take's gradient added where it lands ----------
+ * A take's rule scatters g into zeros of x's shape (take_grad: each
+ * place 0 + g), then accumulate adds that to the gradient held so far:
+ * acc + (0 + g) where a row was taken, acc + 0 elsewhere.  A step of a
+ * recurrence that reads row i of a long input (an ONNX scan input, an
+ * RNN's sequence) made and added a whole input's worth each step: the
+ * backward pass took time in the square of the steps.  Where the
+ * indices are distinct and the gradient held is the slot's alone, the
+ * same sums are done in place, on the rows taken only: acc + 0 leaves
+ * acc as it is except a -0 (+0) or a signalling NaN (quieted), which a
+ * pass over acc does once (the slot's tensor is then "clean", and stays
+ * so while no one else replaces it, since acc + (0 + g) makes neither);
+ * (0 + g) is g + 0.  The same bits as the rule and the add. */
+
+#define TAKE_INTO_MAX_M 32 /* indices checked distinct in O(m^2); more: the rule */
+
+typedef struct take_into_state {
+    const tl_tensor **clean; /* per variable: the gradient tensor known clean, or NULL */
+} take_into_state;
+
+static int64_t take_index(const tl_entry *e, int64_t j, int64_t len)
+{
+    const tl_attrs *a = e->attrs;
+    int64_t i = e->nin > 1 ? tl_tensor_get_int(e->in[1], j) : a->indices[j];
+    return i < 0 ? i + len : i;
+}
+
+#define CLEAN_LOOP(T, U, SIGN, EXP, QUIET)                                                \
+    do {                                                                                  \
+        U *u = (U *)acc->data;                                                            \
+        for (int64_t i = 0; i < acc->numel; i++)                                          \
+            if (u[i] == SIGN)                                                             \
+                u[i] = 0;                                                                 \
+            else if ((u[i] & EXP) == EXP && (u[i] & ~(SIGN | EXP)) && !(u[i] & QUIET))    \
+                u[i] |= QUIET;                                                            \
+    } while (0)
+
+#define ADD_ROWS(T)                                                                       \
+    do {                                                                                  \
+        T *A = acc->data;                                                                 \
+        const T *G = g->data;                                                             \
+        for (int64_t o = 0; o < outer; o++)                                               \
+            for (int64_t j = 0; j < m; j++) {                                             \
+                T *d = A + (o * len + take_index(e, j, len)) * inner;                     \
+                const T *s = G + (o * m + j) * inner;                                     \
+                for (int64_t k = 0; k < inner; k++)                                       \
+                    d[k] = d[k] + (s[k] + (T)0);                                          \
+            }                                                                             \
+    } while (0)
+
+/* 1: done in place; 0: not this entry (the rule runs); -1: error. */
+static int take_into(tl_tape *t, take_into_state *ts, tl_ctx *cx, const tl_entry *e, tl_tensor **grads,
+                     tl_tensor *g, tl_status *st)
+{
+    int v = e->in_var[0];
+    const tl_attrs *a = e->attrs;
+    if (e->op != TL_OP_TAKE || v < 0 || (e->nin > 1 && e->in_var[1] >= 0) || !a || cx->check_finite)
+        return 0;
+    const tl_tensor *x = e->in[0];
+    tl_tensor *acc = grads[v];
+    if ((g->dtype != TL_F32 && g->dtype != TL_F64) || !tl_tensor_on_host(g) ||
+        (e->nin > 1 && !tl_tensor_on_host(e->in[1])) || (acc && (!tl_tensor_on_host(acc) || acc->refs != 1 ||
+                                                                  acc->dtype != g->dtype || acc->numel != x->numel)))
+        return 0;
+    int ax = (int)a->axis;
+    int64_t m = e->nin > 1 ? e->in[1]->numel : a->nindices, outer = 1, inner = 1, len = x->shape[ax];
+    if (m > TAKE_INTO_MAX_M)
+        return 0;
+    for (int64_t j = 1; j < m; j++)
+        for (int64_t i = 0; i < j; i++)
+            if (take_index(e, i, len) == take_index(e, j, len))
+                return 0; /* repeated: each place's sum is (0 + g1) + g2, the rule's */
+    for (int d = 0; d < ax; d++)
+        outer *= x->shape[d];
+    for (int d = ax + 1; d < x->ndim; d++)
+        inner *= x->shape[d];
+    if (!ts->clean && !(ts->clean = tl_calloc((size_t)t->nvars + 1, sizeof *ts->clean, "gradients", st)))
+        return -1;
+    struct timespec t0;
+    if (cx->profile)
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!acc) { /* the first: zeros (take_grad's) */
+        if (!(acc = tl_tensor_new_in(cx->budget, g->dtype, x->ndim, x->shape, st)))
+            return -1;
+        memset(acc->data, 0, (size_t)acc->numel * tl_dtype_size(acc->dtype));
+        grads[v] = acc;
+    } else if (ts->clean[v] != acc) {
+        if (acc->dtype == TL_F32)
+            CLEAN_LOOP(float, uint32_t, 0x80000000u, 0x7f800000u, 0x00400000u);
+        else
+            CLEAN_LOOP(double, uint64_t, 0x8000000000000000u, 0x7ff0000000000000u, 0x0008000000000000u);
+    }
+    if (g->dtype == TL_F32)
+        ADD_ROWS(float);
+    else
+        ADD_ROWS(double);
+    ts->clean[v] = acc;
+    cx->ops++; /* one take_grad, counted and timed as the rule's would be (its add is in it) */
+    cx->dev.ops_cpu++;
+    if (cx->profile) {
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        tl_opprof *p = &cx->prof[TL_OP_TAKE_GRAD][cx->phase];
+        p->calls++;
+        p->ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    }
+    return 1;
+}
+#undef CLEAN_LOOP
+#undef ADD_ROWS
+
 /* "f64[2], f64[]": the shapes of an entry's inputs. */
 static void describe_inputs(const tl_entry *e, char *buf, size_t len)
 {
@@ -202,8 +315,8 @@ static void describe_inputs(const tl_entry *e, char *buf, size_t len)
     }
 }
 
-tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_fn progress,
-                         void *progress_ctx, tl_status *st)
+static tl_code backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_fn progress, void *progress_ctx,
+                        take_into_state *ts, tl_status *st)
 {
     tl_tensor *gin_small[8], **gin = gin_small;
     for (int64_t k = t->n - 1; k >= 0; k--) {
@@ -225,6 +338,16 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
         if (!g || !wanted) {
             tl_tensor_unref(g);
             release(e);
+            continue;
+        }
+        int into = take_into(t, ts, cx, e, grads, g, st);
+        if (into) {
+            tl_tensor_unref(g);
+            release(e);
+            if (into < 0)
+                return e->node ? tl_wrap(st, "backward of node \"%s\" (take)", e->node->name) : st->code;
+            if (progress)
+                progress(progress_ctx, "backward", t->n - k, t->n);
             continue;
         }
         if (e->nin > 8 && !(gin = tl_calloc((size_t)e->nin, sizeof *gin, "gradients", st))) {
@@ -263,6 +386,15 @@ tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_
     }
     t->n = 0;
     return TL_OK;
+}
+
+tl_code tl_tape_backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_fn progress,
+                         void *progress_ctx, tl_status *st)
+{
+    take_into_state ts = {NULL};
+    tl_code rc = backward(t, cx, grads, progress, progress_ctx, &ts, st);
+    free(ts.clean);
+    return rc;
 }
 
 void tl_tape_prune(tl_tape *t, const bool *target)

@@ -815,3 +815,83 @@ Test(memory, kept_blocks_fit_the_limit)
     cr_expect_geq(tl_tensor_cached_bytes(), before);
     tl_tensor_release_cache();
 }
+
+/* A take's gradient is added in place where the rows it took land
+ * (tape.c: take_into) when the indices are distinct and the gradient
+ * held so far is the slot's alone; elsewhere the rule's take_grad and an
+ * add.  Both give the same bits: here the held gradient has -0 in every
+ * place (mul by a constant -0, run after the takes so its rule comes
+ * first), which the add of take_grad's zeros turns into +0 where no row
+ * landed.  check_finite keeps to the rule and the add. */
+static void take_into_case(const char *x)
+{
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"x\"],"
+                        "\"consts\":{\"c\":{\"shape\":[4,3],\"fill\":-0.0}},\"nodes\":["
+                        "{\"id\":\"t1\",\"op\":\"take\",\"args\":[\"x\"],\"indices\":[2,0],\"axis\":0},"
+                        "{\"id\":\"t2\",\"op\":\"take\",\"args\":[\"x\"],\"indices\":[1,1],\"axis\":0},"
+                        "{\"id\":\"t3\",\"op\":\"take\",\"args\":[\"x\",-1],\"axis\":1},"
+                        "{\"id\":\"t4\",\"op\":\"take\",\"args\":[\"x\",-2],\"axis\":0},"
+                        "{\"id\":\"m\",\"op\":\"mul\",\"args\":[\"x\",\"c\"]}],"
+                        "\"outputs\":[\"t1\",\"t2\",\"t3\",\"t4\",\"m\"]}");
+    tl_tensor *grad[2][1];
+    for (int pass = 0; pass < 2; pass++) {
+        tl_status st = {0};
+        tl_tensor *in = lit(x);
+        tl_result *r;
+        tl_run_opts o = {.record = true, .check_finite = pass == 1};
+        cr_assert(!tl_run(g, &in, &o, &r, &st), "%s", st.msg);
+        cr_assert(!tl_result_backward(r, grad[pass], &st), "%s", st.msg);
+        tl_result_free(r);
+        tl_tensor_unref(in);
+    }
+    const tl_tensor *a = grad[0][0], *b = grad[1][0];
+    cr_assert_eq(a->numel, 12);
+    cr_expect(!memcmp(a->data, b->data, (size_t)a->numel * tl_dtype_size(a->dtype)), "in place and the rule differ");
+    /* rows 0 and 2 taken once, row 1 twice (t2) and once more (t4: -2 is row 2); column 2 by t3 */
+    double want[12] = {1, 1, 2, 2, 2, 3, 2, 2, 3, 0, 0, 1};
+    for (int i = 0; i < 12; i++) {
+        double v = tl_tensor_get(a, i);
+        cr_expect(v == want[i] && !signbit(v), "[%d]: %g, expected %g", i, v, want[i]);
+    }
+    tl_tensor_unref(grad[0][0]);
+    tl_tensor_unref(grad[1][0]);
+    tl_graph_free(g);
+}
+
+Test(index, take_gradient_in_place_same_bits)
+{
+    take_into_case("f32:[[1,2,3],[4,5,6],[7,8,9],[10,11,12]]");
+    take_into_case("[[1,2,3],[4,5,6],[7,8,9],[10,11,12]]");
+}
+
+/* A signalling NaN in the gradient held (a seed passed on by reshape's
+ * rule) where no row lands: acc + 0 quiets it, and so does the pass the
+ * in-place add makes first; a -0 there becomes +0. */
+Test(index, take_gradient_in_place_quiets_nan)
+{
+    tl_graph *g = parse("{\"version\":1,\"inputs\":[\"x\"],\"nodes\":["
+                        "{\"id\":\"t\",\"op\":\"take\",\"args\":[\"x\"],\"indices\":[0],\"axis\":0},"
+                        "{\"id\":\"r\",\"op\":\"reshape\",\"args\":[\"x\"],\"shape\":[2,2]}],"
+                        "\"outputs\":[\"t\",\"r\"]}");
+    tl_status st = {0};
+    tl_tensor *in = lit("f32:[[1,2],[3,4]]"), *seeds[2] = {lit("f32:[[1,1]]"), lit("f32:[[3,-0.0],[0,-0.0]]")};
+    uint32_t snan = 0x7f800001u;
+    memcpy((float *)seeds[1]->data + 2, &snan, 4);
+    tl_result *r;
+    tl_tensor *grad[1];
+    tl_run_opts o = {.record = true};
+    cr_assert(!tl_run(g, &in, &o, &r, &st), "%s", st.msg);
+    cr_assert(!tl_result_pullback(r, seeds, grad, &st), "%s", st.msg);
+    uint32_t bits[4];
+    memcpy(bits, grad[0]->data, sizeof bits);
+    cr_expect_eq(bits[0], 0x40800000u); /* 3 + (0 + 1) = 4 */
+    cr_expect_eq(bits[1], 0x3f800000u); /* -0 + (0 + 1) = 1 */
+    cr_expect_eq(bits[2], 0x7fc00001u, "%08x", bits[2]); /* sNaN + 0: quieted, its payload kept */
+    cr_expect_eq(bits[3], 0u, "%08x", bits[3]);          /* -0 + 0 = +0 */
+    tl_tensor_unref(grad[0]);
+    tl_tensor_unref(seeds[0]);
+    tl_tensor_unref(seeds[1]);
+    tl_tensor_unref(in);
+    tl_result_free(r);
+    tl_graph_free(g);
+}
