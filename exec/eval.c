@@ -323,6 +323,28 @@ static bool draws(tl_opcode op)
     return op == TL_OP_RANDOM_UNIFORM || op == TL_OP_RANDOM_NORMAL || op == TL_OP_DROPOUT;
 }
 
+/* scatter_add whose first argument dies here (this node reads it last,
+ * as a step's stacked outputs do: onnx_flow.c) adds into it in place:
+ * its value is released first, so that the argument's reference is the
+ * only one, and tl_op_over writes over it where that is safe.  Its rule
+ * reads the indices only.  Else a whole copy a step: the steps took time
+ * in their square. */
+static bool over_first(tl_eval *ev, const tl_node *n)
+{
+    int s = n->args[0].slot;
+    if (n->op != TL_OP_SCATTER_ADD || s < 0 || ev->opts->observe || (ev->keep && ev->keep[s]))
+        return false;
+    for (int k = 0; k < n->nfree; k++)
+        if (n->free_after[k] == s) {
+            for (int i = 1; i < n->nargs; i++)
+                if (n->args[i].slot == s)
+                    return false;
+            tl_eval_clear(ev, s);
+            return true;
+        }
+    return false;
+}
+
 static tl_code eval_op(tl_eval *ev, const tl_node *n)
 {
     tl_tensor *small[8], **in = small;
@@ -373,7 +395,11 @@ static tl_code eval_op(tl_eval *ev, const tl_node *n)
             typed.dtype = ev->call_dtype;
         attrs = &typed;
     }
-    tl_tensor *out = rc ? NULL : tl_op(ev->cx, n->op, n->nargs, in, attrs, ev->st);
+    tl_tensor *out = NULL;
+    if (!rc && over_first(ev, n))
+        out = tl_op_over(ev->cx, n->op, n->nargs, in, attrs, 0, ev->st);
+    else if (!rc)
+        out = tl_op(ev->cx, n->op, n->nargs, in, attrs, ev->st);
     if (out && ev->opts->observe)
         ev->opts->observe(ev->opts->observe_ctx, n, n->nargs, in, out);
     int var = -1;
@@ -453,9 +479,10 @@ static tl_code check_state(tl_eval *ev, const tl_node *n, int i, const tl_tensor
                    tl_tensor_desc(now, b, sizeof b));
 }
 
+static tl_code iterate_steps(tl_eval *ev, const tl_node *n, tl_tensor *const *type);
+
 static tl_code eval_iterate(tl_eval *ev, const tl_node *n)
 {
-    const tl_block *body = n->flow->body;
     int fast = tl_loop_try(ev, n);
     if (fast)
         return fast < 0 ? ev->st->code : TL_OK;
@@ -468,6 +495,24 @@ static tl_code eval_iterate(tl_eval *ev, const tl_node *n)
             return ev->st->code;
         tl_eval_set(ev, n->flow->state[i], t, v.var);
     }
+    /* each state's type, to hold the steps to (a step may release its
+     * state at its last reader: graph.c's plan_frees) */
+    tl_tensor *type[256] = {NULL};
+    for (int i = 0; i < n->nargs; i++)
+        if (!(type[i] = tl_tensor_stub(ev->env[n->flow->state[i]].t, ev->st))) {
+            while (i--)
+                tl_tensor_unref(type[i]);
+            return ev->st->code;
+        }
+    tl_code rc = iterate_steps(ev, n, type);
+    for (int i = 0; i < n->nargs; i++)
+        tl_tensor_unref(type[i]);
+    return rc;
+}
+
+static tl_code iterate_steps(tl_eval *ev, const tl_node *n, tl_tensor *const *type)
+{
+    const tl_block *body = n->flow->body;
     tl_value next[256];
     uint32_t outer = ev->rng_step;
     for (int64_t step = 0; step < n->flow->count; step++) {
@@ -492,7 +537,7 @@ static tl_code eval_iterate(tl_eval *ev, const tl_node *n)
         }
         tl_code rc = TL_OK;
         for (int i = 0; i < n->nargs && !rc; i++)
-            rc = check_state(ev, n, i, ev->env[n->flow->state[i]].t, next[i].t, step);
+            rc = check_state(ev, n, i, type[i], next[i].t, step);
         leave_block(ev, body);
         for (int i = 0; i < n->nargs; i++)
             tl_eval_set(ev, n->flow->state[i], next[i].t, next[i].var);

@@ -1530,11 +1530,16 @@ static bool plan_frees(loader *L, int *last, tl_block *b, const int *keep, int n
             }
         }
     }
+    /* an iterate's state values go after their last use in a step too
+     * (iterate binds the next ones after the step): a step's last reader
+     * can then write over its state (scatter_add, eval.c) */
     for (int i = 0; i < b->nnodes; i++) {
         tl_node *n = &b->nodes[i];
         tl_block *sub[3] = {n->flow->then_b, n->flow->else_b, n->flow->body};
+        bool it = n->op == TL_OP_ITERATE && n->flow->state;
         for (int k = 0; k < 3; k++)
-            if (sub[k] && !plan_frees(L, last, sub[k], sub[k]->result, sub[k]->nresult, NULL, 0))
+            if (sub[k] && !plan_frees(L, last, sub[k], sub[k]->result, sub[k]->nresult, it ? n->flow->state : NULL,
+                                      it ? n->nargs : 0))
                 return false;
     }
     return true;

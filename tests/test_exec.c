@@ -895,3 +895,40 @@ Test(index, take_gradient_in_place_quiets_nan)
     tl_result_free(r);
     tl_graph_free(g);
 }
+
+/* A step's stacked output: acc' = scatter_add(acc, [i], x[i]^2), the state
+ * read last by the scatter_add, which then adds into it in place
+ * (eval.c: over_first); in the second graph the step reads acc again
+ * after it (sum(acc), added to the next state), so the scatter_add must
+ * leave it as it was.  Values and gradients against the sums by hand. */
+#define STACKED(EXTRA, RESULT)                                                                             \
+    "{\"version\":1,\"inputs\":[\"x\"],\"consts\":{\"z\":{\"shape\":[4],\"fill\":0},"                      \
+    "\"tbl\":{\"dtype\":\"i64\",\"shape\":[4,1],\"data\":[0,1,2,3]}},\"nodes\":["                          \
+    "{\"id\":\"y\",\"op\":\"iterate\",\"count\":4,\"init\":[\"z\"],\"state\":[\"acc\"],\"index\":\"i\","   \
+    "\"body\":{\"nodes\":[{\"id\":\"k\",\"op\":\"take\",\"args\":[\"tbl\",\"i\"],\"axis\":0},"             \
+    "{\"id\":\"e\",\"op\":\"take\",\"args\":[\"x\",\"k\"],\"axis\":0},"                                    \
+    "{\"id\":\"row\",\"op\":\"mul\",\"args\":[\"e\",\"e\"]},"                                              \
+    "{\"id\":\"nxt\",\"op\":\"scatter_add\",\"args\":[\"acc\",\"k\",\"row\"],\"axis\":0}" EXTRA "],"       \
+    "\"result\":[\"" RESULT "\"]}}],\"outputs\":\"y\"}"
+
+Test(flow, stacked_output_in_place)
+{
+    const char *graphs[2] = {STACKED("", "nxt"),
+                             STACKED(",{\"id\":\"u\",\"op\":\"sum\",\"args\":[\"acc\"]},"
+                                     "{\"id\":\"w\",\"op\":\"add\",\"args\":[\"nxt\",\"u\"]}",
+                                     "w")};
+    /* the second: acc1 = [1,0,0,0], acc2 = [1,4,0,0] + 1, acc3 = [2,5,10,1] + 9, acc4 = [11,14,19,26] + 54 */
+    double want[2][4] = {{1, 4, 9, 16}, {65, 68, 73, 80}};
+    for (int gi = 0; gi < 2; gi++)
+        for (int d = 0; d < 2; d++) {
+            tl_graph *g = parse(graphs[gi]);
+            tl_tensor *grad = NULL;
+            tl_result *r = run1(g, d ? "[1,2,3,4]" : "f32:[1,2,3,4]", gi ? NULL : &grad, NULL);
+            expect_values(tl_result_output(r, 0), want[gi], 4);
+            if (grad)
+                expect_values(grad, (double[]){2, 4, 6, 8}, 4);
+            tl_tensor_unref(grad);
+            tl_result_free(r);
+            tl_graph_free(g);
+        }
+}

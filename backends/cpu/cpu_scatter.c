@@ -167,7 +167,7 @@ tl_code cpu_scatter(tl_opcode op, int n, cpu_ins in, const tl_attrs *a, tl_tenso
     if (op == TL_OP_SCATTER_ADD) {
         if (check_indices(in[1], x, ax, st))
             return st->code;
-        if (out->numel)
+        if (out->numel && out->data != x->data) /* (the same: in place, tl_op_over) */
             memcpy(out->data, x->data, tl_tensor_bytes(out));
         j.m = in[1]->shape[ax];
     }
