@@ -15,7 +15,8 @@ average pooling, layer norm; forward and backward) are timed the same way,
 PyTorch at its best of one thread and all (torch.set_num_threads), and the
 ResNet block once more with TL_NUM_THREADS 1 and all: the speed-up and
 whether every output and gradient has the same bytes.  ResNet-18 (torchvision, exported to ONNX here)
-is timed as tl grad MODEL.onnx --params against PyTorch's forward and backward of the same model.
+and an LSTM (torch.nn.LSTM, 500 steps), each exported to ONNX here, are timed as tl grad MODEL.onnx
+--params against PyTorch's forward and backward of the same model.
 
 tl runs with no OpenBLAS variable set: the kernels it gets are its own
 choice.  NumPy's matrix products and PyTorch's MLP and convolutions, whose
@@ -414,7 +415,7 @@ def main():
     ap.add_argument("--tl", default=os.path.join(ROOT, "tl"))
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--only", choices=["chain", "map", "mlp", "recurrence", "resnet", "dwsep", "max_pool", "avg_pool",
-                                       "layer_norm", "resnet_threads", "resnet18_onnx", "tiny", "matmul", "load"] +
+                                       "layer_norm", "resnet_threads", "tiny", "matmul", "load"] + list(ONNX_ROWS) +
                     list(SECOND_ROWS),
                     help="one workload")
     a = ap.parse_args()
@@ -521,10 +522,11 @@ def bench(tl, tmp, reps, only=None):
         stolen = steal_s()
         resnet_threads(tl, tmp, g, reps, tl_env)
         steal_note(stolen)
-    if not only or only == "resnet18_onnx":
-        stolen = steal_s()
-        resnet18_onnx(tl, tmp, reps, tl_env, envs, header=bool(only))
-        steal_note(stolen)
+    for key in ONNX_ROWS:
+        if not only or only == key:
+            stolen = steal_s()
+            onnx_row(key, tl, tmp, reps, tl_env, envs, header=bool(only))
+            steal_note(stolen)
     if not only or only in SECOND_ROWS:
         stolen = steal_s()
         second_order(tl, tmp, g, reps, tl_env, torch_ok, envs, only)
@@ -698,53 +700,85 @@ def resnet_threads(tl, tmp, g, reps, tl_env):
 
 # ResNet-18 of torchvision (random weights from seed 0, eval mode), exported by torch.onnx.export (opset 17,
 # batch-norm nodes kept) into the bench's folder; the PyTorch side builds the same model from the same seed.
-R18_EXPORT = r'''
+R18_EXPORT = r"""
 import sys, torch, torchvision
 torch.manual_seed(0)
 m = torchvision.models.resnet18().eval()
 torch.onnx.export(m, (torch.zeros(8, 3, 112, 112),), sys.argv[1], opset_version=17, input_names=["x"],
                   output_names=["logits"], do_constant_folding=False)
-'''
-R18_CHILD = r'''
+"""
+R18_CHILD = r"""
 import json, os, resource, sys, time
 import numpy as np
 import torch, torchvision
 work, tmp, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.manual_seed(0)
 m = torchvision.models.resnet18().eval()
-x0 = torch.from_numpy(np.load(tmp + "/r18_x.npy"))
+x0 = torch.from_numpy(np.load(tmp + "/resnet18_x.npy"))
 def step():  # forward and backward: the gradients of sum(logits) for the input and every weight
     m.zero_grad(set_to_none=True)
     x = x0.detach().requires_grad_()
     m(x).sum().backward()
     return x.grad
-''' + TORCH_CHILD[TORCH_CHILD.index("def timed():"):]  # timed at the thread counts given, as the others
+""" + TORCH_CHILD[TORCH_CHILD.index("def timed():"):]  # timed at the thread counts given, as the others
+
+# An LSTM (torch.nn.LSTM(32, 128), seed 0) over 500 steps of a batch of 16, exported at opset 17: its Y is a
+# per-step output, and each step reads one row of the sequence.
+LSTM_EXPORT = r"""
+import sys, torch
+torch.manual_seed(0)
+m = torch.nn.LSTM(32, 128)
+torch.onnx.export(m, (torch.zeros(500, 16, 32),), sys.argv[1], opset_version=17, input_names=["x"],
+                  output_names=["y", "h", "c"])
+"""
+LSTM_CHILD = r"""
+import json, os, resource, sys, time
+import numpy as np
+import torch
+work, tmp, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+torch.manual_seed(0)
+m = torch.nn.LSTM(32, 128)
+x0 = torch.from_numpy(np.load(tmp + "/lstm_x.npy"))
+def step():  # the gradients of the sum of every output (y, h, c) for the input and every weight
+    m.zero_grad(set_to_none=True)
+    x = x0.detach().requires_grad_()
+    y, (h, c) = m(x)
+    (y.sum() + h.sum() + c.sum()).backward()
+    return x.grad
+""" + TORCH_CHILD[TORCH_CHILD.index("def timed():"):]
+
+ONNX_ROWS = {  # key: (title, export, child, input shape, the modules its export needs)
+    "resnet18_onnx": ("ResNet-18 ONNX, 8x3x112x112 f32", R18_EXPORT, R18_CHILD, (8, 3, 112, 112), "torch, torchvision"),
+    "lstm_onnx": ("LSTM ONNX, 500 steps, 16x32 -> 128 f32", LSTM_EXPORT, LSTM_CHILD, (500, 16, 32), "torch"),
+}
 
 
-def resnet18_onnx(tl, tmp, reps, tl_env, envs, header=False):
-    """ResNet-18 as an ONNX model, batch 8 of 112x112 f32: tl grad MODEL.onnx --params (the gradient of the
-    input and of every initializer), its whole process, against PyTorch's forward and backward of the same
-    model (compute alone, at its best of 1 and all threads and of every OpenBLAS kernel family), target >= 1.0x;
-    then the model's load (reading and translating it: -v's load figure)."""
-    title = "ResNet-18 ONNX, 8x3x112x112 f32"
-    if subprocess.run(["/usr/bin/python3", "-c", "import torch, torchvision"], capture_output=True).returncode:
-        print("%-38s skipped: exporting it needs PyTorch and torchvision (python3-torch, python3-torchvision)" % title)
+def onnx_row(key, tl, tmp, reps, tl_env, envs, header=False):
+    """A model exported to ONNX here, f32: tl grad MODEL.onnx --params (the gradient of the input and of every
+    initializer), its whole process, against PyTorch's forward and backward of the same model (compute alone, at
+    its best of 1 and all threads and of every OpenBLAS kernel family), target >= 1.0x; then the model's load
+    (reading and translating it: -v's load figure)."""
+    title, export, child, shape, needs = ONNX_ROWS[key]
+    name = key[:-len("_onnx")]
+    if subprocess.run(["/usr/bin/python3", "-c", "import " + needs], capture_output=True).returncode:
+        print("%-38s skipped: exporting it needs %s (the Debian packages python3-%s)" % (
+            title, needs, ", python3-".join(needs.split(", "))))
         return
     if header:
         print("%-38s %10s %10s %8s %7s %9s %9s" % ("workload (grad)", "tl ms", "torch ms", "ratio", "target",
                                                   "tl MiB", "torch MiB"))
-    model = tmp + "/resnet18.onnx"
-    subprocess.run(["/usr/bin/python3", "-c", R18_EXPORT, model], check=True, capture_output=True)
-    np.save(tmp + "/r18_x.npy", np.random.default_rng(20261130).standard_normal((8, 3, 112, 112)).astype(np.float32))
-    cmd = tl_cmd(tl, "grad", model, "x=" + tmp + "/r18_x.npy", "--params", "-o", tmp + "/g.npz", "-v")
+    model = tmp + "/" + name + ".onnx"
+    subprocess.run(["/usr/bin/python3", "-c", export, model], check=True, capture_output=True)
+    np.save(tmp + "/" + name + "_x.npy", np.random.default_rng(20261130).standard_normal(shape).astype(np.float32))
+    cmd = tl_cmd(tl, "grad", model, "x=" + tmp + "/" + name + "_x.npy", "--params", "-o", tmp + "/g.npz", "-v")
     tl_runs, tts, threads = [], {}, None
     for label, env in envs:  # tl's runs between PyTorch's children, as for the layer rows
         tl_runs += [run_measured(cmd, tl_env) for _ in range(-(-reps // len(envs)))]
-        tts[label] = torch_time("resnet18", tmp, 3, env, threads or sorted({1, os.cpu_count()}), child=R18_CHILD)
+        tts[label] = torch_time(name, tmp, 3, env, threads or sorted({1, os.cpu_count()}), child=child)
         if not threads:
             threads, by_threads = [tts[label]["threads"]], tts[label]["by_threads"]
     best = min(tts, key=lambda k: tts[k]["s"])
-    tt = retime(lambda: torch_time("resnet18", tmp, 3, dict(envs)[best], threads, child=R18_CHILD),
+    tt = retime(lambda: torch_time(name, tmp, 3, dict(envs)[best], threads, child=child),
                 lambda: tl_runs.append(run_measured(cmd, tl_env)), reps)
     wall = median([r[0] for r in tl_runs])
     rss = max(peak_rss(cmd, tl_env) for _ in range(3))
