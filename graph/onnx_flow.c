@@ -612,9 +612,11 @@ static bool scan8(tx *t, const Onnx__GraphProto *g, val *lens, int N, val **in, 
 {
     int64_t B = in[0]->ndim ? in[0]->dims[0] : -1, T = -1;
     for (int i = 0; i < N + M; i++) {
-        if (in[i]->ndim < (i < N ? 1 : 2) || in[i]->dims[0] != B)
-            return ox_fail(t, "input %d has %d dims%s, where axis 0 is the batch (%lld) and a scan input's axis 1 its "
-                              "steps (opset-8 Scan)", i + 2, in[i]->ndim, in[i]->ndim ? " and axis 0 of " : "",
+        if (in[i]->ndim < (i < N ? 1 : 2))
+            return ox_fail(t, "input %d has %d dims: opset-8 Scan's inputs hold the batch on axis 0, and its scan "
+                              "inputs their steps on axis 1", i + 2, in[i]->ndim);
+        if (in[i]->dims[0] != B)
+            return ox_fail(t, "input %d holds a batch of %lld, input 2 of %lld", i + 2, (long long)in[i]->dims[0],
                            (long long)B);
         if (i >= N && T >= 0 && in[i]->dims[1] != T)
             return ox_fail(t, "scan inputs have %lld and %lld steps", (long long)T, (long long)in[i]->dims[1]);
@@ -626,8 +628,8 @@ static bool scan8(tx *t, const Onnx__GraphProto *g, val *lens, int N, val **in, 
     if (lens && lens->k->numel != B)
         return ox_fail(t, "sequence_lens holds %lld entries, for a batch of %lld", (long long)lens->k->numel,
                        (long long)B);
-    if (B < 1)
-        return ox_fail(t, "an empty batch");
+    if (B < 1 || T < 1)
+        return ox_fail(t, B < 1 ? "an empty batch" : "the scan inputs have no steps");
     val **parts = calloc((size_t)((N + K) * B), sizeof *parts);
     if (!parts)
         return tl_fail(t->st, TL_ERUNTIME, "out of memory"), false;

@@ -675,3 +675,10 @@ save(model([h.make_node("Scan", ["lens", "s0", "xs", "fs"], ["s", "ys", "zs"], b
            [f8("s0", [3, 2]), f8("xs", [3, 4, 2]), f8("fs", [3, 4, 2])],
            [f8("s", [3, 2]), f8("ys", [3, 4, 2]), f8("zs", [3, 4, 2])],
            [nh.from_array(np.array([4, 0, 2], np.int64), "lens")], opset=8), "scan8_len0.onnx")
+# batches that disagree (inputs of any size here): one line naming both
+fb = lambda n, s: h.make_tensor_value_info(n, T.FLOAT, s)
+body8b = h.make_graph([h.make_node("Add", ["s_in", "e"], ["s_out"]), h.make_node("Identity", ["s_out"], ["y"])],
+                      "body", [fb("s_in", [2]), fb("e", [2])], [fb("s_out", [2]), fb("y", [2])])
+save(model([h.make_node("Scan", ["", "s0", "xs"], ["s", "ys"], body=body8b, num_scan_inputs=1)],
+           [fb("s0", ["B", 2]), fb("xs", ["C", "T", 2])], [fb("s", ["B", 2]), fb("ys", ["C", "T", 2])], opset=8),
+     "scan8_dims.onnx")
