@@ -199,9 +199,58 @@ tl_code tl_tape_add_recorded(tl_tape *t, tl_ctx *cx, tl_tensor **slot, int *svar
     return TL_OK;
 }
 
+/* A take's gradient added in place (tl_take_into), recorded as the rule
+ * and the sum would be: take_grad(g) then the add, whose values no rule
+ * reads (the tape keeps their shapes), so the tape is the same and only
+ * the work is less.  1 done, 0 not this entry, -1 error. */
+static int take_into_recorded(tl_tape *t, tl_ctx *cx, const tl_entry *e, tl_tensor **grads, int *gvar, tl_tensor *g,
+                              int g_var, const tl_tensor **clean, tl_status *st)
+{
+    int v = e->in_var[0], was_var = gvar[v];
+    bool had = grads[v] != NULL;
+    int into = tl_take_into(cx, e, &grads[v], g, clean, st);
+    if (into <= 0)
+        return into;
+    tl_tensor *z = g_var >= 0 ? tl_tensor_stub(grads[v], st) : NULL, *was = NULL;
+    int vz = -1;
+    if (g_var >= 0) { /* z = take_grad(g, idx), its shape only */
+        tl_attrs s = *e->attrs;
+        s.nshape = e->in[0]->ndim;
+        memcpy(s.shape, e->in[0]->shape, sizeof(int64_t) * (size_t)s.nshape);
+        tl_tensor *in[2] = {g, e->nin > 1 ? e->in[1] : NULL};
+        vz = z ? tl_tape_record_copy(t, TL_OP_TAKE_GRAD, e->nin, in, (int[]){g_var, -1}, had ? z : grads[v], &s,
+                                     e->node, st)
+               : -1;
+        if (vz < 0) {
+            tl_tensor_unref(z);
+            return -1;
+        }
+    }
+    if (!had) {
+        gvar[v] = vz;
+    } else if (was_var >= 0 || vz >= 0) { /* grads[v] = was + z */
+        if (!(was = tl_tensor_stub(grads[v], st)) || !z) {
+            tl_tensor_unref(was);
+            tl_tensor_unref(z);
+            return -1;
+        }
+        tl_tensor *pair[2] = {was, z};
+        gvar[v] = tl_tape_record(t, TL_OP_ADD, 2, pair, (int[]){was_var, vz}, grads[v], NULL, e->node, st);
+        if (gvar[v] < 0) {
+            tl_tensor_unref(was);
+            tl_tensor_unref(z);
+            return -1;
+        }
+    }
+    tl_tensor_unref(was);
+    tl_tensor_unref(z);
+    return 1;
+}
+
 tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only, tl_ctx *cx, tl_tensor **grads,
                                    int *gvar, tl_status *st)
 {
+    const tl_tensor **clean = NULL; /* tl_take_into's, per variable */
     rec r = {.base = {.op = rec_op, .num = rec_num, .twice = true}, .t = t, .cx = cx};
     tl_code rc = TL_OK;
     tl_tensor *gin_small[8], **gin = gin_small;
@@ -227,6 +276,23 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
             rc = st->code;
             break;
         }
+        if (e.op == TL_OP_TAKE && e.in_var[0] >= 0 &&
+            (clean || (clean = tl_calloc((size_t)t->nvars + 1, sizeof *clean, "gradients", st)))) {
+            int into = take_into_recorded(t, cx, &e, grads, gvar, g, g_var, clean + e.in_var[0], st);
+            if (into) {
+                tl_tensor_unref(g);
+                if (into < 0) {
+                    rc = st->code;
+                    if (e.node)
+                        tl_wrap(st, "second derivatives: backward of node \"%s\" (take)", e.node->name);
+                }
+                continue;
+            }
+        } else if (e.op == TL_OP_TAKE && e.in_var[0] >= 0) {
+            tl_tensor_unref(g);
+            rc = st->code;
+            break;
+        }
         memset(gin, 0, sizeof *gin * (size_t)e.nin);
         r.n = 0; /* hash_build empties the table when a rule reaches HASH_FROM */
         r.node = e.node;
@@ -248,9 +314,12 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
                 snprintf(what, sizeof what, "the gradient of argument %d", i + 1);
                 rc = tl_ctx_check_finite(cx, gin[i], what, st);
             }
-            if (rc == TL_OK && gin[i] && v >= 0)
+            if (rc == TL_OK && gin[i] && v >= 0) {
+                const tl_tensor *was = grads[v];
                 rc = tl_tape_add_recorded(t, cx, &grads[v], &gvar[v], gin[i], gv[i], e.node, st);
-            else
+                if (clean) /* a sum with a clean gradient is clean */
+                    clean[v] = was && clean[v] == was ? grads[v] : NULL;
+            } else
                 tl_tensor_unref(gin[i]);
         }
         if (gin != gin_small) {
@@ -265,5 +334,6 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
     free(r.known);
     free(r.var);
     free(r.at);
+    free(clean);
     return rc;
 }

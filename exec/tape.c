@@ -209,10 +209,6 @@ static tl_code accumulate(tl_ctx *cx, tl_tensor **slot, tl_tensor *g, tl_status 
 
 #define TAKE_INTO_MAX_M 32 /* indices checked distinct in O(m^2); more: the rule */
 
-typedef struct take_into_state {
-    const tl_tensor **clean; /* per variable: the gradient tensor known clean, or NULL */
-} take_into_state;
-
 static int64_t take_index(const tl_entry *e, int64_t j, int64_t len)
 {
     const tl_attrs *a = e->attrs;
@@ -243,19 +239,18 @@ static int64_t take_index(const tl_entry *e, int64_t j, int64_t len)
             }                                                                             \
     } while (0)
 
-/* 1: done in place; 0: not this entry (the rule runs); -1: error. */
-static int take_into(tl_tape *t, take_into_state *ts, tl_ctx *cx, const tl_entry *e, tl_tensor **grads,
-                     tl_tensor *g, tl_status *st)
+int tl_take_into(tl_ctx *cx, const tl_entry *e, tl_tensor **slot, const tl_tensor *g, const tl_tensor **clean,
+                 tl_status *st)
 {
-    int v = e->in_var[0];
     const tl_attrs *a = e->attrs;
-    if (e->op != TL_OP_TAKE || v < 0 || (e->nin > 1 && e->in_var[1] >= 0) || !a || cx->check_finite)
+    if (e->op != TL_OP_TAKE || (e->nin > 1 && e->in_var[1] >= 0) || !a || cx->check_finite)
         return 0;
     const tl_tensor *x = e->in[0];
-    tl_tensor *acc = grads[v];
-    if ((g->dtype != TL_F32 && g->dtype != TL_F64) || !tl_tensor_on_host(g) ||
-        (e->nin > 1 && !tl_tensor_on_host(e->in[1])) || (acc && (!tl_tensor_on_host(acc) || acc->refs != 1 ||
-                                                                  acc->dtype != g->dtype || acc->numel != x->numel)))
+    tl_tensor *acc = *slot;
+    if ((g->dtype != TL_F32 && g->dtype != TL_F64) || !tl_tensor_on_host(g) || !g->data ||
+        (e->nin > 1 && !tl_tensor_on_host(e->in[1])) ||
+        (acc && (!tl_tensor_on_host(acc) || acc->refs != 1 || !acc->data || acc->map || acc->base ||
+                 acc->dtype != g->dtype || acc->numel != x->numel)))
         return 0;
     int ax = (int)a->axis;
     int64_t m = e->nin > 1 ? e->in[1]->numel : a->nindices, outer = 1, inner = 1, len = x->shape[ax];
@@ -269,8 +264,6 @@ static int take_into(tl_tape *t, take_into_state *ts, tl_ctx *cx, const tl_entry
         outer *= x->shape[d];
     for (int d = ax + 1; d < x->ndim; d++)
         inner *= x->shape[d];
-    if (!ts->clean && !(ts->clean = tl_calloc((size_t)t->nvars + 1, sizeof *ts->clean, "gradients", st)))
-        return -1;
     struct timespec t0;
     if (cx->profile)
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -278,8 +271,8 @@ static int take_into(tl_tape *t, take_into_state *ts, tl_ctx *cx, const tl_entry
         if (!(acc = tl_tensor_new_in(cx->budget, g->dtype, x->ndim, x->shape, st)))
             return -1;
         memset(acc->data, 0, (size_t)acc->numel * tl_dtype_size(acc->dtype));
-        grads[v] = acc;
-    } else if (ts->clean[v] != acc) {
+        *slot = acc;
+    } else if (*clean != acc) {
         if (acc->dtype == TL_F32)
             CLEAN_LOOP(float, uint32_t, 0x80000000u, 0x7f800000u, 0x00400000u);
         else
@@ -289,7 +282,7 @@ static int take_into(tl_tape *t, take_into_state *ts, tl_ctx *cx, const tl_entry
         ADD_ROWS(float);
     else
         ADD_ROWS(double);
-    ts->clean[v] = acc;
+    *clean = acc;
     cx->ops++; /* one take_grad, counted and timed as the rule's would be (its add is in it) */
     cx->dev.ops_cpu++;
     if (cx->profile) {
@@ -300,6 +293,22 @@ static int take_into(tl_tape *t, take_into_state *ts, tl_ctx *cx, const tl_entry
         p->ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     }
     return 1;
+}
+
+/* tl_take_into for the plain pass: clean holds a tensor per variable. */
+typedef struct take_into_state {
+    const tl_tensor **clean; /* per variable: the gradient tensor known clean, or NULL */
+} take_into_state;
+
+static int take_into(tl_tape *t, take_into_state *ts, tl_ctx *cx, const tl_entry *e, tl_tensor **grads,
+                     tl_tensor *g, tl_status *st)
+{
+    int v = e->in_var[0];
+    if (e->op != TL_OP_TAKE || v < 0)
+        return 0;
+    if (!ts->clean && !(ts->clean = tl_calloc((size_t)t->nvars + 1, sizeof *ts->clean, "gradients", st)))
+        return -1;
+    return tl_take_into(cx, e, &grads[v], g, &ts->clean[v], st);
 }
 #undef CLEAN_LOOP
 #undef ADD_ROWS
@@ -363,9 +372,13 @@ static tl_code backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_f
                 snprintf(what, sizeof what, "the gradient of argument %d", i + 1);
                 rc = tl_ctx_check_finite(cx, gin[i], what, st);
             }
-            if (rc == TL_OK && gin[i] && e->in_var[i] >= 0)
-                rc = accumulate(cx, &grads[e->in_var[i]], gin[i], st);
-            else
+            if (rc == TL_OK && gin[i] && e->in_var[i] >= 0) {
+                int v = e->in_var[i];
+                const tl_tensor *was = grads[v];
+                rc = accumulate(cx, &grads[v], gin[i], st);
+                if (ts->clean) /* a sum with a clean gradient is clean (neither -0 nor a signalling NaN) */
+                    ts->clean[v] = was && ts->clean[v] == was ? grads[v] : NULL;
+            } else
                 tl_tensor_unref(gin[i]);
         }
         if (gin != gin_small)

@@ -140,6 +140,16 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
 tl_code tl_tape_add_recorded(tl_tape *t, tl_ctx *cx, tl_tensor **slot, int *svar, tl_tensor *g, int gv,
                              const struct tl_node *node, tl_status *st);
 
+/* A take entry's gradient g added into *slot in place, where the rows it
+ * took land, with the bits of take_grad and the add (tape.c): 1 done (a
+ * NULL *slot becomes those rows in zeros), 0 not this entry (repeated or
+ * many indices, a device, a shared *slot, check_finite: the rule runs),
+ * -1 error.  *clean: the slot's tensor when it is known to hold no -0
+ * and no signalling NaN (else a pass over it makes it so, as adding 0
+ * would); set to it after. */
+int tl_take_into(tl_ctx *cx, const tl_entry *e, tl_tensor **slot, const tl_tensor *g, const tl_tensor **clean,
+                 tl_status *st);
+
 /* Which tensors of an entry the backward rule reads by value, given
  * which inputs want a gradient (in_var >= 0): bit i for input i,
  * TL_GRAD_READS_OUT for the output.  The tape keeps only the shape of the
