@@ -199,8 +199,8 @@ tl_code tl_tape_add_recorded(tl_tape *t, tl_ctx *cx, tl_tensor **slot, int *svar
     return TL_OK;
 }
 
-/* A take's gradient added in place (tl_take_into), recorded as the rule
- * and the sum would be: take_grad(g) then the add, whose values no rule
+/* A take's (gather's) gradient added in place (tl_take_into), recorded as
+ * the rule and the sum would be: take_grad(g) (gather_grad) then the add, whose values no rule
  * reads (the tape keeps their shapes), so the tape is the same and only
  * the work is less.  1 done, 0 not this entry, -1 error. */
 static int take_into_recorded(tl_tape *t, tl_ctx *cx, const tl_entry *e, tl_tensor **grads, int *gvar, tl_tensor *g,
@@ -218,8 +218,8 @@ static int take_into_recorded(tl_tape *t, tl_ctx *cx, const tl_entry *e, tl_tens
         s.nshape = e->in[0]->ndim;
         memcpy(s.shape, e->in[0]->shape, sizeof(int64_t) * (size_t)s.nshape);
         tl_tensor *in[2] = {g, e->nin > 1 ? e->in[1] : NULL};
-        vz = z ? tl_tape_record_copy(t, TL_OP_TAKE_GRAD, e->nin, in, (int[]){g_var, -1}, had ? z : grads[v], &s,
-                                     e->node, st)
+        tl_opcode op = e->op == TL_OP_TAKE ? TL_OP_TAKE_GRAD : TL_OP_GATHER_GRAD;
+        vz = z ? tl_tape_record_copy(t, op, e->nin, in, (int[]){g_var, -1}, had ? z : grads[v], &s, e->node, st)
                : -1;
         if (vz < 0) {
             tl_tensor_unref(z);
@@ -276,7 +276,8 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
             rc = st->code;
             break;
         }
-        if (e.op == TL_OP_TAKE && e.in_var[0] >= 0 &&
+        bool into_op = e.op == TL_OP_TAKE || e.op == TL_OP_GATHER;
+        if (into_op && e.in_var[0] >= 0 &&
             (clean || (clean = tl_calloc((size_t)t->nvars + 1, sizeof *clean, "gradients", st)))) {
             int into = take_into_recorded(t, cx, &e, grads, gvar, g, g_var, clean + e.in_var[0], st);
             if (into) {
@@ -284,11 +285,12 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
                 if (into < 0) {
                     rc = st->code;
                     if (e.node)
-                        tl_wrap(st, "second derivatives: backward of node \"%s\" (take)", e.node->name);
+                        tl_wrap(st, "second derivatives: backward of node \"%s\" (%s)", e.node->name,
+                                tl_ops[e.op].name);
                 }
                 continue;
             }
-        } else if (e.op == TL_OP_TAKE && e.in_var[0] >= 0) {
+        } else if (into_op && e.in_var[0] >= 0) {
             tl_tensor_unref(g);
             rc = st->code;
             break;

@@ -193,7 +193,7 @@ static tl_code accumulate(tl_ctx *cx, tl_tensor **slot, tl_tensor *g, tl_status 
     return TL_OK;
 }
 
-/* ---------- take's gradient added where it lands ----------
+/* ---------- take's (and gather's) gradient added where it lands ----------
  * A take's rule scatters g into zeros of x's shape (take_grad: each
  * place 0 + g), then accumulate adds that to the gradient held so far:
  * acc + (0 + g) where a row was taken, acc + 0 elsewhere.  A step of a
@@ -205,7 +205,9 @@ static tl_code accumulate(tl_ctx *cx, tl_tensor **slot, tl_tensor *g, tl_status 
  * acc as it is except a -0 (+0) or a signalling NaN (quieted), which a
  * pass over acc does once (the slot's tensor is then "clean", and stays
  * so while no one else replaces it, since acc + (0 + g) makes neither);
- * (0 + g) is g + 0.  The same bits as the rule and the add. */
+ * (0 + g) is g + 0.  The same bits as the rule and the add.  A gather
+ * with one index a line (a step's row of a stacked output, which the
+ * jvp's second pass pulls back through) likewise. */
 
 #define TAKE_INTO_MAX_M 32 /* indices checked distinct in O(m^2); more: the rule */
 
@@ -239,11 +241,27 @@ static int64_t take_index(const tl_entry *e, int64_t j, int64_t len)
             }                                                                             \
     } while (0)
 
+/* gather's: g[o, 0, k] into acc[o, idx[o, 0, k], k] */
+#define ADD_LINES(T)                                                                      \
+    do {                                                                                  \
+        T *A = acc->data;                                                                 \
+        const T *G = g->data;                                                             \
+        const tl_tensor *ix = e->in[1];                                                   \
+        for (int64_t o = 0; o < outer; o++)                                               \
+            for (int64_t k = 0; k < inner; k++) {                                         \
+                int64_t i = tl_tensor_get_int(ix, o * inner + k);                         \
+                T *d = A + (o * len + (i < 0 ? i + len : i)) * inner + k;                 \
+                *d = *d + (G[o * inner + k] + (T)0);                                      \
+            }                                                                             \
+    } while (0)
+
 int tl_take_into(tl_ctx *cx, const tl_entry *e, tl_tensor **slot, const tl_tensor *g, const tl_tensor **clean,
                  tl_status *st)
 {
     const tl_attrs *a = e->attrs;
-    if (e->op != TL_OP_TAKE || (e->nin > 1 && e->in_var[1] >= 0) || !a || cx->check_finite)
+    bool gather = e->op == TL_OP_GATHER;
+    if ((e->op != TL_OP_TAKE && !gather) || (e->nin > 1 && e->in_var[1] >= 0) || !a || cx->check_finite ||
+        (gather && e->nin != 2))
         return 0;
     const tl_tensor *x = e->in[0];
     tl_tensor *acc = *slot;
@@ -254,8 +272,12 @@ int tl_take_into(tl_ctx *cx, const tl_entry *e, tl_tensor **slot, const tl_tenso
         return 0;
     int ax = (int)a->axis;
     int64_t m = e->nin > 1 ? e->in[1]->numel : a->nindices, outer = 1, inner = 1, len = x->shape[ax];
-    if (m > TAKE_INTO_MAX_M)
+    /* gather: one index on the axis per line (a step's row of a stack,
+     * broadcast), so no place gets two */
+    if (gather ? e->in[1]->shape[ax] != 1 : m > TAKE_INTO_MAX_M)
         return 0;
+    if (gather)
+        m = 1;
     for (int64_t j = 1; j < m; j++)
         for (int64_t i = 0; i < j; i++)
             if (take_index(e, i, len) == take_index(e, j, len))
@@ -278,17 +300,21 @@ int tl_take_into(tl_ctx *cx, const tl_entry *e, tl_tensor **slot, const tl_tenso
         else
             CLEAN_LOOP(double, uint64_t, 0x8000000000000000u, 0x7ff0000000000000u, 0x0008000000000000u);
     }
-    if (g->dtype == TL_F32)
+    if (gather && g->dtype == TL_F32)
+        ADD_LINES(float);
+    else if (gather)
+        ADD_LINES(double);
+    else if (g->dtype == TL_F32)
         ADD_ROWS(float);
     else
         ADD_ROWS(double);
     *clean = acc;
-    cx->ops++; /* one take_grad, counted and timed as the rule's would be (its add is in it) */
+    cx->ops++; /* one take_grad (gather_grad), counted and timed as the rule's would be (its add is in it) */
     cx->dev.ops_cpu++;
     if (cx->profile) {
         struct timespec t1;
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        tl_opprof *p = &cx->prof[TL_OP_TAKE_GRAD][cx->phase];
+        tl_opprof *p = &cx->prof[gather ? TL_OP_GATHER_GRAD : TL_OP_TAKE_GRAD][cx->phase];
         p->calls++;
         p->ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     }
@@ -304,7 +330,7 @@ static int take_into(tl_tape *t, take_into_state *ts, tl_ctx *cx, const tl_entry
                      tl_tensor *g, tl_status *st)
 {
     int v = e->in_var[0];
-    if (e->op != TL_OP_TAKE || v < 0)
+    if ((e->op != TL_OP_TAKE && e->op != TL_OP_GATHER) || v < 0)
         return 0;
     if (!ts->clean && !(ts->clean = tl_calloc((size_t)t->nvars + 1, sizeof *ts->clean, "gradients", st)))
         return -1;
@@ -312,6 +338,7 @@ static int take_into(tl_tape *t, take_into_state *ts, tl_ctx *cx, const tl_entry
 }
 #undef CLEAN_LOOP
 #undef ADD_ROWS
+#undef ADD_LINES
 
 /* "f64[2], f64[]": the shapes of an entry's inputs. */
 static void describe_inputs(const tl_entry *e, char *buf, size_t len)
@@ -354,7 +381,8 @@ static tl_code backward(tl_tape *t, tl_ctx *cx, tl_tensor **grads, tl_progress_f
             tl_tensor_unref(g);
             release(e);
             if (into < 0)
-                return e->node ? tl_wrap(st, "backward of node \"%s\" (take)", e->node->name) : st->code;
+                return e->node ? tl_wrap(st, "backward of node \"%s\" (%s)", e->node->name, tl_ops[e->op].name)
+                               : st->code;
             if (progress)
                 progress(progress_ctx, "backward", t->n - k, t->n);
             continue;

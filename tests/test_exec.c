@@ -826,13 +826,15 @@ Test(memory, kept_blocks_fit_the_limit)
 static void take_into_case(const char *x)
 {
     tl_graph *g = parse("{\"version\":1,\"inputs\":[\"x\"],"
-                        "\"consts\":{\"c\":{\"shape\":[4,3],\"fill\":-0.0}},\"nodes\":["
+                        "\"consts\":{\"c\":{\"shape\":[4,3],\"fill\":-0.0},"
+                        "\"gi\":{\"dtype\":\"i64\",\"shape\":[1,3],\"data\":[3,0,-1]}},\"nodes\":["
                         "{\"id\":\"t1\",\"op\":\"take\",\"args\":[\"x\"],\"indices\":[2,0],\"axis\":0},"
                         "{\"id\":\"t2\",\"op\":\"take\",\"args\":[\"x\"],\"indices\":[1,1],\"axis\":0},"
                         "{\"id\":\"t3\",\"op\":\"take\",\"args\":[\"x\",-1],\"axis\":1},"
                         "{\"id\":\"t4\",\"op\":\"take\",\"args\":[\"x\",-2],\"axis\":0},"
+                        "{\"id\":\"t5\",\"op\":\"gather\",\"args\":[\"x\",\"gi\"],\"axis\":0},"
                         "{\"id\":\"m\",\"op\":\"mul\",\"args\":[\"x\",\"c\"]}],"
-                        "\"outputs\":[\"t1\",\"t2\",\"t3\",\"t4\",\"m\"]}");
+                        "\"outputs\":[\"t1\",\"t2\",\"t3\",\"t4\",\"t5\",\"m\"]}");
     tl_tensor *grad[2][1];
     for (int pass = 0; pass < 2; pass++) {
         tl_status st = {0};
@@ -847,8 +849,9 @@ static void take_into_case(const char *x)
     const tl_tensor *a = grad[0][0], *b = grad[1][0];
     cr_assert_eq(a->numel, 12);
     cr_expect(!memcmp(a->data, b->data, (size_t)a->numel * tl_dtype_size(a->dtype)), "in place and the rule differ");
-    /* rows 0 and 2 taken once, row 1 twice (t2) and once more (t4: -2 is row 2); column 2 by t3 */
-    double want[12] = {1, 1, 2, 2, 2, 3, 2, 2, 3, 0, 0, 1};
+    /* rows 0 and 2 taken once, row 1 twice (t2), row 2 once more (t4: -2), column 2 by t3; t5 gathers
+     * [3,0], [0,1] and [3,2] */
+    double want[12] = {1, 2, 2, 2, 2, 3, 2, 2, 3, 1, 0, 2};
     for (int i = 0; i < 12; i++) {
         double v = tl_tensor_get(a, i);
         cr_expect(v == want[i] && !signbit(v), "[%d]: %g, expected %g", i, v, want[i]);
@@ -946,14 +949,17 @@ static void take_into_recorded_case(int cols, tl_tensor **hv_out)
     char json[2048];
     snprintf(json, sizeof json,
              "{\"version\":1,\"inputs\":[\"x\"],"
-             "\"consts\":{\"c\":{\"shape\":[4,%d],\"fill\":-0.0}},\"nodes\":["
+             "\"consts\":{\"c\":{\"shape\":[4,%d],\"fill\":-0.0},"
+             "\"gi\":{\"dtype\":\"i64\",\"shape\":[1,%d],\"fill\":3}},\"nodes\":["
              "{\"id\":\"t1\",\"op\":\"take\",\"args\":[\"x\"],\"indices\":[2,0],\"axis\":0},"
              "{\"id\":\"q1\",\"op\":\"mul\",\"args\":[\"t1\",\"t1\"]},"
              "{\"id\":\"t2\",\"op\":\"take\",\"args\":[\"x\"],\"indices\":[1,1],\"axis\":0},"
              "{\"id\":\"t3\",\"op\":\"take\",\"args\":[\"x\",-1],\"axis\":1},"
              "{\"id\":\"q3\",\"op\":\"mul\",\"args\":[\"t3\",\"t3\"]},"
+             "{\"id\":\"t5\",\"op\":\"gather\",\"args\":[\"x\",\"gi\"],\"axis\":0},"
+             "{\"id\":\"q5\",\"op\":\"mul\",\"args\":[\"t5\",\"t5\"]},"
              "{\"id\":\"m\",\"op\":\"mul\",\"args\":[\"x\",\"c\"]}],"
-             "\"outputs\":[\"q1\",\"t2\",\"q3\",\"m\"]}", cols);
+             "\"outputs\":[\"q1\",\"t2\",\"q3\",\"q5\",\"m\"]}", cols, cols);
     tl_graph *g = parse(json);
     tl_status st = {0};
     int64_t shape[2] = {4, cols};
@@ -1000,11 +1006,12 @@ Test(index, take_gradient_in_place_recorded)
     for (int cols = 3; cols <= 200; cols += 197) {
         tl_tensor *hv;
         take_into_recorded_case(cols, &hv);
-        /* d/dx of <cot, grad>: 2 cot on rows 0 and 2 (q1), on the last column (q3), both at [0,-1] and [2,-1] */
+        /* d/dx of <cot, grad>: 2 cot on rows 0 and 2 (q1) and 3 (q5), on the last column (q3): twice at
+         * [0,-1], [2,-1] and [3,-1] */
         for (int64_t i = 0; i < hv->numel; i++) {
             int64_t r = i / cols, c = i % cols;
             double cot = (double)(i % 7) * 0.5 - 1;
-            double want = 2 * cot * ((r == 0 || r == 2) + (c == cols - 1));
+            double want = 2 * cot * ((r == 0 || r == 2 || r == 3) + (c == cols - 1));
             cr_expect(tl_tensor_get(hv, i) == want, "%d columns, [%lld]: %g, expected %g", cols, (long long)i,
                       tl_tensor_get(hv, i), want);
         }
