@@ -792,10 +792,10 @@ static val *call(tx *t, const char *op, int nargs, val *const *args, cJSON *attr
 }
 
 static val *call1(tx *t, const char *op, val *x, cJSON *attrs) { return call(t, op, 1, &x, attrs); }
-static val *call2(tx *t, const char *op, val *x, val *y) /* NULL where x or y is (a failed call) */
+static val *call2(tx *t, const char *op, val *x, val *y)
 {
-    if (!x || !y)
-        return NULL;
+    if (!x || !y) /* a failed call (its error set), or an input missing that a check let by */
+        return t->st->code ? NULL : (fail(t, "an input of %s is missing", op), NULL);
     val *a[2] = {x, y};
     return call(t, op, 2, a, NULL);
 }
@@ -1256,7 +1256,7 @@ static bool x_act(tx *t, val **in, int nin, val **out, int nout)
 {
     (void)nout;
     bool prelu = !strcmp(t->node->op_type, "PRelu");
-    if (!need(t, in, nin, 1) || !at_most(t, in, nin, prelu ? 2 : 1))
+    if (!need(t, in, nin, prelu ? 2 : 1) || !at_most(t, in, nin, prelu ? 2 : 1))
         return false;
     if (!strcmp(t->node->op_type, "Shrink") && tl_dtype_is_int(in[0]->dt))
         return (out[0] = typed(int_shrink(t, in[0]), in[0]->oty)) != NULL;
