@@ -200,9 +200,10 @@ tl_code tl_tape_add_recorded(tl_tape *t, tl_ctx *cx, tl_tensor **slot, int *svar
 }
 
 /* A take's (gather's) gradient added in place (tl_take_into), recorded as
- * the rule and the sum would be: take_grad(g) (gather_grad) then the add, whose values no rule
- * reads (the tape keeps their shapes), so the tape is the same and only
- * the work is less.  1 done, 0 not this entry, -1 error. */
+ * the rule and the sum would be: take_grad(g) (gather_grad) then the add,
+ * whose values no rule reads (the tape keeps their shapes), so the tape
+ * is the same and only the work is less.  1 done, 0 not this entry, -1
+ * error (st set). */
 static int take_into_recorded(tl_tape *t, tl_ctx *cx, const tl_entry *e, tl_tensor **grads, int *gvar, tl_tensor *g,
                               int g_var, const tl_tensor **clean, tl_status *st)
 {
@@ -211,16 +212,18 @@ static int take_into_recorded(tl_tape *t, tl_ctx *cx, const tl_entry *e, tl_tens
     int into = tl_take_into(cx, e, &grads[v], g, clean, st);
     if (into <= 0)
         return into;
-    tl_tensor *z = g_var >= 0 ? tl_tensor_stub(grads[v], st) : NULL, *was = NULL;
+    /* z: take_grad(g, idx), its shape only (a variable where g is one) */
+    tl_tensor *z = g_var >= 0 || had ? tl_tensor_stub(grads[v], st) : NULL, *was = NULL;
     int vz = -1;
-    if (g_var >= 0) { /* z = take_grad(g, idx), its shape only */
+    if ((g_var >= 0 || had) && !z)
+        return -1;
+    if (g_var >= 0) {
         tl_attrs s = *e->attrs;
         s.nshape = e->in[0]->ndim;
         memcpy(s.shape, e->in[0]->shape, sizeof(int64_t) * (size_t)s.nshape);
         tl_tensor *in[2] = {g, e->nin > 1 ? e->in[1] : NULL};
         tl_opcode op = e->op == TL_OP_TAKE ? TL_OP_TAKE_GRAD : TL_OP_GATHER_GRAD;
-        vz = z ? tl_tape_record_copy(t, op, e->nin, in, (int[]){g_var, -1}, had ? z : grads[v], &s, e->node, st)
-               : -1;
+        vz = tl_tape_record_copy(t, op, e->nin, in, (int[]){g_var, -1}, had ? z : grads[v], &s, e->node, st);
         if (vz < 0) {
             tl_tensor_unref(z);
             return -1;
@@ -229,8 +232,7 @@ static int take_into_recorded(tl_tape *t, tl_ctx *cx, const tl_entry *e, tl_tens
     if (!had) {
         gvar[v] = vz;
     } else if (was_var >= 0 || vz >= 0) { /* grads[v] = was + z */
-        if (!(was = tl_tensor_stub(grads[v], st)) || !z) {
-            tl_tensor_unref(was);
+        if (!(was = tl_tensor_stub(grads[v], st))) {
             tl_tensor_unref(z);
             return -1;
         }
@@ -283,7 +285,7 @@ tl_code tl_tape_backward_recording(tl_tape *t, int64_t nentries, bool seeds_only
             if (into) {
                 tl_tensor_unref(g);
                 if (into < 0) {
-                    rc = st->code;
+                    rc = st->code ? st->code : tl_fail(st, TL_ERUNTIME, "internal: an in-place gradient failed");
                     if (e.node)
                         tl_wrap(st, "second derivatives: backward of node \"%s\" (%s)", e.node->name,
                                 tl_ops[e.op].name);

@@ -943,7 +943,8 @@ Test(flow, stacked_output_in_place)
  * equal to the plain pass's. */
 /* cols columns: 3 (every tensor kept whole on the tape, so only one
  * take adds in place) or 200 (past the tape's 4096 bytes: every one of
- * distinct indices does) */
+ * distinct indices does; t6's, pulled back last, a constant seed added
+ * into a gradient that is a variable) */
 static void take_into_recorded_case(int cols, tl_tensor **hv_out)
 {
     char json[2048];
@@ -951,6 +952,7 @@ static void take_into_recorded_case(int cols, tl_tensor **hv_out)
              "{\"version\":1,\"inputs\":[\"x\"],"
              "\"consts\":{\"c\":{\"shape\":[4,%d],\"fill\":-0.0},"
              "\"gi\":{\"dtype\":\"i64\",\"shape\":[1,%d],\"fill\":3}},\"nodes\":["
+             "{\"id\":\"t6\",\"op\":\"take\",\"args\":[\"x\"],\"indices\":[1],\"axis\":0},"
              "{\"id\":\"t1\",\"op\":\"take\",\"args\":[\"x\"],\"indices\":[2,0],\"axis\":0},"
              "{\"id\":\"q1\",\"op\":\"mul\",\"args\":[\"t1\",\"t1\"]},"
              "{\"id\":\"t2\",\"op\":\"take\",\"args\":[\"x\"],\"indices\":[1,1],\"axis\":0},"
@@ -959,7 +961,7 @@ static void take_into_recorded_case(int cols, tl_tensor **hv_out)
              "{\"id\":\"t5\",\"op\":\"gather\",\"args\":[\"x\",\"gi\"],\"axis\":0},"
              "{\"id\":\"q5\",\"op\":\"mul\",\"args\":[\"t5\",\"t5\"]},"
              "{\"id\":\"m\",\"op\":\"mul\",\"args\":[\"x\",\"c\"]}],"
-             "\"outputs\":[\"q1\",\"t2\",\"q3\",\"q5\",\"m\"]}", cols, cols);
+             "\"outputs\":[\"q1\",\"t2\",\"q3\",\"q5\",\"m\",\"t6\"]}", cols, cols);
     tl_graph *g = parse(json);
     tl_status st = {0};
     int64_t shape[2] = {4, cols};
