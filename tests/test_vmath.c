@@ -253,14 +253,17 @@ Test(vmath, pow)
     VT __m512 _ZGVeN16v_tl_##F##f(__m512);                                         \
     VT __m512d _ZGVeN8v_tl_##F(__m512d);
 TL_VMATH_UNARY(VEC_DECLARE)
-VT __m128 _ZGVbN4vv_tl_powf(__m128, __m128);
-VT __m128d _ZGVbN2vv_tl_pow(__m128d, __m128d);
-VT __m256 _ZGVcN8vv_tl_powf(__m256, __m256);
-VT __m256d _ZGVcN4vv_tl_pow(__m256d, __m256d);
-VT __m256 _ZGVdN8vv_tl_powf(__m256, __m256);
-VT __m256d _ZGVdN4vv_tl_pow(__m256d, __m256d);
-VT __m512 _ZGVeN16vv_tl_powf(__m512, __m512);
-VT __m512d _ZGVeN8vv_tl_pow(__m512d, __m512d);
+#define VEC2_DECLARE(F)                                                            \
+    VT __m128 _ZGVbN4vv_tl_##F##f(__m128, __m128);                                 \
+    VT __m128d _ZGVbN2vv_tl_##F(__m128d, __m128d);                                 \
+    VT __m256 _ZGVcN8vv_tl_##F##f(__m256, __m256);                                 \
+    VT __m256d _ZGVcN4vv_tl_##F(__m256d, __m256d);                                 \
+    VT __m256 _ZGVdN8vv_tl_##F##f(__m256, __m256);                                 \
+    VT __m256d _ZGVdN4vv_tl_##F(__m256d, __m256d);                                 \
+    VT __m512 _ZGVeN16vv_tl_##F##f(__m512, __m512);                                \
+    VT __m512d _ZGVeN8vv_tl_##F(__m512d, __m512d);
+VEC2_DECLARE(pow)
+VEC2_DECLARE(fmod)
 
 /* one ISA's runners: y = f(x) (and y = f(x, b)) LANES at a time */
 #define RUNNERS(ISA, TARGET, VF, VD, LF, LD, LDF, STF, LDD, STD)                   \
@@ -391,4 +394,106 @@ Test(vmath, family)
     __builtin_cpu_init();
     bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     cr_expect_str_eq(tl_vmath_family(), fma ? "sleef-finz" : "sleef-cinz");
+}
+
+/* ---- fmod: exact, so the C library's bits ---- */
+
+#define FMOD_RUNNERS(ISA, TARGET, LF, LD, LDF, STF, LDD, STD)                      \
+    __attribute__((target(TARGET))) static void fmod_##ISA##_f(const float *a, const float *b, float *y, \
+                                                                long n)            \
+    {                                                                              \
+        for (long i = 0; i + LF <= n; i += LF)                                     \
+            STF(y + i, _ZGV##ISA##N##LF##vv_tl_fmodf(LDF(a + i), LDF(b + i)));     \
+    }                                                                              \
+    __attribute__((target(TARGET))) static void fmod_##ISA##_d(const double *a, const double *b, double *y, \
+                                                                long n)            \
+    {                                                                              \
+        for (long i = 0; i + LD <= n; i += LD)                                     \
+            STD(y + i, _ZGV##ISA##N##LD##vv_tl_fmod(LDD(a + i), LDD(b + i)));      \
+    }
+FMOD_RUNNERS(b, "sse2", 4, 2, _mm_loadu_ps, _mm_storeu_ps, _mm_loadu_pd, _mm_storeu_pd)
+FMOD_RUNNERS(c, "avx", 8, 4, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_loadu_pd, _mm256_storeu_pd)
+FMOD_RUNNERS(d, "avx2,fma", 8, 4, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_loadu_pd, _mm256_storeu_pd)
+FMOD_RUNNERS(e, "avx512f", 16, 8, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_loadu_pd, _mm512_storeu_pd)
+
+/* a random number of every sign with its exponent in [lo, hi] (binary) */
+static double scaled(int lo, int hi) { return ldexp(uniform(-1, 1), lo + (int)(next64() % (uint64_t)(hi - lo + 1))); }
+
+/* tl_fmodf and tl_fmod, one at a time and at every width this CPU runs,
+ * against the C library's fmod bit for bit: ordinary operands, random bit
+ * patterns, every pair of the specials, divisors near the least normal
+ * number and quotients far past 2^70 (float) and 2^1000 (double), where
+ * SLEEF's own fmod gives NaN and vmath.c asks the C library instead. */
+Test(vmath, fmod_exact)
+{
+    float *af = malloc(NVEC * sizeof *af), *bf = malloc(NVEC * sizeof *bf), *yf = malloc(NVEC * sizeof *yf);
+    double *ad = malloc(NVEC * sizeof *ad), *bd = malloc(NVEC * sizeof *bd), *yd = malloc(NVEC * sizeof *yd);
+    cr_assert(af && bf && yf && ad && bd && yd);
+    rng_state = 0xf30dull;
+    long i = 0, far_f = 0, far_d = 0;
+    for (size_t p = 0; p < NSPECIALS; p++)
+        for (size_t q = 0; q < NSPECIALS; q++, i++)
+            ad[i] = specials[p], bd[i] = specials[q], af[i] = (float)specials[p], bf[i] = (float)specials[q];
+    for (; i < NVEC; i++) {
+        switch (i % 5) {
+        case 0: /* ordinary */
+            ad[i] = uniform(-1000, 1000), bd[i] = uniform(-20, 20);
+            af[i] = (float)uniform(-1000, 1000), bf[i] = (float)uniform(-20, 20);
+            break;
+        case 1: /* any bits */
+            ad[i] = random_double(), bd[i] = random_double(), af[i] = random_float(), bf[i] = random_float();
+            break;
+        case 2: /* divisors about the least normal number */
+            ad[i] = scaled(-20, 60), bd[i] = scaled(-1074, -1000);
+            af[i] = (float)scaled(-20, 60), bf[i] = (float)scaled(-149, -110);
+            break;
+        default: /* quotients from 2^40 to beyond the loop's reach */
+            ad[i] = scaled(0, 1023), bd[i] = scaled(-1000, 0);
+            af[i] = (float)scaled(0, 127), bf[i] = (float)scaled(-100, 0);
+            break;
+        }
+        far_f += isfinite(af[i]) && fabsf(af[i]) > 0x1p80f * fabsf(bf[i]);
+        far_d += isfinite(ad[i]) && bd[i] != 0 && fabs(ad[i]) > 0x1p1010 * fabs(bd[i]);
+    }
+    cr_assert(far_f > 10000 && far_d > 10000, "too few far quotients: %ld, %ld", far_f, far_d);
+    long bad = 0;
+    for (i = 0; i < NVEC; i++) {
+        float sf = tl_fmodf(af[i], bf[i]);
+        double sd = tl_fmod(ad[i], bd[i]);
+        if (!same_f(sf, fmodf(af[i], bf[i])) && !bad++)
+            cr_log_error("fmodf(%a, %a) = %a, the C library %a", af[i], bf[i], sf, fmodf(af[i], bf[i]));
+        if (!same_d(sd, fmod(ad[i], bd[i])) && !bad++)
+            cr_log_error("fmod(%a, %a) = %a, the C library %a", ad[i], bd[i], sd, fmod(ad[i], bd[i]));
+    }
+    cr_expect(bad == 0, "one at a time: %ld results differ from the C library's", bad);
+    struct {
+        const char *isa;
+        bool have;
+        void (*f)(const float *, const float *, float *, long);
+        void (*d)(const double *, const double *, double *, long);
+    } isas[] = {
+        {"sse2", __builtin_cpu_supports("sse2"), fmod_b_f, fmod_b_d},
+        {"avx", __builtin_cpu_supports("avx"), fmod_c_f, fmod_c_d},
+        {"avx2", __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), fmod_d_f, fmod_d_d},
+        {"avx512f", __builtin_cpu_supports("avx512f"), fmod_e_f, fmod_e_d},
+    };
+    for (size_t v = 0; v < sizeof isas / sizeof isas[0]; v++) {
+        if (!isas[v].have) {
+            cr_log_info("fmod: this CPU has no %s; its variant is not checked here", isas[v].isa);
+            continue;
+        }
+        isas[v].f(af, bf, yf, NVEC);
+        isas[v].d(ad, bd, yd, NVEC);
+        bad = 0;
+        for (i = 0; i < NVEC; i++) {
+            if (!same_f(yf[i], fmodf(af[i], bf[i])) && !bad++)
+                cr_log_error("%s fmodf(%a, %a) = %a, the C library %a", isas[v].isa, af[i], bf[i], yf[i],
+                             fmodf(af[i], bf[i]));
+            if (!same_d(yd[i], fmod(ad[i], bd[i])) && !bad++)
+                cr_log_error("%s fmod(%a, %a) = %a, the C library %a", isas[v].isa, ad[i], bd[i], yd[i],
+                             fmod(ad[i], bd[i]));
+        }
+        cr_expect(bad == 0, "%s: %ld results differ from the C library's", isas[v].isa, bad);
+    }
+    free(af), free(bf), free(yf), free(ad), free(bd), free(yd);
 }

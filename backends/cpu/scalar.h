@@ -8,6 +8,8 @@
 #ifndef TL_SCALAR_H
 #define TL_SCALAR_H
 
+#include <stdint.h>
+
 #include "backends/hd.h"
 
 /* The transcendental functions: in C the CPU's (vmath.h: the same bits one
@@ -32,6 +34,7 @@
 #define TL_ACOSH(x) acosh(x)
 #define TL_ATANH(x) atanh(x)
 #define TL_POW(a, b) pow((a), (b))
+#define TL_FMOD(a, b) fmod((a), (b))
 #else
 #include "backends/cpu/vmath.h"
 #endif
@@ -82,17 +85,40 @@ TL_HD static inline double tl_gelu_grad(double x, int ap) { return tl_gelu_grad_
 #endif
 
 /* Python's remainder (torch.remainder): the sign of the divisor, a zero
- * result too (copysign), from C's exact fmod. */
-#define TL_DEFINE_MOD(T, SUF)                                                      \
+ * result too (copysign), from the exact fmod (TL_FMOD: vmath.h in C).
+ * r = fmod(a, b); where r is not zero and its sign is not b's, r + b; a
+ * zero takes b's sign.  In C the choice is made on the bits (U: the
+ * unsigned integer of T's size, SIGN its sign bit), every value computed
+ * and chosen without a branch, so loops of it vectorise: r + (b or -0),
+ * -0 being the sum's identity (r + -0 is r, a zero's sign kept).  GCC
+ * kept the formula of the other branch (the compare of two signs) as a
+ * branch around the trapping add: an element at a time, 60 ms over 4M
+ * floats.  NaN stays NaN either way. */
+#if defined(__cplusplus) || defined(__CUDACC__)
+#define TL_DEFINE_MOD(T, SUF, U, SIGN)                                             \
     TL_HD static inline T tl_mod_##SUF(T a, T b)                                   \
     {                                                                              \
-        T r = fmod(a, b);                                                          \
+        T r = TL_FMOD(a, b);                                                       \
         if (r != 0)                                                                \
             return (r < 0) != (b < 0) ? r + b : r;                                 \
         return copysign((T)0, b);                                                  \
     }
-TL_DEFINE_MOD(float, f)
-TL_DEFINE_MOD(double, d)
+#else
+#define TL_DEFINE_MOD(T, SUF, U, SIGN)                                             \
+    static inline T tl_mod_##SUF(T a, T b)                                         \
+    {                                                                              \
+        T r = TL_FMOD(a, b), s, z = copysign((T)0, b);                             \
+        U ur, ub, ns = SIGN;                                                       \
+        __builtin_memcpy(&ur, &r, sizeof r);                                       \
+        __builtin_memcpy(&ub, &b, sizeof b);                                       \
+        U nz = (ur << 1) != 0, m = (U)0 - (((ur ^ ub) >> (sizeof(U) * 8 - 1)) & nz); \
+        U sb = (ub & m) | (ns & ~m);                                               \
+        __builtin_memcpy(&s, &sb, sizeof s);                                       \
+        return (nz ? r : z) + s;                                                   \
+    }
+#endif
+TL_DEFINE_MOD(float, f, uint32_t, 0x80000000u)
+TL_DEFINE_MOD(double, d, uint64_t, 0x8000000000000000u)
 #ifdef __cplusplus
 TL_HD static inline float tl_mod(float a, float b) { return tl_mod_f(a, b); }
 TL_HD static inline double tl_mod(double a, double b) { return tl_mod_d(a, b); }
@@ -115,7 +141,7 @@ TL_HD static inline double tl_mod(double a, double b) { return tl_mod_d(a, b); }
     X(LE, a <= b)                                                                  \
     X(GT, a > b)                                                                   \
     X(GE, a >= b)                                                                  \
-    X(FMOD, fmod(a, b))                                                            \
+    X(FMOD, TL_FMOD(a, b))                                                         \
     X(MOD, TL_MOD(a, b))
 
 #define TL_UNARY_EXPRS(X)                                                          \

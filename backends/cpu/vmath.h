@@ -36,6 +36,9 @@ TL_VMATH_UNARY(TL_VMATH_DECLARE)
 #undef TL_VMATH_DECLARE
 TL_VMATH_SIMD TL_VMATH_ATTR float tl_powf(float, float);
 TL_VMATH_SIMD TL_VMATH_ATTR double tl_pow(double, double);
+/* C's fmod, exact, as the C library's bit for bit (vmath.c) */
+TL_VMATH_SIMD TL_VMATH_ATTR float tl_fmodf(float, float);
+TL_VMATH_SIMD TL_VMATH_ATTR double tl_fmod(double, double);
 
 /* the name of the family bound in this process: "sleef-finz" or "sleef-cinz" */
 const char *tl_vmath_family(void);
@@ -63,5 +66,6 @@ tl_code tl_vmath_check(tl_status *st);
 #define TL_ACOSH(x) TL_VMATH_GENERIC(acosh, x)
 #define TL_ATANH(x) TL_VMATH_GENERIC(atanh, x)
 #define TL_POW(a, b) _Generic((a), float: tl_powf, double: tl_pow)((a), (b))
+#define TL_FMOD(a, b) _Generic((a), float: tl_fmodf, double: tl_fmod)((a), (b))
 
 #endif
