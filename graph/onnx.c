@@ -24,7 +24,9 @@ struct tl_onnx_model {
     char *path;
     tl_onnx_file *f;
     int opset;
-    int ninit;
+    int ninit;        /* the main graph's initializers, then the subgraphs' (ntop on) */
+    int ntop;
+    Onnx__TensorProto **init_proto; /* per initializer: its message */
     tl_tensor **init; /* per initializer */
     int *init_type;   /* its ONNX element type */
     struct name_table *init_at; /* name -> initializer */
@@ -155,7 +157,7 @@ static tl_code read_signature(tl_onnx_model *m, tl_status *st)
         }
     for (int k = 0; k < m->ninit; k++) {
         int ty = m->init_type[k];
-        const char *name = g->initializer[k]->name;
+        const char *name = m->init_proto[k]->name;
         if (used[k] || !((m->params && (ty == TL_ONNX_FLOAT || ty == TL_ONNX_DOUBLE)) || in_list(m->wrt, name)))
             continue;
         m->in_name[m->nin] = name;
@@ -164,6 +166,26 @@ static tl_code read_signature(tl_onnx_model *m, tl_status *st)
     }
     free(used), nt_free(seen);
     return TL_OK;
+}
+
+/* The initializers of g's subgraphs (the bodies of Loop and Scan, the
+ * branches of If, at any depth), in the order of the nodes: stored into
+ * out from n where out is given; the count after them. */
+static size_t body_inits(const Onnx__GraphProto *g, Onnx__TensorProto **out, size_t n)
+{
+    for (size_t i = 0; i < g->n_node; i++)
+        for (size_t a = 0; a < g->node[i]->n_attribute; a++) {
+            const Onnx__AttributeProto *at = g->node[i]->attribute[a];
+            for (size_t k = 0; k < at->n_graphs + (at->g != NULL); k++) {
+                const Onnx__GraphProto *b = k < at->n_graphs ? at->graphs[k] : at->g;
+                for (size_t j = 0; b && j < b->n_initializer; j++, n++)
+                    if (out)
+                        out[n] = b->initializer[j];
+                if (b)
+                    n = body_inits(b, out, n);
+            }
+        }
+    return n;
 }
 
 static tl_onnx_model *open_file(tl_onnx_file *f, const char *path, const tl_onnx_options *o, tl_status *st)
@@ -186,28 +208,42 @@ static tl_onnx_model *open_file(tl_onnx_file *f, const char *path, const tl_onnx
     if (!mp->n_opset_import)
         m->opset = 1; /* IR version 2 models name none: opset 1 */
     const Onnx__GraphProto *g = mp->graph;
-    if (g->n_initializer > (1u << 24)) {
-        tl_fail(st, TL_EINPUT, "%zu initializers", g->n_initializer);
+    size_t nbody = body_inits(g, NULL, 0);
+    if (g->n_initializer + nbody > (1u << 24)) {
+        tl_fail(st, TL_EINPUT, "%zu initializers", g->n_initializer + nbody);
         goto fail;
     }
-    m->ninit = (int)g->n_initializer;
-    if (!(m->init = tl_calloc((size_t)m->ninit + 1, sizeof *m->init, "initializers", st)) ||
-        !(m->init_type = tl_calloc((size_t)m->ninit + 1, sizeof *m->init_type, "initializers", st)))
+    m->ntop = (int)g->n_initializer;
+    size_t all = g->n_initializer + nbody;
+    if (!(m->init_proto = tl_calloc(all + 1, sizeof *m->init_proto, "initializers", st)) ||
+        !(m->init = tl_calloc(all + 1, sizeof *m->init, "initializers", st)) ||
+        !(m->init_type = tl_calloc(all + 1, sizeof *m->init_type, "initializers", st)))
         goto fail;
-    if (!(m->init_at = nt_new((size_t)m->ninit, st)))
+    if (!(m->init_at = nt_new(all, st)))
         goto fail;
-    for (int i = 0; i < m->ninit; i++) {
-        Onnx__TensorProto *t = g->initializer[i];
-        if (!t->name || !t->name[0]) {
-            tl_fail(st, TL_EINPUT, "initializer %d has no name", i);
+    if (g->n_initializer)
+        memcpy(m->init_proto, g->initializer, sizeof *m->init_proto * g->n_initializer);
+    body_inits(g, m->init_proto + m->ntop, 0);
+    for (size_t i = 0; i < all; i++) {
+        Onnx__TensorProto *t = m->init_proto[i];
+        bool top = i < (size_t)m->ntop;
+        if (top && (!t->name || !t->name[0])) {
+            tl_fail(st, TL_EINPUT, "initializer %zu has no name", i);
             goto fail;
         }
-        if (!nt_put(m->init_at, t->name, i)) {
+        /* a subgraph's initializer whose name is taken (or that has none)
+         * stays its body's constant alone: no weight, not listed */
+        if (!top && (!t->name || !t->name[0] || find_init(m, t->name) >= 0))
+            continue;
+        int k = m->ninit;
+        if (!nt_put(m->init_at, t->name, k)) {
             tl_fail(st, TL_EINPUT, "the name \"%.200s\" is used by two initializers", t->name);
             goto fail;
         }
-        m->init_type[i] = t->has_data_type ? t->data_type : 0;
-        if (!(m->init[i] = tl_onnx_tensor(f, t, st)))
+        m->init_proto[k] = t;
+        m->init_type[k] = t->has_data_type ? t->data_type : 0;
+        m->ninit++;
+        if (!(m->init[k] = tl_onnx_tensor(f, t, st)))
             goto fail;
     }
     if (read_signature(m, st))
@@ -244,6 +280,7 @@ void tl_onnx_free(tl_onnx_model *m)
         tl_tensor_unref(m->init[i]);
     free(m->init);
     free(m->init_type);
+    free(m->init_proto);
     nt_free(m->init_at);
     free(m->in_name);
     free(m->in_init);
@@ -266,9 +303,8 @@ tl_tensor *tl_onnx_initializer(const tl_onnx_model *m, const char *name, tl_stat
         return tl_fail(st, TL_EINPUT, "initializer \"%.200s\": given to a run already", name), NULL;
     char list[400] = "";
     size_t u = 0;
-    const Onnx__GraphProto *g = m->f->model->graph;
     for (int i = 0; i < m->ninit && u + 4 < sizeof list; i++)
-        u += (size_t)snprintf(list + u, sizeof list - u, "%s%s", i ? ", " : "", g->initializer[i]->name);
+        u += (size_t)snprintf(list + u, sizeof list - u, "%s%s", i ? ", " : "", m->init_proto[i]->name);
     if (u >= sizeof list - 4)
         snprintf(list + sizeof list - 5, 5, "...");
     return tl_fail(st, TL_EINPUT, m->ninit ? "no initializer \"%.200s\" (the model has %s)"
@@ -279,7 +315,7 @@ int tl_onnx_initializer_count(const tl_onnx_model *m) { return m->ninit; }
 
 const char *tl_onnx_initializer_name(const tl_onnx_model *m, int i)
 {
-    return i >= 0 && i < m->ninit ? m->f->model->graph->initializer[i]->name : NULL;
+    return i >= 0 && i < m->ninit ? m->init_proto[i]->name : NULL;
 }
 
 tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i)
@@ -4959,8 +4995,8 @@ static bool build(tx *t, tl_tensor *const *in)
     for (int i = 0; i < m->nin; i++)
         if (!add_input(t, i, in[i]))
             return false;
-    for (int k = 0; k < m->ninit; k++) {
-        const char *name = g->initializer[k]->name;
+    for (int k = 0; k < m->ntop; k++) { /* a subgraph binds its own where it is translated */
+        const char *name = m->init_proto[k]->name;
         if (lookup(t, name))
             continue; /* an input (with a default) */
         val *v = known(t, tl_tensor_ref(m->init[k]), m->init_type[k]);
@@ -5270,10 +5306,26 @@ int ox_opset(const tx *t) { return opset(t); }
 const Onnx__AttributeProto *ox_attr(const tx *t, const char *name) { return attr(t, name); }
 int64_t ox_attr_i(const tx *t, const char *name, int64_t def) { return attr_i(t, name, def); }
 
+bool ox_init_is_input(tx *t, const Onnx__TensorProto *p)
+{
+    const tl_onnx_model *m = t->m;
+    int k = p->name ? find_init(m, p->name) : -1;
+    if (k < 0 || m->init_proto[k] != p)
+        return false;
+    for (int i = 0; i < m->nin; i++)
+        if (m->in_init[i] == k)
+            return true;
+    return false;
+}
+
 tl_tensor *ox_tensor(tx *t, Onnx__TensorProto *p, int *oty)
 {
     tl_status st = {0};
     *oty = p->has_data_type ? p->data_type : 0;
+    const tl_onnx_model *m = t->m;
+    int i = p->name ? find_init(m, p->name) : -1;
+    if (i >= 0 && m->init_proto[i] == p && m->init[i]) /* read at open (its data taken over then) */
+        return tl_tensor_ref(m->init[i]);
     tl_tensor *k = tl_onnx_tensor(t->m->f, p, &st);
     if (!k)
         fail(t, "%s", st.msg);
@@ -5300,7 +5352,7 @@ tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st) { retu
  * the stored shape, which every node reading it was made for. */
 static tl_code check_weight(const tl_onnx_model *m, int i, const tl_tensor *x, tl_status *st)
 {
-    const Onnx__TensorProto *p = m->f->model->graph->initializer[m->in_init[i]];
+    const Onnx__TensorProto *p = m->init_proto[m->in_init[i]];
     bool same = (int)p->n_dims == x->ndim;
     for (size_t d = 0; same && d < p->n_dims; d++)
         same = p->dims[d] == x->shape[d];

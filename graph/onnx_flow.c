@@ -154,7 +154,7 @@ static void names_of_block(tx *t, const Onnx__GraphProto *g)
         if (g->input[i]->name)
             ox_unbind(t, g->input[i]->name);
     for (size_t i = 0; i < g->n_initializer; i++)
-        if (g->initializer[i]->name)
+        if (g->initializer[i]->name && !ox_init_is_input(t, g->initializer[i]))
             ox_unbind(t, g->initializer[i]->name);
     for (size_t i = 0; i < g->n_node; i++)
         for (size_t j = 0; j < g->node[i]->n_output; j++)
@@ -180,6 +180,8 @@ static bool subgraph(tx *t, const Onnx__GraphProto *g, val **in, int nin, val **
         if (in[i])
             ok = ox_bind(t, g->input[i]->name ? g->input[i]->name : "", in[i]);
     for (size_t i = 0; ok && i < g->n_initializer; i++) {
+        if (ox_init_is_input(t, g->initializer[i]))
+            continue; /* a weight: the model's input of its name */
         int oty;
         tl_tensor *k = ox_tensor(t, g->initializer[i], &oty);
         val *v = k ? ox_known(t, k, oty) : NULL;

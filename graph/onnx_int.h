@@ -92,6 +92,9 @@ const Onnx__AttributeProto *ox_attr(const tx *t, const char *name);
 int64_t ox_attr_i(const tx *t, const char *name, int64_t def);
 /* A subgraph's initializer (read once: its bytes are released). */
 tl_tensor *ox_tensor(tx *t, Onnx__TensorProto *p, int *oty);
+/* whether p, a subgraph's initializer, is an input of the model (--params,
+ * --wrt): its name then stands for that input, bound at the top */
+bool ox_init_is_input(tx *t, const Onnx__TensorProto *p);
 
 /* graph/onnx_flow.c: a fixed-count iterate being written.  Open it, declare
  * the carried values (ox_iter_state: the value to read in the body), write

@@ -682,3 +682,57 @@ body8b = h.make_graph([h.make_node("Add", ["s_in", "e"], ["s_out"]), h.make_node
 save(model([h.make_node("Scan", ["", "s0", "xs"], ["s", "ys"], body=body8b, num_scan_inputs=1)],
            [fb("s0", ["B", 2]), fb("xs", ["C", "T", 2])], [fb("s", ["B", 2]), fb("ys", ["C", "T", 2])], opset=8),
      "scan8_dims.onnx")
+
+# loop_body_weight: a Loop whose body holds its own float initializers (a
+# weight Wb and a bias bb: h = tanh(h Wb + bb) each step) and an integer
+# one (ax, never a weight); loop_top_weight: the same with Wb and bb at the
+# top level.  --params makes both kinds weights, with the same gradients.
+# (5 wide: a weight of more than 16 numbers is no constant the loader folds)
+Wb = (np.arange(25, dtype=np.float32).reshape(5, 5) % 7 - 3) / 8
+bb = np.array([0.1, -0.2, 0.05, 0.3, -0.15], np.float32)
+
+
+def weight_loop(inits_in_body):
+    winits = [nh.from_array(Wb, "Wb"), nh.from_array(bb, "bb")]
+    body = h.make_graph(
+        [h.make_node("Unsqueeze", ["h_in", "ax"], ["row"]),
+         h.make_node("MatMul", ["row", "Wb"], ["m"]),
+         h.make_node("Squeeze", ["m", "ax"], ["m1"]),
+         h.make_node("Add", ["m1", "bb"], ["a"]),
+         h.make_node("Tanh", ["a"], ["h_out"]),
+         h.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+         h.make_tensor_value_info("h_in", T.FLOAT, [5])],
+        [h.make_tensor_value_info("cond_out", T.BOOL, []), h.make_tensor_value_info("h_out", T.FLOAT, [5])],
+        [nh.from_array(np.array([0], np.int64), "ax")] + (winits if inits_in_body else []))
+    return model([h.make_node("Loop", ["M", "cond", "h0"], ["hT"], body=body)],
+                 [h.make_tensor_value_info("M", T.INT64, []), h.make_tensor_value_info("h0", T.FLOAT, [5])],
+                 [h.make_tensor_value_info("hT", T.FLOAT, [5])],
+                 [nh.from_array(np.array(True), "cond")] + ([] if inits_in_body else winits))
+
+
+save(weight_loop(True), "loop_body_weight.onnx")
+save(weight_loop(False), "loop_top_weight.onnx")
+
+# scan8_body_weight: an opset-8 Scan over a batch of 2 (its body translated
+# once for each entry) whose body holds a weight (s = s * Ws + e each step);
+# scan8_top_weight: the same with Ws at the top level
+Ws = (np.arange(20, dtype=np.float32) % 5 - 2) / 4
+
+
+def weight_scan8(inits_in_body):
+    winit = [nh.from_array(Ws, "Ws")]
+    body = h.make_graph([h.make_node("Mul", ["s_in", "Ws"], ["m"]), h.make_node("Add", ["m", "e"], ["s_out"])],
+                        "body",
+                        [h.make_tensor_value_info("s_in", T.FLOAT, [20]), h.make_tensor_value_info("e", T.FLOAT, [20])],
+                        [h.make_tensor_value_info("s_out", T.FLOAT, [20])], winit if inits_in_body else [])
+    return model([h.make_node("Scan", ["", "s0", "xs"], ["s"], body=body, num_scan_inputs=1)],
+                 [h.make_tensor_value_info("s0", T.FLOAT, [2, 20]), h.make_tensor_value_info("xs", T.FLOAT, [2, 3, 20])],
+                 [h.make_tensor_value_info("s", T.FLOAT, [2, 20])], [] if inits_in_body else winit, opset=8)
+
+
+save(weight_scan8(True), "scan8_body_weight.onnx")
+save(weight_scan8(False), "scan8_top_weight.onnx")
+np.savez(os.path.join(D, "scan8_weight_inputs.npz"), s0=np.linspace(-1, 1, 40, dtype=np.float32).reshape(2, 20),
+         xs=np.sin(np.arange(120, dtype=np.float32)).reshape(2, 3, 20))
