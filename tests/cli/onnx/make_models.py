@@ -736,3 +736,13 @@ save(weight_scan8(True), "scan8_body_weight.onnx")
 save(weight_scan8(False), "scan8_top_weight.onnx")
 np.savez(os.path.join(D, "scan8_weight_inputs.npz"), s0=np.linspace(-1, 1, 40, dtype=np.float32).reshape(2, 20),
          xs=np.sin(np.arange(120, dtype=np.float32)).reshape(2, 3, 20))
+
+# if_branch_weight: an If whose branches hold their own weights (then: x * Wt,
+# else: x + We); --params makes both inputs, the branch not taken giving zeros
+Wt = np.linspace(-1, 1, 20, dtype=np.float32)
+then_g = h.make_graph([h.make_node("Mul", ["x", "Wt"], ["yt"])], "then", [], [fv("yt", [20])],
+                      [nh.from_array(Wt, "Wt")])
+else_g = h.make_graph([h.make_node("Add", ["x", "We"], ["ye"])], "else", [], [fv("ye", [20])],
+                      [nh.from_array(Wt[::-1].copy(), "We")])
+save(model([h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+           [h.make_tensor_value_info("c", T.BOOL, []), fv("x", [20])], [fv("y", [20])]), "if_branch_weight.onnx")
