@@ -168,28 +168,28 @@ static tl_code read_signature(tl_onnx_model *m, tl_status *st)
     return TL_OK;
 }
 
-/* The initializers of g's subgraphs (the bodies of Loop and Scan, the
- * branches of If, at any depth), in the order of the nodes: stored into
- * out from n where out is given; the count after them. */
-static size_t body_inits(const Onnx__GraphProto *g, Onnx__TensorProto **out, size_t n)
+/* The initializers of node nd's subgraphs (the bodies of Loop and Scan,
+ * the branches of If, at any depth), in order: stored into out from n
+ * where out is given; the count after them. */
+static size_t node_inits(const Onnx__NodeProto *nd, Onnx__TensorProto **out, size_t n)
 {
-    for (size_t i = 0; i < g->n_node; i++)
-        for (size_t a = 0; a < g->node[i]->n_attribute; a++) {
-            const Onnx__AttributeProto *at = g->node[i]->attribute[a];
-            for (size_t k = 0; k < at->n_graphs + (at->g != NULL); k++) {
-                const Onnx__GraphProto *b = k < at->n_graphs ? at->graphs[k] : at->g;
-                for (size_t j = 0; b && j < b->n_initializer; j++, n++)
-                    if (out)
-                        out[n] = b->initializer[j];
-                if (b)
-                    n = body_inits(b, out, n);
-            }
+    for (size_t a = 0; a < nd->n_attribute; a++) {
+        const Onnx__AttributeProto *at = nd->attribute[a];
+        for (size_t k = 0; k < at->n_graphs + (at->g != NULL); k++) {
+            const Onnx__GraphProto *b = k < at->n_graphs ? at->graphs[k] : at->g;
+            for (size_t j = 0; b && j < b->n_initializer; j++, n++)
+                if (out)
+                    out[n] = b->initializer[j];
+            for (size_t i = 0; b && i < b->n_node; i++)
+                n = node_inits(b->node[i], out, n);
         }
+    }
     return n;
 }
 
 static tl_onnx_model *open_file(tl_onnx_file *f, const char *path, const tl_onnx_options *o, tl_status *st)
 {
+    size_t *owner = NULL; /* per subgraph initializer */
     tl_onnx_model *m = f ? tl_calloc(1, sizeof *m, "a model", st) : NULL;
     if (!m) {
         tl_onnx_close(f);
@@ -208,7 +208,9 @@ static tl_onnx_model *open_file(tl_onnx_file *f, const char *path, const tl_onnx
     if (!mp->n_opset_import)
         m->opset = 1; /* IR version 2 models name none: opset 1 */
     const Onnx__GraphProto *g = mp->graph;
-    size_t nbody = body_inits(g, NULL, 0);
+    size_t nbody = 0;
+    for (size_t i = 0; i < g->n_node; i++)
+        nbody = node_inits(g->node[i], NULL, nbody);
     if (g->n_initializer + nbody > (1u << 24)) {
         tl_fail(st, TL_EINPUT, "%zu initializers", g->n_initializer + nbody);
         goto fail;
@@ -219,11 +221,13 @@ static tl_onnx_model *open_file(tl_onnx_file *f, const char *path, const tl_onnx
         !(m->init = tl_calloc(all + 1, sizeof *m->init, "initializers", st)) ||
         !(m->init_type = tl_calloc(all + 1, sizeof *m->init_type, "initializers", st)))
         goto fail;
-    if (!(m->init_at = nt_new(all, st)))
+    if (!(m->init_at = nt_new(all, st)) || !(owner = tl_calloc(nbody + 1, sizeof *owner, "initializers", st)))
         goto fail;
     if (g->n_initializer)
         memcpy(m->init_proto, g->initializer, sizeof *m->init_proto * g->n_initializer);
-    body_inits(g, m->init_proto + m->ntop, 0);
+    for (size_t i = 0, n = 0; i < g->n_node; i++) /* owner: the main graph's node whose subgraph holds it */
+        for (size_t e = node_inits(g->node[i], m->init_proto + m->ntop, n); n < e; n++)
+            owner[n] = i;
     for (size_t i = 0; i < all; i++) {
         Onnx__TensorProto *t = m->init_proto[i];
         bool top = i < (size_t)m->ntop;
@@ -243,13 +247,22 @@ static tl_onnx_model *open_file(tl_onnx_file *f, const char *path, const tl_onnx
         m->init_proto[k] = t;
         m->init_type[k] = t->has_data_type ? t->data_type : 0;
         m->ninit++;
-        if (!(m->init[k] = tl_onnx_tensor(f, t, st)))
+        if (!(m->init[k] = tl_onnx_tensor(f, t, st))) {
+            const Onnx__NodeProto *nd = top ? NULL : g->node[owner[i - (size_t)m->ntop]];
+            if (nd && nd->name && nd->name[0]) /* as a node's translation names it */
+                tl_wrap(st, "node \"%.200s\" (%.60s, opset %d)", nd->name, nd->op_type, m->opset);
+            else if (nd)
+                tl_wrap(st, "node %zu (%.60s, opset %d)", owner[i - (size_t)m->ntop], nd->op_type, m->opset);
             goto fail;
+        }
     }
+    free(owner);
+    owner = NULL;
     if (read_signature(m, st))
         goto fail;
     return m;
 fail:
+    free(owner);
     tl_wrap(st, "%s", path);
     tl_onnx_free(m);
     return NULL;

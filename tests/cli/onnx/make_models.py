@@ -746,3 +746,16 @@ else_g = h.make_graph([h.make_node("Add", ["x", "We"], ["ye"])], "else", [], [fv
                       [nh.from_array(Wt[::-1].copy(), "We")])
 save(model([h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
            [h.make_tensor_value_info("c", T.BOOL, []), fv("x", [20])], [fv("y", [20])]), "if_branch_weight.onnx")
+
+# loop_body_half: a Loop body whose own initializer is float16: read when
+# the model opens, refused in one line that names the Loop node
+hbody = h.make_graph([h.make_node("Add", ["h_in", "W"], ["h_out"]), h.make_node("Identity", ["cond_in"], ["cond_out"])],
+                     "body",
+                     [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+                      h.make_tensor_value_info("h_in", T.FLOAT16, [3])],
+                     [h.make_tensor_value_info("cond_out", T.BOOL, []), h.make_tensor_value_info("h_out", T.FLOAT16, [3])],
+                     [nh.from_array(np.ones(3, np.float16), "W")])
+save(model([h.make_node("Loop", ["M", "cond", "h0"], ["hT"], body=hbody)],
+           [h.make_tensor_value_info("M", T.INT64, []), h.make_tensor_value_info("h0", T.FLOAT16, [3])],
+           [h.make_tensor_value_info("hT", T.FLOAT16, [3])], [nh.from_array(np.array(True), "cond")]),
+     "loop_body_half.onnx")
