@@ -26,11 +26,14 @@ static uint64_t next(void) { return splitmix64(&rng_state); }
 
 static int64_t below(int64_t n) { return (int64_t)(next() % (uint64_t)n); }
 
-static void random_geo(geo *g, int round)
+/* big3d: 3-d with planes of 8 to 16 by 8 to 16 (the own kernels' padded
+ * grid takes them; the small ones of the other rounds mostly run on the
+ * im2col path) */
+static void random_geo(geo *g, int round, bool big3d)
 {
     for (;;) {
         tl_attrs_init(&g->a);
-        int d = round % 5 == 4 ? 3 : 1 + round % 2; /* mostly 1-d and 2-d: the AVX-512 path's */
+        int d = big3d || round % 5 == 4 ? 3 : 1 + round % 2; /* mostly 1-d and 2-d */
         int64_t G = below(4) ? 1 : 2 + below(2);
         bool dw = below(8) == 0;
         g->a.nsp = d;
@@ -44,7 +47,8 @@ static void random_geo(geo *g, int round)
         g->ws[1] = g->cin / G;
         bool ok = true;
         for (int ax = 0; ax < d; ax++) {
-            int64_t S = 1 + below(d == 3 ? 6 : d == 2 ? 24 : 70), K = 1 + below(d == 3 ? 3 : 4);
+            int64_t S = big3d ? (ax ? 8 + below(9) : 1 + below(6)) : 1 + below(d == 3 ? 6 : d == 2 ? 24 : 70);
+            int64_t K = 1 + below(d == 3 ? 3 : 4);
             int64_t s = below(3) ? 1 : 2 + below(2), dil = below(3) ? 1 : 2, lo = below(K + 1), hi = below(K + 1);
             g->a.kernel[ax] = K;
             g->a.stride[ax] = s;
@@ -87,12 +91,12 @@ static void describe(const geo *g, char *buf, size_t len)
                       (long long)g->a.dilation[ax], (long long)g->a.pad_lo[ax], (long long)g->a.pad_hi[ax]);
 }
 
-static void run_rounds(int rounds)
+static void run_rounds(int rounds, bool big3d)
 {
     tl_status st = {0};
     for (int round = 0; round < rounds; round++) {
         geo g;
-        random_geo(&g, round);
+        random_geo(&g, round, big3d);
         char what[400];
         describe(&g, what, sizeof what);
         tl_dtype dt = round % 3 == 1 ? TL_F64 : TL_F32;
@@ -159,24 +163,40 @@ static void run_rounds(int rounds)
     }
 }
 
-Test(conv, kernels_match_their_formula) { run_rounds(400); }
+Test(conv, kernels_match_their_formula) { run_rounds(400, false); }
+
+/* 3-d convolutions big enough for the own kernels' grid (a plane of
+ * depth a tap of it), on each path */
+Test(conv, three_d_kernels_match_their_formula) { run_rounds(24, true); }
+
+Test(conv, three_d_avx2_kernels_match_their_formula)
+{
+    setenv("TL_CONV", "avx2", 1);
+    run_rounds(24, true);
+}
+
+Test(conv, three_d_blas_path_matches_its_formula)
+{
+    setenv("TL_CONV", "blas", 1);
+    run_rounds(24, true);
+}
 
 Test(conv, blas_path_matches_its_formula)
 {
     setenv("TL_CONV", "blas", 1);
-    run_rounds(400);
+    run_rounds(400, false);
 }
 
 Test(conv, grid_path_matches_its_formula)
 {
     setenv("TL_CONV", "grid", 1);
-    run_rounds(400);
+    run_rounds(400, false);
 }
 
 Test(conv, avx2_kernels_match_their_formula)
 {
     setenv("TL_CONV", "avx2", 1);
-    run_rounds(400);
+    run_rounds(400, false);
 }
 
 /* A tensor of random values with every bit of the mantissa used, so that

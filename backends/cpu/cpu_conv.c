@@ -19,11 +19,13 @@
  * column matrix), and one in-side channel per group (depthwise) runs
  * direct kernels instead, a row of taps at a time.
  *
- * Where the processor has AVX-512, one and two spatial axes run tl's own
- * kernels instead (cpu_conv_fast.h, fast_plan_make), neither im2col nor
+ * Where the processor has AVX-512 (or AVX2 and FMA), tl's own kernels
+ * run instead (cpu_conv_fast.h, fast_plan_make), neither im2col nor
  * OpenBLAS: conv, conv_transpose with stride 1 (as a conv, the kernel
  * read flipped in place) and conv_grad_w over 512 positions a sample and
- * more, or pointwise.  (A strided conv_transpose run as one such conv per
+ * more, or pointwise; one, two or three spatial axes (a 3-d one an
+ * output plane of depth at a time, reading an input plane a tap of
+ * depth).  (A strided conv_transpose run as one such conv per
  * phase of its output was tried: no faster than col2im here.)
  *
  * Threads: the work is cut into items (chunks, blocks, planes) by the
@@ -62,7 +64,9 @@ typedef struct fast_plan {
     int64_t mr, gmo;    /* their FAST_MR and FAST_GRADW_MO */
     int64_t R, nrb;     /* output rows per item, items per sample and group */
     int64_t rr, wq;     /* scratch rows per phase, columns per row */
-    int64_t chan;       /* scratch elements per channel */
+    int64_t plane;      /* scratch elements per tap of depth (a 3-d kernel's) */
+    int64_t chan;       /* scratch elements per channel: k[0] planes */
+    int64_t nod;        /* conv_grad_w: output planes of depth a pass runs over one at a time */
     int64_t xs_len, qs; /* scratch input elements (tail included); output stride */
     int64_t nmb;        /* conv: blocks of mr output channels */
     int64_t cblk, nblk; /* conv_grad_w: in-side channels an item, blocks of them */
@@ -314,15 +318,23 @@ static int fast_isa(void)
 
 static bool fast_usable(void) { return fast_isa() != 0; }
 
-/* The geometries the own kernels take: one or two spatial axes (the
- * first of three of size 1, and its one window on that one element, not
- * in padding before it: a 3-d conv's depth window of padding alone was
- * taken for the input's, until tests/cli/nn_conv.txt's case), f32 or f64,
- * something to compute. */
+/* The geometries the own kernels take: f32 or f64, something to
+ * compute; one, two or three spatial axes (the depth of a 3-d one read a
+ * plane of input a tap of it, see cpu_conv_fast.h). */
 static bool fast_takes(const geom *G, tl_dtype dt)
 {
-    return fast_usable() && (dt == TL_F32 || dt == TL_F64) && G->is[0] == 1 && G->os[0] == 1 && G->k[0] == 1 &&
-           G->lo[0] == 0 && G->ca >= 1 && G->cb >= 1 && G->os[1] >= 1 && G->os[2] >= 1;
+    return fast_usable() && (dt == TL_F32 || dt == TL_F64) && G->ca >= 1 && G->cb >= 1 && G->os[0] >= 1 &&
+           G->os[1] >= 1 && G->os[2] >= 1;
+}
+
+/* One or two spatial axes: the first of three of size 1, and its one
+ * window on that one element, not in padding before it (a 3-d conv's
+ * depth window of padding alone was once taken for the input's, until
+ * tests/cli/nn_conv.txt's case).  The ways over columns take these
+ * alone. */
+static bool flat(const geom *G)
+{
+    return G->is[0] == 1 && G->os[0] == 1 && G->k[0] == 1 && G->lo[0] == 0;
 }
 
 /* About this many output positions per item of the own kernels, and at
@@ -356,12 +368,13 @@ static bool fast_takes(const geom *G, tl_dtype dt)
  * ms at 512, 8.0-8.3 at 2048 and 4096) */
 #define FAST_GRADW_POSITIONS 2048
 
-/* conv's scratch offset of tap (kh, kw) in a channel's block: its phase
- * plane, then its row and column in it (cpu_conv_fast.h) */
-static int64_t tap_off(const geom *G, const fast_plan *f, int64_t kh, int64_t kw)
+/* conv's scratch offset of tap (kd, kh, kw) in a channel's block: its
+ * plane of depth, its phase in it, then its row and column there
+ * (cpu_conv_fast.h) */
+static int64_t tap_off(const geom *G, const fast_plan *f, int64_t kd, int64_t kh, int64_t kw)
 {
     int64_t s1 = G->st[1], s2 = G->st[2], h = kh * G->dl[1], w = kw * G->dl[2];
-    return ((h % s1 * s2 + w % s2) * f->rr + h / s1) * f->wq + w / s2;
+    return kd * f->plane + ((h % s1 * s2 + w % s2) * f->rr + h / s1) * f->wq + w / s2;
 }
 
 /* The own kernels' plan for conv (gradw false) or conv_grad_w (true)
@@ -417,22 +430,26 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
         nch = f->cblk;
     }
     if (gradw && pointwise) {
-        /* pointwise: the input is its own scratch, read in place */
+        /* pointwise: the input is its own scratch, read in place (a 3-d
+         * one's planes of depth as more rows) */
         f->direct = true;
         f->wq = G->os[2];
-        f->R = G->os[1];
+        f->R = G->os[0] * G->os[1];
         f->nrb = 1;
+        f->nod = 1;
         f->nbk = G->n;
         return 1;
     }
     if (gradw) { /* a row of OW a tap column: see fast_gradw_item */
         f->wq = G->os[2];
         f->R = clamp64(FAST_GRADW_POSITIONS / f->wq, 1, G->os[1]);
-        while (f->R > 1 && nch * G->k[2] * s1 * (f->R + span) * f->wq * es > FAST_SCRATCH)
+        while (f->R > 1 && nch * G->k[0] * G->k[2] * s1 * (f->R + span) * f->wq * es > FAST_SCRATCH)
             f->R--;
         f->nrb = (G->os[1] + f->R - 1) / f->R;
+        f->nod = G->os[0];
         f->rr = f->R + span;
-        f->chan = G->k[2] * s1 * f->rr * f->wq;
+        f->plane = G->k[2] * s1 * f->rr * f->wq;
+        f->chan = G->k[0] * f->plane;
         f->xs_len = nch * f->chan;
         /* a block of rows that is every row: samples by blocks of about as
          * many positions (each pass over the partial sums then runs over
@@ -447,40 +464,48 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
         if (!(f->koff = tl_malloc((size_t)G->rows, sizeof(int32_t), "convolution offsets", st)))
             return -1;
         for (int64_t c = 0; c < G->ca; c++)
-            for (int64_t kh = 0; kh < G->k[1]; kh++)
-                for (int64_t kw = 0; kw < G->k[2]; kw++)
-                    f->koff[(c * G->k[1] + kh) * G->k[2] + kw] =
-                        (int32_t)(c * f->chan + ((kw * s1 + kh * G->dl[1] % s1) * f->rr + kh * G->dl[1] / s1) * f->wq);
+            for (int64_t kd = 0; kd < G->k[0]; kd++)
+                for (int64_t kh = 0; kh < G->k[1]; kh++)
+                    for (int64_t kw = 0; kw < G->k[2]; kw++)
+                        f->koff[((c * G->k[0] + kd) * G->k[1] + kh) * G->k[2] + kw] =
+                            (int32_t)(c * f->chan + kd * f->plane +
+                                      ((kw * s1 + kh * G->dl[1] % s1) * f->rr + kh * G->dl[1] / s1) * f->wq);
         return 1;
     }
     f->wq = G->os[2] + (G->k[2] - 1) * G->dl[2] / s2;
     f->R = clamp64(FAST_POSITIONS / f->wq, 1, G->os[1]);
-    while (f->R > 1 && nch * s1 * s2 * (f->R + span) * f->wq * es > FAST_SCRATCH)
+    while (f->R > 1 && nch * G->k[0] * s1 * s2 * (f->R + span) * f->wq * es > FAST_SCRATCH)
         f->R--;
     f->nrb = (G->os[1] + f->R - 1) / f->R;
     f->rr = f->R + span;
-    f->chan = s1 * s2 * f->rr * f->wq;
+    f->plane = s1 * s2 * f->rr * f->wq;
+    f->chan = G->k[0] * f->plane;
     f->qs = (f->R * f->wq + 2 * lanes - 1) / (2 * lanes) * (2 * lanes);
     f->nmb = (G->cb + f->mr - 1) / f->mr;
     /* the largest offset (the last channel's, a tap's), then the
      * positions of whole blocks that conv's kernel reads past it */
     int64_t most = 0;
-    for (int64_t kh = 0; kh < G->k[1]; kh++)
-        for (int64_t kw = 0; kw < G->k[2]; kw++) {
-            int64_t o = (G->ca - 1) * f->chan + tap_off(G, f, kh, kw);
-            most = o > most ? o : most;
-        }
+    for (int64_t kd = 0; kd < G->k[0]; kd++)
+        for (int64_t kh = 0; kh < G->k[1]; kh++)
+            for (int64_t kw = 0; kw < G->k[2]; kw++) {
+                int64_t o = (G->ca - 1) * f->chan + tap_off(G, f, kd, kh, kw);
+                most = o > most ? o : most;
+            }
     f->xs_len = most + f->qs > G->ca * f->chan ? most + f->qs : G->ca * f->chan;
     /* the positions the padded grid's blocks compute, and whether columns
      * would do less: the grid's junk columns and rows past each whole
      * block (small outputs: 4x4 in blocks of 32 is half junk) */
     int64_t block = 2 * lanes, last = G->os[1] - (f->nrb - 1) * f->R;
-    int64_t grid = G->n * ((f->nrb - 1) * ((f->R * f->wq + block - 1) / block) + (last * f->wq + block - 1) / block) *
-                   block;
+    int64_t grid = G->n * G->os[0] *
+                   ((f->nrb - 1) * ((f->R * f->wq + block - 1) / block) + (last * f->wq + block - 1) / block) * block;
     f->P = (G->n * G->osz + block - 1) / block * block;
     double cols_bytes = (double)G->groups * (double)G->rows * (double)f->P * (double)es;
-    f->by_cols = G->osz * G->n * 100 < grid * FAST_COLS_USEFUL && cols_bytes <= FAST_COLS_MOST &&
-                 (double)G->rows * (double)f->P <= INT32_MAX && columns_usable();
+    bool sparse = G->osz * G->n * 100 < grid * FAST_COLS_USEFUL && columns_usable();
+    /* a 3-d one whose grid would be mostly junk: the im2col path, as
+     * before the grid took 3-d (TL_CONV=grid still runs it here) */
+    if (sparse && !flat(G))
+        return 0;
+    f->by_cols = sparse && cols_bytes <= FAST_COLS_MOST && (double)G->rows * (double)f->P <= INT32_MAX;
     if (G->groups * G->ca * G->cb * G->ksz > INT32_MAX ||
         (!f->by_cols && (most + f->qs + f->nmb * f->mr * f->qs > INT32_MAX ||
                          (f->xs_len + f->nmb * f->mr * f->qs) * es > FAST_SCRATCH_MOST)))
@@ -498,9 +523,11 @@ static int fast_plan_make(job *j, tl_dtype dt, bool gradw, bool flipped, tl_stat
         f->kb = FAST_COLS_TAPS;
     } else
         for (int64_t c = 0; c < G->ca; c++)
-            for (int64_t kh = 0; kh < G->k[1]; kh++)
-                for (int64_t kw = 0; kw < G->k[2]; kw++)
-                    f->koff[(c * G->k[1] + kh) * G->k[2] + kw] = (int32_t)(c * f->chan + tap_off(G, f, kh, kw));
+            for (int64_t kd = 0; kd < G->k[0]; kd++)
+                for (int64_t kh = 0; kh < G->k[1]; kh++)
+                    for (int64_t kw = 0; kw < G->k[2]; kw++)
+                        f->koff[((c * G->k[0] + kd) * G->k[1] + kh) * G->k[2] + kw] =
+                            (int32_t)(c * f->chan + tap_off(G, f, kd, kh, kw));
     if (!(f->aoff = tl_malloc((size_t)G->rows, sizeof(int32_t), "convolution offsets", st))) {
         free(f->koff);
         f->koff = NULL;
@@ -577,7 +604,7 @@ static int gradw_by_cols(job *j, tl_dtype dt, double flops, tl_status *st)
     const geom *G = &j->g;
     size_t es = tl_dtype_size(dt);
     int64_t P = G->n * G->osz;
-    if (!fast_takes(G, dt) || G->osz > GRADW_COLS_POSITIONS || G->ksz < 2 || G->n < 1 ||
+    if (!fast_takes(G, dt) || !flat(G) || G->osz > GRADW_COLS_POSITIONS || G->ksz < 2 || G->n < 1 ||
         (double)G->groups * (double)(G->rows + G->cb) * (double)P * (double)es > FAST_COLS_MOST)
         return 0;
     int64_t numel = G->groups * (G->rows + G->cb) * P;
@@ -733,7 +760,7 @@ static tl_code conv_run(tl_opcode op, int n, const tl_tensor *x, cpu_ins in, con
             }
         } else if (fp) {
             kind = which == K_CONV ? K_FAST : K_FAST_GRADW;
-            nitems = which == K_CONV ? G->n * G->groups * j.fast.nrb : G->groups * j.fast.nblk * j.fast.noblk;
+            nitems = which == K_CONV ? G->n * G->groups * G->os[0] * j.fast.nrb : G->groups * j.fast.nblk * j.fast.noblk;
         } else if (which == K_CONV) { /* chunks of positions */
             int64_t want = CHUNK_BYTES / (int64_t)es / G->rows;
             j.chunk = G->osz <= want ? G->osz : clamp64(want / 64 * 64, 64, G->osz);

@@ -13,11 +13,14 @@
  * copies dear: ResNet-18's convolutions 70-96 -> 59-60 ms a run, its
  * transposed ones 117-119 -> 73-74 (8x512x4x4: 20 -> 6 ms).
  *
- * How: an item is a block of R output rows of one sample and group.  Its
- * input rows are copied once into a scratch block laid out so that every
- * tap reads the positions in a row of output as one contiguous run: each
- * channel's rows, zero padded, split by phase (the padded row index modulo
- * the stride, and the column's), Wq columns a row.  Output position q =
+ * How: an item is a block of R output rows of one sample and group (and,
+ * with three spatial axes, of one output plane of depth).  Its input rows
+ * are copied once into a scratch block laid out so that every tap reads
+ * the positions in a row of output as one contiguous run: each channel's
+ * rows, zero padded, split by phase (the padded row index modulo the
+ * stride, and the column's), Wq columns a row; with three axes, that for
+ * each tap of depth, from the input plane it reads (zeros where that is
+ * padding), so a tap (kd, kh, kw) is again one fixed offset.  Output position q =
  * oh Wq + ow then reads tap (kh, kw) of channel c at q + koff[c, kh, kw],
  * the same offset for every position, so the product
  *     out[o, q] = sum over k = (c, kh, kw), in order, of W[o, k] x[q + koff[k]]
@@ -202,43 +205,63 @@ static const FN(fast_mk_fn) FN(fast_mkcs)[FAST_MR + 1] = {NULL,          FN(fast
                                                           FN(fast_mkc4), FN(fast_mkc5), FN(fast_mkc6) FAST_MK_MORE(c)};
 #undef FAST_MK_MORE
 
-/* One scratch row of n: the input row srow (is2 long, or none past the
- * input's rows) at columns j st + off, zero where that is outside it. */
-static void FN(fast_row)(T *restrict row, const T *restrict srow, int64_t off, int64_t st, int64_t is2, int64_t n)
+/* One scratch row of n: the input row srow (or none past the input's
+ * rows) at columns j st + off, zero where that is outside it; [a, b) the
+ * columns inside it (valid(off, st, is2, n), the same for every row of
+ * a phase: worked out once a phase, not once a row).  Stride 2 has a
+ * loop of its own, which the compiler turns into vector shuffles. */
+FAST_TARGET static inline void FN(fast_row)(T *restrict row, const T *restrict srow, int64_t off, int64_t st,
+                                            int64_t a, int64_t b, int64_t n)
 {
-    int64_t a = 0, b = 0;
-    if (srow)
-        valid(off, st, is2, n, &a, &b);
+    if (!srow)
+        a = b = 0;
     for (int64_t j = 0; j < a; j++)
         row[j] = 0;
-    if (st == 1 && b > a)
-        memcpy(row + a, srow + a + off, sizeof(T) * (size_t)(b - a));
+    if (st == 1)
+        for (int64_t j = a; j < b; j++)
+            row[j] = srow[j + off];
+    else if (st == 2)
+        for (int64_t j = a; j < b; j++)
+            row[j] = srow[2 * j + off];
     else
         for (int64_t j = a; j < b; j++)
             row[j] = srow[j * st + off];
-    for (int64_t j = b; j < n; j++)
+    for (int64_t j = b > a ? b : a; j < n; j++)
         row[j] = 0;
 }
 
+/* The input plane of depth that output plane od's depth tap kd reads
+ * (a channel's, at src), or none where that is padding. */
+static const T *FN(depth_plane)(const geom *G, const T *src, int64_t od, int64_t kd)
+{
+    int64_t id = od * G->st[0] - G->lo[0] + kd * G->dl[0];
+    return id < 0 || id >= G->is[0] ? NULL : src + id * G->is[1] * G->is[2];
+}
+
 /* The item's input rows into the scratch block (see the top): channel c
- * (of c0..c1, at c - c0), phase (ph, pw), row r, column j holds the input
- * at padded row (r0 + r) st1 + ph, padded column j st2 + pw, zero outside
- * the input; then zeros to xs_len. */
-static void FN(fast_fill)(const geom *G, const fast_plan *f, const T *restrict src, int64_t c0, int64_t c1,
-                          int64_t r0, T *restrict xs)
+ * (of c0..c1, at c - c0), depth tap kd of output plane od, phase (ph,
+ * pw), row r, column j holds the input at padded row (r0 + r) st1 + ph,
+ * padded column j st2 + pw, zero outside the input; then zeros to
+ * xs_len. */
+FAST_TARGET static void FN(fast_fill)(const geom *G, const fast_plan *f, const T *restrict src, int64_t c0, int64_t c1,
+                          int64_t od, int64_t r0, T *restrict xs)
 {
     int64_t s1 = G->st[1], s2 = G->st[2];
-    for (int64_t c = c0; c < c1; c++) {
-        const T *plane = src + c * G->isz;
-        for (int64_t ph = 0; ph < s1; ph++)
-            for (int64_t pw = 0; pw < s2; pw++)
-                for (int64_t r = 0; r < f->rr; r++) {
-                    int64_t ih = (r0 + r) * s1 + ph - G->lo[1];
-                    FN(fast_row)(xs + (c - c0) * f->chan + ((ph * s2 + pw) * f->rr + r) * f->wq,
-                                 ih < 0 || ih >= G->is[1] ? NULL : plane + ih * G->is[2], pw - G->lo[2], s2,
-                                 G->is[2], f->wq);
+    for (int64_t c = c0; c < c1; c++)
+        for (int64_t kd = 0; kd < G->k[0]; kd++) {
+            const T *plane = FN(depth_plane)(G, src + c * G->isz, od, kd);
+            for (int64_t ph = 0; ph < s1; ph++)
+                for (int64_t pw = 0; pw < s2; pw++) {
+                    int64_t a, b;
+                    valid(pw - G->lo[2], s2, G->is[2], f->wq, &a, &b);
+                    for (int64_t r = 0; r < f->rr; r++) {
+                        int64_t ih = (r0 + r) * s1 + ph - G->lo[1];
+                        FN(fast_row)(xs + (c - c0) * f->chan + kd * f->plane + ((ph * s2 + pw) * f->rr + r) * f->wq,
+                                     !plane || ih < 0 || ih >= G->is[1] ? NULL : plane + ih * G->is[2], pw - G->lo[2],
+                                     s2, a, b, f->wq);
+                    }
                 }
-    }
+        }
     /* the tail the last positions' junk columns read */
     memset(xs + (c1 - c0) * f->chan, 0, sizeof(T) * (size_t)(f->xs_len - (c1 - c0) * f->chan));
 }
@@ -248,14 +271,14 @@ FAST_TARGET static void FN(fast_conv_item)(void *ctx, int64_t item)
     job *j = ctx;
     const geom *G = &j->g;
     const fast_plan *f = &j->fast;
-    int64_t rb = item % f->nrb, ng = item / f->nrb, gi = ng % G->groups;
+    int64_t rb = item % f->nrb, od = item / f->nrb % G->os[0], ng = item / f->nrb / G->os[0], gi = ng % G->groups;
     int64_t r0 = rb * f->R, R1 = G->os[1] - r0 < f->R ? G->os[1] - r0 : f->R;
     int64_t q1 = R1 * f->wq, qr = (q1 + 2 * LANES - 1) / (2 * LANES) * (2 * LANES);
     T *xs = (T *)scratch(j, sizeof(T) * (size_t)(f->xs_len + f->nmb * FAST_MR * f->qs));
     if (!xs)
         return;
     T *cs = xs + f->xs_len;
-    FN(fast_fill)(G, f, (const T *)j->ins + ng * G->ca * G->isz, 0, G->ca, r0, xs);
+    FN(fast_fill)(G, f, (const T *)j->ins + ng * G->ca * G->isz, 0, G->ca, od, r0, xs);
     const T *wg = (const T *)j->w + f->w0 + gi * f->wg; /* the group's first row */
 #if FAST_ISA == 512
     for (int64_t mb = 0; mb < f->nmb; mb++) {
@@ -276,7 +299,7 @@ FAST_TARGET static void FN(fast_conv_item)(void *ctx, int64_t item)
             }
         }
 #endif
-    T *dst = (T *)j->outs + ng * G->cb * G->osz + r0 * G->os[2];
+    T *dst = (T *)j->outs + ng * G->cb * G->osz + (od * G->os[1] + r0) * G->os[2];
     for (int64_t o = 0; o < G->cb; o++) {
         T bias = j->bias ? ((const T *)j->bias)[gi * G->cb + o] : 0;
         for (int64_t r = 0; r < R1; r++) {
@@ -319,11 +342,13 @@ FAST_TARGET static void FN(fast_cols_fill)(void *ctx, int64_t item)
         return;
     const T *src = (const T *)j->ins + (n * G->groups + gi) * G->ca * G->isz;
     T *cols = (T *)f->cols + gi * G->rows * f->P;
+    int64_t va, vb;
+    valid(-G->lo[2], 1, G->is[2], wp, &va, &vb);
     for (int64_t c = 0; c < G->ca; c++) {
         for (int64_t r = 0; r < hp; r++) {
             int64_t ih = r - G->lo[1];
             FN(fast_row)(xp + r * wp, ih < 0 || ih >= G->is[1] ? NULL : src + c * G->isz + ih * G->is[2], -G->lo[2], 1,
-                         G->is[2], wp);
+                         va, vb, wp);
         }
         for (int64_t kh = 0; kh < G->k[1]; kh++)
             for (int64_t kw = 0; kw < G->k[2]; kw++) {
@@ -402,21 +427,25 @@ FAST_TARGET static void FN(fast_cols_item)(void *ctx, int64_t item)
  * samples of a block and the vectors of positions in order, the last vector masked (its lanes past the
  * block add nothing: both operands load as zero), and each W[o, k] is
  * then its vector's lanes summed in one fixed order. */
-static void FN(fast_fill_cols)(const geom *G, const fast_plan *f, const T *restrict src, int64_t c0, int64_t c1,
-                               int64_t r0, T *restrict xs)
+FAST_TARGET static void FN(fast_fill_cols)(const geom *G, const fast_plan *f, const T *restrict src, int64_t c0, int64_t c1,
+                               int64_t od, int64_t r0, T *restrict xs)
 {
     int64_t s1 = G->st[1], s2 = G->st[2], ow2 = G->os[2];
-    for (int64_t c = c0; c < c1; c++) {
-        const T *plane = src + c * G->isz;
-        for (int64_t kw = 0; kw < G->k[2]; kw++)
-            for (int64_t ph = 0; ph < s1; ph++)
-                for (int64_t r = 0; r < f->rr; r++) {
-                    int64_t ih = (r0 + r) * s1 + ph - G->lo[1];
-                    FN(fast_row)(xs + (c - c0) * f->chan + ((kw * s1 + ph) * f->rr + r) * ow2,
-                                 ih < 0 || ih >= G->is[1] ? NULL : plane + ih * G->is[2],
-                                 kw * G->dl[2] - G->lo[2], s2, G->is[2], ow2);
-                }
-    }
+    for (int64_t c = c0; c < c1; c++)
+        for (int64_t kd = 0; kd < G->k[0]; kd++) {
+            const T *plane = FN(depth_plane)(G, src + c * G->isz, od, kd);
+            for (int64_t kw = 0; kw < G->k[2]; kw++) {
+                int64_t a, b;
+                valid(kw * G->dl[2] - G->lo[2], s2, G->is[2], ow2, &a, &b);
+                for (int64_t ph = 0; ph < s1; ph++)
+                    for (int64_t r = 0; r < f->rr; r++) {
+                        int64_t ih = (r0 + r) * s1 + ph - G->lo[1];
+                        FN(fast_row)(xs + (c - c0) * f->chan + kd * f->plane + ((kw * s1 + ph) * f->rr + r) * ow2,
+                                     !plane || ih < 0 || ih >= G->is[1] ? NULL : plane + ih * G->is[2],
+                                     kw * G->dl[2] - G->lo[2], s2, a, b, ow2);
+                    }
+            }
+        }
 }
 
 FAST_TARGET static void FN(fast_gradw_item)(void *ctx, int64_t item)
@@ -434,74 +463,78 @@ FAST_TARGET static void FN(fast_gradw_item)(void *ctx, int64_t item)
     T *acc = xs + f->nbk * f->xs_len;
     memset(acc, 0, sizeof(T) * (size_t)(no * nk * LANES));
     int64_t xstep = (G->groups * G->ca) * G->isz, gstep = (G->groups * G->cb) * G->osz; /* a sample */
+    /* rows of output a plane of depth (pointwise: every plane's, one pass) */
+    int64_t orows = f->direct ? G->os[0] * G->os[1] : G->os[1];
     for (int64_t n0 = 0; n0 < G->n; n0 += f->nbk) {
         int64_t nn = G->n - n0 < f->nbk ? G->n - n0 : f->nbk;
         const T *a = (const T *)j->ins + (n0 * G->groups + gi) * G->ca * G->isz;
-        const T *b = (const T *)j->outs + ((n0 * G->groups + gi) * G->cb + o0) * G->osz;
-        for (int64_t rb = 0; rb < f->nrb; rb++) {
-            int64_t r0 = rb * f->R, np = (G->os[1] - r0 < f->R ? G->os[1] - r0 : f->R) * ow2;
-            int64_t full = np / LANES * LANES;
-            unsigned tail = (1u << (np - full)) - 1u;
-            /* sample s of the block: its scratch at s xs_len (direct: its input at s xstep) */
-            int64_t xs_s = f->direct ? xstep : f->xs_len;
-            if (!f->direct)
-                for (int64_t sn = 0; sn < nn; sn++)
-                    FN(fast_fill_cols)(G, f, a + sn * xstep, c0, c1, r0, xs + sn * f->xs_len);
-            for (int64_t kt = 0; kt < nk; kt += FAST_GRADW_MK) { /* the taps' runs stay in L1 */
-                const T *xp[FAST_GRADW_MK];
-                for (int q = 0; q < FAST_GRADW_MK; q++)
-                    xp[q] = f->direct ? a + (k0 + (kt + q < nk ? kt + q : nk - 1)) * G->isz + r0 * ow2
-                                      : xs + (f->koff[k0 + (kt + q < nk ? kt + q : nk - 1)] - c0 * f->chan);
-                for (int64_t ot = 0; ot < no; ot += FAST_GRADW_MO) {
-                    const T *gp[FAST_GRADW_MO]; /* past the block: its last row again, not stored */
-                    int64_t ai[FAST_GRADW_MO][FAST_GRADW_MK];
-                    for (int i = 0; i < FAST_GRADW_MO; i++) {
-                        int64_t o = ot + i < no ? ot + i : no - 1;
-                        gp[i] = b + o * G->osz + r0 * ow2;
-                        for (int q = 0; q < FAST_GRADW_MK; q++)
-                            ai[i][q] = (o * nk + (kt + q < nk ? kt + q : nk - 1)) * LANES;
-                    }
-                    VEC s[FAST_GRADW_MO][FAST_GRADW_MK];
-#pragma GCC unroll 4
-                    for (int i = 0; i < FAST_GRADW_MO; i++)
-#pragma GCC unroll 6
-                        for (int q = 0; q < FAST_GRADW_MK; q++)
-                            s[i][q] = VLOAD(acc + ai[i][q]);
-                    for (int64_t sn = 0; sn < nn; sn++) {
-                        int64_t xo = sn * xs_s, go = sn * gstep;
-                        for (int64_t p = 0; p < full; p += LANES) {
-                            VEC gv[FAST_GRADW_MO];
-#pragma GCC unroll 4
-                            for (int i = 0; i < FAST_GRADW_MO; i++)
-                                gv[i] = VLOAD(gp[i] + go + p);
-#pragma GCC unroll 6
-                            for (int q = 0; q < FAST_GRADW_MK; q++) {
-                                VEC xv = VLOAD(xp[q] + xo + p);
-#pragma GCC unroll 4
+        for (int64_t od = 0; od < f->nod; od++) {
+            for (int64_t rb = 0; rb < f->nrb; rb++) {
+                const T *b = (const T *)j->outs + ((n0 * G->groups + gi) * G->cb + o0) * G->osz + od * G->os[1] * ow2;
+                int64_t r0 = rb * f->R, np = (orows - r0 < f->R ? orows - r0 : f->R) * ow2;
+                int64_t full = np / LANES * LANES;
+                unsigned tail = (1u << (np - full)) - 1u;
+                /* sample s of the block: its scratch at s xs_len (direct: its input at s xstep) */
+                int64_t xs_s = f->direct ? xstep : f->xs_len;
+                if (!f->direct)
+                    for (int64_t sn = 0; sn < nn; sn++)
+                        FN(fast_fill_cols)(G, f, a + sn * xstep, c0, c1, od, r0, xs + sn * f->xs_len);
+                for (int64_t kt = 0; kt < nk; kt += FAST_GRADW_MK) { /* the taps' runs stay in L1 */
+                    const T *xp[FAST_GRADW_MK];
+                    for (int q = 0; q < FAST_GRADW_MK; q++)
+                        xp[q] = f->direct ? a + (k0 + (kt + q < nk ? kt + q : nk - 1)) * G->isz + r0 * ow2
+                                          : xs + (f->koff[k0 + (kt + q < nk ? kt + q : nk - 1)] - c0 * f->chan);
+                    for (int64_t ot = 0; ot < no; ot += FAST_GRADW_MO) {
+                        const T *gp[FAST_GRADW_MO]; /* past the block: its last row again, not stored */
+                        int64_t ai[FAST_GRADW_MO][FAST_GRADW_MK];
+                        for (int i = 0; i < FAST_GRADW_MO; i++) {
+                            int64_t o = ot + i < no ? ot + i : no - 1;
+                            gp[i] = b + o * G->osz + r0 * ow2;
+                            for (int q = 0; q < FAST_GRADW_MK; q++)
+                                ai[i][q] = (o * nk + (kt + q < nk ? kt + q : nk - 1)) * LANES;
+                        }
+                        VEC s[FAST_GRADW_MO][FAST_GRADW_MK];
+    #pragma GCC unroll 4
+                        for (int i = 0; i < FAST_GRADW_MO; i++)
+    #pragma GCC unroll 6
+                            for (int q = 0; q < FAST_GRADW_MK; q++)
+                                s[i][q] = VLOAD(acc + ai[i][q]);
+                        for (int64_t sn = 0; sn < nn; sn++) {
+                            int64_t xo = sn * xs_s, go = sn * gstep;
+                            for (int64_t p = 0; p < full; p += LANES) {
+                                VEC gv[FAST_GRADW_MO];
+    #pragma GCC unroll 4
                                 for (int i = 0; i < FAST_GRADW_MO; i++)
-                                    s[i][q] = VFMA(gv[i], xv, s[i][q]);
+                                    gv[i] = VLOAD(gp[i] + go + p);
+    #pragma GCC unroll 6
+                                for (int q = 0; q < FAST_GRADW_MK; q++) {
+                                    VEC xv = VLOAD(xp[q] + xo + p);
+    #pragma GCC unroll 4
+                                    for (int i = 0; i < FAST_GRADW_MO; i++)
+                                        s[i][q] = VFMA(gv[i], xv, s[i][q]);
+                                }
+                            }
+                            if (tail) {
+                                VEC gv[FAST_GRADW_MO];
+    #pragma GCC unroll 4
+                                for (int i = 0; i < FAST_GRADW_MO; i++)
+                                    gv[i] = VMASKLOAD(tail, gp[i] + go + full);
+    #pragma GCC unroll 6
+                                for (int q = 0; q < FAST_GRADW_MK; q++) {
+                                    VEC xv = VMASKLOAD(tail, xp[q] + xo + full);
+    #pragma GCC unroll 4
+                                    for (int i = 0; i < FAST_GRADW_MO; i++)
+                                        s[i][q] = VFMA(gv[i], xv, s[i][q]);
+                                }
                             }
                         }
-                        if (tail) {
-                            VEC gv[FAST_GRADW_MO];
-#pragma GCC unroll 4
-                            for (int i = 0; i < FAST_GRADW_MO; i++)
-                                gv[i] = VMASKLOAD(tail, gp[i] + go + full);
-#pragma GCC unroll 6
-                            for (int q = 0; q < FAST_GRADW_MK; q++) {
-                                VEC xv = VMASKLOAD(tail, xp[q] + xo + full);
-#pragma GCC unroll 4
-                                for (int i = 0; i < FAST_GRADW_MO; i++)
-                                    s[i][q] = VFMA(gv[i], xv, s[i][q]);
-                            }
-                        }
+    #pragma GCC unroll 4
+                        for (int i = 0; i < FAST_GRADW_MO; i++)
+    #pragma GCC unroll 6
+                            for (int q = 0; q < FAST_GRADW_MK; q++)
+                                if (ot + i < no && kt + q < nk)
+                                    VSTORE(acc + ai[i][q], s[i][q]);
                     }
-#pragma GCC unroll 4
-                    for (int i = 0; i < FAST_GRADW_MO; i++)
-#pragma GCC unroll 6
-                        for (int q = 0; q < FAST_GRADW_MK; q++)
-                            if (ot + i < no && kt + q < nk)
-                                VSTORE(acc + ai[i][q], s[i][q]);
                 }
             }
         }
