@@ -97,6 +97,8 @@ static const char *skip_text(tl_gradcheck_skip s, bool json)
 {
     if (s == TL_GC_SKIP_INDEX)
         return json ? "index" : "an index tensor, never differentiated";
+    if (s == TL_GC_SKIP_BOOL)
+        return json ? "bool" : "bool in the model, never differentiated";
     return json ? "wrt" : "not in --wrt";
 }
 
@@ -443,6 +445,9 @@ int cmd_gradcheck(int argc, char **argv)
         rc = cli_fail(&st);
     if (!rc)
         rc = check(&c, &s, &st);
+    for (int k = 0; !rc && k < s.r->ninputs; k++) /* left out of wrt as a model's bool input */
+        if (s.r->inputs[k].skip == TL_GC_SKIP_WRT && tl_onnx_input_is_bool(c.run.model, k))
+            s.r->inputs[k].skip = TL_GC_SKIP_BOOL;
     if (!rc) {
         const bool *cast = c.f64 ? s.cast : NULL;
         c.run.json ? json_report(s.g, s.r, cast) : text_report(s.g, s.r, cast);

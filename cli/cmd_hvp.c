@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "graph/onnx.h"
 
 /* The input a --tangent names, or an exit code (through *rc). */
 static int tangent_input(const cli_run_args *c, const tl_graph *g, tl_tensor *const *in, const char *spec,
@@ -28,6 +29,9 @@ static int tangent_input(const cli_run_args *c, const tl_graph *g, tl_tensor *co
     else if (tl_dtype_is_int(in[k]->dtype))
         *rc = (tl_fail(st, TL_EINPUT, "--tangent %s: input \"%s\" is an index tensor (%s), which has no "
                        "tangent", name, name, tl_dtype_name(in[k]->dtype)), cli_fail(st));
+    else if (tl_onnx_input_is_bool(c->model, k))
+        *rc = (tl_fail(st, TL_EINPUT, "--tangent %s: input \"%s\" is bool in the model (given as %s 0/1), which "
+                       "has no tangent", name, name, tl_dtype_name(in[k]->dtype)), cli_fail(st));
     return k;
 }
 

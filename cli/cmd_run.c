@@ -538,6 +538,9 @@ static int wrt_one(const char *name, void *ctx)
     if (tl_dtype_is_int(w->in[k]->dtype))
         return tl_fail(w->st, TL_EINPUT, "--wrt: input \"%s\" is an index tensor (%s), which is never "
                        "differentiated", name, tl_dtype_name(w->in[k]->dtype)), cli_fail(w->st);
+    if (tl_onnx_input_is_bool(w->model, k))
+        return tl_fail(w->st, TL_EINPUT, "--wrt: input \"%s\" is bool in the model (given as %s 0/1), which is "
+                       "never differentiated", name, tl_dtype_name(w->in[k]->dtype)), cli_fail(w->st);
     w->wrt[k] = true;
     return 0;
 }
@@ -545,8 +548,8 @@ static int wrt_one(const char *name, void *ctx)
 int cli_parse_wrt(const cmd *c, const tl_graph *g, tl_tensor *const *in, bool *wrt,
                   tl_status *st)
 {
-    for (int k = 0; k < g->ninputs; k++)
-        wrt[k] = c->wrt == NULL;
+    for (int k = 0; k < g->ninputs; k++) /* a model's bool input: a condition, never differentiated */
+        wrt[k] = c->wrt == NULL && !tl_onnx_input_is_bool(c->model, k);
     wrt_ctx w = {g, c->model, in, wrt, st};
     return c->wrt ? each_name("--wrt", c->wrt, st, wrt_one, &w) : 0;
 }

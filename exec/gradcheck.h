@@ -52,6 +52,7 @@ typedef enum tl_gradcheck_skip {
     TL_GC_CHECKED = 0,
     TL_GC_SKIP_INDEX, /* an index tensor: never differentiated */
     TL_GC_SKIP_WRT,   /* left out by opts.wrt */
+    TL_GC_SKIP_BOOL,  /* a model's bool input (given as 0/1): never differentiated (set by the caller) */
 } tl_gradcheck_skip;
 
 /* How many boundary and kink elements a report names per input. */

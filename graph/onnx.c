@@ -331,6 +331,11 @@ const char *tl_onnx_initializer_name(const tl_onnx_model *m, int i)
     return i >= 0 && i < m->ninit ? m->init_proto[i]->name : NULL;
 }
 
+bool tl_onnx_input_is_bool(const tl_onnx_model *m, int i)
+{
+    return m && i >= 0 && i < m->nin && m->in_type[i] == TL_ONNX_BOOL;
+}
+
 tl_tensor *tl_onnx_default(const tl_onnx_model *m, int i)
 {
     return i >= 0 && i < m->nin && m->in_init[i] >= 0 ? tl_tensor_ref(m->init[m->in_init[i]]) : NULL;

@@ -101,6 +101,11 @@ tl_tensor *tl_onnx_declared(const tl_onnx_model *m, int i, tl_status *st);
  * the command line does, before translating.  TL_EINPUT: "input "x":
  * axis 0 must have size 3, got f32[1,2] (the model declares f32[3,2])". */
 tl_code tl_onnx_check_input(const tl_onnx_model *m, int i, const tl_tensor *x, tl_status *st);
+/* Whether the model declares signature input i bool: given as numbers
+ * (0/1, nonzero as true, of an integer or float dtype), it is a
+ * condition or a mask, never differentiated (no gradient, no tangent),
+ * whatever dtype its numbers came in. */
+bool tl_onnx_input_is_bool(const tl_onnx_model *m, int i);
 /* "f32[batch,3,224,224]": the type the model declares for signature
  * input i, as tl check writes a type (a dim without a size or name: _),
  * for a message; "" where it declares none. */
