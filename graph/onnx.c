@@ -360,16 +360,23 @@ static uint64_t hash_str(const char *s)
     return h;
 }
 
-static val *lookup(tx *t, const char *name)
+/* The entry in scope for name (the latest binding of it: a subgraph's
+ * input shadows an outer value of its name), or NULL. */
+static ent *in_scope(tx *t, const char *name)
 {
+    ent *best = NULL;
     if (!t->tcap)
         return NULL;
-    for (size_t i = hash_str(name) & (t->tcap - 1);; i = (i + 1) & (t->tcap - 1)) {
-        if (!t->tab[i].name)
-            return NULL;
-        if (!strcmp(t->tab[i].name, name))
-            return t->tab[i].v;
-    }
+    for (size_t i = hash_str(name) & (t->tcap - 1); t->tab[i].name; i = (i + 1) & (t->tcap - 1))
+        if (!strcmp(t->tab[i].name, name) && (!best || t->tab[i].seq > best->seq))
+            best = &t->tab[i];
+    return best;
+}
+
+static val *lookup(tx *t, const char *name)
+{
+    ent *e = in_scope(t, name);
+    return e ? e->v : NULL;
 }
 
 static bool bind(tx *t, const char *name, val *v)
@@ -393,7 +400,7 @@ static bool bind(tx *t, const char *name, val *v)
     size_t i = hash_str(name) & (t->tcap - 1);
     while (t->tab[i].name)
         i = (i + 1) & (t->tcap - 1);
-    t->tab[i] = (ent){name, v};
+    t->tab[i] = (ent){name, v, ++t->seq};
     t->tn++;
     if (!v->user)
         v->user = name;
@@ -5298,17 +5305,14 @@ bool ox_fail(tx *t, const char *fmt, ...)
 val *ox_lookup(tx *t, const char *name) { return lookup(t, name); }
 bool ox_bind(tx *t, const char *name, val *v) { return bind(t, name, v); }
 
-/* The name no longer defined (a subgraph's names, after it): its entry
- * stays, under a name no node uses, so that probing goes past it. */
+/* The name's latest binding gone (a subgraph's names, after it: an outer
+ * value its input shadowed is in scope again): its entry stays, under a
+ * name no node uses, so that probing goes past it. */
 void ox_unbind(tx *t, const char *name)
 {
-    if (!t->tcap)
-        return;
-    for (size_t i = hash_str(name) & (t->tcap - 1); t->tab[i].name; i = (i + 1) & (t->tcap - 1))
-        if (!strcmp(t->tab[i].name, name)) {
-            t->tab[i].name = "";
-            return;
-        }
+    ent *e = in_scope(t, name);
+    if (e)
+        e->name = "";
 }
 
 val *ox_new_val(tx *t) { return new_val(t); }

@@ -33,14 +33,20 @@ typedef struct val {
     int64_t step_add, lo, hi;
 } val;
 
+/* A name bound to a value; a subgraph's input may take a name of an
+ * outer graph (ONNX allows it: inside, the name is the input), so a name
+ * can be bound more than once: the binding with the highest seq is the
+ * one in scope, until it is unbound. */
 typedef struct ent {
     const char *name;
     val *v;
+    size_t seq;
 } ent;
 
 typedef struct tx {
     tl_onnx_model *m;
     tl_status *st;
+    size_t seq; /* bindings made (ent.seq) */
     tl_dtype call; /* the element type of the call: bools live in it */
     tl_dtype load_call; /* the loader's (exec/check.c): the first float input's, else f64; one_hot's */
     cJSON *root, *inputs, *consts, *nodes; /* nodes: of the block being written */

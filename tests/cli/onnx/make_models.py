@@ -759,3 +759,18 @@ save(model([h.make_node("Loop", ["M", "cond", "h0"], ["hT"], body=hbody)],
            [h.make_tensor_value_info("M", T.INT64, []), h.make_tensor_value_info("h0", T.FLOAT16, [3])],
            [h.make_tensor_value_info("hT", T.FLOAT16, [3])], [nh.from_array(np.array(True), "cond")]),
      "loop_body_half.onnx")
+
+# loop_input_shadow: a Loop body whose carried input is named x, as the main
+# graph's input is (ONNX lets a subgraph's input take a name of the outer
+# scope: inside, x is the body's own); the body reads the outer w = x too,
+# and after the Loop the main graph reads its x again.  For x = [1, 2], M
+# = 2: each step x * w from 2x, so out = 2x^3 = [2, 16], y = out + x
+sbody = h.make_graph([h.make_node("Mul", ["x", "w"], ["t"]), h.make_node("Identity", ["cond_in"], ["cond_out"])],
+                     "body",
+                     [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+                      fv("x", [2])],
+                     [h.make_tensor_value_info("cond_out", T.BOOL, []), fv("t", [2])])
+save(model([h.make_node("Identity", ["x"], ["w"]), h.make_node("Add", ["x", "x"], ["x2"]),
+            h.make_node("Loop", ["M", "", "x2"], ["out"], body=sbody), h.make_node("Add", ["out", "x"], ["y"])],
+           [fv("x", [2]), h.make_tensor_value_info("M", T.INT64, [])], [fv("out", [2]), fv("y", [2])]),
+     "loop_input_shadow.onnx")
