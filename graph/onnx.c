@@ -424,6 +424,19 @@ static val *new_val(tx *t)
 }
 
 /* The error of the node being translated: "node "NAME" (OP, opset N): ..." */
+/* The name of u's attribute whose subgraph holds node n (If's
+ * then_branch or else_branch, a Loop's body), or "subgraph". */
+static const char *holder(const Onnx__NodeProto *u, const Onnx__NodeProto *n)
+{
+    for (size_t a = 0; a < u->n_attribute; a++) {
+        const Onnx__GraphProto *g = u->attribute[a]->g;
+        for (size_t i = 0; g && i < g->n_node; i++)
+            if (g->node[i] == n && u->attribute[a]->name)
+                return u->attribute[a]->name;
+    }
+    return "subgraph";
+}
+
 __attribute__((format(printf, 2, 3))) static bool fail(tx *t, const char *fmt, ...)
 {
     char msg[768];
@@ -434,12 +447,24 @@ __attribute__((format(printf, 2, 3))) static bool fail(tx *t, const char *fmt, .
     const Onnx__NodeProto *n = t->node;
     if (!n)
         return tl_fail(t->st, TL_EINPUT, "%s", msg), false;
-    char where[300];
+    char where[300], path[700] = "";
+    size_t used = 0;
+    for (int i = 0; i < t->depth && i < OX_DEPTH && used < sizeof path; i++) { /* the way in, outermost first */
+        const Onnx__NodeProto *u = t->up[i];
+        if (u->name && u->name[0])
+            snprintf(where, sizeof where, "node \"%.120s\"", u->name);
+        else
+            snprintf(where, sizeof where, "node %d", t->up_index[i]);
+        const Onnx__NodeProto *next = i + 1 < t->depth && i + 1 < OX_DEPTH ? t->up[i + 1] : n;
+        int k = snprintf(path + used, sizeof path - used, "%s (%.40s), in its %.40s: ", where,
+                         u->op_type ? u->op_type : "", holder(u, next));
+        used += k > 0 ? (size_t)k : 0;
+    }
     if (n->name && n->name[0])
         snprintf(where, sizeof where, "node \"%.200s\"", n->name);
     else
         snprintf(where, sizeof where, "node %d", t->node_index);
-    tl_fail(t->st, TL_EINPUT, "%s (%.60s, opset %d): %s", where, n->op_type, t->m->opset, msg);
+    tl_fail(t->st, TL_EINPUT, "%s%s (%.60s, opset %d): %s", path, where, n->op_type, t->m->opset, msg);
     return false;
 }
 
@@ -5358,10 +5383,16 @@ bool ox_translate_node(tx *t, const Onnx__NodeProto *n, int index)
 {
     const Onnx__NodeProto *outer = t->node;
     int oi = t->node_index;
+    if (outer && t->depth < OX_DEPTH) { /* a node of outer's subgraph: the way in, for errors */
+        t->up[t->depth] = outer;
+        t->up_index[t->depth] = oi;
+    }
+    t->depth += outer != NULL;
     t->node = n;
     t->node_index = index;
     bool ok = translate_node(t, n);
     if (ok) {
+        t->depth -= outer != NULL;
         t->node = outer;
         t->node_index = oi;
     }

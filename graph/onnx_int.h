@@ -64,6 +64,13 @@ typedef struct tx {
     int part;
     const Onnx__NodeProto *node;
     int node_index;
+    /* the nodes whose subgraphs hold the node being translated, outermost
+     * first (an error names the way in: "node 1 (Loop), in its subgraph
+     * \"body\": node 0 (Det, opset 13): ..."); deeper ones are counted */
+#define OX_DEPTH 8
+    int depth;
+    const Onnx__NodeProto *up[OX_DEPTH];
+    int up_index[OX_DEPTH];
     bool compile; /* tl_onnx_compile: placeholders as npz members */
     /* per input of the model: its value was taken at load and the recipe
      * never reads it (build: find_fixed) */

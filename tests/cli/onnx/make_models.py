@@ -774,3 +774,40 @@ save(model([h.make_node("Identity", ["x"], ["w"]), h.make_node("Add", ["x", "x"]
             h.make_node("Loop", ["M", "", "x2"], ["out"], body=sbody), h.make_node("Add", ["out", "x"], ["y"])],
            [fv("x", [2]), h.make_tensor_value_info("M", T.INT64, [])], [fv("out", [2]), fv("y", [2])]),
      "loop_input_shadow.onnx")
+
+# loop_body_det: a Loop whose body holds an op tl does not translate (Det)
+# and loop_body_dup: one whose body defines y, a name of the main graph
+# (the ONNX checker refuses it): each error names the Loop, then the
+# body's node (node 0 of the main graph is another op)
+dbody = h.make_graph([h.make_node("Det", ["acc"], ["t"]), h.make_node("Identity", ["acc"], ["acc_out"]),
+                      h.make_node("Identity", ["cond_in"], ["cond_out"])],
+                     "body",
+                     [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+                      fv("acc", [2, 2])],
+                     [h.make_tensor_value_info("cond_out", T.BOOL, []), fv("acc_out", [2, 2])])
+save(model([h.make_node("Identity", ["x"], ["x1"]), h.make_node("Loop", ["M", "", "x1"], ["out"], body=dbody)],
+           [fv("x", [2, 2]), h.make_tensor_value_info("M", T.INT64, [])], [fv("out", [2, 2])]), "loop_body_det.onnx")
+ubody = h.make_graph([h.make_node("Mul", ["acc", "acc"], ["y"]), h.make_node("Add", ["y", "acc"], ["acc_out"]),
+                      h.make_node("Identity", ["cond_in"], ["cond_out"])],
+                     "body",
+                     [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+                      fv("acc", [2])],
+                     [h.make_tensor_value_info("cond_out", T.BOOL, []), fv("acc_out", [2])])
+save(model([h.make_node("Identity", ["x"], ["y"]), h.make_node("Loop", ["M", "", "y"], ["out"], body=ubody)],
+           [fv("x", [2]), h.make_tensor_value_info("M", T.INT64, [])], [fv("out", [2])]), "loop_body_dup.onnx",
+     check=False)
+
+# loop_if_det: the Det in the then_branch of an If in a Loop's body (the
+# Loop named): the error names each node on the way in
+nthen = h.make_graph([h.make_node("Det", ["acc"], ["d"]), h.make_node("Identity", ["acc"], ["r"])], "then", [],
+                     [fv("r", [2, 2])])
+nelse = h.make_graph([h.make_node("Identity", ["acc"], ["r2"])], "else", [], [fv("r2", [2, 2])])
+nbody = h.make_graph([h.make_node("Identity", ["cond_in"], ["c2"]),
+                      h.make_node("If", ["c2"], ["acc_out"], then_branch=nthen, else_branch=nelse),
+                      h.make_node("Identity", ["cond_in"], ["cond_out"])],
+                     "body",
+                     [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+                      fv("acc", [2, 2])],
+                     [h.make_tensor_value_info("cond_out", T.BOOL, []), fv("acc_out", [2, 2])])
+save(model([h.make_node("Loop", ["M", "", "x"], ["out"], body=nbody, name="outer_loop")],
+           [fv("x", [2, 2]), h.make_tensor_value_info("M", T.INT64, [])], [fv("out", [2, 2])]), "loop_if_det.onnx")
