@@ -20,10 +20,10 @@
  * rows, zero padded, split by phase (the padded row index modulo the
  * stride, and the column's), Wq columns a row; with three axes, that for
  * each tap of depth, from the input plane it reads (zeros where that is
- * padding), so a tap (kd, kh, kw) is again one fixed offset.  Output position q =
- * oh Wq + ow then reads tap (kh, kw) of channel c at q + koff[c, kh, kw],
- * the same offset for every position, so the product
- *     out[o, q] = sum over k = (c, kh, kw), in order, of W[o, k] x[q + koff[k]]
+ * padding).  Output position q = oh Wq + ow then reads tap (kd, kh, kw)
+ * of channel c at q + koff[c, kd, kh, kw], the same offset for every
+ * position, so the product
+ *     out[o, q] = sum over k = (c, kd, kh, kw), in order, of W[o, k] x[q + koff[k]]
  * runs with the input as its own packed matrix and the kernel read in
  * place (a transposed convolution's flipped one too, through aoff):
  * MR output channels by NR positions of accumulators in registers, one
@@ -226,7 +226,7 @@ FAST_TARGET static inline void FN(fast_row)(T *restrict row, const T *restrict s
     else
         for (int64_t j = a; j < b; j++)
             row[j] = srow[j * st + off];
-    for (int64_t j = b > a ? b : a; j < n; j++)
+    for (int64_t j = b; j < n; j++) /* valid() gives a <= b */
         row[j] = 0;
 }
 
@@ -243,8 +243,8 @@ static const T *FN(depth_plane)(const geom *G, const T *src, int64_t od, int64_t
  * pw), row r, column j holds the input at padded row (r0 + r) st1 + ph,
  * padded column j st2 + pw, zero outside the input; then zeros to
  * xs_len. */
-FAST_TARGET static void FN(fast_fill)(const geom *G, const fast_plan *f, const T *restrict src, int64_t c0, int64_t c1,
-                          int64_t od, int64_t r0, T *restrict xs)
+FAST_TARGET static void FN(fast_fill)(const geom *G, const fast_plan *f, const T *restrict src, int64_t c0,
+                                      int64_t c1, int64_t od, int64_t r0, T *restrict xs)
 {
     int64_t s1 = G->st[1], s2 = G->st[2];
     for (int64_t c = c0; c < c1; c++)
@@ -427,8 +427,8 @@ FAST_TARGET static void FN(fast_cols_item)(void *ctx, int64_t item)
  * samples of a block and the vectors of positions in order, the last vector masked (its lanes past the
  * block add nothing: both operands load as zero), and each W[o, k] is
  * then its vector's lanes summed in one fixed order. */
-FAST_TARGET static void FN(fast_fill_cols)(const geom *G, const fast_plan *f, const T *restrict src, int64_t c0, int64_t c1,
-                               int64_t od, int64_t r0, T *restrict xs)
+FAST_TARGET static void FN(fast_fill_cols)(const geom *G, const fast_plan *f, const T *restrict src, int64_t c0,
+                                           int64_t c1, int64_t od, int64_t r0, T *restrict xs)
 {
     int64_t s1 = G->st[1], s2 = G->st[2], ow2 = G->os[2];
     for (int64_t c = c0; c < c1; c++)
