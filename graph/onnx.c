@@ -423,7 +423,6 @@ static val *new_val(tx *t)
     return v;
 }
 
-/* The error of the node being translated: "node "NAME" (OP, opset N): ..." */
 /* The name of u's attribute whose subgraph holds node n (If's
  * then_branch or else_branch, a Loop's body), or "subgraph". */
 static const char *holder(const Onnx__NodeProto *u, const Onnx__NodeProto *n)
@@ -437,6 +436,8 @@ static const char *holder(const Onnx__NodeProto *u, const Onnx__NodeProto *n)
     return "subgraph";
 }
 
+/* The error of the node being translated: "node "NAME" (OP, opset N): ...",
+ * after the nodes whose subgraphs hold it */
 __attribute__((format(printf, 2, 3))) static bool fail(tx *t, const char *fmt, ...)
 {
     char msg[768];
